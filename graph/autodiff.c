@@ -1,0 +1,346 @@
+// Reverse-mode autodiff over the forward graph, from the registry's gradient rules; then the
+// global gradient norm and one AdamW op per parameter.
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "ops/registry.h"
+
+stg_optim_config graph_optim_defaults(void) {
+    stg_optim_config c = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .max_norm = 1.0,
+                          .decay_exempt_norms_embeddings = false};
+    return c;
+}
+
+// gsum[t] += d (emitting an add when t already has a gradient).
+static int accumulate(stg_graph *g, int *gsum, int t, int d, int fwd, stg_err *err) {
+    if (gsum[t] < 0) {
+        gsum[t] = d;
+        return 0;
+    }
+    int in[2] = {gsum[t], d};
+    char nm[STG_NAME_MAX];
+    snprintf(nm, sizeof nm, "d.%s", g->t[t].name);
+    int out[STG_MAX_OUT];
+    int id = graph_add_op(g, STG_OP_ADD, in, 2, NULL, STG_PHASE_BACKWARD, nm, g->ops[fwd].loc, out, err);
+    if (id < 0) return stg_err_prefix(err, "accumulating the gradient of '%s'", g->t[t].name);
+    g->ops[id].fwd = fwd;
+    gsum[t] = out[0];
+    return 0;
+}
+
+// Copies a gradient into a tensor of its own (when the rule's result is a view or is shared).
+static int materialize(stg_graph *g, int src, stg_loc loc, const char *name, stg_err *err) {
+    stg_attrs a;
+    memset(&a, 0, sizeof a);
+    a.scale.factor = 1.0;
+    int out[STG_MAX_OUT];
+    int id = graph_add_op(g, STG_OP_SCALE, &src, 1, &a, STG_PHASE_BACKWARD, name, loc, out, err);
+    if (id < 0) return -1;
+    return out[0];
+}
+
+void graph_classify(stg_graph *g) {
+    int nf = g->n_fwd_ops;
+    for (int i = 0; i < g->nt; i++) {
+        stg_tensor *t = &g->t[i];
+        if (t->producer >= 0 && t->cls != STG_CLASS_GRAD) t->cls = STG_CLASS_TEMPORARY;
+    }
+    for (int o = nf; o < g->nops; o++) {
+        const stg_op *op = &g->ops[o];
+        for (int i = 0; i < op->n_in; i++) {
+            int t = op->in[i];
+            int root = g->t[t].base >= 0 ? g->t[t].base : t;
+            if (g->t[t].producer >= 0 && g->t[t].producer < nf) g->t[t].cls = STG_CLASS_ACTIVATION;
+            if (g->t[root].producer >= 0 && g->t[root].producer < nf) g->t[root].cls = STG_CLASS_ACTIVATION;
+        }
+    }
+}
+
+int graph_autodiff(stg_graph *g, const stg_optim_config *oc, stg_err *err) {
+    if (g->loss < 0) return stg_errf(err, "the model has no loss");
+    if (g->nops != g->n_fwd_ops) return stg_errf(err, "autodiff runs once, on a forward graph");
+    const int nf = g->nops, ntf = g->nt;
+    int *gsum = malloc(sizeof(int) * (size_t)ntf);
+    char *needs = calloc((size_t)ntf, 1), *no_decay = calloc((size_t)ntf, 1);
+    if (!gsum || !needs || !no_decay) {
+        free(gsum);
+        free(needs);
+        free(no_decay);
+        return stg_errf(err, "out of host memory in autodiff");
+    }
+    int rc = -1;
+    for (int i = 0; i < ntf; i++) gsum[i] = -1;
+    // which tensors depend on a parameter
+    for (int i = 0; i < ntf; i++) needs[i] = g->t[i].cls == STG_CLASS_PARAM;
+    for (int o = 0; o < nf; o++) {
+        const stg_op *op = &g->ops[o];
+        const stg_op_def *d = ops_def(op->kind);
+        bool any = false;
+        for (int i = 0; i < op->n_in; i++) {
+            if (!ops_bit(d->no_grad_in, i) && needs[op->in[i]]) any = true;
+            if (ops_bit(d->no_decay_in, i) && g->t[op->in[i]].cls == STG_CLASS_PARAM) no_decay[op->in[i]] = 1;
+        }
+        for (int k = 0; k < op->n_out; k++) needs[op->out[k]] = any;
+    }
+    if (!needs[g->loss]) {
+        stg_errf(err, "the loss does not depend on any parameter");
+        goto done;
+    }
+    gsum[g->loss] = STG_GRAD_SEED;
+    for (int o = nf - 1; o >= 0; o--) {
+        const stg_op op = g->ops[o];
+        const stg_op_def *d = ops_def(op.kind);
+        int dout[STG_MAX_OUT] = {-1, -1, -1};
+        bool any_out = false;
+        for (int k = 0; k < op.n_out; k++) {
+            dout[k] = gsum[op.out[k]];
+            any_out |= dout[k] != -1;
+        }
+        if (!any_out) continue;
+        bool want[64] = {false};
+        int din[64];
+        bool any_in = false;
+        if (op.n_in > 64) {
+            stg_errf_at(err, op.loc, "%s: too many inputs for autodiff", d->name);
+            goto done;
+        }
+        for (int i = 0; i < op.n_in; i++) {
+            want[i] = needs[op.in[i]] && !ops_bit(d->no_grad_in, i);
+            din[i] = -1;
+            any_in |= want[i];
+        }
+        if (!any_in) continue;
+        if (!d->grad) {
+            stg_errf_at(err, op.loc, "%s has no gradient rule", d->name);
+            goto done;
+        }
+        if (d->grad(g, o, dout, want, din, err) < 0) goto done;
+        for (int i = 0; i < op.n_in; i++) {
+            if (!want[i]) continue;
+            if (din[i] < 0) {
+                stg_errf_at(err, op.loc, "internal: %s's gradient rule gave no gradient for input %d", d->name, i);
+                goto done;
+            }
+            if (accumulate(g, gsum, op.in[i], din[i], o, err)) goto done;
+        }
+    }
+    // parameters: exactly one final gradient each
+    int nparams = 0;
+    for (int p = 0; p < ntf; p++) {
+        if (g->t[p].cls != STG_CLASS_PARAM) continue;
+        nparams++;
+        if (gsum[p] < 0) {
+            stg_errf_at(err, g->t[p].loc, "parameter '%s' does not affect the loss; remove it or use it", g->t[p].name);
+            goto done;
+        }
+        int gt = gsum[p];
+        bool shared = g->t[gt].base >= 0 || g->t[gt].cls == STG_CLASS_GRAD || g->t[gt].producer < nf;
+        for (int q = 0; q < ntf && !shared; q++) shared = q != p && gsum[q] == gt;
+        char nm[STG_NAME_MAX + 8];
+        snprintf(nm, sizeof nm, "%s.grad", g->t[p].name);
+        nm[STG_NAME_MAX - 1] = 0;
+        if (shared && (gt = materialize(g, gt, g->t[p].loc, nm, err)) < 0)
+            goto done;
+        if (g->t[gt].dtype != g->grad_dtype) {
+            stg_errf(err, "internal: the gradient of '%s' is %s, expected %s", g->t[p].name, stg_dtype_name(g->t[gt].dtype),
+                     stg_dtype_name(g->grad_dtype));
+            goto done;
+        }
+        snprintf(g->t[gt].name, STG_NAME_MAX, "%s", nm);
+        g->t[gt].cls = STG_CLASS_GRAD;
+        g->t[gt].param = p;
+        g->t[p].grad = gt;
+    }
+    // optimizer: global norm over all gradients, then AdamW per parameter
+    int *grads = malloc(sizeof(int) * (size_t)(nparams ? nparams : 1));
+    if (!grads) {
+        stg_errf(err, "out of host memory in autodiff");
+        goto done;
+    }
+    int ng = 0;
+    for (int p = 0; p < ntf; p++)
+        if (g->t[p].cls == STG_CLASS_PARAM) grads[ng++] = g->t[p].grad;
+    stg_loc none = {NULL, 0, 0};
+    int norm[STG_MAX_OUT];
+    int nid = graph_add_op(g, STG_OP_GLOBAL_NORM, grads, ng, NULL, STG_PHASE_OPTIMIZER, "grad_norm", none, norm, err);
+    free(grads);
+    if (nid < 0) goto done;
+    g->grad_norm = norm[0];
+    int64_t two = 2;
+    int sched = graph_add_tensor(g, "optimizer.step_lr", 1, &two, g->grad_dtype, STG_CLASS_WORKSPACE, none, err);
+    if (sched < 0) goto done;
+    g->sched_state = sched;
+    for (int p = 0; p < ntf; p++) {
+        if (g->t[p].cls != STG_CLASS_PARAM) continue;
+        int state[3];
+        const char *suffix[3] = {"adam_m", "adam_v", "master"};
+        int nstate = g->precision == STG_PREC_BF16 ? 3 : 2;
+        for (int k = 0; k < nstate; k++) {
+            char nm[STG_NAME_MAX + 16];
+            snprintf(nm, sizeof nm, "%s.%s", g->t[p].name, suffix[k]);
+            nm[STG_NAME_MAX - 1] = 0;
+            stg_tensor pt = g->t[p];
+            state[k] = graph_add_tensor(g, nm, pt.ndim, pt.shape, g->grad_dtype, STG_CLASS_OPTIMIZER, pt.loc, err);
+            if (state[k] < 0) goto done;
+            g->t[state[k]].param = p;
+        }
+        stg_attrs a;
+        memset(&a, 0, sizeof a);
+        a.adamw.beta1 = oc->beta1;
+        a.adamw.beta2 = oc->beta2;
+        a.adamw.eps = oc->eps;
+        a.adamw.weight_decay = (oc->decay_exempt_norms_embeddings && no_decay[p]) ? 0.0 : oc->weight_decay;
+        a.adamw.max_norm = oc->max_norm;
+        int in[7] = {p, g->t[p].grad, state[0], state[1], norm[0], sched, nstate == 3 ? state[2] : -1};
+        char nm[STG_NAME_MAX + 16];
+        snprintf(nm, sizeof nm, "adamw.%s", g->t[p].name);
+        nm[STG_NAME_MAX - 1] = 0;
+        if (graph_add_op(g, STG_OP_ADAMW, in, 5 + 1 + (nstate == 3), &a, STG_PHASE_OPTIMIZER, nm, g->t[p].loc, NULL, err) < 0)
+            goto done;
+    }
+    graph_classify(g);
+    rc = 0;
+done:
+    free(gsum);
+    free(needs);
+    free(no_decay);
+    return rc;
+}
+
+// Creation order is topological by construction (every op reads tensors made before it); the
+// schedule checks that, and that ops mutating a tensor in place come after all its readers.
+int graph_schedule(stg_graph *g, stg_err *err) {
+    free(g->schedule);
+    g->schedule = malloc(sizeof(int) * (size_t)(g->nops ? g->nops : 1));
+    int *last_read = malloc(sizeof(int) * (size_t)(g->nt ? g->nt : 1));
+    if (!g->schedule || !last_read) {
+        free(last_read);
+        return stg_errf(err, "out of host memory in the scheduler");
+    }
+    for (int i = 0; i < g->nt; i++) last_read[i] = -1;
+    g->nsched = 0;
+    for (int o = 0; o < g->nops; o++) {
+        const stg_op *op = &g->ops[o];
+        const stg_op_def *d = ops_def(op->kind);
+        for (int i = 0; i < op->n_in; i++) {
+            int t = op->in[i];
+            int pr = g->t[t].producer;
+            if (pr >= o) {
+                free(last_read);
+                return stg_errf_at(err, op->loc, "%s reads '%s' before it is written (a cycle)", d->name, g->t[t].name);
+            }
+            if (pr < 0 && !stg_class_persistent(g->t[t].cls)) {
+                free(last_read);
+                return stg_errf_at(err, op->loc, "%s reads '%s', which nothing writes", d->name, g->t[t].name);
+            }
+            if (ops_bit(d->mutates_in, i)) continue;
+            last_read[t] = o;
+        }
+        g->schedule[g->nsched++] = o;
+    }
+    for (int o = 0; o < g->nops; o++) {
+        const stg_op *op = &g->ops[o];
+        const stg_op_def *d = ops_def(op->kind);
+        for (int i = 0; i < op->n_in; i++)
+            if (ops_bit(d->mutates_in, i) && last_read[op->in[i]] > o) {
+                int r = last_read[op->in[i]];
+                free(last_read);
+                return stg_errf(err, "%s updates '%s' before op %d reads it", d->name, g->t[op->in[i]].name, r);
+            }
+    }
+    free(last_read);
+    return 0;
+}
+
+int graph_validate(const stg_graph *g, stg_err *err) {
+    int *writer = malloc(sizeof(int) * (size_t)(g->nt ? g->nt : 1));
+    if (!writer) return stg_errf(err, "out of host memory");
+    for (int i = 0; i < g->nt; i++) writer[i] = -1;
+    int rc = -1;
+    for (int o = 0; o < g->nops; o++) {
+        const stg_op *op = &g->ops[o];
+        const stg_op_def *d = ops_def(op->kind);
+        if (!d) {
+            stg_errf(err, "op %d has an unknown kind", o);
+            goto out;
+        }
+        if (op->n_out != d->n_out || op->n_in < d->min_in || (d->max_in >= 0 && op->n_in > d->max_in)) {
+            stg_errf(err, "op %d (%s) has the wrong number of inputs or outputs", o, d->name);
+            goto out;
+        }
+        for (int k = 0; k < op->n_out; k++) {
+            int t = op->out[k];
+            if (writer[t] >= 0) {
+                stg_errf(err, "tensor '%s' is written by ops %d and %d (not SSA)", g->t[t].name, writer[t], o);
+                goto out;
+            }
+            writer[t] = o;
+            if (g->t[t].producer != o) {
+                stg_errf(err, "tensor '%s' does not record op %d as its producer", g->t[t].name, o);
+                goto out;
+            }
+        }
+    }
+    for (int t = 0; t < g->nt; t++) {
+        const stg_tensor *x = &g->t[t];
+        if (writer[t] < 0 && !stg_class_persistent(x->cls)) {
+            stg_errf(err, "tensor '%s' (%s) is never written", x->name, stg_class_name(x->cls));
+            goto out;
+        }
+        for (int k = 0; k < x->ndim; k++)
+            if (x->shape[k] <= 0) {
+                stg_errf(err, "tensor '%s' has a non-positive size", x->name);
+                goto out;
+            }
+        if (x->cls == STG_CLASS_PARAM && g->nops > g->n_fwd_ops) {
+            int gr = x->grad;
+            if (gr < 0 || g->t[gr].cls != STG_CLASS_GRAD || g->t[gr].param != t) {
+                stg_errf(err, "parameter '%s' does not have exactly one gradient", x->name);
+                goto out;
+            }
+        }
+        if (x->cls == STG_CLASS_GRAD) {
+            int p = x->param;
+            if (p < 0 || g->t[p].grad != t) {
+                stg_errf(err, "gradient '%s' is not the gradient of its parameter", x->name);
+                goto out;
+            }
+        }
+    }
+    rc = 0;
+out:
+    free(writer);
+    return rc;
+}
+
+int graph_write_dot(const stg_graph *g, const char *path, stg_err *err) {
+    FILE *f = fopen(path, "w");
+    if (!f) return stg_errf(err, "%s: cannot write: %s", path, strerror(errno));
+    static const char *colors[] = {"#dbeafe", "#fee2e2", "#dcfce7"};
+    fprintf(f, "digraph \"%s\" {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n", g->name);
+    for (int o = 0; o < g->nops; o++) {
+        const stg_op *op = &g->ops[o];
+        fprintf(f, "  op%d [shape=box, style=filled, fillcolor=\"%s\", label=\"%s\"];\n", o, colors[op->phase], ops_name(op->kind));
+    }
+    for (int t = 0; t < g->nt; t++) {
+        const stg_tensor *x = &g->t[t];
+        char sb[128];
+        fprintf(f, "  t%d [shape=%s, label=\"%s\\n%s %s\"];\n", t, x->cls == STG_CLASS_PARAM ? "note" : "ellipse", x->name,
+                graph_shape_str(x, sb, sizeof sb), stg_dtype_name(x->dtype));
+    }
+    for (int o = 0; o < g->nops; o++) {
+        const stg_op *op = &g->ops[o];
+        for (int i = 0; i < op->n_in; i++) fprintf(f, "  t%d -> op%d;\n", op->in[i], o);
+        for (int k = 0; k < op->n_out; k++) fprintf(f, "  op%d -> t%d;\n", o, op->out[k]);
+    }
+    fprintf(f, "}\n");
+    if (ferror(f)) {
+        fclose(f);
+        return stg_errf(err, "%s: write failed", path);
+    }
+    if (fclose(f) != 0) return stg_errf(err, "%s: close failed: %s", path, strerror(errno));
+    return 0;
+}

@@ -1,0 +1,244 @@
+#include "graph/graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/registry.h"
+
+stg_graph *graph_new(stg_precision prec, stg_err *err) {
+    stg_graph *g = stg_calloc(1, sizeof *g, err);
+    if (!g) return NULL;
+    g->precision = prec;
+    switch (prec) {
+    case STG_PREC_FP32: g->act_dtype = STG_F32; g->grad_dtype = STG_F32; break;
+    case STG_PREC_BF16: g->act_dtype = STG_BF16; g->grad_dtype = STG_F32; break;
+    case STG_PREC_FP64: g->act_dtype = STG_F64; g->grad_dtype = STG_F64; break;
+    }
+    g->loss = -1;
+    g->grad_norm = -1;
+    g->sched_state = -1;
+    return g;
+}
+
+void graph_free(stg_graph *g) {
+    if (!g) return;
+    for (int i = 0; i < g->nops; i++) free(g->ops[i].in);
+    free(g->ops);
+    free(g->t);
+    free(g->dims);
+    free(g->opt_names);
+    free(g->opt_values);
+    free(g->schedule);
+    for (int i = 0; i < g->nstrings; i++) free(g->strings[i]);
+    free(g->strings);
+    free(g);
+}
+
+size_t stg_dtype_size(stg_dtype d) {
+    static const size_t sz[STG_DTYPE_COUNT] = {[STG_F32] = 4, [STG_BF16] = 2, [STG_F64] = 8, [STG_I32] = 4};
+    return (unsigned)d < STG_DTYPE_COUNT ? sz[d] : 0;
+}
+
+const char *stg_dtype_name(stg_dtype d) {
+    static const char *n[STG_DTYPE_COUNT] = {[STG_F32] = "f32", [STG_BF16] = "bf16", [STG_F64] = "f64", [STG_I32] = "i32"};
+    return (unsigned)d < STG_DTYPE_COUNT ? n[d] : "?";
+}
+
+const char *stg_class_name(stg_tclass c) {
+    static const char *n[STG_CLASS_COUNT] = {
+        [STG_CLASS_PARAM] = "param",           [STG_CLASS_GRAD] = "grad",
+        [STG_CLASS_OPTIMIZER] = "optimizer",   [STG_CLASS_INPUT] = "input",
+        [STG_CLASS_ACTIVATION] = "activation", [STG_CLASS_TEMPORARY] = "temporary",
+        [STG_CLASS_WORKSPACE] = "workspace",
+    };
+    return (unsigned)c < STG_CLASS_COUNT ? n[c] : "?";
+}
+
+const char *stg_precision_name(stg_precision p) {
+    switch (p) {
+    case STG_PREC_FP32: return "fp32";
+    case STG_PREC_BF16: return "bf16";
+    case STG_PREC_FP64: return "fp64";
+    }
+    return "?";
+}
+
+const char *stg_phase_name(stg_phase p) {
+    switch (p) {
+    case STG_PHASE_FORWARD: return "forward";
+    case STG_PHASE_BACKWARD: return "backward";
+    case STG_PHASE_OPTIMIZER: return "optimizer";
+    }
+    return "?";
+}
+
+bool stg_class_persistent(stg_tclass c) {
+    return c == STG_CLASS_PARAM || c == STG_CLASS_OPTIMIZER || c == STG_CLASS_INPUT || c == STG_CLASS_WORKSPACE;
+}
+
+int64_t graph_numel(const stg_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+int64_t graph_bytes(const stg_tensor *t) { return graph_numel(t) * (int64_t)stg_dtype_size(t->dtype); }
+
+const char *graph_shape_str(const stg_tensor *t, char *buf, size_t n) {
+    size_t k = 0;
+    if (n == 0) return buf;
+    buf[0] = 0;
+    k += (size_t)snprintf(buf + k, n - k, "[");
+    for (int i = 0; i < t->ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+const char *graph_intern(stg_graph *g, const char *s, stg_err *err) {
+    if (!s) return NULL;
+    for (int i = 0; i < g->nstrings; i++)
+        if (strcmp(g->strings[i], s) == 0) return g->strings[i];
+    char **ns = stg_realloc(g->strings, sizeof *ns * (size_t)(g->nstrings + 1), err);
+    if (!ns) return NULL;
+    g->strings = ns;
+    char *c = stg_strdup(s, err);
+    if (!c) return NULL;
+    g->strings[g->nstrings++] = c;
+    return c;
+}
+
+int graph_add_tensor(stg_graph *g, const char *name, int ndim, const int64_t *shape, stg_dtype dt,
+                     stg_tclass cls, stg_loc loc, stg_err *err) {
+    if (ndim < 0 || ndim > STG_MAX_DIMS)
+        return stg_errf_at(err, loc, "tensor '%s' has %d dims; at most %d are supported", name, ndim, STG_MAX_DIMS);
+    if (strlen(name) >= STG_NAME_MAX)
+        return stg_errf_at(err, loc, "name '%.40s...' is longer than %d characters", name, STG_NAME_MAX - 1);
+    if (g->nt == g->cap_t) {
+        int cap = g->cap_t ? g->cap_t * 2 : 256;
+        stg_tensor *nt = stg_realloc(g->t, sizeof *nt * (size_t)cap, err);
+        if (!nt) return -1;
+        g->t = nt;
+        g->cap_t = cap;
+    }
+    stg_tensor *t = &g->t[g->nt];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->dtype = dt;
+    t->cls = cls;
+    t->producer = -1;
+    t->base = -1;
+    t->param = -1;
+    t->grad = -1;
+    t->group = -1;
+    t->loc = loc;
+    return g->nt++;
+}
+
+int graph_find_tensor(const stg_graph *g, const char *name) {
+    for (int i = 0; i < g->nt; i++)
+        if (strcmp(g->t[i].name, name) == 0) return i;
+    return -1;
+}
+
+int graph_add_op(stg_graph *g, stg_op_kind kind, const int *in, int n_in, const stg_attrs *a,
+                 stg_phase phase, const char *name_hint, stg_loc loc, int *out_ids, stg_err *err) {
+    const stg_op_def *d = ops_def(kind);
+    if (!d) return stg_errf_at(err, loc, "unknown op kind %d", (int)kind);
+    if (n_in < d->min_in || (d->max_in >= 0 && n_in > d->max_in)) {
+        if (d->max_in < 0)
+            return stg_errf_at(err, loc, "%s takes at least %d inputs, got %d", d->name, d->min_in, n_in);
+        if (d->min_in == d->max_in)
+            return stg_errf_at(err, loc, "%s takes %d input%s, got %d", d->name, d->min_in, d->min_in == 1 ? "" : "s", n_in);
+        return stg_errf_at(err, loc, "%s takes %d to %d inputs, got %d", d->name, d->min_in, d->max_in, n_in);
+    }
+    for (int i = 0; i < n_in; i++)
+        if (in[i] < 0 || in[i] >= g->nt) return stg_errf_at(err, loc, "%s: input %d is not a tensor", d->name, i);
+    if (g->nops == g->cap_ops) {
+        int cap = g->cap_ops ? g->cap_ops * 2 : 256;
+        stg_op *no = stg_realloc(g->ops, sizeof *no * (size_t)cap, err);
+        if (!no) return -1;
+        g->ops = no;
+        g->cap_ops = cap;
+    }
+    int id = g->nops;
+    stg_op *op = &g->ops[id];
+    memset(op, 0, sizeof *op);
+    op->kind = kind;
+    op->phase = phase;
+    op->fwd = -1;
+    op->loc = loc;
+    if (a) op->a = *a;
+    op->in = stg_malloc(sizeof(int) * (size_t)(n_in ? n_in : 1), err);
+    if (!op->in) return -1;
+    memcpy(op->in, in, sizeof(int) * (size_t)n_in);
+    op->n_in = n_in;
+    g->nops++;
+    const char *hint = name_hint && name_hint[0] ? name_hint : d->name;
+    for (int o = 0; o < d->n_out; o++) {
+        char nm[STG_NAME_MAX + 16];
+        if (o == 0)
+            snprintf(nm, sizeof nm, "%s", hint);
+        else
+            snprintf(nm, sizeof nm, "%s.%d", hint, o);
+        nm[STG_NAME_MAX - 1] = 0;
+        int t = graph_add_tensor(g, nm, 0, NULL, g->act_dtype, STG_CLASS_TEMPORARY, loc, err);
+        if (t < 0) {
+            g->nops--;
+            free(op->in);
+            return -1;
+        }
+        op = &g->ops[id];
+        g->t[t].producer = id;
+        op->out[o] = t;
+    }
+    op->n_out = d->n_out;
+    if (d->view) g->t[op->out[0]].base = g->t[op->in[0]].base >= 0 ? g->t[op->in[0]].base : op->in[0];
+    if (d->infer(g, id, err) < 0) return -1;
+    for (int o = 0; o < op->n_out; o++) {
+        stg_tensor *t = &g->t[g->ops[id].out[o]];
+        for (int k = 0; k < t->ndim; k++)
+            if (t->shape[k] <= 0)
+                return stg_errf_at(err, loc, "%s: output '%s' would have a non-positive size in dim %d", d->name, t->name, k);
+        if (out_ids) out_ids[o] = g->ops[id].out[o];
+    }
+    return id;
+}
+
+int64_t graph_dim(const stg_graph *g, const char *name, bool *found) {
+    for (int i = 0; i < g->ndims; i++)
+        if (strcmp(g->dims[i].name, name) == 0) {
+            if (found) *found = true;
+            return g->dims[i].value;
+        }
+    if (found) *found = false;
+    return 0;
+}
+
+const char *graph_option(const stg_graph *g, const char *name) {
+    for (int i = 0; i < g->nopts; i++)
+        if (strcmp(g->opt_names[i], name) == 0) return g->opt_values[i];
+    return NULL;
+}
+
+int64_t graph_param_count(const stg_graph *g) {
+    int64_t n = 0;
+    for (int i = 0; i < g->nt; i++)
+        if (g->t[i].cls == STG_CLASS_PARAM) n += graph_numel(&g->t[i]);
+    return n;
+}
+
+double graph_op_flops(const stg_graph *g, int op) {
+    const stg_op_def *d = ops_def(g->ops[op].kind);
+    return d->flops ? d->flops(g, &g->ops[op]) : 0.0;
+}
+
+double graph_phase_flops(const stg_graph *g, stg_phase ph) {
+    double f = 0;
+    for (int i = 0; i < g->nops; i++)
+        if (g->ops[i].phase == ph) f += graph_op_flops(g, i);
+    return f;
+}

@@ -1,0 +1,58 @@
+// Token embedding lookup and its backward (scatter-add of gradient rows).
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/real.h"
+
+// Reports the first token outside [0, V) with its position.
+static int check_tokens(const int32_t *tok, int64_t n, int64_t V, stg_err *err) {
+    for (int64_t i = 0; i < n; i++)
+        if (tok[i] < 0 || (int64_t)tok[i] >= V)
+            return stg_errf(err, "embedding: token id %d at position %lld is outside [0, %lld)",
+                            (int)tok[i], (long long)i, (long long)V);
+    return 0;
+}
+
+// tok (n) i32, W (V, D) -> y (n, D)
+int RFN(cpu_embedding_fwd)(const int32_t *tok, const real *W, real *y, int64_t n, int64_t V,
+                           int64_t D, stg_err *err) {
+    if (check_tokens(tok, n, V, err)) return -1;
+    CPU_PARALLEL_FOR(n * D)
+    for (int64_t i = 0; i < n; i++)
+        memcpy(y + i * D, W + (int64_t)tok[i] * D, (size_t)D * sizeof(real));
+    return 0;
+}
+
+// tok (n), dy (n, D) -> dW (V, D). The positions are bucketed by token (a counting sort), then
+// each vocabulary row sums its positions' gradient rows in double: deterministic, no races.
+int RFN(cpu_embedding_bwd)(const int32_t *tok, const real *dy, real *dW, int64_t n, int64_t V,
+                           int64_t D, stg_err *err) {
+    if (check_tokens(tok, n, V, err)) return -1;
+    int64_t *start = stg_malloc((size_t)(V + 1) * sizeof(int64_t), err); // (V + 1) bucket starts
+    int64_t *pos = stg_malloc((size_t)n * sizeof(int64_t), err);         // (n) positions by token
+    if (!start || !pos) {
+        free(start);
+        free(pos);
+        return -1;
+    }
+    memset(start, 0, (size_t)(V + 1) * sizeof(int64_t));
+    for (int64_t i = 0; i < n; i++) start[tok[i] + 1]++;
+    for (int64_t t = 0; t < V; t++) start[t + 1] += start[t];
+    for (int64_t i = 0; i < n; i++) pos[start[tok[i]]++] = i; // start[t] now ends bucket t
+    for (int64_t t = V; t > 0; t--) start[t] = start[t - 1];   // shift back to bucket starts
+    start[0] = 0;
+
+    CPU_PARALLEL_FOR(V * D + n * D)
+    for (int64_t t = 0; t < V; t++) {
+        real *row = dW + t * D;
+        for (int64_t d = 0; d < D; d++) {
+            double acc = 0.0;
+            for (int64_t j = start[t]; j < start[t + 1]; j++) acc += (double)dy[pos[j] * D + d];
+            row[d] = (real)acc;
+        }
+    }
+    free(start);
+    free(pos);
+    return 0;
+}

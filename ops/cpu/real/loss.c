@@ -1,0 +1,56 @@
+// Mean cross-entropy over all rows, with the log-sum-exp saved for the backward.
+#include <math.h>
+
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/real.h"
+
+static int check_targets(const int32_t *tgt, int64_t rows, int64_t V, stg_err *err) {
+    for (int64_t r = 0; r < rows; r++)
+        if (tgt[r] < 0 || (int64_t)tgt[r] >= V)
+            return stg_errf(err, "cross_entropy: target %d at position %lld is outside [0, %lld)",
+                            (int)tgt[r], (long long)r, (long long)V);
+    return 0;
+}
+
+// logits (rows, V), tgt (rows) -> loss (1) = mean_rows(lse - logit[tgt]), lse (rows)
+int RFN(cpu_cross_entropy_fwd)(const real *logits, const int32_t *tgt, real *loss, real *lse,
+                               int64_t rows, int64_t V, stg_err *err) {
+    if (check_targets(tgt, rows, V, err)) return -1;
+    double total = 0.0;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) reduction(+ : total) if (rows * V >= 32768)
+#endif
+    for (int64_t r = 0; r < rows; r++) {
+        const real *x = logits + r * V;
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < V; j++)
+            if ((double)x[j] > mx) mx = (double)x[j];
+        double sum = 0.0;
+        for (int64_t j = 0; j < V; j++) sum += exp((double)x[j] - mx);
+        double l = mx + log(sum);
+        lse[r] = (real)l;
+        total += l - (double)x[tgt[r]];
+    }
+    loss[0] = (real)(total / (double)rows);
+    return 0;
+}
+
+// logits (rows, V), tgt (rows), lse (rows) -> dlogits (rows, V) = (softmax - onehot(tgt)) / rows.
+// dlogits may alias logits.
+int RFN(cpu_cross_entropy_bwd)(const real *logits, const int32_t *tgt, const real *lse,
+                               real *dlogits, int64_t rows, int64_t V, stg_err *err) {
+    if (check_targets(tgt, rows, V, err)) return -1;
+    double inv_rows = 1.0 / (double)rows;
+    CPU_PARALLEL_FOR(rows * V)
+    for (int64_t r = 0; r < rows; r++) {
+        const real *x = logits + r * V;
+        real *d = dlogits + r * V;
+        double l = (double)lse[r];
+        int64_t t = tgt[r];
+        for (int64_t j = 0; j < V; j++) {
+            double p = exp((double)x[j] - l);
+            d[j] = (real)((p - (j == t ? 1.0 : 0.0)) * inv_rows);
+        }
+    }
+    return 0;
+}

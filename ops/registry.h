@@ -1,0 +1,56 @@
+// The op registry: one entry per op kind (ops/oplist.h) with its arity, attributes, shape rule,
+// gradient rule, FLOPs, what its backward reads, and whether it may run in place.
+#ifndef STG_REGISTRY_H
+#define STG_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/graph.h"
+
+typedef enum stg_attr_type { STG_ATTR_INT, STG_ATTR_I64, STG_ATTR_FLOAT, STG_ATTR_SHAPE } stg_attr_type;
+
+// One attribute as written in a model file: `name=value`.
+typedef struct stg_attr_def {
+    const char *name;
+    stg_attr_type type;
+    size_t offset;      // offsetof within stg_attrs
+    double def;         // default for INT and FLOAT
+    int required;
+} stg_attr_def;
+
+#define STG_GRAD_SEED (-2) // dout value for the loss itself: d loss / d loss = 1
+
+typedef struct stg_op_def {
+    const char *name;
+    int min_in, max_in;     // max_in -1: variadic
+    int n_out;              // outputs written (the first is what a model file binds)
+    const stg_attr_def *attrs;
+    int n_attrs;
+    // Sets output shapes and dtypes; validates inputs. Output tensors exist with ndim 0.
+    int (*infer)(stg_graph *g, int op, stg_err *err);
+    // Emits the backward ops for forward op `op` given the gradients of its outputs (dout[i] is a
+    // tensor id, -1 when that output has no gradient, STG_GRAD_SEED for the loss). For each input
+    // with want[i] set it writes din[i], the gradient's tensor id; the rest stay -1.
+    // NULL: not differentiable (backward and optimizer ops).
+    int (*grad)(stg_graph *g, int op, const int *dout, const bool *want, int *din, stg_err *err);
+    double (*flops)(const stg_graph *g, const stg_op *op);
+    uint32_t saves_in;      // bit i: the gradient rule reads input i
+    uint32_t saves_out;     // bit i: the gradient rule reads output i
+    uint32_t no_grad_in;    // bit i: input i never gets a gradient (indices, targets)
+    uint32_t no_decay_in;   // bit i: a parameter in input i is a norm gain or embedding
+    uint32_t mutates_in;    // bit i: the op writes input i in place (optimizer)
+    int inplace_in;         // output 0 may take input i's buffer if i dies here; -1 never
+    int view;               // output 0 is a view of input 0 (same bytes)
+} stg_op_def;
+
+// Bit i of an input mask (inputs past 31, e.g. of the variadic global_norm, have no flags).
+static inline bool ops_bit(uint32_t mask, int i) { return i >= 0 && i < 32 && ((mask >> i) & 1u); }
+
+const stg_op_def *ops_def(stg_op_kind k);
+const char *ops_name(stg_op_kind k);
+// Returns the kind for a name, or -1.
+int ops_lookup(const char *name);
+
+#endif

@@ -1,0 +1,133 @@
+#include "planner/formula.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static void add_term(stg_formula *f, const char *name, int64_t bytes, const char *fmt, ...) STG_PRINTF(4, 5);
+
+static void add_term(stg_formula *f, const char *name, int64_t bytes, const char *fmt, ...) {
+    if (f->nterms >= STG_FORMULA_MAX_TERMS) return;
+    stg_formula_term *t = &f->terms[f->nterms++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->bytes = bytes;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->how, sizeof t->how, fmt, ap);
+    va_end(ap);
+}
+
+static int64_t max3(int64_t a, int64_t b, int64_t c) {
+    int64_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err) {
+    memset(f, 0, sizeof *f);
+    f->train = train;
+    if (!g) return stg_errf(err, "formula: no graph");
+    f->precision = g->precision;
+    static const char *const names[7] = {"vocab", "d_model", "d_ff", "n_layers", "n_heads", "batch", "ctx"};
+    int64_t v[7];
+    for (int i = 0; i < 7; i++) {
+        bool found = false;
+        v[i] = graph_dim(g, names[i], &found);
+        if (!found) {
+            snprintf(f->reason, sizeof f->reason, "the model has no dim '%s'; the formula covers the CS336 LM only",
+                     names[i]);
+            return 0;
+        }
+        if (v[i] <= 0) return stg_errf(err, "formula: dim '%s' is %lld; it must be positive", names[i], (long long)v[i]);
+    }
+    const char *att = graph_option(g, "attention");
+    if (!att) {
+        snprintf(f->reason, sizeof f->reason, "the model has no 'attention' option (naive or flash)");
+        return 0;
+    }
+    bool flash;
+    if (strcmp(att, "flash") == 0)
+        flash = true;
+    else if (strcmp(att, "naive") == 0)
+        flash = false;
+    else
+        return stg_errf(err, "formula: attention is '%s'; expected naive or flash", att);
+    snprintf(f->attention, sizeof f->attention, "%s", att);
+
+    const int64_t V = v[0], D = v[1], F = v[2], L = v[3], H = v[4], B = v[5], S = v[6], N = B * S;
+    f->vocab = V, f->d_model = D, f->d_ff = F, f->n_layers = L, f->n_heads = H, f->batch = B, f->ctx = S;
+    int64_t a, s; // activation and statistics bytes
+    switch (g->precision) {
+    case STG_PREC_BF16: a = 2, s = 4; break;
+    case STG_PREC_FP64: a = 8, s = 8; break;
+    default: a = 4, s = 4; break;
+    }
+    const int64_t P = 2 * V * D + L * (4 * D * D + 3 * D * F + 2 * D) + D;
+    f->params = P;
+    f->available = true;
+
+    // Parameters, gradients, optimizer state.
+    if (g->precision == STG_PREC_BF16) {
+        f->param = 2 * P;
+        add_term(f, "param", f->param, "2 B x P = 2 x %lld (bf16 working weights)", (long long)P);
+        if (train) {
+            f->grad = 4 * P;
+            f->optimizer = 12 * P;
+            add_term(f, "grad", f->grad, "4 B x P = 4 x %lld (fp32 gradients)", (long long)P);
+            add_term(f, "optimizer", f->optimizer, "12 B x P = 12 x %lld (fp32 master weights, AdamW m and v)", (long long)P);
+        }
+    } else {
+        f->param = a * P;
+        add_term(f, "param", f->param, "%lld B x P = %lld x %lld", (long long)a, (long long)a, (long long)P);
+        if (train) {
+            f->grad = a * P;
+            f->optimizer = 2 * a * P;
+            add_term(f, "grad", f->grad, "%lld B x P = %lld x %lld", (long long)a, (long long)a, (long long)P);
+            add_term(f, "optimizer", f->optimizer, "2 x %lld B x P (AdamW m and v) = %lld x %lld", (long long)a,
+                     (long long)(2 * a), (long long)P);
+        }
+    }
+    f->input = 2 * N * 4;
+    add_term(f, "input", f->input, "tokens and targets: 2 x N x 4 = 2 x %lld x 4", (long long)N);
+
+    const int64_t logits = N * V * a, lse = N * s;
+    if (train) {
+        int64_t layer;
+        if (flash) {
+            layer = (8 * N * D + 3 * N * F) * a + (2 * N + B * H * S) * s;
+            add_term(f, "activation per layer", layer,
+                     "(8ND + 3NF) x %lld + (2N + BHS) x %lld with N=%lld D=%lld F=%lld B=%lld H=%lld S=%lld "
+                     "[x, h, q, k, v, o, x2, h2; w1, w3, swiglu outs; 2 rstd; lse]",
+                     (long long)a, (long long)s, (long long)N, (long long)D, (long long)F, (long long)B, (long long)H,
+                     (long long)S);
+        } else {
+            layer = (8 * N * D + 3 * N * F) * a + B * H * S * S * a + 2 * N * s;
+            add_term(f, "activation per layer", layer,
+                     "(8ND + 3NF) x %lld + BHS^2 x %lld + 2N x %lld with N=%lld D=%lld F=%lld B=%lld H=%lld S=%lld "
+                     "[x, h, q^T, k^T, v^T, o, x2, h2; w1, w3, swiglu outs; softmax probs; 2 rstd]",
+                     (long long)a, (long long)a, (long long)s, (long long)N, (long long)D, (long long)F, (long long)B,
+                     (long long)H, (long long)S);
+        }
+        f->activation_per_layer = layer;
+        add_term(f, "activation, all layers", L * layer, "L x per layer = %lld x %lld", (long long)L, (long long)layer);
+        int64_t fin = 2 * N * D * a + N * s;
+        add_term(f, "final norm", fin, "x and rmsnorm_f out 2ND x %lld + rstd N x %lld", (long long)a, (long long)s);
+        add_term(f, "logits", logits, "N x V x %lld = %lld x %lld x %lld", (long long)a, (long long)N, (long long)V,
+                 (long long)a);
+        add_term(f, "cross-entropy lse", lse, "N x %lld", (long long)s);
+        f->activation = L * layer + fin + logits + lse;
+    } else {
+        int64_t attn = flash ? 5 * N * D * a + B * H * S * s + N * s : 4 * N * D * a + 2 * B * H * S * S * a + N * s;
+        int64_t mlp = 2 * N * D * a + 3 * N * F * a + N * s;
+        int64_t work = max3(attn, mlp, 0);
+        f->activation_per_layer = work;
+        add_term(f, "largest layer working set", work,
+                 "max(attention %lld [%s], MLP %lld [2ND + 3NF] x %lld + N x %lld); nothing is saved in forward mode",
+                 (long long)attn, flash ? "5ND a + BHS s + N s" : "4ND a + 2BHS^2 a + N s", (long long)mlp, (long long)a,
+                 (long long)s);
+        add_term(f, "logits", logits + lse, "N x V x %lld + lse N x %lld = %lld x %lld x %lld + %lld x %lld", (long long)a,
+                 (long long)s, (long long)N, (long long)V, (long long)a, (long long)N, (long long)s);
+        f->activation = work + logits + lse;
+    }
+    f->total = f->param + f->grad + f->optimizer + f->activation + f->input;
+    return 0;
+}

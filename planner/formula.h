@@ -1,0 +1,56 @@
+// The analytical memory formula of the CS336 Transformer LM, in the CS336 memory-accounting style:
+// closed forms from the dims alone (vocab, d_model, d_ff, n_layers, n_heads, batch, ctx), the
+// `attention` option and the precision. Independent of the planner on purpose: it never reads the
+// graph's tensors or ops, so the report can put an argument from first principles beside the plan.
+//
+// Notation: V vocab, D d_model, F d_ff, L layers, H heads, B batch, S ctx, N = B*S tokens,
+// a = activation bytes (4 fp32, 2 bf16, 8 fp64), s = statistics bytes (4; 8 in fp64).
+//   params P = 2*V*D + L*(4*D^2 + 3*D*F + 2*D) + D
+//   train, fp32: param 4P, grad 4P, optimizer 8P (AdamW m, v)
+//   train, bf16: param 2P (bf16 working weights), grad 4P, optimizer 12P (fp32 master + m + v)
+//   saved per layer, flash: (8ND + 3NF)a + (2N + BHS)s
+//                    naive: (8ND + 3NF)a + BHS^2 a + 2N s
+//   final: 2ND a + N s (x, rmsnorm_f out, rstd), logits NV a, cross-entropy lse N s; inputs 2N*4
+//   train total = param + grad + optimizer + L*layer + final + logits + lse + inputs: everything at once.
+//   forward total = param + inputs + the largest per-layer working set + logits and lse, with the
+//   working set the larger of
+//     attention, flash: 5ND a + BHS s + N s   (x, q, k, v, attention out; lse; rmsnorm rstd)
+//     attention, naive: 4ND a + 2BHS^2 a + N s (x, q^T, k^T, v^T; scores and probabilities; rstd)
+//     MLP:              2ND a + 3NF a + N s    (x, rmsnorm out, w1 out, w3 out, swiglu out; rstd)
+#ifndef STG_FORMULA_H
+#define STG_FORMULA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "graph/err.h"
+#include "graph/graph.h"
+
+#define STG_FORMULA_MAX_TERMS 16
+
+typedef struct stg_formula_term {
+    char name[48];
+    int64_t bytes;
+    char how[224]; // the closed form with the numbers put in
+} stg_formula_term;
+
+typedef struct stg_formula {
+    bool available;
+    char reason[160]; // why not, when !available
+    bool train;
+    stg_precision precision;
+    char attention[16];
+    int64_t vocab, d_model, d_ff, n_layers, n_heads, batch, ctx;
+    int64_t params;
+    int64_t param, grad, optimizer, activation, input, total; // bytes
+    int64_t activation_per_layer; // train: saved per layer; forward: the largest per-layer working set
+    int nterms;
+    stg_formula_term terms[STG_FORMULA_MAX_TERMS];
+} stg_formula;
+
+// Fills f from g's dims, its `attention` option and its precision. A graph without the CS336 dims
+// (e.g. the toy model) gives f->available = false and the reason; that is not an error. Returns -1
+// only for values the formula cannot take (a non-positive dim, an unknown attention option).
+int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err);
+
+#endif

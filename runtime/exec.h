@@ -1,0 +1,57 @@
+// The executor: runs a scheduled graph in the plan's memory on a backend. One allocation for the
+// persistent region and one for the arena, made by rt_exec_new; nothing is allocated by a step.
+#ifndef STG_EXEC_H
+#define STG_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "graph/graph.h"
+#include "planner/plan.h"
+#include "runtime/backend.h"
+
+typedef struct rt_exec_opts {
+    bool separate; // test mode: every tensor in its own allocation (views still share their base)
+    bool poison;   // test mode: fill all non-persistent memory with NaN bytes before every run
+} rt_exec_opts;
+
+typedef struct rt_exec rt_exec;
+
+#define RT_PHASE_FORWARD (1u << STG_PHASE_FORWARD)
+#define RT_PHASE_BACKWARD (1u << STG_PHASE_BACKWARD)
+#define RT_PHASE_OPTIMIZER (1u << STG_PHASE_OPTIMIZER)
+#define RT_PHASE_ALL (RT_PHASE_FORWARD | RT_PHASE_BACKWARD | RT_PHASE_OPTIMIZER)
+
+int rt_exec_new(const stg_graph *g, const stg_plan *p, rt_backend *b, const rt_exec_opts *o, rt_exec **out, stg_err *err);
+void rt_exec_free(rt_exec *e);
+
+const stg_graph *rt_exec_graph(const rt_exec *e);
+// Backend bytes this executor allocated (regions or, in separate mode, all buffers).
+int64_t rt_exec_allocated_bytes(const rt_exec *e);
+
+// CS336 initialisation of every parameter from `seed` (truncated normals; ones; zeros), fp32
+// master weights from the same values in bf16 mode, AdamW state zeroed.
+int rt_exec_init_params(rt_exec *e, uint64_t seed, stg_err *err);
+
+// Raw copies of a whole tensor in its own dtype.
+int rt_exec_write(rt_exec *e, int t, const void *host, size_t bytes, stg_err *err);
+int rt_exec_read(rt_exec *e, int t, void *host, size_t bytes, stg_err *err);
+// Copies with conversion from/to double for float tensors (f32, bf16, f64) and i32.
+int rt_exec_read_f64(rt_exec *e, int t, double *host, stg_err *err);
+int rt_exec_write_f64(rt_exec *e, int t, const double *host, stg_err *err);
+
+// The optimizer's step number (1-based, the step about to run) and learning rate.
+int rt_exec_set_schedule(rt_exec *e, int64_t step, double lr, stg_err *err);
+
+// Runs the scheduled ops whose phase is in phase_mask (RT_PHASE_*), in schedule order.
+int rt_exec_run(rt_exec *e, unsigned phase_mask, stg_err *err);
+
+// The parameter a tensor name refers to in a checkpoint: the fp32 truth of parameter p (the
+// master weights in bf16 mode, the parameter itself otherwise).
+int rt_exec_param_truth(const rt_exec *e, int p);
+
+// bf16 conversions (round to nearest even), for host-side staging.
+uint16_t rt_f32_to_bf16(float f);
+float rt_bf16_to_f32(uint16_t h);
+
+#endif

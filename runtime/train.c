@@ -1,0 +1,268 @@
+#include "runtime/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "runtime/ckpt.h"
+#include "runtime/data.h"
+
+rt_train_cfg rt_train_defaults(void) {
+    rt_train_cfg c;
+    memset(&c, 0, sizeof c);
+    c.steps = 200;
+    c.lr = 1e-3;
+    c.min_lr = 1e-4;
+    c.warmup = 20;
+    c.seed = 0;
+    c.val_batches = 4;
+    c.markov_k = 4;
+    return c;
+}
+
+double rt_lr_cosine(int64_t t, double lr_max, double lr_min, int64_t warmup, int64_t cosine_steps) {
+    if (t < warmup) return (double)t / (double)warmup * lr_max;
+    if (t <= cosine_steps && cosine_steps > warmup)
+        return lr_min + 0.5 * (1.0 + cos((double)(t - warmup) / (double)(cosine_steps - warmup) * M_PI)) * (lr_max - lr_min);
+    return lr_min;
+}
+
+// ---- data feeding ---------------------------------------------------------------------------
+
+struct rt_feed {
+    int in_a, in_t;     // tensor ids: tokens (or x) and targets
+    bool toy;
+    int64_t batch, ctx, vocab, features;
+    rt_tokens *tokens;
+    rt_markov *markov;
+    rt_toy *toyd;
+    int32_t *a, *b;     // host staging (allocated once)
+    float *x;
+};
+
+int rt_feed_new(const stg_graph *g, const char *data_path, int markov_k, uint64_t data_seed, rt_feed **out, stg_err *err) {
+    *out = NULL;
+    rt_feed *f = stg_calloc(1, sizeof *f, err);
+    if (!f) return -1;
+    f->in_a = graph_find_tensor(g, "tokens");
+    f->in_t = graph_find_tensor(g, "targets");
+    if (f->in_a < 0) {
+        f->in_a = graph_find_tensor(g, "x");
+        f->toy = true;
+    }
+    if (f->in_a < 0 || f->in_t < 0 || g->t[f->in_a].cls != STG_CLASS_INPUT || g->t[f->in_t].cls != STG_CLASS_INPUT) {
+        rt_feed_free(f);
+        return stg_errf(err, "the model's inputs must be 'tokens' and 'targets' (token batches) or 'x' and 'targets' (feature batches)");
+    }
+    const stg_tensor *a = &g->t[f->in_a], *t = &g->t[f->in_t];
+    int rc = 0;
+    if (!f->toy) {
+        if (a->ndim != 2 || t->ndim != 2 || a->dtype != STG_I32 || t->dtype != STG_I32 || a->shape[0] != t->shape[0] ||
+            a->shape[1] != t->shape[1]) {
+            rt_feed_free(f);
+            return stg_errf(err, "inputs 'tokens' and 'targets' must both be [batch, ctx, i32]");
+        }
+        f->batch = a->shape[0];
+        f->ctx = a->shape[1];
+        bool found;
+        f->vocab = graph_dim(g, "vocab", &found);
+        if (!found) {
+            rt_feed_free(f);
+            return stg_errf(err, "a token model needs a 'vocab' dim");
+        }
+        f->a = stg_malloc(sizeof(int32_t) * (size_t)(f->batch * f->ctx), err);
+        f->b = stg_malloc(sizeof(int32_t) * (size_t)(f->batch * f->ctx), err);
+        if (!f->a || !f->b) rc = -1;
+        else if (data_path) rc = rt_tokens_open(data_path, f->vocab, &f->tokens, err);
+        else if (!(f->markov = rt_markov_new(f->vocab, markov_k, data_seed, RT_MARKOV_UNIFORM, err))) rc = -1;
+    } else {
+        int classes = -1;
+        for (int o = 0; o < g->nops; o++)
+            if (g->ops[o].kind == STG_OP_CROSS_ENTROPY) {
+                const stg_tensor *lg = &g->t[g->ops[o].in[0]];
+                classes = (int)lg->shape[lg->ndim - 1];
+            }
+        if (a->ndim != 2 || t->ndim != 1 || t->dtype != STG_I32 || classes < 1 || data_path) {
+            rt_feed_free(f);
+            return stg_errf(err, "feature models train on the built-in toy data only: inputs x [batch, in, float] and targets [batch, i32] into cross_entropy");
+        }
+        f->batch = a->shape[0];
+        f->features = a->shape[1];
+        f->x = stg_malloc(sizeof(float) * (size_t)(f->batch * f->features), err);
+        f->b = stg_malloc(sizeof(int32_t) * (size_t)f->batch, err);
+        if (!f->x || !f->b) rc = -1;
+        else if (!(f->toyd = rt_toy_new(f->features, classes, data_seed, err))) rc = -1;
+    }
+    if (rc) {
+        rt_feed_free(f);
+        return -1;
+    }
+    *out = f;
+    return 0;
+}
+
+void rt_feed_free(rt_feed *f) {
+    if (!f) return;
+    rt_tokens_free(f->tokens);
+    rt_markov_free(f->markov);
+    rt_toy_free(f->toyd);
+    free(f->a);
+    free(f->b);
+    free(f->x);
+    free(f);
+}
+
+double rt_feed_floor(const rt_feed *f) { return f->markov ? rt_markov_entropy(f->markov) : NAN; }
+
+int64_t rt_feed_tokens_per_batch(const rt_feed *f) { return f->toy ? f->batch : f->batch * f->ctx; }
+
+int rt_feed_next(rt_feed *f, rt_exec *e, rt_rng *rng, stg_err *err) {
+    size_t n = (size_t)(f->batch * f->ctx);
+    if (f->toy) {
+        if (rt_toy_batch(f->toyd, rng, f->batch, f->x, f->b, err)) return -1;
+        const stg_graph *g = rt_exec_graph(e);
+        if (g->t[f->in_a].dtype == STG_F32) {
+            if (rt_exec_write(e, f->in_a, f->x, sizeof(float) * (size_t)(f->batch * f->features), err)) return -1;
+        } else {
+            double *d = stg_malloc(sizeof(double) * (size_t)(f->batch * f->features), err);
+            if (!d) return -1;
+            for (int64_t i = 0; i < f->batch * f->features; i++) d[i] = f->x[i];
+            int r = rt_exec_write_f64(e, f->in_a, d, err);
+            free(d);
+            if (r) return -1;
+        }
+        return rt_exec_write(e, f->in_t, f->b, sizeof(int32_t) * (size_t)f->batch, err);
+    }
+    int r = f->tokens ? rt_tokens_batch(f->tokens, rng, f->batch, f->ctx, f->a, f->b, err)
+                      : rt_markov_batch(f->markov, rng, f->batch, f->ctx, f->a, f->b, err);
+    if (r) return -1;
+    if (rt_exec_write(e, f->in_a, f->a, sizeof(int32_t) * n, err)) return -1;
+    return rt_exec_write(e, f->in_t, f->b, sizeof(int32_t) * n, err);
+}
+
+// ---- the loop -------------------------------------------------------------------------------
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int read_scalar(rt_exec *e, int t, double *v, stg_err *err) { return t < 0 ? (*v = NAN, 0) : rt_exec_read_f64(e, t, v, err); }
+
+static int val_loss(rt_exec *e, rt_feed *vf, const rt_train_cfg *cfg, double *out, stg_err *err) {
+    rt_rng r;
+    rt_rng_seed_stream(&r, cfg->seed, 2); // the same held-out batches at every evaluation
+    double sum = 0;
+    int64_t nb = cfg->val_batches > 0 ? cfg->val_batches : 1;
+    for (int64_t i = 0; i < nb; i++) {
+        double l;
+        if (rt_feed_next(vf, e, &r, err) || rt_exec_run(e, RT_PHASE_FORWARD, err) ||
+            read_scalar(e, rt_exec_graph(e)->loss, &l, err))
+            return -1;
+        sum += l;
+    }
+    *out = sum / (double)nb;
+    return 0;
+}
+
+static int write_ckpt(rt_exec *e, const rt_train_cfg *cfg, int64_t step, const rt_rng *data_rng, stg_err *err) {
+    if (mkdir(cfg->ckpt_dir, 0777) != 0 && errno != EEXIST)
+        return stg_errf(err, "%s: cannot create the checkpoint directory: %s", cfg->ckpt_dir, strerror(errno));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/ckpt.safetensors", cfg->ckpt_dir);
+    rt_ckpt_state st = {step, *data_rng};
+    return rt_ckpt_save(e, path, &st, err);
+}
+
+int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, rt_train_result *res, stg_err *err) {
+    const stg_graph *g = rt_exec_graph(e);
+    memset(res, 0, sizeof *res);
+    res->last_val_loss = NAN;
+    if (cfg->steps < 0 || !(cfg->lr >= 0) || !(cfg->min_lr >= 0) || cfg->warmup < 0)
+        return stg_errf(err, "train: steps, lr, min-lr and warmup must be non-negative");
+    rt_feed *feed = NULL, *vfeed = NULL;
+    FILE *log = NULL;
+    int rc = -1;
+    if (rt_feed_new(g, cfg->data, cfg->markov_k, cfg->seed ^ 0x5eedda7aULL, &feed, err)) goto out;
+    if (cfg->val && rt_feed_new(g, cfg->val, cfg->markov_k, cfg->seed ^ 0x5eedda7aULL, &vfeed, err)) goto out;
+    res->floor = rt_feed_floor(feed);
+    rt_rng data_rng;
+    rt_rng_seed_stream(&data_rng, cfg->seed, 1);
+    int64_t start = 0;
+    if (cfg->resume) {
+        if (!cfg->ckpt_dir) {
+            stg_errf(err, "--resume needs --ckpt DIR");
+            goto out;
+        }
+        char path[4096];
+        snprintf(path, sizeof path, "%s/ckpt.safetensors", cfg->ckpt_dir);
+        rt_ckpt_state st;
+        if (rt_ckpt_load(e, path, &st, err)) goto out;
+        start = st.step;
+        data_rng = st.data_rng;
+    } else {
+        if (rt_exec_init_params(e, cfg->seed, err)) goto out;
+        if (cfg->init_path && rt_params_load(e, cfg->init_path, err)) goto out;
+    }
+    if (cfg->log_path && !(log = fopen(cfg->log_path, cfg->resume ? "a" : "w"))) {
+        stg_errf(err, "%s: cannot open the log: %s", cfg->log_path, strerror(errno));
+        goto out;
+    }
+    int64_t tc = cfg->cosine_steps > 0 ? cfg->cosine_steps : cfg->steps;
+    double t0 = now_s(), tlast = t0;
+    int64_t last_good_ckpt = cfg->resume ? start : -1;
+    for (int64_t step = start + 1; step <= cfg->steps; step++) {
+        double lr = rt_lr_cosine(step - 1, cfg->lr, cfg->min_lr, cfg->warmup, tc);
+        double loss, gn;
+        if (rt_feed_next(feed, e, &data_rng, err) || rt_exec_set_schedule(e, step, lr, err) || rt_exec_run(e, RT_PHASE_ALL, err) ||
+            read_scalar(e, g->loss, &loss, err) || read_scalar(e, g->grad_norm, &gn, err)) {
+            stg_err_prefix(err, "step %lld", (long long)step);
+            goto out;
+        }
+        if (!isfinite(loss)) {
+            if (last_good_ckpt >= 0)
+                stg_errf(err, "step %lld: the loss is %g; stopping (the last good checkpoint, step %lld, is in %s)", (long long)step,
+                         loss, (long long)last_good_ckpt, cfg->ckpt_dir);
+            else
+                stg_errf(err, "step %lld: the loss is %g; stopping (try a lower --lr)", (long long)step, loss);
+            goto out;
+        }
+        double t1 = now_s();
+        rt_train_progress p = {step, cfg->steps, loss, lr, gn, NAN, (double)rt_feed_tokens_per_batch(feed) / (t1 - tlast), t1 - t0, res->floor};
+        tlast = t1;
+        if (cfg->val_every > 0 && (step % cfg->val_every == 0 || step == cfg->steps)) {
+            if (val_loss(e, vfeed ? vfeed : feed, cfg, &p.val_loss, err)) goto out;
+            res->last_val_loss = p.val_loss;
+            tlast = now_s();
+        }
+        if (step == start + 1) res->first_loss = loss;
+        res->last_loss = loss;
+        res->steps_done = step;
+        if (log) {
+            fprintf(log, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.6g",
+                    (long long)step, loss, lr, gn, p.tokens_per_s);
+            if (!isnan(p.val_loss)) fprintf(log, ", \"val_loss\": %.9g", p.val_loss);
+            fprintf(log, "}\n");
+            if (fflush(log) != 0 || ferror(log)) {
+                stg_errf(err, "%s: write failed: %s", cfg->log_path, strerror(errno));
+                goto out;
+            }
+        }
+        if (cb) cb(ctx, &p);
+        if (cfg->ckpt_dir && ((cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0) || step == cfg->steps)) {
+            if (write_ckpt(e, cfg, step, &data_rng, err)) goto out;
+            last_good_ckpt = step;
+        }
+    }
+    rc = 0;
+out:
+    if (log && fclose(log) != 0 && rc == 0) rc = stg_errf(err, "%s: close failed: %s", cfg->log_path, strerror(errno));
+    rt_feed_free(feed);
+    rt_feed_free(vfeed);
+    return rc;
+}

@@ -1,0 +1,60 @@
+// The training loop: batches from a data source, one step (forward, backward, clipping, AdamW)
+// per iteration on an executor, CS336's cosine learning rate with linear warm-up, validation,
+// JSON-lines logs and atomic checkpoints.
+#ifndef STG_TRAIN_H
+#define STG_TRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/exec.h"
+#include "runtime/rng.h"
+
+typedef struct rt_train_cfg {
+    int64_t steps;            // total steps of the run (a resumed run continues up to this)
+    double lr, min_lr;        // alpha_max, alpha_min
+    int64_t warmup;           // T_w
+    int64_t cosine_steps;     // T_c (0: = steps)
+    uint64_t seed;            // parameters and data order
+    const char *data, *val;   // token files (.bin / .npy); NULL data: the synthetic Markov source
+    int64_t val_every;        // steps between validation losses (0: never)
+    int64_t val_batches;      // batches per validation loss
+    int markov_k;             // successors per symbol in the synthetic source
+    const char *log_path;     // JSON lines, one per step (NULL: none)
+    const char *ckpt_dir;     // checkpoint directory (NULL: none)
+    int64_t ckpt_every;       // steps between checkpoints (0: only at the end)
+    bool resume;              // continue from ckpt_dir/ckpt.safetensors
+    const char *init_path;    // start from these parameters (safetensors)
+} rt_train_cfg;
+
+rt_train_cfg rt_train_defaults(void);
+
+typedef struct rt_train_progress {
+    int64_t step, steps;      // step just completed (1-based)
+    double loss, lr, grad_norm;
+    double val_loss;          // NAN when not computed this step
+    double tokens_per_s, elapsed_s;
+    double floor;             // the data's entropy (nats/token) when known, else NAN
+} rt_train_progress;
+
+typedef void (*rt_progress_fn)(void *ctx, const rt_train_progress *p);
+
+typedef struct rt_train_result {
+    int64_t steps_done;
+    double first_loss, last_loss, last_val_loss, floor;
+} rt_train_result;
+
+// CS336's get_lr_cosine_schedule for iteration t (0-based).
+double rt_lr_cosine(int64_t t, double lr_max, double lr_min, int64_t warmup, int64_t cosine_steps);
+
+int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, rt_train_result *res, stg_err *err);
+
+// One batch source for a graph: finds the inputs (tokens/targets or x/targets), draws batches.
+typedef struct rt_feed rt_feed;
+int rt_feed_new(const stg_graph *g, const char *data_path, int markov_k, uint64_t data_seed, rt_feed **out, stg_err *err);
+void rt_feed_free(rt_feed *f);
+int rt_feed_next(rt_feed *f, rt_exec *e, rt_rng *rng, stg_err *err);
+double rt_feed_floor(const rt_feed *f); // entropy of the synthetic source, NAN otherwise
+int64_t rt_feed_tokens_per_batch(const rt_feed *f);
+
+#endif

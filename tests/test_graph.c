@@ -1,0 +1,247 @@
+// The loader, shape inference, autodiff and the schedule: CS336 sizes, the toy model, and every
+// kind of bad model file.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "graph/graph.h"
+#include "graph/loader.h"
+#include "ops/registry.h"
+
+#define MODEL(p) STG_SOURCE_DIR "/models/" p
+
+static stg_graph *load(const char *path, stg_precision prec, const char *const *sets, int nsets, bool train) {
+    stg_load_opts o = {prec, sets, nsets};
+    stg_graph *g = NULL;
+    stg_err err;
+    if (graph_load(path, &o, &g, &err)) fail_msg("%s", err.msg);
+    stg_optim_config oc = graph_optim_defaults();
+    if (train && graph_autodiff(g, &oc, &err)) fail_msg("autodiff: %s", err.msg);
+    if (!train) graph_classify(g);
+    if (graph_schedule(g, &err)) fail_msg("schedule: %s", err.msg);
+    if (graph_validate(g, &err)) fail_msg("validate: %s", err.msg);
+    return g;
+}
+
+static void test_param_counts(void **state) {
+    static const struct {
+        const char *file;
+        int64_t params;
+    } sizes[] = {
+        {MODEL("cs336/small.yaml"), 128625408},   {MODEL("cs336/medium.yaml"), 423183360},
+        {MODEL("cs336/large.yaml"), 969411840},   {MODEL("cs336/xl.yaml"), 1998235200},
+        {MODEL("cs336/2.7B.yaml"), 3406809600LL},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        stg_graph *g = load(sizes[i].file, STG_PREC_FP32, NULL, 0, false);
+        assert_int_equal(graph_param_count(g), sizes[i].params);
+        graph_free(g);
+    }
+}
+
+// Every parameter gets exactly one gradient with its shape; the graph stays acyclic (the schedule
+// is topological); SSA holds (graph_validate). Both attentions, all precisions.
+static void test_autodiff_invariants(void **state) {
+    const char *att[2] = {"attention=flash", "attention=naive"};
+    stg_precision precs[3] = {STG_PREC_FP32, STG_PREC_BF16, STG_PREC_FP64};
+    for (int a = 0; a < 2; a++)
+        for (int p = 0; p < 3; p++) {
+            stg_graph *g = load(MODEL("cs336/small.yaml"), precs[p], &att[a], 1, true);
+            int nparams = 0, ngrads = 0, nadam = 0;
+            for (int t = 0; t < g->nt; t++) {
+                const stg_tensor *x = &g->t[t];
+                if (x->cls == STG_CLASS_PARAM) {
+                    nparams++;
+                    const stg_tensor *gr = &g->t[x->grad];
+                    assert_int_equal(gr->cls, STG_CLASS_GRAD);
+                    assert_int_equal(gr->param, t);
+                    assert_int_equal(gr->ndim, x->ndim);
+                    for (int k = 0; k < x->ndim; k++) assert_int_equal(gr->shape[k], x->shape[k]);
+                    assert_int_equal(gr->dtype, g->grad_dtype);
+                }
+                ngrads += x->cls == STG_CLASS_GRAD;
+            }
+            for (int o = 0; o < g->nops; o++) nadam += g->ops[o].kind == STG_OP_ADAMW;
+            assert_int_equal(nparams, 111);
+            assert_int_equal(ngrads, nparams);
+            assert_int_equal(nadam, nparams);
+            // acyclic: every op reads only tensors written earlier in the schedule
+            int *pos = calloc((size_t)g->nops, sizeof(int));
+            for (int s = 0; s < g->nsched; s++) pos[g->schedule[s]] = s;
+            for (int o = 0; o < g->nops; o++)
+                for (int i = 0; i < g->ops[o].n_in; i++) {
+                    int pr = g->t[g->ops[o].in[i]].producer;
+                    if (pr >= 0) assert_true(pos[pr] < pos[o]);
+                }
+            free(pos);
+            graph_free(g);
+        }
+}
+
+static void test_shapes_and_names(void **state) {
+    const char *sets[] = {"ctx=128", "batch=2"};
+    stg_graph *g = load(MODEL("cs336/small.yaml"), STG_PREC_FP32, sets, 2, false);
+    bool found;
+    assert_int_equal(graph_dim(g, "head_dim", &found), 64);
+    assert_true(found);
+    int logits = graph_find_tensor(g, "logits");
+    assert_true(logits >= 0);
+    assert_int_equal(g->t[logits].ndim, 3);
+    assert_int_equal(g->t[logits].shape[0], 2);
+    assert_int_equal(g->t[logits].shape[1], 128);
+    assert_int_equal(g->t[logits].shape[2], 10000);
+    assert_true(graph_find_tensor(g, "blocks.11.w2") >= 0);
+    assert_true(graph_find_tensor(g, "blocks.3.h") >= 0);
+    assert_int_equal(g->t[g->loss].ndim, 0);
+    // the flash path keeps a (B, H, S) log-sum-exp per layer
+    int lse = graph_find_tensor(g, "blocks.0.lse");
+    assert_true(lse >= 0);
+    assert_int_equal(g->t[lse].shape[1], 12);
+    graph_free(g);
+}
+
+static void test_naive_keeps_probabilities(void **state) {
+    const char *set = "attention=naive";
+    stg_graph *g = load(MODEL("cs336/small.yaml"), STG_PREC_FP32, &set, 1, true);
+    int p = graph_find_tensor(g, "blocks.0.p");
+    assert_true(p >= 0);
+    assert_int_equal(g->t[p].cls, STG_CLASS_ACTIVATION);
+    assert_int_equal(g->t[p].ndim, 4);
+    assert_int_equal(g->t[p].shape[2], 256);
+    assert_int_equal(g->t[p].shape[3], 256);
+    graph_free(g);
+}
+
+static void test_toy(void **state) {
+    stg_graph *g = load(MODEL("toy.yaml"), STG_PREC_FP32, NULL, 0, true);
+    assert_int_equal(graph_param_count(g), 10 * 20 + 10 + 10 + 5 * 10);
+    int x = graph_find_tensor(g, "x");
+    assert_int_equal(g->t[x].cls, STG_CLASS_INPUT);
+    graph_free(g);
+}
+
+static void test_bf16_dtypes(void **state) {
+    stg_graph *g = load(MODEL("tiny.yaml"), STG_PREC_BF16, NULL, 0, true);
+    int masters = 0;
+    for (int t = 0; t < g->nt; t++) {
+        const stg_tensor *x = &g->t[t];
+        if (x->cls == STG_CLASS_PARAM) assert_int_equal(x->dtype, STG_BF16);
+        if (x->cls == STG_CLASS_GRAD || x->cls == STG_CLASS_OPTIMIZER) assert_int_equal(x->dtype, STG_F32);
+        masters += x->cls == STG_CLASS_OPTIMIZER && strstr(x->name, ".master") != NULL;
+    }
+    assert_int_equal(masters, 1 + 2 * 9 + 2);
+    assert_int_equal(g->t[graph_find_tensor(g, "logits")].dtype, STG_BF16);
+    assert_int_equal(g->t[g->loss].dtype, STG_F32);
+    graph_free(g);
+}
+
+// ---- bad input --------------------------------------------------------------------------------
+
+typedef struct {
+    const char *what;
+    const char *yaml;
+    const char *set;
+    const char *expect; // substring of the message, starting with the position
+} bad_case;
+
+#define HEAD "dims: {batch: 2, d: 8}\ninputs: {tokens: [batch, i32], targets: [batch, i32]}\n"
+#define TAIL "loss: loss\n"
+
+static const bad_case bad[] = {
+    {"malformed YAML", "dims: {batch: 2\ninputs: [", NULL, "m.yaml:2:"},
+    {"unknown op", HEAD "graph:\n  - param e [10, d] init=embedding\n  - x = frobnicate(tokens, e)\n  - loss = x\n" TAIL, NULL,
+     "m.yaml:5:9: unknown op 'frobnicate'"},
+    {"unknown attribute", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [d] init=ones\n  - x = rmsnorm(embedding(tokens, e), w, epsilon=1)\n" TAIL,
+     NULL, "m.yaml:6:42: rmsnorm has no attribute 'epsilon'; expected eps"},
+    {"wrong arity", HEAD "graph:\n  - param e [10, d] init=embedding\n  - x = embedding(tokens)\n" TAIL, NULL,
+     "m.yaml:5:9: embedding takes 2 inputs, got 1"},
+    {"shape mismatch", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [5, 7] init=linear\n  - x = linear(embedding(tokens, e), w)\n" TAIL,
+     NULL, "m.yaml:6:9: linear: 'x/embedding' [2, 8] has 8 features but weight 'w' [5, 7] expects 7"},
+    {"heads not dividing d_model", "dims: {d_model: 10, n_heads: 3, head_dim: d_model / n_heads}\n" HEAD "graph: []\n" TAIL, NULL,
+     "m.yaml:1:51: 10 / 3 is not an integer"},
+    {"unknown dim", HEAD "graph:\n  - param e [10, dd] init=embedding\n" TAIL, NULL, "m.yaml:4:18: unknown dim 'dd'"},
+    {"division by zero", "dims: {a: 4, z: 0, b: a / (z)}\n" HEAD "graph: []\n" TAIL, NULL, "m.yaml:1:17: dim 'z' is 0"},
+    {"division by zero in an expression", "dims: {a: 4, b: a / (a - 4)}\n" HEAD "graph: []\n" TAIL, NULL,
+     "m.yaml:1:19: division by zero"},
+    {"used before defined", HEAD "graph:\n  - param e [10, d] init=embedding\n  - x = add(y, embedding(tokens, e))\n" TAIL, NULL,
+     "m.yaml:5:13: 'y' is used before it is defined"},
+    {"duplicate parameter", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param e [10, d] init=embedding\n" TAIL, NULL,
+     "m.yaml:5:11: duplicate parameter 'e' (first declared at m.yaml:4:11)"},
+    {"zero size", HEAD "graph:\n  - param e [10, d - 8] init=embedding\n" TAIL, NULL, "m.yaml:4:18: parameter sizes must be positive"},
+    {"negative dim", "dims: {n: -3}\n" HEAD "graph: []\n" TAIL, NULL, "m.yaml:1:11: dim 'n' is -3; dims must be positive"},
+    {"bad --set syntax", HEAD "graph:\n  - param e [10, d] init=embedding\n  - loss = e\n" TAIL, "d", "--set: 'd' is not name=value"},
+    {"--set unknown name", HEAD "graph:\n  - param e [10, d] init=embedding\n  - loss = e\n" TAIL, "width=3",
+     "--set: 'width=3': 'width' is neither a dim nor an option"},
+    {"--set non-integer", HEAD "graph:\n  - param e [10, d] init=embedding\n  - loss = e\n" TAIL, "d=2.5",
+     "dims are integers; found a decimal number"},
+    {"unknown key", "dimz: {a: 1}\n" HEAD, NULL, "m.yaml:1:1: unknown key 'dimz'"},
+    {"loss not scalar", HEAD "graph:\n  - param e [10, d] init=embedding\n  - loss = embedding(tokens, e)\n" TAIL, NULL,
+     "m.yaml:6:7: loss 'loss' must be a scalar"},
+    {"bad option value", "options: {attention: [flash, naive]}\n" HEAD "graph:\n  - if: attention == fast\n    then: []\n" TAIL, NULL,
+     "m.yaml:5:9: option 'attention' has no choice 'fast'; expected flash|naive"},
+    {"assign to a parameter", HEAD "graph:\n  - param e [10, d] init=embedding\n  - e = embedding(tokens, e)\n" TAIL, NULL,
+     "m.yaml:5:5: 'e' is a parameter"},
+    {"rope on an odd head_dim", HEAD "graph:\n  - param e [10, 9] init=embedding\n  - x = rope(reshape(embedding(tokens, e), shape=[batch, 1, 1, 9]))\n" TAIL,
+     NULL, "m.yaml:5:9: rope: 'x/reshape': head_dim (the last dim) must be even"},
+    {"backward op in a model file", HEAD "graph:\n  - param e [10, d] init=embedding\n  - x = softmax_bwd(e, e)\n" TAIL, NULL,
+     "m.yaml:5:9: 'softmax_bwd' is a backward or optimizer op"},
+    {"missing graph", HEAD TAIL, NULL, "no 'graph:' section"},
+    {"empty file", "", NULL, "the model file is empty"},
+};
+
+static void test_bad_input(void **state) {
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const bad_case *c = &bad[i];
+        const char *sets[1] = {c->set};
+        stg_load_opts o = {STG_PREC_FP32, sets, c->set ? 1 : 0};
+        stg_graph *g = NULL;
+        stg_err err;
+        err.msg[0] = 0;
+        int r = graph_load_string(c->yaml, strlen(c->yaml), "m.yaml", &o, &g, &err);
+        if (r == 0) {
+            stg_optim_config oc = graph_optim_defaults();
+            r = graph_autodiff(g, &oc, &err);
+            graph_free(g);
+            g = NULL;
+        }
+        if (r == 0) fail_msg("case '%s' was accepted", c->what);
+        assert_null(g);
+        if (!strstr(err.msg, c->expect)) fail_msg("case '%s': message\n  %s\nlacks\n  %s", c->what, err.msg, c->expect);
+    }
+}
+
+static void test_missing_file(void **state) {
+    stg_graph *g;
+    stg_err err;
+    assert_int_equal(graph_load("/nonexistent/model.yaml", NULL, &g, &err), -1);
+    assert_non_null(strstr(err.msg, "/nonexistent/model.yaml: cannot open the model file"));
+    assert_int_equal(graph_load(STG_SOURCE_DIR "/models", NULL, &g, &err), -1);
+}
+
+static void test_include_error_position(void **state) {
+    // an error inside an included file names that file
+    stg_graph *g;
+    stg_err err;
+    const char *set = "n_heads=7";
+    stg_load_opts o = {STG_PREC_FP32, &set, 1};
+    assert_int_equal(graph_load(MODEL("cs336/small.yaml"), &o, &g, &err), -1);
+    assert_non_null(strstr(err.msg, "lm.yaml:"));
+    assert_non_null(strstr(err.msg, "768 / 7 is not an integer"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_param_counts),       cmocka_unit_test(test_autodiff_invariants),
+        cmocka_unit_test(test_shapes_and_names),   cmocka_unit_test(test_naive_keeps_probabilities),
+        cmocka_unit_test(test_toy),                cmocka_unit_test(test_bf16_dtypes),
+        cmocka_unit_test(test_bad_input),          cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_include_error_position),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,140 @@
+#include "tools/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graph/loader.h"
+
+void cli_model_opts_init(cli_model_opts *m) {
+    memset(m, 0, sizeof *m);
+    m->precision = STG_PREC_FP32;
+    m->train = true;
+    m->optim = graph_optim_defaults();
+}
+
+const char *cli_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "stg: %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int cli_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "stg: %s '%s' is not an integer in [%lld, %lld]\n", opt, s, (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_double(const char *opt, const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
+        fprintf(stderr, "stg: %s '%s' is not a number in [%g, %g]\n", opt, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    if (strcmp(a, "--set") == 0) {
+        const char *v = cli_value(argc, argv, i);
+        if (!v) return -1;
+        if (m->nsets == CLI_MAX_SETS) {
+            fprintf(stderr, "stg: at most %d --set options\n", CLI_MAX_SETS);
+            return -1;
+        }
+        m->sets[m->nsets++] = v;
+        return 1;
+    }
+    if (strcmp(a, "--attention") == 0) {
+        const char *v = cli_value(argc, argv, i);
+        if (!v) return -1;
+        if (strcmp(v, "naive") != 0 && strcmp(v, "flash") != 0) {
+            fprintf(stderr, "stg: --attention '%s': expected naive or flash\n", v);
+            return -1;
+        }
+        snprintf(m->attention_set, sizeof m->attention_set, "attention=%s", v);
+        return 1;
+    }
+    if (strcmp(a, "--precision") == 0) {
+        const char *v = cli_value(argc, argv, i);
+        if (!v) return -1;
+        if (strcmp(v, "fp32") == 0) m->precision = STG_PREC_FP32;
+        else if (strcmp(v, "bf16") == 0) m->precision = STG_PREC_BF16;
+        else if (strcmp(v, "fp64") == 0) m->precision = STG_PREC_FP64;
+        else {
+            fprintf(stderr, "stg: --precision '%s': expected fp32 or bf16 (fp64 on the CPU backend)\n", v);
+            return -1;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+stg_graph *cli_build(const cli_model_opts *m) {
+    const char *sets[CLI_MAX_SETS + 1];
+    int n = 0;
+    if (m->attention_set[0]) sets[n++] = m->attention_set;
+    for (int i = 0; i < m->nsets; i++) sets[n++] = m->sets[i];
+    stg_load_opts lo = {m->precision, sets, n};
+    stg_err err;
+    stg_graph *g = NULL;
+    if (graph_load(m->model, &lo, &g, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return NULL;
+    }
+    if ((m->train && graph_autodiff(g, &m->optim, &err)) || (!m->train && (graph_classify(g), 0)) ||
+        graph_schedule(g, &err) || graph_validate(g, &err)) {
+        fprintf(stderr, "%s: %s\n", m->model, err.msg);
+        graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+FILE *cli_out_open(const char *path, char *tmp, size_t tmpn) {
+    tmp[0] = 0;
+    if (!path || strcmp(path, "-") == 0) return stdout;
+    snprintf(tmp, tmpn, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) fprintf(stderr, "stg: cannot write %s: %s\n", tmp, strerror(errno));
+    return f;
+}
+
+int cli_out_close(FILE *f, const char *path, const char *tmp) {
+    if (f == stdout) {
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            fprintf(stderr, "stg: writing to standard output failed\n");
+            return -1;
+        }
+        return 0;
+    }
+    int bad = ferror(f) != 0;
+    if (fflush(f) != 0) bad = 1;
+    if (!bad && fsync(fileno(f)) != 0) bad = 1;
+    if (fclose(f) != 0) bad = 1;
+    if (bad) {
+        fprintf(stderr, "stg: writing %s failed: %s; %s is unchanged\n", tmp, strerror(errno), path);
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, path) != 0) {
+        fprintf(stderr, "stg: cannot rename %s to %s: %s\n", tmp, path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}

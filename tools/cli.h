@@ -1,0 +1,51 @@
+// Shared pieces of the `stg` command line: option parsing helpers and model building.
+#ifndef STG_CLI_H
+#define STG_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "graph/graph.h"
+
+#define CLI_MAX_SETS 64
+
+// Options every model-reading command takes.
+typedef struct cli_model_opts {
+    const char *model;
+    const char *sets[CLI_MAX_SETS + 1];
+    int nsets;
+    char attention_set[64];
+    stg_precision precision;
+    bool train; // build backward and optimizer
+    stg_optim_config optim;
+} cli_model_opts;
+
+void cli_model_opts_init(cli_model_opts *m);
+
+// Tries to consume argv[*i] (and its value) as a model option. Returns 1 when consumed, 0 when the
+// argument is not a model option, -1 on a bad value (message printed).
+int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i);
+
+// Loads, differentiates (when m->train), schedules and validates. Prints the error and returns NULL.
+stg_graph *cli_build(const cli_model_opts *m);
+
+// Parsing numbers from the command line (prints a message and returns -1 on a bad value).
+int cli_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out);
+int cli_double(const char *opt, const char *s, double lo, double hi, double *out);
+// The value after option argv[*i]; prints an error when missing.
+const char *cli_value(int argc, char **argv, int *i);
+
+// Writes through a temporary file renamed over `path` on success, so a failed write never
+// destroys what was there. cli_out_open returns stdout when path is NULL or "-".
+FILE *cli_out_open(const char *path, char *tmp, size_t tmpn);
+int cli_out_close(FILE *f, const char *path, const char *tmp);
+
+int cmd_check(int argc, char **argv);
+int cmd_graph(int argc, char **argv);
+int cmd_memreport(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_step(int argc, char **argv);
+int cmd_tokens(int argc, char **argv);
+
+#endif

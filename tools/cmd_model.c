@@ -1,0 +1,193 @@
+// stg check, stg graph, stg memreport: what a model file declares and what its step needs.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/registry.h"
+#include "planner/formula.h"
+#include "planner/plan.h"
+#include "planner/report.h"
+#include "tools/cli.h"
+
+static int usage_model(const char *cmd, const char *extra) {
+    fprintf(stderr,
+            "usage: stg %s MODEL [--set name=value]... [--attention naive|flash] [--precision fp32|bf16]%s\n", cmd, extra);
+    return 2;
+}
+
+// Parses MODEL and the model options; `extra` handles command-specific options (returns 1 when
+// consumed, 0 unknown, -1 bad).
+typedef int (*extra_fn)(void *ctx, int argc, char **argv, int *i);
+
+static int parse_model_cmd(int argc, char **argv, cli_model_opts *m, extra_fn extra, void *ctx, const char *usage) {
+    for (int i = 1; i < argc; i++) {
+        int r = cli_model_arg(m, argc, argv, &i);
+        if (r < 0) return -1;
+        if (r > 0) continue;
+        if (extra) {
+            r = extra(ctx, argc, argv, &i);
+            if (r < 0) return -1;
+            if (r > 0) continue;
+        }
+        if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "stg %s: unknown option '%s'\n", argv[0], argv[i]);
+            usage_model(argv[0], usage);
+            return -1;
+        }
+        if (m->model) {
+            fprintf(stderr, "stg %s: more than one model file ('%s' and '%s')\n", argv[0], m->model, argv[i]);
+            return -1;
+        }
+        m->model = argv[i];
+    }
+    if (!m->model) {
+        usage_model(argv[0], usage);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_check(int argc, char **argv) {
+    cli_model_opts m;
+    cli_model_opts_init(&m);
+    if (parse_model_cmd(argc, argv, &m, NULL, NULL, "")) return 2;
+    stg_graph *g = cli_build(&m);
+    if (!g) return 1;
+    int nparam = 0, counts[STG_PHASE_OPTIMIZER + 1] = {0};
+    for (int t = 0; t < g->nt; t++) nparam += g->t[t].cls == STG_CLASS_PARAM;
+    for (int o = 0; o < g->nops; o++) counts[g->ops[o].phase]++;
+    printf("model %s (%s), precision %s\n", g->name, m.model, stg_precision_name(g->precision));
+    printf("dims:");
+    for (int i = 0; i < g->ndims; i++) printf(" %s=%lld", g->dims[i].name, (long long)g->dims[i].value);
+    printf("\n");
+    for (int i = 0; i < g->nopts; i++) printf("option %s = %s\n", g->opt_names[i], g->opt_values[i]);
+    printf("ops: %d forward, %d backward, %d optimizer (%d in all)\n", counts[STG_PHASE_FORWARD],
+           counts[STG_PHASE_BACKWARD], counts[STG_PHASE_OPTIMIZER], g->nops);
+    int ncls[STG_CLASS_COUNT] = {0};
+    for (int t = 0; t < g->nt; t++) ncls[g->t[t].cls]++;
+    printf("tensors: %d (", g->nt);
+    for (int c = 0; c < STG_CLASS_COUNT; c++) printf("%s%d %s", c ? ", " : "", ncls[c], stg_class_name(c));
+    printf(")\n");
+    double ff = graph_phase_flops(g, STG_PHASE_FORWARD), fb = graph_phase_flops(g, STG_PHASE_BACKWARD);
+    printf("FLOPs per step: forward %.4g, backward %.4g\n", ff, fb);
+    printf("parameters: %d tensors, %lld elements\n", nparam, (long long)graph_param_count(g));
+    for (int t = 0; t < g->nt; t++) {
+        const stg_tensor *x = &g->t[t];
+        if (x->cls != STG_CLASS_PARAM) continue;
+        char sb[128];
+        printf("  %-28s %-14s %12lld\n", x->name, graph_shape_str(x, sb, sizeof sb), (long long)graph_numel(x));
+    }
+    int rc = fflush(stdout) || ferror(stdout) ? 1 : 0;
+    graph_free(g);
+    return rc;
+}
+
+typedef struct {
+    const char *out;
+    bool dot;
+} graph_ctx;
+
+static int graph_extra(void *ctx, int argc, char **argv, int *i) {
+    graph_ctx *c = ctx;
+    if (strcmp(argv[*i], "--dot") == 0) {
+        c->dot = true;
+        return 1;
+    }
+    if (strcmp(argv[*i], "-o") == 0) return (c->out = cli_value(argc, argv, i)) ? 1 : -1;
+    return 0;
+}
+
+int cmd_graph(int argc, char **argv) {
+    cli_model_opts m;
+    cli_model_opts_init(&m);
+    graph_ctx c = {NULL, false};
+    const char *usage = " --dot [-o FILE.dot]";
+    if (parse_model_cmd(argc, argv, &m, graph_extra, &c, usage)) return 2;
+    if (!c.dot) return usage_model("graph", usage);
+    stg_graph *g = cli_build(&m);
+    if (!g) return 1;
+    stg_err err;
+    int rc = 0;
+    const char *path = c.out ? c.out : "/dev/stdout";
+    if (graph_write_dot(g, path, &err)) {
+        fprintf(stderr, "stg graph: %s\n", err.msg);
+        rc = 1;
+    }
+    graph_free(g);
+    return rc;
+}
+
+typedef struct {
+    const char *out;
+    stg_report_format fmt;
+    bool forward;
+} mem_ctx;
+
+static int mem_extra(void *ctx, int argc, char **argv, int *i) {
+    mem_ctx *c = ctx;
+    const char *a = argv[*i], *v;
+    if (strcmp(a, "-o") == 0) return (c->out = cli_value(argc, argv, i)) ? 1 : -1;
+    if (strcmp(a, "--format") == 0) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        if (strcmp(v, "text") == 0) c->fmt = STG_REPORT_TEXT;
+        else if (strcmp(v, "md") == 0) c->fmt = STG_REPORT_MD;
+        else if (strcmp(v, "json") == 0) c->fmt = STG_REPORT_JSON;
+        else if (strcmp(v, "svg") == 0) c->fmt = STG_REPORT_SVG;
+        else {
+            fprintf(stderr, "stg memreport: --format '%s': expected text, md, json or svg\n", v);
+            return -1;
+        }
+        return 1;
+    }
+    if (strcmp(a, "--mode") == 0) {
+        if (!(v = cli_value(argc, argv, i))) return -1;
+        if (strcmp(v, "train") == 0) c->forward = false;
+        else if (strcmp(v, "forward") == 0) c->forward = true;
+        else {
+            fprintf(stderr, "stg memreport: --mode '%s': expected train or forward\n", v);
+            return -1;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_memreport(int argc, char **argv) {
+    cli_model_opts m;
+    cli_model_opts_init(&m);
+    mem_ctx c = {NULL, STG_REPORT_TEXT, false};
+    if (parse_model_cmd(argc, argv, &m, mem_extra, &c, " [--mode train|forward] [--format text|md|json|svg] [-o FILE]"))
+        return 2;
+    m.train = !c.forward;
+    stg_graph *g = cli_build(&m);
+    if (!g) return 1;
+    stg_err err;
+    stg_plan *p = NULL;
+    stg_formula fm;
+    int rc = 1;
+    if (plan_build(g, NULL, &p, &err)) {
+        fprintf(stderr, "stg memreport: %s\n", err.msg);
+        goto out;
+    }
+    if (formula_compute(g, m.train, &fm, &err)) {
+        fprintf(stderr, "stg memreport: %s\n", err.msg);
+        goto out;
+    }
+    stg_report_extra x = {-1, c.forward ? "forward" : "train", m.model, NULL};
+    char tmp[4200];
+    FILE *f = cli_out_open(c.out, tmp, sizeof tmp);
+    if (!f) goto out;
+    if (report_write(f, c.fmt, g, p, &fm, &x, &err)) {
+        fprintf(stderr, "stg memreport: %s\n", err.msg);
+        if (f != stdout) {
+            fclose(f);
+            remove(tmp);
+        }
+        goto out;
+    }
+    rc = cli_out_close(f, c.out, tmp) ? 1 : 0;
+out:
+    plan_free(p);
+    graph_free(g);
+    return rc;
+}

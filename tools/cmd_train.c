@@ -1,0 +1,315 @@
+// stg train, stg step, stg tokens.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "planner/plan.h"
+#include "runtime/backend.h"
+#include "runtime/ckpt.h"
+#include "runtime/data.h"
+#include "runtime/exec.h"
+#include "runtime/npy.h"
+#include "runtime/safetensors.h"
+#include "runtime/train.h"
+#include "tools/cli.h"
+
+// A backend by name ("cpu" or "cuda"); NULL name picks the default.
+static rt_backend *open_backend(const char *name, stg_precision prec) {
+    stg_err err;
+    rt_backend *b = NULL;
+    if (!name) name = "cpu";
+    if (strcmp(name, "cpu") == 0) {
+        if (prec == STG_PREC_BF16) {
+            fprintf(stderr, "stg: the cpu backend runs fp32 and fp64; bf16 needs --device cuda\n");
+            return NULL;
+        }
+        if (rt_backend_cpu_new(&b, &err)) {
+            fprintf(stderr, "stg: %s\n", err.msg);
+            return NULL;
+        }
+        return b;
+    }
+    if (strcmp(name, "cuda") == 0) {
+        fprintf(stderr, "stg: this build has no CUDA backend yet; use --device cpu\n");
+        return NULL;
+    }
+    fprintf(stderr, "stg: --device '%s': expected cpu or cuda\n", name);
+    return NULL;
+}
+
+typedef struct {
+    rt_train_cfg cfg;
+    const char *device;
+    bool tty;
+    int64_t last_print;
+} train_ctx;
+
+static void progress(void *vctx, const rt_train_progress *p) {
+    train_ctx *c = vctx;
+    double eta = p->step > 0 ? p->elapsed_s / (double)p->step * (double)(p->steps - p->step) : 0;
+    char val[48] = "";
+    if (!isnan(p->val_loss)) snprintf(val, sizeof val, " val %.4f", p->val_loss);
+    if (c->tty) {
+        fprintf(stderr, "\rstep %lld/%lld  loss %.4f%s  lr %.2e  %.0f tok/s  ETA %.0fs   ", (long long)p->step,
+                (long long)p->steps, p->loss, val, p->lr, p->tokens_per_s, eta);
+        if (p->step == p->steps || !isnan(p->val_loss)) fprintf(stderr, "\n");
+    } else if (p->step == 1 || p->step == p->steps || p->step - c->last_print >= 10 || !isnan(p->val_loss)) {
+        printf("step %lld/%lld loss %.4f%s lr %.3e grad_norm %.3f tok/s %.0f\n", (long long)p->step, (long long)p->steps, p->loss,
+               val, p->lr, p->grad_norm, p->tokens_per_s);
+        fflush(stdout);
+        c->last_print = p->step;
+    }
+}
+
+static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *v;
+    rt_train_cfg *f = &c->cfg;
+    int64_t n;
+    double d;
+#define VAL() ((v = cli_value(argc, argv, i)) != NULL)
+    if (strcmp(a, "--device") == 0) return VAL() ? (c->device = v, 1) : -1;
+    if (strcmp(a, "--data") == 0) return VAL() ? (f->data = v, 1) : -1;
+    if (strcmp(a, "--val") == 0) return VAL() ? (f->val = v, 1) : -1;
+    if (strcmp(a, "--log") == 0) return VAL() ? (f->log_path = v, 1) : -1;
+    if (strcmp(a, "--ckpt") == 0) return VAL() ? (f->ckpt_dir = v, 1) : -1;
+    if (strcmp(a, "--init") == 0) return VAL() ? (f->init_path = v, 1) : -1;
+    if (strcmp(a, "--resume") == 0) return f->resume = true, 1;
+    if (strcmp(a, "--steps") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->steps = n, 1) : -1;
+    if (strcmp(a, "--warmup") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->warmup = n, 1) : -1;
+    if (strcmp(a, "--cosine-steps") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->cosine_steps = n, 1) : -1;
+    if (strcmp(a, "--ckpt-every") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->ckpt_every = n, 1) : -1;
+    if (strcmp(a, "--val-every") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->val_every = n, 1) : -1;
+    if (strcmp(a, "--val-batches") == 0) return VAL() && !cli_int(a, v, 1, 1 << 20, &n) ? (f->val_batches = n, 1) : -1;
+    if (strcmp(a, "--markov-k") == 0) return VAL() && !cli_int(a, v, 1, 256, &n) ? (f->markov_k = (int)n, 1) : -1;
+    if (strcmp(a, "--seed") == 0) return VAL() && !cli_int(a, v, 0, INT64_MAX, &n) ? (f->seed = (uint64_t)n, 1) : -1;
+    if (strcmp(a, "--lr") == 0) return VAL() && !cli_double(a, v, 0, 10, &d) ? (f->lr = d, 1) : -1;
+    if (strcmp(a, "--min-lr") == 0) return VAL() && !cli_double(a, v, 0, 10, &d) ? (f->min_lr = d, 1) : -1;
+#undef VAL
+    return 0;
+}
+
+static int optim_arg(cli_model_opts *m, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *v;
+    double d;
+    if (strcmp(a, "--weight-decay") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.weight_decay = d, 1) : -1;
+    if (strcmp(a, "--clip") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 1e30, &d) ? (m->optim.max_norm = d, 1) : -1;
+    if (strcmp(a, "--beta1") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 0.999999, &d) ? (m->optim.beta1 = d, 1) : -1;
+    if (strcmp(a, "--beta2") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 0.999999, &d) ? (m->optim.beta2 = d, 1) : -1;
+    if (strcmp(a, "--no-decay-norms-embeddings") == 0) return m->optim.decay_exempt_norms_embeddings = true, 1;
+    return 0;
+}
+
+static const char *train_usage =
+    "usage: stg train MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
+    "       [--data FILE.bin|.npy] [--val FILE] [--val-every N] [--val-batches N] [--steps N] [--lr X] [--min-lr X]\n"
+    "       [--warmup N] [--cosine-steps N] [--weight-decay X] [--no-decay-norms-embeddings] [--clip X] [--seed N]\n"
+    "       [--log FILE.jsonl] [--ckpt DIR] [--ckpt-every N] [--resume] [--init FILE.safetensors] [--markov-k K]\n";
+
+int cmd_train(int argc, char **argv) {
+    cli_model_opts m;
+    cli_model_opts_init(&m);
+    train_ctx c;
+    memset(&c, 0, sizeof c);
+    c.cfg = rt_train_defaults();
+    c.tty = isatty(fileno(stderr)) && isatty(fileno(stdout));
+    for (int i = 1; i < argc; i++) {
+        int r = cli_model_arg(&m, argc, argv, &i);
+        if (!r) r = optim_arg(&m, argc, argv, &i);
+        if (!r) r = train_arg(&c, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        if (argv[i][0] == '-' || m.model) {
+            fprintf(stderr, "stg train: unexpected argument '%s'\n%s", argv[i], train_usage);
+            return 2;
+        }
+        m.model = argv[i];
+    }
+    if (!m.model) {
+        fputs(train_usage, stderr);
+        return 2;
+    }
+    rt_backend *b = open_backend(c.device, m.precision);
+    if (!b) return 2;
+    stg_graph *g = cli_build(&m);
+    stg_plan *p = NULL;
+    rt_exec *e = NULL;
+    stg_err err;
+    int rc = 1;
+    if (!g) goto out;
+    if (plan_build(g, NULL, &p, &err) || rt_exec_new(g, p, b, NULL, &e, &err)) {
+        fprintf(stderr, "stg train: %s\n", err.msg);
+        goto out;
+    }
+    printf("stg train: %s, %lld parameters, %s on %s; step memory %.1f MiB (plan)\n", g->name, (long long)graph_param_count(g),
+           stg_precision_name(g->precision), b->ops->name, (double)p->peak_bytes / (1 << 20));
+    rt_train_result res;
+    if (rt_train(e, &c.cfg, progress, &c, &res, &err)) {
+        if (c.tty) fprintf(stderr, "\n");
+        fprintf(stderr, "stg train: %s\n", err.msg);
+        goto out;
+    }
+    printf("done: %lld steps, loss %.4f -> %.4f", (long long)res.steps_done, res.first_loss, res.last_loss);
+    if (!isnan(res.last_val_loss)) printf(", validation %.4f", res.last_val_loss);
+    if (!isnan(res.floor)) printf(" (the synthetic source's entropy, the floor, is %.4f)", res.floor);
+    printf("\n");
+    rc = fflush(stdout) ? 1 : 0;
+out:
+    rt_exec_free(e);
+    plan_free(p);
+    graph_free(g);
+    b->ops->destroy(b);
+    return rc;
+}
+
+// ---- stg step: one forward and backward on a given batch, everything dumped ------------------
+
+int cmd_step(int argc, char **argv) {
+    cli_model_opts m;
+    cli_model_opts_init(&m);
+    const char *init = NULL, *batch = NULL, *dump = NULL, *device = NULL;
+    const char *usage = "usage: stg step MODEL --init PARAMS.safetensors --batch BATCH.npy --dump OUT.safetensors "
+                        "[--set k=v]... [--precision fp32|fp64] [--device cpu]\n"
+                        "  BATCH.npy: int32 of shape [2, batch, ctx]: [0] the tokens, [1] the targets\n";
+    for (int i = 1; i < argc; i++) {
+        int r = cli_model_arg(&m, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        const char **slot = strcmp(argv[i], "--init") == 0 ? &init : strcmp(argv[i], "--batch") == 0 ? &batch
+                          : strcmp(argv[i], "--dump") == 0 ? &dump : strcmp(argv[i], "--device") == 0 ? &device : NULL;
+        if (slot) {
+            if (!(*slot = cli_value(argc, argv, &i))) return 2;
+            continue;
+        }
+        if (argv[i][0] == '-' || m.model) {
+            fprintf(stderr, "stg step: unexpected argument '%s'\n%s", argv[i], usage);
+            return 2;
+        }
+        m.model = argv[i];
+    }
+    if (!m.model || !init || !batch || !dump) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    rt_backend *b = open_backend(device, m.precision);
+    if (!b) return 2;
+    stg_graph *g = cli_build(&m);
+    stg_plan *p = NULL;
+    rt_exec *e = NULL;
+    rt_npy bn;
+    bool have_batch = false;
+    rt_st_writer *w = NULL;
+    double *vals[2] = {NULL, NULL};
+    void **grads = NULL;
+    stg_err err;
+    int rc = 1;
+    if (!g) goto out;
+    int tok = graph_find_tensor(g, "tokens"), tgt = graph_find_tensor(g, "targets"), logits = graph_find_tensor(g, "logits");
+    if (tok < 0 || tgt < 0) {
+        fprintf(stderr, "stg step: the model needs inputs 'tokens' and 'targets'\n");
+        goto out;
+    }
+    int64_t B = g->t[tok].shape[0], S = g->t[tok].shape[1];
+    if (rt_npy_open(batch, &bn, &err)) {
+        fprintf(stderr, "stg step: %s\n", err.msg);
+        goto out;
+    }
+    have_batch = true;
+    if (bn.info.dtype != RT_DT_I32 || bn.info.ndim != 3 || bn.info.shape[0] != 2 || bn.info.shape[1] != B || bn.info.shape[2] != S) {
+        fprintf(stderr, "stg step: %s must be int32 of shape [2, %lld, %lld] (tokens, targets) for this model\n", batch,
+                (long long)B, (long long)S);
+        goto out;
+    }
+    if (plan_build(g, NULL, &p, &err) || rt_exec_new(g, p, b, NULL, &e, &err) || rt_exec_init_params(e, 0, &err) ||
+        rt_params_load(e, init, &err)) {
+        fprintf(stderr, "stg step: %s\n", err.msg);
+        goto out;
+    }
+    size_t half = sizeof(int32_t) * (size_t)(B * S);
+    bool found;
+    int64_t vocab = graph_dim(g, "vocab", &found);
+    const int32_t *bt = bn.info.data;
+    for (int64_t i = 0; i < 2 * B * S; i++)
+        if (bt[i] < 0 || (found && bt[i] >= vocab)) {
+            fprintf(stderr, "stg step: %s: element %lld is %d; token ids must be in [0, %lld)\n", batch, (long long)i, bt[i],
+                    (long long)vocab);
+            goto out;
+        }
+    // forward alone first (the logits are intact after it), then forward + backward for the gradients
+    double loss;
+    if (rt_exec_write(e, tok, bt, half, &err) || rt_exec_write(e, tgt, bt + B * S, half, &err) ||
+        rt_exec_run(e, RT_PHASE_FORWARD, &err) || rt_exec_read_f64(e, g->loss, &loss, &err)) {
+        fprintf(stderr, "stg step: %s\n", err.msg);
+        goto out;
+    }
+    if (!(w = rt_st_writer_new(&err))) goto fail;
+    float lossf = (float)loss;
+    if (rt_st_writer_add(w, "loss", RT_DT_F32, 0, NULL, &lossf, &err)) goto fail;
+    if (logits >= 0) {
+        int64_t n = graph_numel(&g->t[logits]);
+        if (!(vals[0] = stg_malloc(sizeof(double) * (size_t)n, &err)) || rt_exec_read_f64(e, logits, vals[0], &err)) goto fail;
+        float *f = (float *)vals[0]; // narrowed in place: f[i] is written after vals[0][i] is read
+        for (int64_t i = 0; i < n; i++) f[i] = (float)vals[0][i];
+        if (rt_st_writer_add(w, "logits", RT_DT_F32, g->t[logits].ndim, g->t[logits].shape, f, &err)) goto fail;
+    }
+    if (rt_exec_run(e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &err)) goto fail;
+    if (!(grads = stg_calloc((size_t)g->nt, sizeof *grads, &err))) goto fail;
+    for (int t = 0; t < g->nt; t++) {
+        if (g->t[t].cls != STG_CLASS_PARAM) continue;
+        int gr = g->t[t].grad;
+        int64_t n = graph_numel(&g->t[gr]);
+        double *d = stg_malloc(sizeof(double) * (size_t)n, &err);
+        if (!d) goto fail;
+        grads[t] = d;
+        if (rt_exec_read_f64(e, gr, d, &err)) goto fail;
+        float *f = (float *)d;
+        for (int64_t i = 0; i < n; i++) f[i] = (float)d[i];
+        if (rt_st_writer_add(w, g->t[t].name, RT_DT_F32, g->t[t].ndim, g->t[t].shape, f, &err)) goto fail;
+    }
+    if (rt_st_writer_meta(w, "format", "stg-step-1", &err) || rt_st_writer_write(w, dump, &err)) goto fail;
+    int nparams = 0;
+    for (int t = 0; t < g->nt; t++) nparams += g->t[t].cls == STG_CLASS_PARAM;
+    printf("loss %.9g; wrote the loss, %s and %d gradients to %s\n", loss, logits >= 0 ? "the logits" : "no logits", nparams, dump);
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "stg step: %s\n", err.msg);
+out:
+    if (grads)
+        for (int t = 0; t < g->nt; t++) free(grads[t]);
+    free(grads);
+    free(vals[0]);
+    rt_st_writer_free(w);
+    if (have_batch) rt_npy_close(&bn);
+    rt_exec_free(e);
+    plan_free(p);
+    graph_free(g);
+    b->ops->destroy(b);
+    return rc;
+}
+
+int cmd_tokens(int argc, char **argv) {
+    const char *in = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0) {
+            if (!(out = cli_value(argc, argv, &i))) return 2;
+        } else if (argv[i][0] == '-' || in) {
+            fprintf(stderr, "stg tokens: unexpected argument '%s'\nusage: stg tokens TEXT -o FILE.bin\n", argv[i]);
+            return 2;
+        } else
+            in = argv[i];
+    }
+    if (!in || !out) {
+        fprintf(stderr, "usage: stg tokens TEXT -o FILE.bin   (byte-level tokens: vocab 256, uint16 little-endian)\n");
+        return 2;
+    }
+    stg_err err;
+    int64_t n = rt_tokens_from_text(in, out, &err);
+    if (n < 0) {
+        fprintf(stderr, "stg tokens: %s\n", err.msg);
+        return 1;
+    }
+    printf("%s: %lld tokens (vocab 256)\n", out, (long long)n);
+    return 0;
+}

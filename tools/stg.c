@@ -1,0 +1,43 @@
+// stg: a static-graph training runtime. One program, several commands.
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/cli.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"check", cmd_check, "MODEL      load, differentiate and validate; print ops, tensors, parameters"},
+    {"graph", cmd_graph, "MODEL --dot write the step's graph as Graphviz"},
+    {"memreport", cmd_memreport, "MODEL  plan the step's memory and report it (text, md, json, svg)"},
+    {"train", cmd_train, "MODEL      train (synthetic data when no --data is given); checkpoints, logs"},
+    {"step", cmd_step, "MODEL       one forward and backward on a given batch; dump loss, logits, gradients"},
+    {"tokens", cmd_tokens, "TEXT -o F  byte-level tokens of any file (vocab 256) as uint16 .bin"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: stg COMMAND [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nmodel options (every command that reads a model):\n"
+               "  --set name=value          override a dim (an integer expression) or an option\n"
+               "  --attention naive|flash   attention written out or fused (default flash)\n"
+               "  --precision fp32|bf16     bf16: bf16 weights and activations, fp32 master weights,\n"
+               "                            gradients and AdamW state\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "stg: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

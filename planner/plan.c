@@ -107,6 +107,11 @@ static int compute_lifetimes(const stg_graph *g, int *first, int *last, stg_err 
             first[t] = wpos[t] >= 0 ? wpos[t] : rfirst[t];
             if (wpos[t] > last[t]) last[t] = wpos[t];
         }
+    // The step's results (the loss, the gradient norm) are read back after the step: they live to
+    // the end of the schedule.
+    const int results[2] = {g->loss, g->grad_norm};
+    for (int i = 0; i < 2 && rc == 0; i++)
+        if (results[i] >= 0 && results[i] < g->nt && first[results[i]] >= 0 && g->nsched > 0) last[results[i]] = g->nsched - 1;
     free(wpos);
     free(rfirst);
     free(seen);

@@ -30,21 +30,31 @@ typedef double real;
 #define CPU_STR(x) CPU_STR_(x)
 
 // `#pragma omp parallel for` over the loop that follows, taken only when the loop does enough
-// work (an estimate of the elements touched) to pay for waking the threads. Expands to nothing
+// work (a rough count of elements touched or multiply-adds, >= 2^18) to pay for waking the
+// threads: the small ops of a tiny model stay on one thread. Expands to nothing
 // without OpenMP, so the code compiles (warning-free) either way.
 #ifdef _OPENMP
-#define CPU_PARALLEL_FOR(work) _Pragma(CPU_STR(omp parallel for schedule(static) if ((work) >= 32768)))
+#define CPU_PARALLEL_FOR(work) _Pragma(CPU_STR(omp parallel for schedule(static) if ((work) >= 262144)))
 #else
 #define CPU_PARALLEL_FOR(work)
 #endif
 
 // `#pragma omp simd` on the loop that follows: vectorized even at -O2 (where GCC's cost model
 // would not). The loop must be free of dependences between iterations.
+// CPU_SIMD_SUM(acc): the same for a loop that sums into the double `acc` (the compiler may keep
+// several partial sums; the order is fixed by the code, not by the thread count).
 #ifdef _OPENMP
 #define CPU_SIMD _Pragma("omp simd")
+#define CPU_SIMD_SUM(acc) _Pragma(CPU_STR(omp simd reduction(+ : acc)))
 #else
 #define CPU_SIMD
+#define CPU_SIMD_SUM(acc)
 #endif
+
+// Reductions to one number (sum of squares, the mean loss) split their range into this many
+// fixed chunks, sum each chunk in order (in parallel), then add the chunk sums in order: the
+// result does not depend on the thread count.
+#define CPU_CHUNKS 64
 
 // Threads a parallel region may use, and the calling thread's index in it (for per-thread
 // scratch rows allocated before the region).

@@ -1,6 +1,7 @@
 // Fused causal attention, forward and backward. The layout is the one the model's projections
 // produce: q, k, v, o (B, S, H, Dh), so element (b, s, h, d) is at ((b S + s) H + h) Dh + d.
 // The backward recomputes the probabilities from q, k and the saved lse: O(S^2 Dh) per head.
+// Dot products over Dh are vectorized sums in double.
 #include <math.h>
 #include <stdlib.h>
 
@@ -9,6 +10,7 @@
 
 static double dot_dh(const real *a, const real *b, int64_t Dh) {
     double acc = 0.0;
+    CPU_SIMD_SUM(acc)
     for (int64_t d = 0; d < Dh; d++) acc += (double)a[d] * (double)b[d];
     return acc;
 }
@@ -58,74 +60,58 @@ int RFN(cpu_attention_fwd)(const real *q, const real *k, const real *v, real *o,
     return 0;
 }
 
+// acc (Dh) += c x
+static void axpy_dh(double *restrict acc, double c, const real *restrict x, int64_t Dh) {
+    CPU_SIMD
+    for (int64_t d = 0; d < Dh; d++) acc[d] += c * (double)x[d];
+}
+
 // q, k, v, o, dout (B, S, H, Dh), lse (B, H, S) -> dq, dk, dv (B, S, H, Dh)
 // p_ij = exp(s_ij - lse_i); D_i = dout_i . o_i; ds_ij = p_ij (dout_i . v_j - D_i);
 // dq_i = scale sum_{j<=i} ds_ij k_j; dk_j = scale sum_{i>=j} ds_ij q_i; dv_j = sum_{i>=j} p_ij dout_i
+// One head per iteration: a single pass over the pairs j <= i, with dk and dv accumulated for the
+// whole head in double scratch rows of this thread.
 int RFN(cpu_attention_bwd)(const real *q, const real *k, const real *v, const real *o,
                            const real *lse, const real *dout, real *dq, real *dk, real *dv,
                            int64_t B, int64_t S, int64_t H, int64_t Dh, double scale,
                            stg_err *err) {
     if (scale == 0.0) scale = 1.0 / sqrt((double)Dh);
     int nthr = cpu_max_threads();
-    int64_t nrows = B * H * S;
-    // Dsum (B, H, S), then per thread two accumulators (Dh each)
-    double *scratch = stg_malloc(((size_t)nrows + (size_t)nthr * 2 * (size_t)Dh) * sizeof(double), err);
+    int64_t per = 2 * S * Dh + Dh; // per thread: dk and dv accumulators (S, Dh) each, dq row (Dh)
+    double *scratch = stg_malloc((size_t)nthr * (size_t)per * sizeof(double), err);
     if (!scratch) return stg_err_prefix(err, "attention backward");
-    double *Dsum = scratch;
-    double *accs = scratch + nrows;
-    int64_t rs = H * Dh;
+    int64_t rs = H * Dh; // stride between positions
 
-    CPU_PARALLEL_FOR(nrows * Dh)
-    for (int64_t r = 0; r < nrows; r++) {
-        int64_t b = r / (H * S), h = (r / S) % H, i = r % S;
-        int64_t off = (b * S + i) * rs + h * Dh;
-        Dsum[r] = dot_dh(dout + off, o + off, Dh);
-    }
-
-    // dq: one query row per iteration
-    CPU_PARALLEL_FOR(nrows * S * Dh)
-    for (int64_t r = 0; r < nrows; r++) {
-        int64_t b = r / (H * S), h = (r / S) % H, i = r % S;
-        double *acc = accs + (size_t)cpu_thread_id() * 2 * (size_t)Dh; // (Dh)
-        int64_t off = (b * S + i) * rs + h * Dh;
-        const real *qi = q + off, *doi = dout + off;
-        const real *kb = k + b * S * rs + h * Dh, *vb = v + b * S * rs + h * Dh;
-        double l = (double)lse[r];
-        for (int64_t d = 0; d < Dh; d++) acc[d] = 0.0;
-        for (int64_t j = 0; j <= i; j++) {
-            const real *kj = kb + j * rs;
-            double p = exp(scale * dot_dh(qi, kj, Dh) - l);
-            double ds = p * (dot_dh(doi, vb + j * rs, Dh) - Dsum[r]);
-            for (int64_t d = 0; d < Dh; d++) acc[d] += ds * (double)kj[d];
-        }
-        real *dqi = dq + off;
-        for (int64_t d = 0; d < Dh; d++) dqi[d] = (real)(scale * acc[d]);
-    }
-
-    // dk, dv: one key row per iteration
-    CPU_PARALLEL_FOR(nrows * S * Dh)
-    for (int64_t r = 0; r < nrows; r++) {
-        int64_t b = r / (H * S), h = (r / S) % H, j = r % S;
-        double *ak = accs + (size_t)cpu_thread_id() * 2 * (size_t)Dh; // (Dh)
-        double *av = ak + Dh;                                          // (Dh)
-        int64_t off = (b * S + j) * rs + h * Dh;
-        const real *kj = k + off, *vj = v + off;
-        const real *qb = q + b * S * rs + h * Dh, *dob = dout + b * S * rs + h * Dh;
-        int64_t lrow = (b * H + h) * S; // lse and Dsum row of query 0 of this head
-        for (int64_t d = 0; d < Dh; d++) ak[d] = av[d] = 0.0;
-        for (int64_t i = j; i < S; i++) {
-            const real *qi = qb + i * rs, *doi = dob + i * rs;
-            double p = exp(scale * dot_dh(qi, kj, Dh) - (double)lse[lrow + i]);
-            double ds = p * (dot_dh(doi, vj, Dh) - Dsum[lrow + i]);
-            for (int64_t d = 0; d < Dh; d++) {
-                ak[d] += ds * (double)qi[d];
-                av[d] += p * (double)doi[d];
+    CPU_PARALLEL_FOR(B * H * S * S * Dh)
+    for (int64_t bh = 0; bh < B * H; bh++) {
+        int64_t b = bh / H, h = bh % H;
+        double *adk = scratch + (size_t)cpu_thread_id() * (size_t)per; // (S, Dh)
+        double *adv = adk + S * Dh;                                      // (S, Dh)
+        double *adq = adv + S * Dh;                                      // (Dh)
+        for (int64_t e = 0; e < 2 * S * Dh; e++) adk[e] = 0.0;
+        int64_t base = b * S * rs + h * Dh; // position 0 of this head
+        for (int64_t i = 0; i < S; i++) {
+            const real *qi = q + base + i * rs, *doi = dout + base + i * rs;
+            double Di = dot_dh(doi, o + base + i * rs, Dh);
+            double l = (double)lse[bh * S + i];
+            for (int64_t d = 0; d < Dh; d++) adq[d] = 0.0;
+            for (int64_t j = 0; j <= i; j++) {
+                const real *kj = k + base + j * rs, *vj = v + base + j * rs;
+                double p = exp(scale * dot_dh(qi, kj, Dh) - l);
+                double ds = p * (dot_dh(doi, vj, Dh) - Di);
+                axpy_dh(adq, ds, kj, Dh);
+                axpy_dh(adk + j * Dh, ds, qi, Dh);
+                axpy_dh(adv + j * Dh, p, doi, Dh);
             }
+            real *dqi = dq + base + i * rs;
+            for (int64_t d = 0; d < Dh; d++) dqi[d] = (real)(scale * adq[d]);
         }
-        real *dkj = dk + off, *dvj = dv + off;
-        for (int64_t d = 0; d < Dh; d++) {
-            dkj[d] = (real)(scale * ak[d]);
-            dvj[d] = (real)av[d];
+        for (int64_t j = 0; j < S; j++) {
+            real *dkj = dk + base + j * rs, *dvj = dv + base + j * rs;
+            for (int64_t d = 0; d < Dh; d++) {
+                dkj[d] = (real)(scale * adk[j * Dh + d]);
+                dvj[d] = (real)adv[j * Dh + d];
+            }
         }
     }
     free(scratch);

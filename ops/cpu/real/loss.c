@@ -16,21 +16,25 @@ static int check_targets(const int32_t *tgt, int64_t rows, int64_t V, stg_err *e
 int RFN(cpu_cross_entropy_fwd)(const real *logits, const int32_t *tgt, real *loss, real *lse,
                                int64_t rows, int64_t V, stg_err *err) {
     if (check_targets(tgt, rows, V, err)) return -1;
-    double total = 0.0;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) reduction(+ : total) if (rows * V >= 32768)
-#endif
-    for (int64_t r = 0; r < rows; r++) {
-        const real *x = logits + r * V;
-        double mx = -INFINITY;
-        for (int64_t j = 0; j < V; j++)
-            if ((double)x[j] > mx) mx = (double)x[j];
-        double sum = 0.0;
-        for (int64_t j = 0; j < V; j++) sum += exp((double)x[j] - mx);
-        double l = mx + log(sum);
-        lse[r] = (real)l;
-        total += l - (double)x[tgt[r]];
+    double part[CPU_CHUNKS]; // loss sums of fixed row chunks, added in order below
+    CPU_PARALLEL_FOR(rows * V)
+    for (int c = 0; c < CPU_CHUNKS; c++) {
+        double acc = 0.0;
+        for (int64_t r = rows * c / CPU_CHUNKS; r < rows * (c + 1) / CPU_CHUNKS; r++) {
+            const real *x = logits + r * V;
+            double mx = -INFINITY;
+            for (int64_t j = 0; j < V; j++)
+                if ((double)x[j] > mx) mx = (double)x[j];
+            double sum = 0.0;
+            for (int64_t j = 0; j < V; j++) sum += exp((double)x[j] - mx);
+            double l = mx + log(sum);
+            lse[r] = (real)l;
+            acc += l - (double)x[tgt[r]];
+        }
+        part[c] = acc;
     }
+    double total = 0.0;
+    for (int c = 0; c < CPU_CHUNKS; c++) total += part[c];
     loss[0] = (real)(total / (double)rows);
     return 0;
 }

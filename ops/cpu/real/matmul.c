@@ -1,6 +1,6 @@
 // Batched matrix multiply C = op(A) op(B); linear layers are the case batch 1, tb = 1.
 //
-// Each output row is accumulated in a double row buffer in i-k-j order (two rows at a time): the inner loop runs
+// Each output row is accumulated in a double row buffer in i-k-j order: the inner loop runs
 // along a contiguous row of B and the accumulator, so it vectorizes. B is first copied to double
 // in (k, n) layout (transposed when tb), so the inner loop stays contiguous and does no
 // conversions; when B is already double and not transposed it is used as is. Parallel over
@@ -35,20 +35,6 @@ static void axpy4(double *restrict acc, const double *restrict b0, const double 
     for (int64_t j = 0; j < n; j++) acc[j] += (a0 * b0[j] + a1 * b1[j]) + (a2 * b2[j] + a3 * b3[j]);
 }
 
-// Two output rows at once, sharing the loads of B: c0 (n) += sum_u a0[u] b_u, c1 (n) += sum_u a1[u] b_u
-static void axpy4x2(double *restrict c0, double *restrict c1, const double *restrict b0,
-                    const double *restrict b1, const double *restrict b2, const double *restrict b3,
-                    const double *a0, const double *a1, int64_t n) {
-    double x0 = a0[0], x1 = a0[1], x2 = a0[2], x3 = a0[3];
-    double y0 = a1[0], y1 = a1[1], y2 = a1[2], y3 = a1[3];
-    CPU_SIMD
-    for (int64_t j = 0; j < n; j++) {
-        double v0 = b0[j], v1 = b1[j], v2 = b2[j], v3 = b3[j];
-        c0[j] += (x0 * v0 + x1 * v1) + (x2 * v2 + x3 * v3);
-        c1[j] += (y0 * v0 + y1 * v1) + (y2 * v2 + y3 * v3);
-    }
-}
-
 // acc (n) += a0 b0
 static void axpy1(double *restrict acc, const double *restrict b0, double a0, int64_t n) {
     CPU_SIMD
@@ -62,50 +48,36 @@ int RFN(cpu_matmul)(const real *A, const real *B, real *C, int64_t batch, int64_
     int64_t nb = b_batched ? batch : 1;
     int nthr = cpu_max_threads();
     int copy_b = tb || sizeof(real) != sizeof(double);
-    // scratch: per thread two accumulator rows (2, n), then B in double (nb, k, n) when copied
-    size_t n_scratch = (size_t)nthr * 2 * (size_t)n + (copy_b ? (size_t)(nb * k * n) : 0);
+    // scratch: per thread an accumulator row (n), then B in double (nb, k, n) when copied
+    size_t n_scratch = (size_t)nthr * (size_t)n + (copy_b ? (size_t)(nb * k * n) : 0);
     double *scratch = stg_malloc(n_scratch * sizeof(double), err);
     if (!scratch) return stg_err_prefix(err, "matmul");
     const double *Bd; // (nb, k, n)
     if (copy_b) {
-        double *bd = scratch + (size_t)nthr * 2 * (size_t)n;
+        double *bd = scratch + (size_t)nthr * (size_t)n;
         to_double_kn(B, bd, nb, n, k, tb);
         Bd = bd;
     } else {
         Bd = (const double *)(const void *)B; // real is double here
     }
 
-    // Output rows are taken in pairs (i, i + 1) of one batch; a last odd row goes alone.
-    int64_t mh = (m + 1) / 2;
     CPU_PARALLEL_FOR(batch * m * n * k)
-    for (int64_t r = 0; r < batch * mh; r++) {
-        int64_t b = r / mh, i = 2 * (r % mh);
-        int two = i + 1 < m;
-        double *acc0 = scratch + (size_t)cpu_thread_id() * 2 * (size_t)n, *acc1 = acc0 + n;
+    for (int64_t r = 0; r < batch * m; r++) {
+        int64_t b = r / m, i = r % m;
+        double *acc = scratch + (size_t)cpu_thread_id() * (size_t)n;
         const real *a = A + b * m * k;                       // (m, k) or (k, m)
         const double *bm = Bd + (b_batched ? b : 0) * k * n; // (k, n)
-        for (int64_t j = 0; j < 2 * n; j++) acc0[j] = 0.0;
+        for (int64_t j = 0; j < n; j++) acc[j] = 0.0;
         int64_t p = 0;
         for (; p + 4 <= k; p += 4) {
-            double a0[4], a1[4];
-            for (int u = 0; u < 4; u++) {
-                a0[u] = (double)(ta ? a[(p + u) * m + i] : a[i * k + p + u]);
-                a1[u] = two ? (double)(ta ? a[(p + u) * m + i + 1] : a[(i + 1) * k + p + u]) : 0.0;
-            }
-            const double *b0 = bm + p * n, *b1 = b0 + n, *b2 = b1 + n, *b3 = b2 + n;
-            if (two)
-                axpy4x2(acc0, acc1, b0, b1, b2, b3, a0, a1, n);
-            else
-                axpy4(acc0, b0, b1, b2, b3, a0[0], a0[1], a0[2], a0[3], n);
+            double a4[4];
+            for (int u = 0; u < 4; u++) a4[u] = (double)(ta ? a[(p + u) * m + i] : a[i * k + p + u]);
+            axpy4(acc, bm + p * n, bm + (p + 1) * n, bm + (p + 2) * n, bm + (p + 3) * n, a4[0], a4[1],
+                  a4[2], a4[3], n);
         }
-        for (; p < k; p++) {
-            axpy1(acc0, bm + p * n, (double)(ta ? a[p * m + i] : a[i * k + p]), n);
-            if (two) axpy1(acc1, bm + p * n, (double)(ta ? a[p * m + i + 1] : a[(i + 1) * k + p]), n);
-        }
-        real *c = C + (b * m + i) * n;
-        for (int64_t j = 0; j < n; j++) c[j] = (real)acc0[j];
-        if (two)
-            for (int64_t j = 0; j < n; j++) c[n + j] = (real)acc1[j];
+        for (; p < k; p++) axpy1(acc, bm + p * n, (double)(ta ? a[p * m + i] : a[i * k + p]), n);
+        real *c = C + r * n;
+        for (int64_t j = 0; j < n; j++) c[j] = (real)acc[j];
     }
     free(scratch);
     return 0;

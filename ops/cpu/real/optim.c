@@ -4,14 +4,19 @@
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/real.h"
 
-// x (n) -> sum of x^2, in double
+// x (n) -> sum of x^2, in double; in CPU_CHUNKS fixed chunks (the same bits for any thread count)
 double RFN(cpu_sumsq)(const real *x, int64_t n) {
-    double acc = 0.0;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) reduction(+ : acc) if (n >= 32768)
-#endif
-    for (int64_t i = 0; i < n; i++) acc += (double)x[i] * (double)x[i];
-    return acc;
+    double part[CPU_CHUNKS];
+    CPU_PARALLEL_FOR(n)
+    for (int c = 0; c < CPU_CHUNKS; c++) {
+        int64_t lo = n * c / CPU_CHUNKS, hi = n * (c + 1) / CPU_CHUNKS;
+        double acc = 0.0;
+        for (int64_t i = lo; i < hi; i++) acc += (double)x[i] * (double)x[i];
+        part[c] = acc;
+    }
+    double total = 0.0;
+    for (int c = 0; c < CPU_CHUNKS; c++) total += part[c];
+    return total;
 }
 
 // param, grad, m, v (n), in place. c = (max_norm > 0 && norm > max_norm) ? max_norm/(norm+1e-6)

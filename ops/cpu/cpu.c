@@ -375,7 +375,8 @@ static int run_cross_entropy_bwd(const stg_graph *g, const stg_op *op, void *con
 
 // g1, ..., gn -> norm () = sqrt(sum of all squares)
 static int run_global_norm(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
-    if (op->n_out < 1 || cpu_need_numel(OUT(g, op, 0), 1, err)) return -1;
+    if (op->n_out < 1) return stg_errf(err, "global_norm has no output");
+    if (cpu_need_numel(OUT(g, op, 0), 1, err)) return -1;
     double ss = 0.0;
     for (int i = 0; i < op->n_in; i++)
         ss += KCALL(f64, cpu_sumsq, DIN(data, op, i), cpu_numel(IN(g, op, i)));

@@ -22,6 +22,8 @@ void RFN(cpu_rmsnorm_fwd)(const real *x, const real *w, real *y, real *rstd, int
 
 // x (rows, D), w (D), rstd (rows), dy (rows, D) -> dx (rows, D), dw (D)
 // xhat = x rstd; dw = sum_rows dy xhat; g = dy w; dx = rstd (g - xhat mean(g xhat))
+// dx may alias dy (the registry lets it): dw is summed first, and each dx row is written only
+// after its dy row has been read.
 void RFN(cpu_rmsnorm_bwd)(const real *x, const real *w, const real *rstd, const real *dy,
                           real *dx, real *dw, int64_t rows, int64_t D) {
     CPU_PARALLEL_FOR(rows * D)
@@ -72,7 +74,7 @@ void RFN(cpu_layernorm_fwd)(const real *x, const real *w, const real *b, real *y
 
 // x (rows, D), w (D), stats (rows, 2), dy (rows, D) -> dx (rows, D), dw (D), db (D)
 // xhat = (x - mean) rstd; dw = sum dy xhat; db = sum dy; g = dy w;
-// dx = rstd (g - mean(g) - xhat mean(g xhat))
+// dx = rstd (g - mean(g) - xhat mean(g xhat)). dx may alias dy, as in rmsnorm_bwd.
 void RFN(cpu_layernorm_bwd)(const real *x, const real *w, const real *stats, const real *dy,
                             real *dx, real *dw, real *db, int64_t rows, int64_t D) {
     CPU_PARALLEL_FOR(rows * D)

@@ -60,6 +60,9 @@ typedef struct { double factor; } stg_scale_attrs;
 typedef struct { int ndim; int64_t shape[STG_MAX_DIMS]; } stg_reshape_attrs;
 typedef struct { int d0, d1; } stg_transpose_attrs;                 // swaps two dims (a copy)
 typedef struct { double beta1, beta2, eps, weight_decay, max_norm; } stg_adamw_attrs;
+// CS336's cosine schedule with linear warm-up, advanced on the device: step += 1, lr = f(step - 1).
+// cosine_steps 0: constant lr after the warm-up.
+typedef struct { double lr, min_lr; int64_t warmup, cosine_steps; } stg_lr_attrs;
 
 typedef union stg_attrs {
     stg_no_attrs none;
@@ -73,6 +76,7 @@ typedef union stg_attrs {
     stg_reshape_attrs reshape;
     stg_transpose_attrs transpose;
     stg_adamw_attrs adamw;
+    stg_lr_attrs lr;
 } stg_attrs;
 
 typedef struct stg_tensor {
@@ -127,7 +131,7 @@ typedef struct stg_graph {
 
     int loss;              // tensor id of the scalar loss, -1 before the loader sets it
     int grad_norm;         // tensor id of the global gradient norm (after autodiff), -1 before
-    int sched_state;       // tensor id of the optimizer's step/lr state (WORKSPACE), -1 before
+    int sched_state;       // tensor id of the optimizer's [steps done, lr] (WORKSPACE), -1 before
 
     int *schedule;         // op ids in execution order (graph_schedule)
     int nsched;
@@ -175,6 +179,8 @@ int64_t graph_param_count(const stg_graph *g);
 // ---- autodiff (graph/autodiff.c) ----
 typedef struct stg_optim_config {
     double beta1, beta2, eps, weight_decay, max_norm;
+    double lr, min_lr;              // the learning-rate schedule (lr_schedule op)
+    int64_t warmup, cosine_steps;
     bool decay_exempt_norms_embeddings; // no weight decay on norm gains and embeddings
 } stg_optim_config;
 

@@ -323,8 +323,8 @@ static int read_file(const char *path, char **text, size_t *len, stg_err *err) {
 static int load_doc(L *l, const char *text, size_t len, const char *file);
 
 static int load_path(L *l, const char *path) {
-    char *text;
-    size_t len;
+    char *text = NULL;
+    size_t len = 0;
     if (read_file(path, &text, &len, l->err)) return -1;
     int r = load_doc(l, text, len, path);
     free(text);
@@ -334,7 +334,7 @@ static int load_path(L *l, const char *path) {
 static const char *const root_keys[] = {"name", "include", "dims", "options", "inputs", "graph", "loss"};
 
 static int load_doc(L *l, const char *text, size_t len, const char *file) {
-    int di;
+    int di = -1;
     if (parse_yaml(l, text, len, file, &di)) return -1;
     ydoc *d = &l->docs[di];
     yaml_node_t *root = yaml_document_get_root_node(&d->doc);

@@ -34,6 +34,7 @@
     X(CROSS_ENTROPY, cross_entropy, stg_no_attrs)       \
     X(CROSS_ENTROPY_BWD, cross_entropy_bwd, stg_no_attrs) \
     X(GLOBAL_NORM, global_norm, stg_no_attrs)           \
+    X(LR_SCHEDULE, lr_schedule, stg_lr_attrs)           \
     X(ADAMW, adamw, stg_adamw_attrs)
 
 typedef enum stg_op_kind {

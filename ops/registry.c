@@ -357,6 +357,15 @@ static int infer_global_norm(stg_graph *g, int id, stg_err *err) {
     return 0;
 }
 
+static int infer_lr_schedule(stg_graph *g, int id, stg_err *err) {
+    if (graph_numel(IN(g, id, 0)) != 2 || !is_float(IN(g, id, 0)->dtype))
+        return bad(g, id, err, "schedule state '%s' must hold [steps done, lr]%s", IN(g, id, 0)->name, NULL);
+    const stg_lr_attrs *a = &OP(g, id)->a.lr;
+    if (!(a->lr >= 0 && a->min_lr >= 0 && a->warmup >= 0 && a->cosine_steps >= 0))
+        return bad(g, id, err, "learning-rate schedule out of range (lr, min_lr, warmup, cosine_steps >= 0)%s%s", NULL, NULL);
+    return 0;
+}
+
 static int infer_adamw(stg_graph *g, int id, stg_err *err) {
     const stg_op *op = OP(g, id);
     const stg_tensor *p = IN(g, id, 0);
@@ -732,9 +741,20 @@ static const stg_op_def defs[STG_OP_COUNT] = {
     [STG_OP_CROSS_ENTROPY_BWD] = {"cross_entropy_bwd", 3, 3, 1, NULL, 0, infer_cross_entropy_bwd, NULL, flops_softmax,
                                   .inplace_in = 0},
     [STG_OP_GLOBAL_NORM] = {"global_norm", 1, -1, 1, NULL, 0, infer_global_norm, NULL, flops_global_norm, .inplace_in = -1},
+    [STG_OP_LR_SCHEDULE] = {"lr_schedule", 1, 1, 0, NULL, 0, infer_lr_schedule, NULL, flops_zero, .mutates_in = BIT(0),
+                             .inplace_in = -1},
     [STG_OP_ADAMW] = {"adamw", 6, 7, 0, ATTRS(attrs_adamw), infer_adamw, NULL, flops_adamw,
                       .mutates_in = BIT(0) | BIT(2) | BIT(3) | BIT(6), .inplace_in = -1},
 };
+
+double ops_lr_at(const stg_lr_attrs *a, int64_t t) {
+    if (t < a->warmup) return (double)t / (double)a->warmup * a->lr;
+    if (a->cosine_steps == 0) return a->lr;
+    if (t <= a->cosine_steps && a->cosine_steps > a->warmup)
+        return a->min_lr + 0.5 * (1.0 + cos((double)(t - a->warmup) / (double)(a->cosine_steps - a->warmup) * M_PI)) *
+                               (a->lr - a->min_lr);
+    return a->min_lr;
+}
 
 const stg_op_def *ops_def(stg_op_kind k) { return (unsigned)k < STG_OP_COUNT && defs[k].name ? &defs[k] : NULL; }
 

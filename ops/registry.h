@@ -48,6 +48,9 @@ typedef struct stg_op_def {
 // Bit i of an input mask (inputs past 31, e.g. of the variadic global_norm, have no flags).
 static inline bool ops_bit(uint32_t mask, int i) { return i >= 0 && i < 32 && ((mask >> i) & 1u); }
 
+// The lr_schedule op's learning rate for iteration t (0-based): CS336's get_lr_cosine_schedule.
+double ops_lr_at(const stg_lr_attrs *a, int64_t t);
+
 const stg_op_def *ops_def(stg_op_kind k);
 const char *ops_name(stg_op_kind k);
 // Returns the kind for a name, or -1.

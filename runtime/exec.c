@@ -200,9 +200,9 @@ int rt_exec_init_params(rt_exec *e, uint64_t seed, stg_err *err) {
     return rc;
 }
 
-int rt_exec_set_schedule(rt_exec *e, int64_t step, double lr, stg_err *err) {
+int rt_exec_set_steps_done(rt_exec *e, int64_t done, stg_err *err) {
     if (e->g->sched_state < 0) return 0;
-    double v[2] = {(double)step, lr};
+    double v[2] = {(double)done, 0.0};
     return rt_exec_write_f64(e, e->g->sched_state, v, err);
 }
 

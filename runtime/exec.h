@@ -40,8 +40,9 @@ int rt_exec_read(rt_exec *e, int t, void *host, size_t bytes, stg_err *err);
 int rt_exec_read_f64(rt_exec *e, int t, double *host, stg_err *err);
 int rt_exec_write_f64(rt_exec *e, int t, const double *host, stg_err *err);
 
-// The optimizer's step number (1-based, the step about to run) and learning rate.
-int rt_exec_set_schedule(rt_exec *e, int64_t step, double lr, stg_err *err);
+// Sets the optimizer's count of steps done (0 for a fresh run, the checkpoint's on resume); the
+// lr_schedule op advances it and computes the learning rate inside every step.
+int rt_exec_set_steps_done(rt_exec *e, int64_t done, stg_err *err);
 
 // Runs the scheduled ops whose phase is in phase_mask (RT_PHASE_*), in schedule order.
 int rt_exec_run(rt_exec *e, unsigned phase_mask, stg_err *err);

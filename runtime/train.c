@@ -15,21 +15,12 @@ rt_train_cfg rt_train_defaults(void) {
     rt_train_cfg c;
     memset(&c, 0, sizeof c);
     c.steps = 200;
-    c.lr = 1e-3;
-    c.min_lr = 1e-4;
-    c.warmup = 20;
     c.seed = 0;
     c.val_batches = 4;
     c.markov_k = 4;
     return c;
 }
 
-double rt_lr_cosine(int64_t t, double lr_max, double lr_min, int64_t warmup, int64_t cosine_steps) {
-    if (t < warmup) return (double)t / (double)warmup * lr_max;
-    if (t <= cosine_steps && cosine_steps > warmup)
-        return lr_min + 0.5 * (1.0 + cos((double)(t - warmup) / (double)(cosine_steps - warmup) * M_PI)) * (lr_max - lr_min);
-    return lr_min;
-}
 
 // ---- data feeding ---------------------------------------------------------------------------
 
@@ -183,8 +174,7 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
     const stg_graph *g = rt_exec_graph(e);
     memset(res, 0, sizeof *res);
     res->last_val_loss = NAN;
-    if (cfg->steps < 0 || !(cfg->lr >= 0) || !(cfg->min_lr >= 0) || cfg->warmup < 0)
-        return stg_errf(err, "train: steps, lr, min-lr and warmup must be non-negative");
+    if (cfg->steps < 0) return stg_errf(err, "train: steps must be non-negative");
     rt_feed *feed = NULL, *vfeed = NULL;
     FILE *log = NULL;
     int rc = -1;
@@ -213,14 +203,13 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
         stg_errf(err, "%s: cannot open the log: %s", cfg->log_path, strerror(errno));
         goto out;
     }
-    int64_t tc = cfg->cosine_steps > 0 ? cfg->cosine_steps : cfg->steps;
+    if (rt_exec_set_steps_done(e, start, err)) goto out;
     double t0 = now_s(), tlast = t0;
     int64_t last_good_ckpt = cfg->resume ? start : -1;
     for (int64_t step = start + 1; step <= cfg->steps; step++) {
-        double lr = rt_lr_cosine(step - 1, cfg->lr, cfg->min_lr, cfg->warmup, tc);
-        double loss, gn;
-        if (rt_feed_next(feed, e, &data_rng, err) || rt_exec_set_schedule(e, step, lr, err) || rt_exec_run(e, RT_PHASE_ALL, err) ||
-            read_scalar(e, g->loss, &loss, err) || read_scalar(e, g->grad_norm, &gn, err)) {
+        double loss, gn, sched[2] = {0, NAN};
+        if (rt_feed_next(feed, e, &data_rng, err) || rt_exec_run(e, RT_PHASE_ALL, err) || read_scalar(e, g->loss, &loss, err) ||
+            read_scalar(e, g->grad_norm, &gn, err) || (g->sched_state >= 0 && rt_exec_read_f64(e, g->sched_state, sched, err))) {
             stg_err_prefix(err, "step %lld", (long long)step);
             goto out;
         }
@@ -232,7 +221,7 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
                 stg_errf(err, "step %lld: the loss is %g; stopping (try a lower --lr)", (long long)step, loss);
             goto out;
         }
-        double t1 = now_s();
+        double lr = sched[1], t1 = now_s();
         rt_train_progress p = {step, cfg->steps, loss, lr, gn, NAN, (double)rt_feed_tokens_per_batch(feed) / (t1 - tlast), t1 - t0, res->floor};
         tlast = t1;
         if (cfg->val_every > 0 && (step % cfg->val_every == 0 || step == cfg->steps)) {

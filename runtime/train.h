@@ -1,6 +1,6 @@
 // The training loop: batches from a data source, one step (forward, backward, clipping, AdamW)
-// per iteration on an executor, CS336's cosine learning rate with linear warm-up, validation,
-// JSON-lines logs and atomic checkpoints.
+// per iteration on an executor, validation, JSON-lines logs and atomic checkpoints. The learning
+// rate schedule is part of the step graph (the lr_schedule op, set by stg_optim_config).
 #ifndef STG_TRAIN_H
 #define STG_TRAIN_H
 
@@ -12,9 +12,6 @@
 
 typedef struct rt_train_cfg {
     int64_t steps;            // total steps of the run (a resumed run continues up to this)
-    double lr, min_lr;        // alpha_max, alpha_min
-    int64_t warmup;           // T_w
-    int64_t cosine_steps;     // T_c (0: = steps)
     uint64_t seed;            // parameters and data order
     const char *data, *val;   // token files (.bin / .npy); NULL data: the synthetic Markov source
     int64_t val_every;        // steps between validation losses (0: never)
@@ -44,8 +41,6 @@ typedef struct rt_train_result {
     double first_loss, last_loss, last_val_loss, floor;
 } rt_train_result;
 
-// CS336's get_lr_cosine_schedule for iteration t (0-based).
-double rt_lr_cosine(int64_t t, double lr_max, double lr_min, int64_t warmup, int64_t cosine_steps);
 
 int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, rt_train_result *res, stg_err *err);
 

@@ -31,10 +31,21 @@ typedef struct {
     rt_exec *e;
 } rig;
 
+// The optimizer and learning-rate schedule of the next rig_open.
+static stg_optim_config next_optim(double lr, double min_lr, int64_t warmup, int64_t cosine_steps) {
+    stg_optim_config oc = graph_optim_defaults();
+    oc.lr = lr;
+    oc.min_lr = min_lr;
+    oc.warmup = warmup;
+    oc.cosine_steps = cosine_steps;
+    return oc;
+}
+static stg_optim_config rig_optim;
+
 static void rig_open(rig *r, const char *model, stg_precision prec, const char *const *sets, int nsets, const rt_exec_opts *eo) {
     stg_err err;
     stg_load_opts o = {prec, sets, nsets};
-    stg_optim_config oc = graph_optim_defaults();
+    stg_optim_config oc = rig_optim.lr > 0 ? rig_optim : next_optim(1e-2, 1e-3, 2, 10);
     memset(r, 0, sizeof *r);
     if (graph_load(model, &o, &r->g, &err) || graph_autodiff(r->g, &oc, &err) || graph_schedule(r->g, &err) ||
         plan_build(r->g, NULL, &r->p, &err) || rt_backend_cpu_new(&r->b, &err) || rt_exec_new(r->g, r->p, r->b, eo, &r->e, &err))
@@ -71,11 +82,12 @@ static void run_steps(const char *model, const char *const *sets, int nsets, con
     rig_open(&r, model, STG_PREC_FP32, sets, nsets, eo);
     stg_err err;
     rt_feed *f;
-    if (rt_exec_init_params(r.e, 7, &err) || rt_feed_new(r.g, NULL, 4, 11, &f, &err)) fail_msg("%s", err.msg);
+    if (rt_exec_init_params(r.e, 7, &err) || rt_exec_set_steps_done(r.e, 0, &err) || rt_feed_new(r.g, NULL, 4, 11, &f, &err))
+        fail_msg("%s", err.msg);
     rt_rng rng;
     rt_rng_seed(&rng, 3);
     for (int s = 1; s <= steps; s++) {
-        if (rt_feed_next(f, r.e, &rng, &err) || rt_exec_set_schedule(r.e, s, 1e-2, &err) || rt_exec_run(r.e, RT_PHASE_ALL, &err) ||
+        if (rt_feed_next(f, r.e, &rng, &err) || rt_exec_run(r.e, RT_PHASE_ALL, &err) ||
             rt_exec_read_f64(r.e, r.g->loss, &losses[s - 1], &err))
             fail_msg("%s", err.msg);
     }
@@ -192,12 +204,11 @@ static void test_whole_model_gradcheck(void **state) {
 static void test_train_to_entropy(void **state) {
     const char *sets[] = {"ctx=32", "batch=16"};
     rig r;
+    rig_optim = next_optim(1e-2, 1e-3, 10, 150);
     rig_open(&r, MODEL("tiny.yaml"), STG_PREC_FP32, sets, 2, NULL);
+    rig_optim.lr = 0;
     rt_train_cfg c = rt_train_defaults();
     c.steps = 150;
-    c.lr = 1e-2;
-    c.min_lr = 1e-3;
-    c.warmup = 10;
     c.val_every = 150;
     c.val_batches = 8;
     rt_train_result res;
@@ -216,10 +227,7 @@ static void test_resume_bitwise(void **state) {
     snprintf(d1, sizeof d1, "%s/straight", tmpdir);
     snprintf(d2, sizeof d2, "%s/resumed", tmpdir);
     rt_train_cfg c = rt_train_defaults();
-    c.lr = 1e-2;
-    c.warmup = 2;
     c.steps = 10;
-    c.cosine_steps = 10;
     c.ckpt_dir = d1;
     rt_train_result res;
     stg_err err;

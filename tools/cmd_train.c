@@ -67,7 +67,6 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v;
     rt_train_cfg *f = &c->cfg;
     int64_t n;
-    double d;
 #define VAL() ((v = cli_value(argc, argv, i)) != NULL)
     if (strcmp(a, "--device") == 0) return VAL() ? (c->device = v, 1) : -1;
     if (strcmp(a, "--data") == 0) return VAL() ? (f->data = v, 1) : -1;
@@ -77,15 +76,11 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
     if (strcmp(a, "--init") == 0) return VAL() ? (f->init_path = v, 1) : -1;
     if (strcmp(a, "--resume") == 0) return f->resume = true, 1;
     if (strcmp(a, "--steps") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->steps = n, 1) : -1;
-    if (strcmp(a, "--warmup") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->warmup = n, 1) : -1;
-    if (strcmp(a, "--cosine-steps") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->cosine_steps = n, 1) : -1;
     if (strcmp(a, "--ckpt-every") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->ckpt_every = n, 1) : -1;
     if (strcmp(a, "--val-every") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->val_every = n, 1) : -1;
     if (strcmp(a, "--val-batches") == 0) return VAL() && !cli_int(a, v, 1, 1 << 20, &n) ? (f->val_batches = n, 1) : -1;
     if (strcmp(a, "--markov-k") == 0) return VAL() && !cli_int(a, v, 1, 256, &n) ? (f->markov_k = (int)n, 1) : -1;
     if (strcmp(a, "--seed") == 0) return VAL() && !cli_int(a, v, 0, INT64_MAX, &n) ? (f->seed = (uint64_t)n, 1) : -1;
-    if (strcmp(a, "--lr") == 0) return VAL() && !cli_double(a, v, 0, 10, &d) ? (f->lr = d, 1) : -1;
-    if (strcmp(a, "--min-lr") == 0) return VAL() && !cli_double(a, v, 0, 10, &d) ? (f->min_lr = d, 1) : -1;
 #undef VAL
     return 0;
 }
@@ -93,6 +88,12 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
 static int optim_arg(cli_model_opts *m, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v;
     double d;
+    int64_t n;
+    if (strcmp(a, "--lr") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.lr = d, 1) : -1;
+    if (strcmp(a, "--min-lr") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.min_lr = d, 1) : -1;
+    if (strcmp(a, "--warmup") == 0) return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (m->optim.warmup = n, 1) : -1;
+    if (strcmp(a, "--cosine-steps") == 0)
+        return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 1, INT64_C(1) << 40, &n) ? (m->optim.cosine_steps = n, 1) : -1;
     if (strcmp(a, "--weight-decay") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.weight_decay = d, 1) : -1;
     if (strcmp(a, "--clip") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 1e30, &d) ? (m->optim.max_norm = d, 1) : -1;
     if (strcmp(a, "--beta1") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 0.999999, &d) ? (m->optim.beta1 = d, 1) : -1;
@@ -130,6 +131,7 @@ int cmd_train(int argc, char **argv) {
         fputs(train_usage, stderr);
         return 2;
     }
+    if (m.optim.cosine_steps == 0) m.optim.cosine_steps = c.cfg.steps; // anneal over the whole run by default
     rt_backend *b = open_backend(c.device, m.precision);
     if (!b) return 2;
     stg_graph *g = cli_build(&m);

@@ -8,6 +8,7 @@
 
 #include "ops/cpu/cpu.h"
 #include "ops/cpu/kernels.h"
+#include "ops/registry.h"
 
 typedef int (*cpu_run_fn)(const stg_graph *g, const stg_op *op, void *const *data, int f64,
                           stg_err *err);
@@ -409,6 +410,22 @@ static int run_adamw(const stg_graph *g, const stg_op *op, void *const *data, in
         return stg_errf(err, "step %g in %s must be >= 1", step, ts->name);
     KCALL(f64, cpu_adamw, DIN(data, op, 0), DIN(data, op, 1), DIN(data, op, 2), DIN(data, op, 3), n, norm,
           step, lr, &op->a.adamw);
+    return 0;
+}
+
+// sched (2) = [steps done, lr]: steps done += 1, lr = the schedule at the new step - 1
+static int run_lr_schedule(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+    const stg_tensor *ts = IN(g, op, 0);
+    if (cpu_numel(ts) != 2) return stg_errf(err, "schedule state %s must hold [steps done, lr]", ts->name);
+    double done = cpu_read_scalar(ts, DIN(data, op, 0), 0) + 1.0;
+    double lr = ops_lr_at(&op->a.lr, (int64_t)done - 1);
+    if (ts->dtype == STG_F64) {
+        ((double *)DIN(data, op, 0))[0] = done;
+        ((double *)DIN(data, op, 0))[1] = lr;
+    } else {
+        ((float *)DIN(data, op, 0))[0] = (float)done;
+        ((float *)DIN(data, op, 0))[1] = (float)lr;
+    }
     return 0;
 }
 

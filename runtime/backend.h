@@ -1,5 +1,9 @@
 // The backend interface: where the planned regions live and how one op runs there. The executor
 // (runtime/exec.h) drives a backend through this table and nothing else.
+//
+// Copies and ops are enqueued in order on the backend's one stream and may return before they are
+// done (the CPU backend does everything at once); `sync` waits for all of it. Everything enqueued
+// between capture_begin and capture_end is recorded instead of run, and replayed by graph_launch.
 #ifndef STG_BACKEND_H
 #define STG_BACKEND_H
 
@@ -12,19 +16,34 @@ typedef struct rt_backend rt_backend;
 
 typedef struct rt_backend_ops {
     const char *name;
-    // Allocates n bytes of backend memory (aligned to at least 256). Only called before the
-    // first step: the planned regions, or (test mode) one buffer per tensor.
+    // Backend memory (aligned to at least 256 bytes). Only called before the first step.
     int (*alloc)(rt_backend *b, size_t n, void **out, stg_err *err);
     void (*release)(rt_backend *b, void *p);
-    // Copies between host memory and backend memory.
+    // Host memory the backend copies from and to fastest (pinned on CUDA).
+    int (*alloc_host)(rt_backend *b, size_t n, void **out, stg_err *err);
+    void (*release_host)(rt_backend *b, void *p);
+    // Enqueued copies between host and backend memory, and a byte fill of backend memory. From
+    // alloc_host memory they do not block the host; from other host memory they may.
     int (*upload)(rt_backend *b, void *dst, const void *src, size_t n, stg_err *err);
     int (*download)(rt_backend *b, void *dst, const void *src, size_t n, stg_err *err);
-    // Sets n bytes of backend memory to the byte value v.
     int (*fill)(rt_backend *b, void *dst, int v, size_t n, stg_err *err);
-    // Runs op `op` of g; ptr[t] is tensor t's address in backend memory.
+    // Once after allocation, before the first step and outside any capture (kernel tables,
+    // library algorithm choices, workspaces). May be NULL.
+    int (*prepare)(rt_backend *b, const stg_graph *g, void *const *ptr, stg_err *err);
+    // Enqueues op `op` of g; ptr[t] is tensor t's address in backend memory.
     int (*run_op)(rt_backend *b, const stg_graph *g, int op, void *const *ptr, stg_err *err);
-    // Waits for queued work (no-op on the CPU).
+    // Marks / waits for a point in the stream (slot 0 or 1), and waits for everything.
+    int (*record)(rt_backend *b, int slot, stg_err *err);
+    int (*wait)(rt_backend *b, int slot, stg_err *err);
     int (*sync)(rt_backend *b, stg_err *err);
+    // Graph capture and replay; NULL when the backend has none (then the executor runs eagerly).
+    int (*capture_begin)(rt_backend *b, stg_err *err);
+    int (*capture_end)(rt_backend *b, void **graph, stg_err *err);
+    int (*graph_launch)(rt_backend *b, void *graph, stg_err *err);
+    void (*graph_destroy)(rt_backend *b, void *graph);
+    // Device bytes in use by this process (measured), and free; -1 when unknown.
+    int64_t (*mem_used)(rt_backend *b);
+    int64_t (*mem_free)(rt_backend *b);
     void (*destroy)(rt_backend *b);
 } rt_backend_ops;
 

@@ -1,4 +1,4 @@
-// The CPU reference backend: host memory, ops/cpu kernels.
+// The CPU reference backend: host memory, ops/cpu kernels; everything runs when enqueued.
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +16,7 @@ static int cpu_alloc(rt_backend *b, size_t n, void **out, stg_err *err) {
 static void cpu_release(rt_backend *b, void *p) { free(p); }
 
 static int cpu_copy(rt_backend *b, void *dst, const void *src, size_t n, stg_err *err) {
-    if (n) memmove(dst, src, n);
+    if (n && dst != src) memmove(dst, src, n);
     return 0;
 }
 
@@ -29,7 +29,9 @@ static int cpu_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, 
     return cpu_op_run(g, op, ptr, err);
 }
 
-static int cpu_sync(rt_backend *b, stg_err *err) { return 0; }
+static int cpu_nothing(rt_backend *b, stg_err *err) { return 0; }
+static int cpu_slot(rt_backend *b, int slot, stg_err *err) { return 0; }
+static int64_t cpu_unknown(rt_backend *b) { return -1; }
 
 static void cpu_destroy(rt_backend *b) { free(b); }
 
@@ -37,11 +39,18 @@ static const rt_backend_ops cpu_ops = {
     .name = "cpu",
     .alloc = cpu_alloc,
     .release = cpu_release,
+    .alloc_host = cpu_alloc,
+    .release_host = cpu_release,
     .upload = cpu_copy,
     .download = cpu_copy,
     .fill = cpu_fill,
+    .prepare = NULL,
     .run_op = cpu_run,
-    .sync = cpu_sync,
+    .record = cpu_slot,
+    .wait = cpu_slot,
+    .sync = cpu_nothing,
+    .mem_used = cpu_unknown,
+    .mem_free = cpu_unknown,
     .destroy = cpu_destroy,
 };
 

@@ -7,6 +7,8 @@
 #include "ops/registry.h"
 #include "runtime/rng.h"
 
+#define MAX_INPUTS 16
+
 struct rt_exec {
     const stg_graph *g;
     const stg_plan *p;
@@ -17,6 +19,18 @@ struct rt_exec {
     int nowned;
     void *persistent, *arena;
     int64_t allocated;
+    int64_t mem_before, measured;
+    // inputs staged in host memory, two slots (runs alternate between them)
+    int inputs[MAX_INPUTS];
+    int ninputs;
+    void *staging[2][MAX_INPUTS];
+    int staged[MAX_INPUTS];    // the slot holding each input's latest value, -1 before any
+    unsigned char *results[2]; // raw loss, grad_norm, [steps done, lr] as the graph's dtypes
+    unsigned mask[2];          // what the run in each slot computed
+    int parity;                // slot of the next submit
+    int pending[2];            // slots submitted and not collected, oldest first
+    int npending;
+    void *graphs[8][2];        // captured runs by phase mask and slot
 };
 
 uint16_t rt_f32_to_bf16(float f) {
@@ -50,6 +64,8 @@ int rt_exec_new(const stg_graph *g, const stg_plan *p, rt_backend *b, const rt_e
     e->p = p;
     e->b = b;
     if (o) e->o = *o;
+    e->mem_before = b->ops->mem_used(b);
+    e->measured = -1;
     e->ptr = stg_calloc((size_t)g->nt, sizeof *e->ptr, err);
     e->owned = stg_calloc((size_t)g->nt + 2, sizeof *e->owned, err);
     if (!e->ptr || !e->owned) goto fail;
@@ -67,6 +83,25 @@ int rt_exec_new(const stg_graph *g, const stg_plan *p, rt_backend *b, const rt_e
         for (int t = 0; t < g->nt; t++)
             if (g->t[t].base >= 0) e->ptr[t] = e->ptr[g->t[t].base];
     }
+    for (int t = 0; t < g->nt; t++) {
+        if (g->t[t].cls != STG_CLASS_INPUT) continue;
+        if (e->ninputs == MAX_INPUTS) {
+            stg_errf(err, "executor: more than %d inputs", MAX_INPUTS);
+            goto fail;
+        }
+        e->inputs[e->ninputs] = t;
+        e->staged[e->ninputs] = -1;
+        for (int k = 0; k < 2; k++)
+            if (b->ops->alloc_host(b, (size_t)graph_bytes(&g->t[t]), &e->staging[k][e->ninputs], err)) goto fail;
+        e->ninputs++;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (b->ops->alloc_host(b, 64, (void **)&e->results[k], err)) goto fail;
+        memset(e->results[k], 0, 64);
+    }
+    if (b->ops->prepare && b->ops->prepare(b, g, e->ptr, err)) goto fail;
+    int64_t used = b->ops->mem_used(b);
+    e->measured = (used >= 0 && e->mem_before >= 0) ? used - e->mem_before : -1;
     *out = e;
     return 0;
 fail:
@@ -76,6 +111,16 @@ fail:
 
 void rt_exec_free(rt_exec *e) {
     if (!e) return;
+    stg_err ignored;
+    e->b->ops->sync(e->b, &ignored);
+    for (int m = 0; m < 8; m++)
+        for (int k = 0; k < 2; k++)
+            if (e->graphs[m][k]) e->b->ops->graph_destroy(e->b, e->graphs[m][k]);
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < e->ninputs; i++)
+            if (e->staging[k][i]) e->b->ops->release_host(e->b, e->staging[k][i]);
+        if (e->results[k]) e->b->ops->release_host(e->b, e->results[k]);
+    }
     for (int i = 0; i < e->nowned; i++) e->b->ops->release(e->b, e->owned[i]);
     free(e->owned);
     free(e->ptr);
@@ -83,21 +128,38 @@ void rt_exec_free(rt_exec *e) {
 }
 
 const stg_graph *rt_exec_graph(const rt_exec *e) { return e->g; }
+int64_t rt_exec_measured_bytes(const rt_exec *e) { return e->measured; }
+
+static int input_index(const rt_exec *e, int t) {
+    for (int i = 0; i < e->ninputs; i++)
+        if (e->inputs[i] == t) return i;
+    return -1;
+}
 int64_t rt_exec_allocated_bytes(const rt_exec *e) { return e->allocated; }
 
 int rt_exec_write(rt_exec *e, int t, const void *host, size_t bytes, stg_err *err) {
     if (t < 0 || t >= e->g->nt || !e->ptr[t]) return stg_errf(err, "executor: tensor %d has no memory", t);
     if (bytes != (size_t)graph_bytes(&e->g->t[t]))
         return stg_errf(err, "executor: '%s' holds %lld bytes, not %zu", e->g->t[t].name, (long long)graph_bytes(&e->g->t[t]), bytes);
-    return e->b->ops->upload(e->b, e->ptr[t], host, bytes, err);
+    int i = input_index(e, t);
+    if (i >= 0) { // staged: wait until the run that last read this slot is done
+        int slot = e->parity;
+        for (int k = 0; k < e->npending; k++)
+            if (e->pending[k] == slot && e->b->ops->wait(e->b, slot, err)) return -1;
+        memcpy(e->staging[slot][i], host, bytes);
+        e->staged[i] = slot;
+        return 0;
+    }
+    if (e->b->ops->upload(e->b, e->ptr[t], host, bytes, err)) return -1;
+    return e->b->ops->sync(e->b, err);
 }
 
 int rt_exec_read(rt_exec *e, int t, void *host, size_t bytes, stg_err *err) {
     if (t < 0 || t >= e->g->nt || !e->ptr[t]) return stg_errf(err, "executor: tensor %d has no memory", t);
     if (bytes != (size_t)graph_bytes(&e->g->t[t]))
         return stg_errf(err, "executor: '%s' holds %lld bytes, not %zu", e->g->t[t].name, (long long)graph_bytes(&e->g->t[t]), bytes);
-    if (e->b->ops->sync(e->b, err)) return -1;
-    return e->b->ops->download(e->b, host, e->ptr[t], bytes, err);
+    if (e->b->ops->sync(e->b, err) || e->b->ops->download(e->b, host, e->ptr[t], bytes, err)) return -1;
+    return e->b->ops->sync(e->b, err);
 }
 
 int rt_exec_read_f64(rt_exec *e, int t, double *host, stg_err *err) {
@@ -206,25 +268,114 @@ int rt_exec_set_steps_done(rt_exec *e, int64_t done, stg_err *err) {
     return rt_exec_write_f64(e, e->g->sched_state, v, err);
 }
 
-int rt_exec_run(rt_exec *e, unsigned phase_mask, stg_err *err) {
+// Everything one run enqueues: staged inputs up, poison (tests), the ops, results down.
+static int enqueue(rt_exec *e, unsigned mask, int slot, stg_err *err) {
     const stg_graph *g = e->g;
+    rt_backend *b = e->b;
+    for (int i = 0; i < e->ninputs; i++) {
+        int t = e->inputs[i];
+        if (b->ops->upload(b, e->ptr[t], e->staging[slot][i], (size_t)graph_bytes(&g->t[t]), err)) return -1;
+    }
     if (e->o.poison) {
         if (!e->o.separate) {
-            if (e->b->ops->fill(e->b, e->arena, 0xff, (size_t)e->p->arena_bytes, err)) return -1;
+            if (b->ops->fill(b, e->arena, 0xff, (size_t)e->p->arena_bytes, err)) return -1;
         } else {
             for (int t = 0; t < g->nt; t++)
                 if (g->t[t].base < 0 && e->ptr[t] && !stg_class_persistent(g->t[t].cls) &&
-                    e->b->ops->fill(e->b, e->ptr[t], 0xff, (size_t)graph_bytes(&g->t[t]), err))
+                    b->ops->fill(b, e->ptr[t], 0xff, (size_t)graph_bytes(&g->t[t]), err))
                     return -1;
         }
     }
     for (int s = 0; s < g->nsched; s++) {
         int o = g->schedule[s];
-        if (!(phase_mask & (1u << g->ops[o].phase))) continue;
-        if (e->b->ops->run_op(e->b, g, o, e->ptr, err)) {
+        if (!(mask & (1u << g->ops[o].phase))) continue;
+        if (b->ops->run_op(b, g, o, e->ptr, err)) {
             const stg_op *op = &g->ops[o];
             return stg_err_prefix(err, "step %d, %s -> '%s'", s, ops_name(op->kind), op->n_out ? g->t[op->out[0]].name : "");
         }
     }
+    unsigned char *r = e->results[slot];
+    size_t w = stg_dtype_size(g->grad_dtype);
+    if ((mask & RT_PHASE_FORWARD) && g->loss >= 0 && b->ops->download(b, r, e->ptr[g->loss], w, err)) return -1;
+    if ((mask & RT_PHASE_OPTIMIZER) && g->grad_norm >= 0 && b->ops->download(b, r + 8, e->ptr[g->grad_norm], w, err)) return -1;
+    if ((mask & RT_PHASE_OPTIMIZER) && g->sched_state >= 0 && b->ops->download(b, r + 16, e->ptr[g->sched_state], 2 * w, err))
+        return -1;
     return 0;
 }
+
+int rt_exec_submit(rt_exec *e, unsigned mask, stg_err *err) {
+    rt_backend *b = e->b;
+    int slot = e->parity;
+    if (e->npending == 2) return stg_errf(err, "executor: two runs are in flight; collect one first");
+    if (mask == 0 || mask > RT_PHASE_ALL) return stg_errf(err, "executor: bad phase mask %u", mask);
+    for (int k = 0; k < e->npending; k++)
+        if (e->pending[k] == slot && b->ops->wait(b, slot, err)) return -1;
+    for (int i = 0; i < e->ninputs; i++) { // inputs not rewritten since the last run: the same again
+        if (e->staged[i] < 0) return stg_errf(err, "executor: input '%s' was never written", e->g->t[e->inputs[i]].name);
+        if (e->staged[i] != slot) {
+            memcpy(e->staging[slot][i], e->staging[e->staged[i]][i], (size_t)graph_bytes(&e->g->t[e->inputs[i]]));
+            e->staged[i] = slot;
+        }
+    }
+    if (e->o.graph && b->ops->capture_begin) {
+        void **gr = &e->graphs[mask][slot];
+        if (!*gr) {
+            if (b->ops->sync(b, err) || b->ops->capture_begin(b, err)) return -1;
+            int r = enqueue(e, mask, slot, err);
+            void *made = NULL;
+            stg_err err2;
+            int r2 = b->ops->capture_end(b, &made, r ? &err2 : err);
+            if (r) {
+                if (made) b->ops->graph_destroy(b, made);
+                return -1;
+            }
+            if (r2) return -1;
+            *gr = made;
+        }
+        if (b->ops->graph_launch(b, *gr, err)) return -1;
+    } else if (enqueue(e, mask, slot, err))
+        return -1;
+    if (b->ops->record(b, slot, err)) return -1;
+    e->mask[slot] = mask;
+    e->pending[e->npending++] = slot;
+    e->parity ^= 1;
+    return 0;
+}
+
+static double raw_at(const unsigned char *p, stg_dtype dt) {
+    if (dt == STG_F64) {
+        double d;
+        memcpy(&d, p, 8);
+        return d;
+    }
+    float f;
+    memcpy(&f, p, 4);
+    return f;
+}
+
+int rt_exec_collect(rt_exec *e, rt_exec_results *r, stg_err *err) {
+    if (e->npending == 0) return stg_errf(err, "executor: no run to collect");
+    int slot = e->pending[0];
+    if (e->b->ops->wait(e->b, slot, err)) return -1;
+    e->pending[0] = e->pending[1];
+    e->npending--;
+    if (r) {
+        const stg_graph *g = e->g;
+        const unsigned char *p = e->results[slot];
+        size_t w = stg_dtype_size(g->grad_dtype);
+        unsigned m = e->mask[slot];
+        r->loss = (m & RT_PHASE_FORWARD) && g->loss >= 0 ? raw_at(p, g->grad_dtype) : NAN;
+        r->grad_norm = (m & RT_PHASE_OPTIMIZER) && g->grad_norm >= 0 ? raw_at(p + 8, g->grad_dtype) : NAN;
+        r->lr = (m & RT_PHASE_OPTIMIZER) && g->sched_state >= 0 ? raw_at(p + 16 + w, g->grad_dtype) : NAN;
+    }
+    return 0;
+}
+
+int rt_exec_run_results(rt_exec *e, unsigned mask, rt_exec_results *r, stg_err *err) {
+    while (e->npending > 0)
+        if (rt_exec_collect(e, NULL, err)) return -1;
+    if (rt_exec_submit(e, mask, err) || rt_exec_collect(e, r, err)) return -1;
+    return e->b->ops->sync(e->b, err);
+}
+
+int rt_exec_run(rt_exec *e, unsigned mask, stg_err *err) { return rt_exec_run_results(e, mask, NULL, err); }

@@ -13,7 +13,14 @@
 typedef struct rt_exec_opts {
     bool separate; // test mode: every tensor in its own allocation (views still share their base)
     bool poison;   // test mode: fill all non-persistent memory with NaN bytes before every run
+    bool graph;    // capture each kind of run once (per phase mask) and replay it (backends with graphs)
 } rt_exec_opts;
+
+// What a run leaves for the host: the loss (forward runs), the global gradient norm and the
+// learning rate it used (runs with the optimizer); NAN where the run did not make it.
+typedef struct rt_exec_results {
+    double loss, grad_norm, lr;
+} rt_exec_results;
 
 typedef struct rt_exec rt_exec;
 
@@ -33,7 +40,8 @@ int64_t rt_exec_allocated_bytes(const rt_exec *e);
 // master weights from the same values in bf16 mode, AdamW state zeroed.
 int rt_exec_init_params(rt_exec *e, uint64_t seed, stg_err *err);
 
-// Raw copies of a whole tensor in its own dtype.
+// Raw copies of a whole tensor in its own dtype. Writes to INPUT tensors go to a host staging
+// buffer that the next run uploads at its start (inside the captured graph in graph mode).
 int rt_exec_write(rt_exec *e, int t, const void *host, size_t bytes, stg_err *err);
 int rt_exec_read(rt_exec *e, int t, void *host, size_t bytes, stg_err *err);
 // Copies with conversion from/to double for float tensors (f32, bf16, f64) and i32.
@@ -44,8 +52,20 @@ int rt_exec_write_f64(rt_exec *e, int t, const double *host, stg_err *err);
 // lr_schedule op advances it and computes the learning rate inside every step.
 int rt_exec_set_steps_done(rt_exec *e, int64_t done, stg_err *err);
 
-// Runs the scheduled ops whose phase is in phase_mask (RT_PHASE_*), in schedule order.
+// Enqueues a run of the scheduled ops whose phase is in phase_mask (RT_PHASE_*), in schedule
+// order, preceded by the upload of the staged inputs and followed by the download of its results
+// to host memory. Does not wait: at most two runs may be in flight; rt_exec_collect waits for the
+// oldest and returns its results. The inputs for the next run may be written as soon as the run
+// before the previous one has been collected (double-buffered staging).
+int rt_exec_submit(rt_exec *e, unsigned phase_mask, stg_err *err);
+int rt_exec_collect(rt_exec *e, rt_exec_results *r, stg_err *err);
+// Submit and collect: a run that has finished when it returns (results may be NULL).
 int rt_exec_run(rt_exec *e, unsigned phase_mask, stg_err *err);
+int rt_exec_run_results(rt_exec *e, unsigned phase_mask, rt_exec_results *r, stg_err *err);
+
+// Device bytes measured by the backend: in use after allocation and preparation minus in use
+// before (-1 when the backend cannot measure).
+int64_t rt_exec_measured_bytes(const rt_exec *e);
 
 // The parameter a tensor name refers to in a checkpoint: the fp32 truth of parameter p (the
 // master weights in bf16 mode, the parameter itself otherwise).

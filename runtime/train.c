@@ -143,7 +143,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int read_scalar(rt_exec *e, int t, double *v, stg_err *err) { return t < 0 ? (*v = NAN, 0) : rt_exec_read_f64(e, t, v, err); }
 
 static int val_loss(rt_exec *e, rt_feed *vf, const rt_train_cfg *cfg, double *out, stg_err *err) {
     rt_rng r;
@@ -151,11 +150,9 @@ static int val_loss(rt_exec *e, rt_feed *vf, const rt_train_cfg *cfg, double *ou
     double sum = 0;
     int64_t nb = cfg->val_batches > 0 ? cfg->val_batches : 1;
     for (int64_t i = 0; i < nb; i++) {
-        double l;
-        if (rt_feed_next(vf, e, &r, err) || rt_exec_run(e, RT_PHASE_FORWARD, err) ||
-            read_scalar(e, rt_exec_graph(e)->loss, &l, err))
-            return -1;
-        sum += l;
+        rt_exec_results res;
+        if (rt_feed_next(vf, e, &r, err) || rt_exec_run_results(e, RT_PHASE_FORWARD, &res, err)) return -1;
+        sum += res.loss;
     }
     *out = sum / (double)nb;
     return 0;
@@ -178,6 +175,8 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
     rt_feed *feed = NULL, *vfeed = NULL;
     FILE *log = NULL;
     int rc = -1;
+    int64_t queue[2];
+    int nq = 0;
     if (rt_feed_new(g, cfg->data, cfg->markov_k, cfg->seed ^ 0x5eedda7aULL, &feed, err)) goto out;
     if (cfg->val && rt_feed_new(g, cfg->val, cfg->markov_k, cfg->seed ^ 0x5eedda7aULL, &vfeed, err)) goto out;
     res->floor = rt_feed_floor(feed);
@@ -204,52 +203,72 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
         goto out;
     }
     if (rt_exec_set_steps_done(e, start, err)) goto out;
-    double t0 = now_s(), tlast = t0;
+    double t0 = now_s(), tpaused = 0; // time in validation and checkpoints is not training time
     int64_t last_good_ckpt = cfg->resume ? start : -1;
+    // Pipelined: step N+1 is submitted before step N's results are read, so the host prepares the
+    // next batch while the device works. Validation and checkpoints wait for their step.
     for (int64_t step = start + 1; step <= cfg->steps; step++) {
-        double loss, gn, sched[2] = {0, NAN};
-        if (rt_feed_next(feed, e, &data_rng, err) || rt_exec_run(e, RT_PHASE_ALL, err) || read_scalar(e, g->loss, &loss, err) ||
-            read_scalar(e, g->grad_norm, &gn, err) || (g->sched_state >= 0 && rt_exec_read_f64(e, g->sched_state, sched, err))) {
+        if (rt_feed_next(feed, e, &data_rng, err) || rt_exec_submit(e, RT_PHASE_ALL, err)) {
             stg_err_prefix(err, "step %lld", (long long)step);
             goto out;
         }
-        if (!isfinite(loss)) {
-            if (last_good_ckpt >= 0)
-                stg_errf(err, "step %lld: the loss is %g; stopping (the last good checkpoint, step %lld, is in %s)", (long long)step,
-                         loss, (long long)last_good_ckpt, cfg->ckpt_dir);
-            else
-                stg_errf(err, "step %lld: the loss is %g; stopping (try a lower --lr)", (long long)step, loss);
-            goto out;
-        }
-        double lr = sched[1], t1 = now_s();
-        rt_train_progress p = {step, cfg->steps, loss, lr, gn, NAN, (double)rt_feed_tokens_per_batch(feed) / (t1 - tlast), t1 - t0, res->floor};
-        tlast = t1;
-        if (cfg->val_every > 0 && (step % cfg->val_every == 0 || step == cfg->steps)) {
-            if (val_loss(e, vfeed ? vfeed : feed, cfg, &p.val_loss, err)) goto out;
-            res->last_val_loss = p.val_loss;
-            tlast = now_s();
-        }
-        if (step == start + 1) res->first_loss = loss;
-        res->last_loss = loss;
-        res->steps_done = step;
-        if (log) {
-            fprintf(log, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.6g",
-                    (long long)step, loss, lr, gn, p.tokens_per_s);
-            if (!isnan(p.val_loss)) fprintf(log, ", \"val_loss\": %.9g", p.val_loss);
-            fprintf(log, "}\n");
-            if (fflush(log) != 0 || ferror(log)) {
-                stg_errf(err, "%s: write failed: %s", cfg->log_path, strerror(errno));
+        queue[nq++] = step;
+        bool val_due = cfg->val_every > 0 && (step % cfg->val_every == 0 || step == cfg->steps);
+        bool ckpt_due = cfg->ckpt_dir && ((cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0) || step == cfg->steps);
+        while (nq == 2 || (nq > 0 && (val_due || ckpt_due))) {
+            int64_t done = queue[0];
+            queue[0] = queue[1];
+            nq--;
+            rt_exec_results r;
+            if (rt_exec_collect(e, &r, err)) {
+                stg_err_prefix(err, "step %lld", (long long)done);
                 goto out;
             }
-        }
-        if (cb) cb(ctx, &p);
-        if (cfg->ckpt_dir && ((cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0) || step == cfg->steps)) {
-            if (write_ckpt(e, cfg, step, &data_rng, err)) goto out;
-            last_good_ckpt = step;
+            if (!isfinite(r.loss)) {
+                if (last_good_ckpt >= 0)
+                    stg_errf(err, "step %lld: the loss is %g; stopping (the last good checkpoint, step %lld, is in %s)", (long long)done,
+                             r.loss, (long long)last_good_ckpt, cfg->ckpt_dir);
+                else
+                    stg_errf(err, "step %lld: the loss is %g; stopping (try a lower --lr)", (long long)done, r.loss);
+                goto out;
+            }
+            double t1 = now_s();
+            // throughput over the run so far (reports arrive in pairs when steps are pipelined)
+            rt_train_progress p = {done, cfg->steps, r.loss, r.lr, r.grad_norm, NAN,
+                                   (double)rt_feed_tokens_per_batch(feed) * (double)(done - start) / (t1 - t0 - tpaused), t1 - t0, res->floor};
+            if (done == step && val_due) {
+                if (val_loss(e, vfeed ? vfeed : feed, cfg, &p.val_loss, err)) goto out;
+                res->last_val_loss = p.val_loss;
+                tpaused += now_s() - t1;
+            }
+            if (done == start + 1) res->first_loss = r.loss;
+            res->last_loss = r.loss;
+            res->steps_done = done;
+            if (log) {
+                fprintf(log, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.6g",
+                        (long long)done, r.loss, r.lr, r.grad_norm, p.tokens_per_s);
+                if (!isnan(p.val_loss)) fprintf(log, ", \"val_loss\": %.9g", p.val_loss);
+                fprintf(log, "}\n");
+                if (fflush(log) != 0 || ferror(log)) {
+                    stg_errf(err, "%s: write failed: %s", cfg->log_path, strerror(errno));
+                    goto out;
+                }
+            }
+            if (cb) cb(ctx, &p);
+            if (done == step && ckpt_due) {
+                double tc = now_s();
+                if (write_ckpt(e, cfg, step, &data_rng, err)) goto out;
+                tpaused += now_s() - tc;
+                last_good_ckpt = step;
+            }
         }
     }
     rc = 0;
 out:
+    while (nq-- > 0) { // leave nothing in flight
+        stg_err ignored;
+        rt_exec_collect(e, NULL, &ignored);
+    }
     if (log && fclose(log) != 0 && rc == 0) rc = stg_errf(err, "%s: close failed: %s", cfg->log_path, strerror(errno));
     rt_feed_free(feed);
     rt_feed_free(vfeed);

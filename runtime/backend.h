@@ -41,6 +41,12 @@ typedef struct rt_backend_ops {
     int (*capture_end)(rt_backend *b, void **graph, stg_err *err);
     int (*graph_launch)(rt_backend *b, void *graph, stg_err *err);
     void (*graph_destroy)(rt_backend *b, void *graph);
+    // Timing marks in the stream: mark 0 then mark 1, then elapsed_ms waits for mark 1 and gives the
+    // time between them as the device saw it.
+    int (*timer_mark)(rt_backend *b, int which, stg_err *err);
+    int (*elapsed_ms)(rt_backend *b, double *ms, stg_err *err);
+    // Names the phase the following work belongs to (NVTX ranges on CUDA); NULL ends it. May be NULL.
+    void (*annotate)(rt_backend *b, const char *phase);
     // Device bytes in use by this process (measured), and free; -1 when unknown.
     int64_t (*mem_used)(rt_backend *b);
     int64_t (*mem_free)(rt_backend *b);

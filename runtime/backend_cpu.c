@@ -1,6 +1,7 @@
 // The CPU reference backend: host memory, ops/cpu kernels; everything runs when enqueued.
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ops/cpu/cpu.h"
 #include "runtime/backend.h"
@@ -33,7 +34,31 @@ static int cpu_nothing(rt_backend *b, stg_err *err) { return 0; }
 static int cpu_slot(rt_backend *b, int slot, stg_err *err) { return 0; }
 static int64_t cpu_unknown(rt_backend *b) { return -1; }
 
-static void cpu_destroy(rt_backend *b) { free(b); }
+typedef struct {
+    double t[2];
+} cpu_impl;
+
+static double cpu_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+static int cpu_timer_mark(rt_backend *b, int which, stg_err *err) {
+    ((cpu_impl *)b->impl)->t[which & 1] = cpu_now_ms();
+    return 0;
+}
+
+static int cpu_elapsed(rt_backend *b, double *ms, stg_err *err) {
+    cpu_impl *im = b->impl;
+    *ms = im->t[1] - im->t[0];
+    return 0;
+}
+
+static void cpu_destroy(rt_backend *b) {
+    free(b->impl);
+    free(b);
+}
 
 static const rt_backend_ops cpu_ops = {
     .name = "cpu",
@@ -49,6 +74,8 @@ static const rt_backend_ops cpu_ops = {
     .record = cpu_slot,
     .wait = cpu_slot,
     .sync = cpu_nothing,
+    .timer_mark = cpu_timer_mark,
+    .elapsed_ms = cpu_elapsed,
     .mem_used = cpu_unknown,
     .mem_free = cpu_unknown,
     .destroy = cpu_destroy,
@@ -57,6 +84,10 @@ static const rt_backend_ops cpu_ops = {
 int rt_backend_cpu_new(rt_backend **out, stg_err *err) {
     rt_backend *b = stg_calloc(1, sizeof *b, err);
     if (!b) return -1;
+    if (!(b->impl = stg_calloc(1, sizeof(cpu_impl), err))) {
+        free(b);
+        return -1;
+    }
     b->ops = &cpu_ops;
     *out = b;
     return 0;

@@ -286,14 +286,18 @@ static int enqueue(rt_exec *e, unsigned mask, int slot, stg_err *err) {
                     return -1;
         }
     }
+    int phase = -1;
+    static const char *const names[] = {"stg forward", "stg backward", "stg optimizer"};
     for (int s = 0; s < g->nsched; s++) {
         int o = g->schedule[s];
         if (!(mask & (1u << g->ops[o].phase))) continue;
+        if ((int)g->ops[o].phase != phase && b->ops->annotate) b->ops->annotate(b, names[phase = (int)g->ops[o].phase]);
         if (b->ops->run_op(b, g, o, e->ptr, err)) {
             const stg_op *op = &g->ops[o];
             return stg_err_prefix(err, "step %d, %s -> '%s'", s, ops_name(op->kind), op->n_out ? g->t[op->out[0]].name : "");
         }
     }
+    if (phase >= 0 && b->ops->annotate) b->ops->annotate(b, NULL);
     unsigned char *r = e->results[slot];
     size_t w = stg_dtype_size(g->grad_dtype);
     if ((mask & RT_PHASE_FORWARD) && g->loss >= 0 && b->ops->download(b, r, e->ptr[g->loss], w, err)) return -1;

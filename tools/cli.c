@@ -7,6 +7,11 @@
 #include <unistd.h>
 
 #include "graph/loader.h"
+#include "planner/plan.h"
+#include "runtime/backend.h"
+#ifdef STG_HAVE_CUDA
+#include "runtime/cuda/backend_cuda.h"
+#endif
 
 void cli_model_opts_init(cli_model_opts *m) {
     memset(m, 0, sizeof *m);
@@ -137,4 +142,101 @@ int cli_out_close(FILE *f, const char *path, const char *tmp) {
         return -1;
     }
     return 0;
+}
+
+struct rt_backend *cli_open_backend(const char *name, stg_precision prec, bool tf32) {
+    stg_err err;
+    rt_backend *b = NULL;
+#ifdef STG_HAVE_CUDA
+    if (!name) name = rt_cuda_available() ? "cuda" : "cpu";
+#else
+    if (!name) name = "cpu";
+#endif
+    if (strcmp(name, "cpu") == 0) {
+        if (prec == STG_PREC_BF16) {
+            fprintf(stderr, "stg: the cpu backend runs fp32 and fp64; bf16 needs --device cuda\n");
+            return NULL;
+        }
+        if (rt_backend_cpu_new(&b, &err)) {
+            fprintf(stderr, "stg: %s\n", err.msg);
+            return NULL;
+        }
+        return b;
+    }
+    if (strcmp(name, "cuda") == 0) {
+#ifdef STG_HAVE_CUDA
+        if (prec == STG_PREC_FP64) {
+            fprintf(stderr, "stg: fp64 runs on the cpu backend only\n");
+            return NULL;
+        }
+        if (rt_backend_cuda_new(0, tf32, &b, &err)) {
+            fprintf(stderr, "stg: %s\n", err.msg);
+            return NULL;
+        }
+        return b;
+#else
+        fprintf(stderr, "stg: this build has no CUDA backend (configure with nvcc present, -DSTG_CUDA=ON)\n");
+        return NULL;
+#endif
+    }
+    fprintf(stderr, "stg: --device '%s': expected cpu or cuda\n", name);
+    return NULL;
+}
+
+// Plans the model with one dim overridden; returns the peak or -1.
+static int64_t peak_with(const cli_model_opts *m, const char *dim, int64_t v) {
+    cli_model_opts m2 = *m;
+    char set[96];
+    snprintf(set, sizeof set, "%s=%lld", dim, (long long)v);
+    if (m2.nsets == CLI_MAX_SETS) return -1;
+    m2.sets[m2.nsets++] = set;
+    const char *sets[CLI_MAX_SETS + 2];
+    int n = 0;
+    if (m2.attention_set[0]) sets[n++] = m2.attention_set;
+    for (int i = 0; i < m2.nsets; i++) sets[n++] = m2.sets[i];
+    stg_load_opts lo = {m2.precision, sets, n};
+    stg_err err;
+    stg_graph *g = NULL;
+    stg_plan *p = NULL;
+    int64_t peak = -1;
+    if (!graph_load(m2.model, &lo, &g, &err) && !(m2.train && graph_autodiff(g, &m2.optim, &err)) &&
+        !graph_schedule(g, &err) && !plan_build(g, NULL, &p, &err))
+        peak = p->peak_bytes;
+    plan_free(p);
+    graph_free(g);
+    return peak;
+}
+
+static int64_t largest_fitting(const cli_model_opts *m, const char *dim, int64_t hi, int64_t budget) {
+    int64_t lo = 0; // largest known to fit (0: none)
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        int64_t pk = peak_with(m, dim, mid);
+        if (pk >= 0 && pk <= budget) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+int cli_check_fit(const cli_model_opts *m, const stg_graph *g, const stg_plan *p, rt_backend *b) {
+    int64_t fr = b->ops->mem_free(b);
+    if (fr < 0) return 0;
+    const int64_t margin = (int64_t)256 << 20; // library workspaces and the CUDA context's own
+    int64_t budget = fr - margin;
+    if (p->peak_bytes <= budget) return 0;
+    fprintf(stderr, "stg: the step needs %.2f GiB (plan) but the device has %.2f GiB free (less %.0f MiB for workspaces)\n",
+            (double)p->peak_bytes / (1 << 30), (double)fr / (1 << 30), (double)margin / (1 << 20));
+    bool found;
+    int64_t batch = graph_dim(g, "batch", &found);
+    if (found) {
+        int64_t k = largest_fitting(m, "batch", batch, budget);
+        if (k > 0) fprintf(stderr, "stg: the largest batch that fits is %lld (--set batch=%lld)\n", (long long)k, (long long)k);
+        else fprintf(stderr, "stg: no batch size fits at this ctx\n");
+    }
+    int64_t ctx = graph_dim(g, "ctx", &found);
+    if (found) {
+        int64_t k = largest_fitting(m, "ctx", ctx, budget);
+        if (k > 0) fprintf(stderr, "stg: the largest ctx that fits at this batch is %lld (--set ctx=%lld)\n", (long long)k, (long long)k);
+    }
+    return -1;
 }

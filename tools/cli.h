@@ -41,11 +41,22 @@ const char *cli_value(int argc, char **argv, int *i);
 FILE *cli_out_open(const char *path, char *tmp, size_t tmpn);
 int cli_out_close(FILE *f, const char *path, const char *tmp);
 
+// A backend by name ("cpu" or "cuda"); NULL picks cuda when a GPU is present, else cpu. Prints
+// the reason and returns NULL when it cannot.
+struct rt_backend;
+struct rt_backend *cli_open_backend(const char *name, stg_precision prec, bool tf32);
+
+// Before allocating: whether the plan fits the backend's free memory. When it does not, prints
+// so with the largest batch (and ctx) that would fit, and returns -1.
+struct stg_plan;
+int cli_check_fit(const cli_model_opts *m, const stg_graph *g, const struct stg_plan *p, struct rt_backend *b);
+
 int cmd_check(int argc, char **argv);
 int cmd_graph(int argc, char **argv);
 int cmd_memreport(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_step(int argc, char **argv);
 int cmd_tokens(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

@@ -7,6 +7,8 @@
 #include "planner/formula.h"
 #include "planner/plan.h"
 #include "planner/report.h"
+#include "runtime/backend.h"
+#include "runtime/exec.h"
 #include "tools/cli.h"
 
 static int usage_model(const char *cmd, const char *extra) {
@@ -121,12 +123,14 @@ typedef struct {
     const char *out;
     stg_report_format fmt;
     bool forward;
+    const char *device;
 } mem_ctx;
 
 static int mem_extra(void *ctx, int argc, char **argv, int *i) {
     mem_ctx *c = ctx;
     const char *a = argv[*i], *v;
     if (strcmp(a, "-o") == 0) return (c->out = cli_value(argc, argv, i)) ? 1 : -1;
+    if (strcmp(a, "--device") == 0) return (c->device = cli_value(argc, argv, i)) ? 1 : -1;
     if (strcmp(a, "--format") == 0) {
         if (!(v = cli_value(argc, argv, i))) return -1;
         if (strcmp(v, "text") == 0) c->fmt = STG_REPORT_TEXT;
@@ -155,8 +159,8 @@ static int mem_extra(void *ctx, int argc, char **argv, int *i) {
 int cmd_memreport(int argc, char **argv) {
     cli_model_opts m;
     cli_model_opts_init(&m);
-    mem_ctx c = {NULL, STG_REPORT_TEXT, false};
-    if (parse_model_cmd(argc, argv, &m, mem_extra, &c, " [--mode train|forward] [--format text|md|json|svg] [-o FILE]"))
+    mem_ctx c = {NULL, STG_REPORT_TEXT, false, NULL};
+    if (parse_model_cmd(argc, argv, &m, mem_extra, &c, " [--mode train|forward] [--format text|md|json|svg] [-o FILE] [--device cuda]"))
         return 2;
     m.train = !c.forward;
     stg_graph *g = cli_build(&m);
@@ -174,6 +178,17 @@ int cmd_memreport(int argc, char **argv) {
         goto out;
     }
     stg_report_extra x = {-1, c.forward ? "forward" : "train", m.model, NULL};
+    if (c.device) { // allocate the plan on the device and measure what it really holds
+        rt_backend *b = cli_open_backend(c.device, m.precision, false);
+        if (!b) goto out;
+        rt_exec *e = NULL;
+        int fit = cli_check_fit(&m, g, p, b);
+        if (!fit && rt_exec_new(g, p, b, NULL, &e, &err)) fprintf(stderr, "stg memreport: %s\n", err.msg);
+        if (e) x.measured_bytes = rt_exec_measured_bytes(e);
+        rt_exec_free(e);
+        b->ops->destroy(b);
+        if (fit || x.measured_bytes < 0) goto out;
+    }
     char tmp[4200];
     FILE *f = cli_out_open(c.out, tmp, sizeof tmp);
     if (!f) goto out;

@@ -15,33 +15,10 @@
 #include "runtime/train.h"
 #include "tools/cli.h"
 
-// A backend by name ("cpu" or "cuda"); NULL name picks the default.
-static rt_backend *open_backend(const char *name, stg_precision prec) {
-    stg_err err;
-    rt_backend *b = NULL;
-    if (!name) name = "cpu";
-    if (strcmp(name, "cpu") == 0) {
-        if (prec == STG_PREC_BF16) {
-            fprintf(stderr, "stg: the cpu backend runs fp32 and fp64; bf16 needs --device cuda\n");
-            return NULL;
-        }
-        if (rt_backend_cpu_new(&b, &err)) {
-            fprintf(stderr, "stg: %s\n", err.msg);
-            return NULL;
-        }
-        return b;
-    }
-    if (strcmp(name, "cuda") == 0) {
-        fprintf(stderr, "stg: this build has no CUDA backend yet; use --device cpu\n");
-        return NULL;
-    }
-    fprintf(stderr, "stg: --device '%s': expected cpu or cuda\n", name);
-    return NULL;
-}
-
 typedef struct {
     rt_train_cfg cfg;
     const char *device;
+    bool tf32, eager;
     bool tty;
     int64_t last_print;
 } train_ctx;
@@ -69,6 +46,13 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
     int64_t n;
 #define VAL() ((v = cli_value(argc, argv, i)) != NULL)
     if (strcmp(a, "--device") == 0) return VAL() ? (c->device = v, 1) : -1;
+    if (strcmp(a, "--tf32") == 0) return c->tf32 = true, 1;
+    if (strcmp(a, "--exec") == 0) {
+        if (!VAL()) return -1;
+        if (strcmp(v, "graph") && strcmp(v, "eager")) return fprintf(stderr, "stg: --exec '%s': expected graph or eager\n", v), -1;
+        c->eager = strcmp(v, "eager") == 0;
+        return 1;
+    }
     if (strcmp(a, "--data") == 0) return VAL() ? (f->data = v, 1) : -1;
     if (strcmp(a, "--val") == 0) return VAL() ? (f->val = v, 1) : -1;
     if (strcmp(a, "--log") == 0) return VAL() ? (f->log_path = v, 1) : -1;
@@ -104,6 +88,7 @@ static int optim_arg(cli_model_opts *m, int argc, char **argv, int *i) {
 
 static const char *train_usage =
     "usage: stg train MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
+    "       [--exec graph|eager] [--tf32]\n"
     "       [--data FILE.bin|.npy] [--val FILE] [--val-every N] [--val-batches N] [--steps N] [--lr X] [--min-lr X]\n"
     "       [--warmup N] [--cosine-steps N] [--weight-decay X] [--no-decay-norms-embeddings] [--clip X] [--seed N]\n"
     "       [--log FILE.jsonl] [--ckpt DIR] [--ckpt-every N] [--resume] [--init FILE.safetensors] [--markov-k K]\n";
@@ -132,7 +117,7 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (m.optim.cosine_steps == 0) m.optim.cosine_steps = c.cfg.steps; // anneal over the whole run by default
-    rt_backend *b = open_backend(c.device, m.precision);
+    rt_backend *b = cli_open_backend(c.device, m.precision, c.tf32);
     if (!b) return 2;
     stg_graph *g = cli_build(&m);
     stg_plan *p = NULL;
@@ -140,7 +125,13 @@ int cmd_train(int argc, char **argv) {
     stg_err err;
     int rc = 1;
     if (!g) goto out;
-    if (plan_build(g, NULL, &p, &err) || rt_exec_new(g, p, b, NULL, &e, &err)) {
+    rt_exec_opts eo = {false, false, !c.eager};
+    if (plan_build(g, NULL, &p, &err)) {
+        fprintf(stderr, "stg train: %s\n", err.msg);
+        goto out;
+    }
+    if (cli_check_fit(&m, g, p, b)) goto out;
+    if (rt_exec_new(g, p, b, &eo, &e, &err)) {
         fprintf(stderr, "stg train: %s\n", err.msg);
         goto out;
     }
@@ -194,7 +185,7 @@ int cmd_step(int argc, char **argv) {
         fputs(usage, stderr);
         return 2;
     }
-    rt_backend *b = open_backend(device, m.precision);
+    rt_backend *b = cli_open_backend(device, m.precision, false);
     if (!b) return 2;
     stg_graph *g = cli_build(&m);
     stg_plan *p = NULL;

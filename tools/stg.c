@@ -16,6 +16,7 @@ static const command commands[] = {
     {"memreport", cmd_memreport, "MODEL  plan the step's memory and report it (text, md, json, svg)"},
     {"train", cmd_train, "MODEL      train (synthetic data when no --data is given); checkpoints, logs"},
     {"step", cmd_step, "MODEL       one forward and backward on a given batch; dump loss, logits, gradients"},
+    {"bench", cmd_bench, "MODEL      time forward, forward+backward or whole steps (graph or eager)"},
     {"tokens", cmd_tokens, "TEXT -o F  byte-level tokens of any file (vocab 256) as uint16 .bin"},
 };
 

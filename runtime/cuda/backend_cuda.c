@@ -1,0 +1,218 @@
+// The CUDA backend: device memory, one stream, ops/cuda kernels, CUDA Graph capture and replay.
+#include <cuda_runtime_api.h>
+#include <nvtx3/nvToolsExt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cuda/cuda.h"
+#include "runtime/cuda/backend_cuda.h"
+
+typedef struct {
+    stg_cuda *c;
+    cudaStream_t stream;
+    cudaEvent_t ev[2];
+    cudaEvent_t timer[2];
+    bool in_range;
+    int device;
+} cuda_impl;
+
+#define CK(err, call)                                                                                     \
+    do {                                                                                                  \
+        cudaError_t e_ = (call);                                                                          \
+        if (e_ != cudaSuccess) return stg_errf((err), "cuda backend: %s: %s", #call, cudaGetErrorString(e_)); \
+    } while (0)
+
+static cuda_impl *impl(rt_backend *b) { return (cuda_impl *)b->impl; }
+
+static int cb_alloc(rt_backend *b, size_t n, void **out, stg_err *err) {
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, n ? n : 256);
+    if (e != cudaSuccess) {
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        return stg_errf(err, "cuda backend: cannot allocate %.2f GiB of device memory (%.2f GiB free): %s", (double)n / (1 << 30),
+                        (double)fr / (1 << 30), cudaGetErrorString(e));
+    }
+    *out = p;
+    return 0;
+}
+
+static void cb_release(rt_backend *b, void *p) { cudaFree(p); }
+
+static int cb_alloc_host(rt_backend *b, size_t n, void **out, stg_err *err) {
+    CK(err, cudaMallocHost(out, n ? n : 64));
+    return 0;
+}
+
+static void cb_release_host(rt_backend *b, void *p) { cudaFreeHost(p); }
+
+static int cb_upload(rt_backend *b, void *dst, const void *src, size_t n, stg_err *err) {
+    CK(err, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, impl(b)->stream));
+    return 0;
+}
+
+static int cb_download(rt_backend *b, void *dst, const void *src, size_t n, stg_err *err) {
+    CK(err, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, impl(b)->stream));
+    return 0;
+}
+
+static int cb_fill(rt_backend *b, void *dst, int v, size_t n, stg_err *err) {
+    CK(err, cudaMemsetAsync(dst, v, n, impl(b)->stream));
+    return 0;
+}
+
+static int cb_prepare(rt_backend *b, const stg_graph *g, void *const *ptr, stg_err *err) {
+    if (cuda_prepare(impl(b)->c, g, ptr, err)) return -1;
+    CK(err, cudaStreamSynchronize(impl(b)->stream));
+    return 0;
+}
+
+static int cb_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return cuda_op_run(impl(b)->c, g, op, ptr, err);
+}
+
+static int cb_record(rt_backend *b, int slot, stg_err *err) {
+    CK(err, cudaEventRecord(impl(b)->ev[slot & 1], impl(b)->stream));
+    return 0;
+}
+
+static int cb_wait(rt_backend *b, int slot, stg_err *err) {
+    CK(err, cudaEventSynchronize(impl(b)->ev[slot & 1]));
+    return 0;
+}
+
+static int cb_sync(rt_backend *b, stg_err *err) {
+    CK(err, cudaStreamSynchronize(impl(b)->stream));
+    return 0;
+}
+
+static int cb_capture_begin(rt_backend *b, stg_err *err) {
+    CK(err, cudaStreamBeginCapture(impl(b)->stream, cudaStreamCaptureModeThreadLocal));
+    return 0;
+}
+
+static int cb_capture_end(rt_backend *b, void **out, stg_err *err) {
+    cudaGraph_t graph = NULL;
+    *out = NULL;
+    CK(err, cudaStreamEndCapture(impl(b)->stream, &graph));
+    cudaGraphExec_t exec = NULL;
+    cudaError_t e = cudaGraphInstantiateWithFlags(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) return stg_errf(err, "cuda backend: instantiating the step graph: %s", cudaGetErrorString(e));
+    *out = exec;
+    return 0;
+}
+
+static int cb_launch(rt_backend *b, void *graph, stg_err *err) {
+    CK(err, cudaGraphLaunch((cudaGraphExec_t)graph, impl(b)->stream));
+    return 0;
+}
+
+static void cb_graph_destroy(rt_backend *b, void *graph) { cudaGraphExecDestroy((cudaGraphExec_t)graph); }
+
+static int cb_timer_mark(rt_backend *b, int which, stg_err *err) {
+    CK(err, cudaEventRecord(impl(b)->timer[which & 1], impl(b)->stream));
+    return 0;
+}
+
+static int cb_elapsed(rt_backend *b, double *ms, stg_err *err) {
+    float f = 0;
+    CK(err, cudaEventSynchronize(impl(b)->timer[1]));
+    CK(err, cudaEventElapsedTime(&f, impl(b)->timer[0], impl(b)->timer[1]));
+    *ms = f;
+    return 0;
+}
+
+static void cb_annotate(rt_backend *b, const char *phase) {
+    cuda_impl *im = impl(b);
+    if (im->in_range) nvtxRangePop();
+    im->in_range = phase != NULL;
+    if (phase) nvtxRangePushA(phase);
+}
+
+static int64_t cb_mem_used(rt_backend *b) {
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return -1;
+    return (int64_t)(tot - fr);
+}
+
+static int64_t cb_mem_free(rt_backend *b) {
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return -1;
+    return (int64_t)fr;
+}
+
+static void cb_destroy(rt_backend *b) {
+    cuda_impl *im = impl(b);
+    if (im) {
+        if (im->stream) cudaStreamSynchronize(im->stream);
+        for (int i = 0; i < 2; i++) {
+            if (im->ev[i]) cudaEventDestroy(im->ev[i]);
+            if (im->timer[i]) cudaEventDestroy(im->timer[i]);
+        }
+        cuda_free(im->c);
+        free(im);
+    }
+    free(b);
+}
+
+static const rt_backend_ops cuda_ops = {
+    .name = "cuda",
+    .alloc = cb_alloc,
+    .release = cb_release,
+    .alloc_host = cb_alloc_host,
+    .release_host = cb_release_host,
+    .upload = cb_upload,
+    .download = cb_download,
+    .fill = cb_fill,
+    .prepare = cb_prepare,
+    .run_op = cb_run,
+    .record = cb_record,
+    .wait = cb_wait,
+    .sync = cb_sync,
+    .capture_begin = cb_capture_begin,
+    .capture_end = cb_capture_end,
+    .graph_launch = cb_launch,
+    .graph_destroy = cb_graph_destroy,
+    .timer_mark = cb_timer_mark,
+    .elapsed_ms = cb_elapsed,
+    .annotate = cb_annotate,
+    .mem_used = cb_mem_used,
+    .mem_free = cb_mem_free,
+    .destroy = cb_destroy,
+};
+
+int rt_backend_cuda_new(int device, bool tf32, rt_backend **out, stg_err *err) {
+    *out = NULL;
+    if (cuda_device_count() <= device) return stg_errf(err, "cuda backend: no CUDA device %d (found %d)", device, cuda_device_count());
+    rt_backend *b = stg_calloc(1, sizeof *b, err);
+    cuda_impl *im = stg_calloc(1, sizeof *im, err);
+    if (!b || !im) {
+        free(b);
+        free(im);
+        return -1;
+    }
+    b->ops = &cuda_ops;
+    b->impl = im;
+    im->device = device;
+    stg_cuda_opts o = {device, tf32};
+    if (cuda_new(&o, &im->c, err)) {
+        cb_destroy(b);
+        return -1;
+    }
+    im->stream = (cudaStream_t)cuda_stream(im->c);
+    for (int i = 0; i < 2; i++) {
+        cudaError_t e = cudaEventCreateWithFlags(&im->ev[i], cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaEventCreate(&im->timer[i]);
+        if (e != cudaSuccess) {
+            cb_destroy(b);
+            return stg_errf(err, "cuda backend: cudaEventCreate: %s", cudaGetErrorString(e));
+        }
+    }
+    *out = b;
+    return 0;
+}
+
+stg_cuda *rt_backend_cuda_context(rt_backend *b) { return impl(b)->c; }
+
+bool rt_cuda_available(void) { return cuda_device_count() > 0; }

@@ -1,0 +1,168 @@
+// stg bench: timed iterations of a captured (or eagerly launched) step.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/plan.h"
+#include "runtime/backend.h"
+#include "runtime/exec.h"
+#include "runtime/train.h"
+#include "tools/cli.h"
+#ifdef STG_HAVE_CUDA
+#include "runtime/cuda/backend_cuda.h"
+#endif
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static const char *usage =
+    "usage: stg bench MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
+    "       [--exec graph|eager] [--what forward|forward-backward|step] [--warmup N] [--iters N] [--tf32] [--json]\n";
+
+int cmd_bench(int argc, char **argv) {
+    cli_model_opts m;
+    cli_model_opts_init(&m);
+    const char *device = NULL, *what = "step";
+    bool eager = false, json = false, tf32 = false;
+    int64_t warmup = 5, iters = 10;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_model_arg(&m, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        const char *a = argv[i], *v;
+        if (strcmp(a, "--json") == 0) json = true;
+        else if (strcmp(a, "--tf32") == 0) tf32 = true;
+        else if (strcmp(a, "--device") == 0) {
+            if (!(device = cli_value(argc, argv, &i))) return 2;
+        } else if (strcmp(a, "--exec") == 0) {
+            if (!(v = cli_value(argc, argv, &i))) return 2;
+            if (strcmp(v, "graph") && strcmp(v, "eager")) {
+                fprintf(stderr, "stg bench: --exec '%s': expected graph or eager\n", v);
+                return 2;
+            }
+            eager = strcmp(v, "eager") == 0;
+        } else if (strcmp(a, "--what") == 0) {
+            if (!(what = cli_value(argc, argv, &i))) return 2;
+            if (strcmp(what, "forward") && strcmp(what, "forward-backward") && strcmp(what, "step")) {
+                fprintf(stderr, "stg bench: --what '%s': expected forward, forward-backward or step\n", what);
+                return 2;
+            }
+        } else if (strcmp(a, "--warmup") == 0) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_int(a, v, 0, 100000, &warmup)) return 2;
+        } else if (strcmp(a, "--iters") == 0) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_int(a, v, 1, 100000, &iters)) return 2;
+        } else if (a[0] == '-' || m.model) {
+            fprintf(stderr, "stg bench: unexpected argument '%s'\n%s", a, usage);
+            return 2;
+        } else
+            m.model = a;
+    }
+    if (!m.model) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    unsigned mask = strcmp(what, "forward") == 0 ? RT_PHASE_FORWARD
+                    : strcmp(what, "forward-backward") == 0 ? RT_PHASE_FORWARD | RT_PHASE_BACKWARD
+                                                            : RT_PHASE_ALL;
+    rt_backend *b = cli_open_backend(device, m.precision, tf32);
+    if (!b) return 2;
+    stg_graph *g = cli_build(&m);
+    stg_plan *p = NULL;
+    rt_exec *e = NULL;
+    rt_feed *f = NULL;
+    double *ms = NULL;
+    stg_err err;
+    int rc = 1;
+    if (!g) goto out;
+    if (plan_build(g, NULL, &p, &err)) {
+        fprintf(stderr, "stg bench: %s\n", err.msg);
+        goto out;
+    }
+    if (cli_check_fit(&m, g, p, b)) goto out;
+    rt_exec_opts eo = {false, false, !eager};
+    rt_rng rng;
+    rt_rng_seed(&rng, 1);
+    if (rt_exec_new(g, p, b, &eo, &e, &err) || rt_exec_init_params(e, 0, &err) || rt_exec_set_steps_done(e, 0, &err) ||
+        rt_feed_new(g, NULL, 4, 1, &f, &err) || rt_feed_next(f, e, &rng, &err)) {
+        fprintf(stderr, "stg bench: %s\n", err.msg);
+        goto out;
+    }
+    ms = calloc((size_t)iters, sizeof *ms);
+    if (!ms) goto out;
+    double first_ms = 0;
+    for (int64_t i = 0; i < warmup + iters; i++) {
+        double t;
+        if (b->ops->timer_mark(b, 0, &err) || rt_exec_submit(e, mask, &err) || b->ops->timer_mark(b, 1, &err) ||
+            rt_exec_collect(e, NULL, &err) || b->ops->elapsed_ms(b, &t, &err)) {
+            fprintf(stderr, "stg bench: iteration %lld: %s\n", (long long)i, err.msg);
+            goto out;
+        }
+        if (i == 0) first_ms = t;
+        if (i >= warmup) ms[i - warmup] = t;
+    }
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < iters; i++) sum += ms[i];
+    double mean = sum / (double)iters;
+    for (int64_t i = 0; i < iters; i++) sq += (ms[i] - mean) * (ms[i] - mean);
+    double sd = iters > 1 ? sqrt(sq / (double)(iters - 1)) : 0;
+    qsort(ms, (size_t)iters, sizeof *ms, cmp_double);
+    double med = iters % 2 ? ms[iters / 2] : 0.5 * (ms[iters / 2 - 1] + ms[iters / 2]);
+    // FLOPs: the graph's own count of what runs, and the peers' model-FLOPs convention
+    // (6·params·tokens + 12·layers·batch·ctx²·d_model per step, /3 for forward, 2/3 for fwd+bwd).
+    double gflops = 0;
+    for (int s = 0; s < g->nsched; s++)
+        if (mask & (1u << g->ops[g->schedule[s]].phase)) gflops += graph_op_flops(g, g->schedule[s]);
+    bool f1, f2, f3, f4, f5;
+    double B = (double)graph_dim(g, "batch", &f1), S = (double)graph_dim(g, "ctx", &f2), L = (double)graph_dim(g, "n_layers", &f3),
+           D = (double)graph_dim(g, "d_model", &f4);
+    (void)graph_dim(g, "vocab", &f5);
+    double tokens = (f1 && f2) ? B * S : (double)rt_feed_tokens_per_batch(f);
+    double mflops = -1;
+    if (f1 && f2 && f3 && f4) {
+        mflops = 6.0 * (double)graph_param_count(g) * B * S + 12.0 * L * B * S * S * D;
+        mflops *= mask == RT_PHASE_FORWARD ? 1.0 / 3 : mask == (RT_PHASE_FORWARD | RT_PHASE_BACKWARD) ? 1.0 : 1.0;
+    }
+    double peak = 0;
+    const char *devname = b->ops->name;
+#ifdef STG_HAVE_CUDA
+    if (strcmp(b->ops->name, "cuda") == 0) {
+        peak = cuda_peak_tflops(rt_backend_cuda_context(b), g->precision);
+        devname = cuda_device_name(rt_backend_cuda_context(b));
+    }
+#endif
+    double tflops = mflops > 0 ? mflops / (med * 1e-3) / 1e12 : gflops / (med * 1e-3) / 1e12;
+    int64_t measured = rt_exec_measured_bytes(e);
+    if (json) {
+        printf("{\"model\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"attention\": \"%s\", \"exec\": \"%s\", \"what\": \"%s\", "
+               "\"batch\": %g, \"ctx\": %g, \"params\": %lld, \"warmup\": %lld, \"iters\": %lld, \"first_ms\": %.4f, \"mean_ms\": %.4f, "
+               "\"std_ms\": %.4f, \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"tokens_per_s\": %.1f, \"graph_flops\": %.6g, "
+               "\"model_flops\": %.6g, \"tflops\": %.2f, \"mfu\": %.4f, \"planned_bytes\": %lld, \"measured_bytes\": %lld}\n",
+               g->name, devname, stg_precision_name(g->precision), graph_option(g, "attention") ? graph_option(g, "attention") : "",
+               eager || !b->ops->capture_begin ? "eager" : "graph", what, f1 ? B : 0, f2 ? S : 0, (long long)graph_param_count(g), (long long)warmup,
+               (long long)iters, first_ms, mean, sd, med, ms[0], ms[iters - 1], tokens / (med * 1e-3), gflops, mflops, tflops,
+               peak > 0 ? tflops / peak : 0, (long long)p->peak_bytes, (long long)measured);
+    } else {
+        printf("%s on %s: %s, %s attention, %s, %s; batch %g ctx %g\n", g->name, devname, stg_precision_name(g->precision),
+               graph_option(g, "attention") ? graph_option(g, "attention") : "-", eager || !b->ops->capture_begin ? "eager launch" : "graph replay", what,
+               f1 ? B : 0, f2 ? S : 0);
+        printf("  %lld iterations after %lld warm-up (the first took %.2f ms)\n", (long long)iters, (long long)warmup, first_ms);
+        printf("  time      mean %.3f ms +- %.3f, median %.3f, min %.3f, max %.3f\n", mean, sd, med, ms[0], ms[iters - 1]);
+        printf("  speed     %.0f tokens/s, %.1f TFLOP/s", tokens / (med * 1e-3), tflops);
+        if (peak > 0) printf(" (MFU %.1f%% of %.0f)", 100 * tflops / peak, peak);
+        printf("\n  memory    planned %.3f GiB", (double)p->peak_bytes / (1 << 30));
+        if (measured >= 0) printf(", measured %.3f GiB (%+.2f%%)", (double)measured / (1 << 30), 100.0 * ((double)measured / (double)p->peak_bytes - 1));
+        printf("\n");
+    }
+    rc = fflush(stdout) ? 1 : 0;
+out:
+    free(ms);
+    rt_feed_free(f);
+    rt_exec_free(e);
+    plan_free(p);
+    graph_free(g);
+    b->ops->destroy(b);
+    return rc;
+}

@@ -1,0 +1,52 @@
+// The CUDA backend's kernels: one entry point that enqueues any op of a graph on the context's
+// stream. fp32 and bf16 (bf16 storage, fp32 accumulation; norms, softmax statistics and the loss
+// in fp32). Nothing here allocates, synchronises or copies to the host while a step runs, so every
+// op can be captured into a CUDA Graph.
+#ifndef STG_OPS_CUDA_H
+#define STG_OPS_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "graph/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct stg_cuda stg_cuda; // per-device context (ops/cuda/internal.h)
+
+typedef struct stg_cuda_opts {
+    int device;  // CUDA device ordinal
+    bool tf32;   // allow TF32 tensor cores for fp32 matmuls (off by default)
+} stg_cuda_opts;
+
+// How many CUDA devices there are (0 when there is no driver or no GPU: never an error).
+int cuda_device_count(void);
+
+// Creates the context: binds the device, a non-blocking stream, a cuBLASLt handle.
+int cuda_new(const stg_cuda_opts *o, stg_cuda **out, stg_err *err);
+void cuda_free(stg_cuda *c);
+// The stream every op is enqueued on (a cudaStream_t).
+void *cuda_stream(stg_cuda *c);
+// Device name and its dense peak (TFLOP/s) for the given precision, 0 when unknown.
+const char *cuda_device_name(const stg_cuda *c);
+double cuda_peak_tflops(const stg_cuda *c, stg_precision p);
+
+// Called once after the plan's memory is allocated, before the first step and outside any capture:
+// chooses cuBLASLt algorithms for every matmul shape of g (cached by shape), builds the tables of
+// the multi-tensor kernels (global norm, AdamW) from ptr, and allocates the context's workspace:
+// the cuBLASLt workspace and the kernels' scratch. Calling it again with another graph replaces it.
+int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, stg_err *err);
+// Device bytes the context holds beyond the plan: cuBLASLt workspace, kernel scratch, tables.
+size_t cuda_workspace_bytes(const stg_cuda *c);
+
+// Enqueues op `op` of g on the context's stream; ptr[t] is tensor t's device address.
+int cuda_op_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
+int cuda_op_supported(stg_op_kind k);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,194 @@
+// The CUDA backend end to end: training steps of the tiny LM against the CPU reference (fp32 and
+// bf16), graph replay bitwise equal to eager launch, NaN-poisoned arena equal to a clean one, and
+// one forward+backward (what `stg step` dumps) against the CPU.
+#ifdef STG_HAVE_CUDA
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "graph/loader.h"
+#include "planner/plan.h"
+#include "runtime/backend.h"
+#include "runtime/cuda/backend_cuda.h"
+#include "runtime/exec.h"
+#include "runtime/train.h"
+
+#define MODEL(p) STG_SOURCE_DIR "/models/" p
+
+static const char *lm_sets[] = {"d_model=64", "d_ff=160", "n_layers=2", "n_heads=2", "vocab=256", "batch=2", "ctx=40", NULL};
+#define NLM 7
+
+typedef struct {
+    stg_graph *g;
+    stg_plan *p;
+    rt_backend *b;
+    rt_exec *e;
+    rt_feed *f;
+} rig;
+
+static void rig_open(rig *r, bool cuda, stg_precision prec, const char *attention, const rt_exec_opts *eo) {
+    stg_err err;
+    const char *sets[NLM + 1];
+    memcpy(sets, lm_sets, sizeof(char *) * NLM);
+    sets[NLM] = attention;
+    stg_load_opts o = {prec, sets, NLM + 1};
+    stg_optim_config oc = graph_optim_defaults();
+    oc.lr = 1e-2;
+    oc.min_lr = 1e-3;
+    oc.warmup = 1;
+    oc.cosine_steps = 5;
+    memset(r, 0, sizeof *r);
+    if (graph_load(MODEL("tiny.yaml"), &o, &r->g, &err) || graph_autodiff(r->g, &oc, &err) || graph_schedule(r->g, &err) ||
+        plan_build(r->g, NULL, &r->p, &err))
+        fail_msg("%s", err.msg);
+    int rc = cuda ? rt_backend_cuda_new(0, false, &r->b, &err) : rt_backend_cpu_new(&r->b, &err);
+    if (rc || rt_exec_new(r->g, r->p, r->b, eo, &r->e, &err) || rt_exec_init_params(r->e, 3, &err) ||
+        rt_exec_set_steps_done(r->e, 0, &err) || rt_feed_new(r->g, NULL, 4, 9, &r->f, &err))
+        fail_msg("%s", err.msg);
+}
+
+static void rig_close(rig *r) {
+    rt_feed_free(r->f);
+    rt_exec_free(r->e);
+    if (r->b) r->b->ops->destroy(r->b);
+    plan_free(r->p);
+    graph_free(r->g);
+}
+
+// Runs `steps` training steps; returns the losses and the fp32 truth of every parameter.
+static void train(rig *r, int steps, double *losses, double **params, int64_t *n) {
+    stg_err err;
+    rt_rng rng;
+    rt_rng_seed(&rng, 17);
+    for (int s = 0; s < steps; s++) {
+        rt_exec_results res;
+        if (rt_feed_next(r->f, r->e, &rng, &err) || rt_exec_run_results(r->e, RT_PHASE_ALL, &res, &err)) fail_msg("%s", err.msg);
+        losses[s] = res.loss;
+    }
+    int64_t total = 0;
+    for (int t = 0; t < r->g->nt; t++)
+        if (r->g->t[t].cls == STG_CLASS_PARAM) total += graph_numel(&r->g->t[t]);
+    double *all = malloc(sizeof(double) * (size_t)total), *q = all;
+    for (int t = 0; t < r->g->nt; t++)
+        if (r->g->t[t].cls == STG_CLASS_PARAM) {
+            if (rt_exec_read_f64(r->e, rt_exec_param_truth(r->e, t), q, &err)) fail_msg("%s", err.msg);
+            q += graph_numel(&r->g->t[t]);
+        }
+    *params = all;
+    *n = total;
+}
+
+static double rel_err(const double *a, const double *ref, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(ref[i])) return INFINITY;
+        num = fmax(num, fabs(a[i] - ref[i]));
+        den = fmax(den, fabs(ref[i]));
+    }
+    return num / (den > 0 ? den : 1);
+}
+
+static void against_cpu(stg_precision prec, const char *attention, double tol) {
+    rig c, g;
+    double lc[3], lg[3], *pc, *pg;
+    int64_t nc, ng;
+    rig_open(&c, false, STG_PREC_FP32, attention, NULL);
+    train(&c, 3, lc, &pc, &nc);
+    rt_exec_opts eo = {false, false, true};
+    rig_open(&g, true, prec, attention, &eo);
+    train(&g, 3, lg, &pg, &ng);
+    assert_int_equal(nc, ng);
+    double el = rel_err(lg, lc, 3), ep = rel_err(pg, pc, nc);
+    print_message("%s %s: losses %.6f %.6f %.6f (cpu %.6f %.6f %.6f); rel err losses %.2e, params %.2e\n",
+                  prec == STG_PREC_BF16 ? "bf16" : "fp32", attention, lg[0], lg[1], lg[2], lc[0], lc[1], lc[2], el, ep);
+    assert_true(el < tol);
+    assert_true(ep < tol);
+    free(pc);
+    free(pg);
+    rig_close(&c);
+    rig_close(&g);
+}
+
+static void test_fp32_flash(void **s) { against_cpu(STG_PREC_FP32, "attention=flash", 1e-4); }
+static void test_fp32_naive(void **s) { against_cpu(STG_PREC_FP32, "attention=naive", 1e-4); }
+static void test_bf16_flash(void **s) { against_cpu(STG_PREC_BF16, "attention=flash", 2e-2); }
+static void test_bf16_naive(void **s) { against_cpu(STG_PREC_BF16, "attention=naive", 2e-2); }
+
+// Graph replay == eager launch == eager with a NaN-poisoned arena, bitwise.
+static void modes_bitwise(stg_precision prec) {
+    rt_exec_opts modes[3] = {{false, false, true}, {false, false, false}, {false, true, false}};
+    double l[3][4], *p[3];
+    int64_t n[3];
+    for (int m = 0; m < 3; m++) {
+        rig r;
+        rig_open(&r, true, prec, "attention=flash", &modes[m]);
+        train(&r, 4, l[m], &p[m], &n[m]);
+        rig_close(&r);
+    }
+    for (int m = 1; m < 3; m++) {
+        assert_memory_equal(l[m], l[0], sizeof l[0]);
+        assert_int_equal(n[m], n[0]);
+        assert_memory_equal(p[m], p[0], sizeof(double) * (size_t)n[0]);
+    }
+    for (int m = 0; m < 3; m++) free(p[m]);
+}
+
+static void test_graph_equals_eager_fp32(void **s) { modes_bitwise(STG_PREC_FP32); }
+static void test_graph_equals_eager_bf16(void **s) { modes_bitwise(STG_PREC_BF16); }
+
+// What `stg step` dumps: loss and every gradient after one forward and backward, GPU vs CPU.
+static void test_step_against_cpu(void **s) {
+    rig c, g;
+    rig_open(&c, false, STG_PREC_FP32, "attention=flash", NULL);
+    rig_open(&g, true, STG_PREC_FP32, "attention=flash", NULL);
+    stg_err err;
+    rt_rng r1, r2;
+    rt_rng_seed(&r1, 5);
+    rt_rng_seed(&r2, 5);
+    rt_exec_results rc, rg;
+    if (rt_feed_next(c.f, c.e, &r1, &err) || rt_feed_next(g.f, g.e, &r2, &err) ||
+        rt_exec_run_results(c.e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &rc, &err) ||
+        rt_exec_run_results(g.e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &rg, &err))
+        fail_msg("%s", err.msg);
+    assert_true(fabs(rg.loss - rc.loss) / fabs(rc.loss) < 1e-5);
+    for (int t = 0; t < c.g->nt; t++) {
+        if (c.g->t[t].cls != STG_CLASS_PARAM) continue;
+        int64_t n = graph_numel(&c.g->t[t]);
+        double *a = malloc(sizeof(double) * (size_t)n), *b = malloc(sizeof(double) * (size_t)n);
+        if (rt_exec_read_f64(c.e, c.g->t[t].grad, a, &err) || rt_exec_read_f64(g.e, g.g->t[t].grad, b, &err)) fail_msg("%s", err.msg);
+        double e = rel_err(b, a, n);
+        if (!(e < 1e-4)) fail_msg("gradient of %s: relative error %.3g", c.g->t[t].name, e);
+        free(a);
+        free(b);
+    }
+    rig_close(&c);
+    rig_close(&g);
+}
+
+int main(void) {
+    if (!rt_cuda_available()) {
+        printf("skipped: no GPU\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fp32_flash),         cmocka_unit_test(test_fp32_naive),
+        cmocka_unit_test(test_bf16_flash),         cmocka_unit_test(test_bf16_naive),
+        cmocka_unit_test(test_graph_equals_eager_fp32), cmocka_unit_test(test_graph_equals_eager_bf16),
+        cmocka_unit_test(test_step_against_cpu),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#else
+#include <stdio.h>
+int main(void) {
+    printf("skipped: built without CUDA\n");
+    return 77;
+}
+#endif

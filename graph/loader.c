@@ -1000,14 +1000,15 @@ static int finish(L *l, const stg_load_opts *o) {
     return 0;
 }
 
-int graph_load(const char *path, const stg_load_opts *o, stg_graph **out, stg_err *err) {
+// Loads from a path (text NULL) or from text in memory.
+static int load(const char *path, const char *text, size_t len, const stg_load_opts *o, stg_graph **out, stg_err *err) {
     *out = NULL;
     L l;
     memset(&l, 0, sizeof l);
     l.err = err;
     l.g = graph_new(o ? o->precision : STG_PREC_FP32, err);
     if (!l.g) return -1;
-    int r = load_path(&l, path);
+    int r = text ? load_doc(&l, text, len, path) : load_path(&l, path);
     if (!r) r = finish(&l, o);
     cleanup(&l);
     if (r) {
@@ -1018,21 +1019,9 @@ int graph_load(const char *path, const stg_load_opts *o, stg_graph **out, stg_er
     return 0;
 }
 
+int graph_load(const char *path, const stg_load_opts *o, stg_graph **out, stg_err *err) { return load(path, NULL, 0, o, out, err); }
+
 int graph_load_string(const char *text, size_t len, const char *name, const stg_load_opts *o, stg_graph **out,
                       stg_err *err) {
-    *out = NULL;
-    L l;
-    memset(&l, 0, sizeof l);
-    l.err = err;
-    l.g = graph_new(o ? o->precision : STG_PREC_FP32, err);
-    if (!l.g) return -1;
-    int r = load_doc(&l, text, len, name);
-    if (!r) r = finish(&l, o);
-    cleanup(&l);
-    if (r) {
-        graph_free(l.g);
-        return -1;
-    }
-    *out = l.g;
-    return 0;
+    return load(name, text, len, o, out, err);
 }

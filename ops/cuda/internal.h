@@ -1,9 +1,18 @@
 // Internals shared by the CUDA kernel files (not for use outside ops/cuda/).
+//
+// Layout of the context's device memory beyond the plan:
+//   lt_workspace  the cuBLASLt workspace (cuda_mm_workspace_bytes)
+//   scratch       [AdamW table][global-norm tables][work], one cudaMalloc made by cuda_prepare:
+//                 the tables are built once from the plan's pointers; `work` is shared by every
+//                 op that needs temporary device memory (they run one after another on c->stream):
+//                 norm-backward partial sums, cross-entropy row losses, global-norm partials,
+//                 attention scratch.
 #ifndef STG_OPS_CUDA_INTERNAL_H
 #define STG_OPS_CUDA_INTERNAL_H
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <stdint.h>
 
 #include "ops/cuda/cuda.h"
 #include "ops/registry.h"
@@ -24,11 +33,45 @@
             return stg_errf((err), "%s:%d: %s: cuBLAS status %d", __FILE__, __LINE__, #call, (int)s_); \
     } while (0)
 
-// After a kernel launch: reports a bad launch configuration (never synchronises).
-#define CUDA_LAUNCH_CHECK(err, what) CUDA_CHECK(err, cudaGetLastError())
+// After a kernel launch: reports a bad launch configuration (never synchronises). `what` names
+// the kernel in the message.
+#define CUDA_LAUNCH_CHECK(err, what)                                                                   \
+    do {                                                                                               \
+        cudaError_t e_ = cudaGetLastError();                                                           \
+        if (e_ != cudaSuccess)                                                                         \
+            return stg_errf((err), "%s:%d: launching %s: %s", __FILE__, __LINE__, (what),               \
+                            cudaGetErrorString(e_));                                                   \
+    } while (0)
 
 // One cuBLASLt matmul configuration, chosen before capture and reused (ops/cuda/matmul.cu).
 typedef struct cuda_mm_plan cuda_mm_plan;
+
+// ---- multi-tensor tables (ops/cuda/optim.cu) ----------------------------------------------------
+// Elements per block of the multi-tensor kernels. Multiples of 4 (float4 alignment of chunks).
+#define CUDA_NORM_CHUNK 16384
+#define CUDA_ADAMW_CHUNK 8192
+
+// One input of a global_norm op.
+typedef struct cuda_norm_entry {
+    const void *p;     // (n) F32 or BF16
+    int64_t n;
+    int64_t block0;    // first block of this entry within its op's launch
+    int bf16;          // element type
+    int vec;           // p is 16-byte aligned: float4 / 4 x bf16 loads
+} cuda_norm_entry;
+
+// One parameter of the AdamW update.
+typedef struct cuda_adamw_entry {
+    void *param;       // (n) F32 or BF16 working weight
+    const void *grad;  // (n) F32 or BF16
+    float *m, *v;      // (n) F32
+    float *master;     // (n) F32 master weight (bf16 training), NULL when param is updated directly
+    int64_t n;
+    int64_t block0;    // first block of this entry in the launch
+    float beta1, beta2, eps, weight_decay, max_norm;
+    int param_bf16, grad_bf16;
+    int vec;           // every pointer is 16-byte aligned (param 8-byte when bf16)
+} cuda_adamw_entry;
 
 struct stg_cuda {
     int device;
@@ -47,12 +90,53 @@ struct stg_cuda {
     // multi-tensor tables (device memory inside scratch), built by cuda_prepare
     void *adamw_table;       // cuda_adamw_entry[n_adamw]
     int n_adamw;
-    int first_adamw_op;      // the op that launches the one multi-tensor AdamW kernel
-    void *norm_table;        // cuda_norm_entry[n_norm] for global_norm
+    int first_adamw_op;      // the op that launches the one multi-tensor AdamW kernel (-1: none)
+    void *norm_table;        // cuda_norm_entry[n_norm] for every global_norm op, op after op
     int n_norm;
-    void *norm_partials;     // float partial sums of the global norm
-    int norm_blocks;
+    void *norm_partials;     // double partial sums of the global norm (inside work)
+    int norm_blocks;         // the largest block count of one global_norm launch
+    // added by the kernels' owner
+    void *work;              // shared per-op scratch (inside scratch, after the tables)
+    size_t work_bytes;
+    cuda_adamw_entry *adamw_host; // host copy of the AdamW table (checked against ptr at run time)
+    int64_t adamw_blocks;    // blocks of the one AdamW launch
+    const void *adamw_norm;  // the global norm () and schedule state (2) every AdamW op reads
+    const void *adamw_sched;
+    int adamw_norm_bf16, adamw_sched_bf16;
+    cuda_norm_entry *norm_host; // host copy of the global-norm tables
+    int *norm_first;         // (nops) first table entry of each global_norm op, -1 for other ops
 };
+
+// ---- shared host helpers (ops/cuda/cuda.cu) -----------------------------------------------------
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int64_t cuda_numel(const stg_tensor *t);
+int64_t cuda_rows(const stg_tensor *t);  // product of all dims but the last
+int64_t cuda_last(const stg_tensor *t);  // the last dim (1 for a scalar)
+// 1 when tensor t is BF16, 0 when F32; -1 with a message naming the op and tensor otherwise.
+int cuda_is_bf16(const stg_graph *g, const stg_op *op, int t, stg_err *err);
+// Same, and the tensor must have the dtype of tensor `like`.
+int cuda_same_float(const stg_graph *g, const stg_op *op, int t, int like, stg_err *err);
+// Blocks for a grid-stride loop over n items of `per_block` each, capped to a few waves.
+unsigned cuda_blocks(const stg_cuda *c, int64_t n, int per_block);
+
+// Per-op scratch (bytes of c->work) of the kernel files' ops; 0 when the op needs none.
+size_t cuda_norm_bwd_work_bytes(const stg_graph *g, int op);      // ops/cuda/norm.cu
+size_t cuda_cross_entropy_work_bytes(const stg_graph *g, int op); // ops/cuda/loss.cu
+// Builds the global-norm and AdamW host tables from ptr (ops/cuda/optim.cu): sets norm_host,
+// norm_first, n_norm, adamw_host, n_adamw, first_adamw_op, adamw_blocks; returns the table bytes in
+// *table_bytes and the largest global-norm partials in *work_bytes.
+int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, size_t *table_bytes, size_t *work_bytes,
+                    stg_err *err);
+
+// The kernel table: one runner per op kind (generated from ops/oplist.h). Each enqueues op `op`
+// of g on c->stream. LINEAR, MATMUL, ATTENTION and ATTENTION_BWD are thin wrappers in cuda.cu.
+#define CUDA_X_RUNNER_DECL(e, n, a) \
+    int cuda_run_##n(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
+STG_OP_LIST(CUDA_X_RUNNER_DECL)
+#undef CUDA_X_RUNNER_DECL
 
 // ---- ops/cuda/matmul.cu: MATMUL and LINEAR through cuBLASLt -------------------------------------
 // Builds c->mm[op] for a MATMUL or LINEAR op: layouts, the matmul descriptor (bf16 in and out with
@@ -67,5 +151,9 @@ int cuda_mm_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_e
 size_t cuda_attention_scratch_bytes(const stg_graph *g, int op); // ATTENTION or ATTENTION_BWD
 int cuda_attention_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *scratch, stg_err *err);
 int cuda_attention_bwd_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *scratch, stg_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -26,17 +26,41 @@ static int cpu_fill(rt_backend *b, void *dst, int v, size_t n, stg_err *err) {
     return 0;
 }
 
-static int cpu_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
-    return cpu_op_run(g, op, ptr, err);
-}
-
 static int cpu_nothing(rt_backend *b, stg_err *err) { return 0; }
 static int cpu_slot(rt_backend *b, int slot, stg_err *err) { return 0; }
 static int64_t cpu_unknown(rt_backend *b) { return -1; }
 
 typedef struct {
-    double t[2];
+    double t[2];          // timer marks 0 and 1 (ms)
+    void *scratch;        // kernel scratch for the prepared graph: one allocation, made by prepare
+    size_t scratch_bytes;
 } cpu_impl;
+
+// Allocates the scratch every op of g may need (the max of cpu_op_scratch_bytes), once, before the
+// first step: kernels never allocate during a step. The scratch only grows, so a backend shared
+// by several prepared graphs keeps enough for each of them.
+static int cpu_prepare(rt_backend *b, const stg_graph *g, void *const *ptr, stg_err *err) {
+    cpu_impl *im = b->impl;
+    size_t need = 0;
+    for (int op = 0; op < g->nops; op++) {
+        size_t n = cpu_op_scratch_bytes(g, op);
+        if (n > need) need = n;
+    }
+    if (need <= im->scratch_bytes) return 0;
+    void *p = NULL;
+    int r = posix_memalign(&p, 64, (need + 63) / 64 * 64);
+    if (r != 0 || !p)
+        return stg_errf(err, "cpu backend: out of host memory allocating %zu bytes of kernel scratch", need);
+    free(im->scratch);
+    im->scratch = p;
+    im->scratch_bytes = need;
+    return 0;
+}
+
+static int cpu_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    cpu_impl *im = b->impl;
+    return cpu_op_run(g, op, ptr, im->scratch, im->scratch_bytes, err);
+}
 
 static double cpu_now_ms(void) {
     struct timespec ts;
@@ -56,6 +80,8 @@ static int cpu_elapsed(rt_backend *b, double *ms, stg_err *err) {
 }
 
 static void cpu_destroy(rt_backend *b) {
+    cpu_impl *im = b->impl;
+    if (im) free(im->scratch);
     free(b->impl);
     free(b);
 }
@@ -69,14 +95,14 @@ static const rt_backend_ops cpu_ops = {
     .upload = cpu_copy,
     .download = cpu_copy,
     .fill = cpu_fill,
-    .prepare = NULL,
+    .prepare = cpu_prepare,
     .run_op = cpu_run,
     .record = cpu_slot,
     .wait = cpu_slot,
     .sync = cpu_nothing,
     .timer_mark = cpu_timer_mark,
     .elapsed_ms = cpu_elapsed,
-    .mem_used = cpu_unknown,
+    .mem_used = cpu_unknown, // host memory: not measured (-1)
     .mem_free = cpu_unknown,
     .destroy = cpu_destroy,
 };

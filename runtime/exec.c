@@ -262,6 +262,17 @@ int rt_exec_init_params(rt_exec *e, uint64_t seed, stg_err *err) {
     return rc;
 }
 
+int rt_exec_init_params_fast(rt_exec *e, stg_err *err) {
+    const stg_graph *g = e->g;
+    for (int t = 0; t < g->nt; t++) {
+        const stg_tensor *x = &g->t[t];
+        if (x->cls != STG_CLASS_PARAM && x->cls != STG_CLASS_OPTIMIZER) continue;
+        bool value = x->cls == STG_CLASS_PARAM || rt_exec_param_truth(e, x->param) == t;
+        if (e->b->ops->fill(e->b, e->ptr[t], value ? 0x3c : 0, (size_t)graph_bytes(x), err)) return -1;
+    }
+    return e->b->ops->sync(e->b, err);
+}
+
 int rt_exec_set_steps_done(rt_exec *e, int64_t done, stg_err *err) {
     if (e->g->sched_state < 0) return 0;
     double v[2] = {(double)done, 0.0};

@@ -63,6 +63,67 @@ static double *buf_copy(const double *x, int64_t n) {
     return p;
 }
 
+// ---- scratch: the kernels that need working memory take it from the caller --------------------
+//
+// These wrappers keep the kernels' calls short in the tests: each gives its kernel a scratch
+// buffer of exactly the size the kernel asks for (so ASan sees any use past it), then frees it.
+
+static void *scratch_new(size_t n) {
+    if (n == 0) return NULL;
+    void *p = malloc(n);
+    assert_non_null(p);
+    return p;
+}
+
+#define T_SCRATCH_WRAPPERS(T, S)                                                                   \
+    static int t_matmul_##S(const T *A, const T *B, T *C, int64_t batch, int64_t m, int64_t n,     \
+                            int64_t k, int ta, int tb, int b_batched, stg_err *err) {              \
+        size_t nb = cpu_matmul_scratch_##S(batch, m, n, k, ta, tb, b_batched);                     \
+        void *sc = scratch_new(nb);                                                                \
+        int rc = cpu_matmul_##S(A, B, C, batch, m, n, k, ta, tb, b_batched, sc, nb, err);          \
+        free(sc);                                                                                  \
+        return rc;                                                                                 \
+    }                                                                                              \
+    static int t_attention_fwd_##S(const T *q, const T *k, const T *v, T *o, T *lse, int64_t B,    \
+                                   int64_t Sq, int64_t H, int64_t Dh, double scale, stg_err *err) { \
+        size_t nb = cpu_attention_fwd_scratch_##S(B, Sq, H, Dh);                                   \
+        void *sc = scratch_new(nb);                                                                \
+        int rc = cpu_attention_fwd_##S(q, k, v, o, lse, B, Sq, H, Dh, scale, sc, nb, err);         \
+        free(sc);                                                                                  \
+        return rc;                                                                                 \
+    }                                                                                              \
+    static int t_attention_bwd_##S(const T *q, const T *k, const T *v, const T *o, const T *lse,   \
+                                   const T *dout, T *dq, T *dk, T *dv, int64_t B, int64_t Sq,      \
+                                   int64_t H, int64_t Dh, double scale, stg_err *err) {            \
+        size_t nb = cpu_attention_bwd_scratch_##S(B, Sq, H, Dh);                                   \
+        void *sc = scratch_new(nb);                                                                \
+        int rc = cpu_attention_bwd_##S(q, k, v, o, lse, dout, dq, dk, dv, B, Sq, H, Dh, scale, sc, \
+                                       nb, err);                                                   \
+        free(sc);                                                                                  \
+        return rc;                                                                                 \
+    }                                                                                              \
+    static int t_embedding_bwd_##S(const int32_t *tok, const T *dy, T *dW, int64_t n, int64_t V,   \
+                                   int64_t D, stg_err *err) {                                      \
+        size_t nb = cpu_embedding_bwd_scratch_##S(n, V, D);                                        \
+        void *sc = scratch_new(nb);                                                                \
+        int rc = cpu_embedding_bwd_##S(tok, dy, dW, n, V, D, sc, nb, err);                         \
+        free(sc);                                                                                  \
+        return rc;                                                                                 \
+    }
+
+T_SCRATCH_WRAPPERS(float, f32)
+T_SCRATCH_WRAPPERS(double, f64)
+#undef T_SCRATCH_WRAPPERS
+
+// cpu_op_run with exactly cpu_op_scratch_bytes of scratch.
+static int t_op_run(const stg_graph *g, int op, void *const *data, stg_err *err) {
+    size_t nb = cpu_op_scratch_bytes(g, op);
+    void *sc = scratch_new(nb);
+    int rc = cpu_op_run(g, op, data, sc, nb, err);
+    free(sc);
+    return rc;
+}
+
 static void check_finite(const double *x, int64_t n, const char *what) {
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(x[i])) fail_msg("%s: element %lld is %g (not written, or not finite)", what, (long long)i, x[i]);
@@ -168,31 +229,31 @@ static void fd_embedding_fwd(const fd_case *c, double *const *in, double *y) {
     assert_int_equal(cpu_embedding_fwd_f64(c->idx, in[0], y, c->d[0], c->d[1], c->d[2], NULL), 0);
 }
 static void fd_embedding_bwd(const fd_case *c, double *const *in, const double *dy, double *const *din) {
-    assert_int_equal(cpu_embedding_bwd_f64(c->idx, dy, din[0], c->d[0], c->d[1], c->d[2], NULL), 0);
+    assert_int_equal(t_embedding_bwd_f64(c->idx, dy, din[0], c->d[0], c->d[1], c->d[2], NULL), 0);
 }
 
 // linear: in x (rows, in), W (out, in). d = {rows, in, out}. Backward as the registry emits it:
 // dx = dy W (matmul), dW = dy^T x (matmul, ta).
 static void fd_linear_fwd(const fd_case *c, double *const *in, double *y) {
-    assert_int_equal(cpu_matmul_f64(in[0], in[1], y, 1, c->d[0], c->d[2], c->d[1], 0, 1, 0, NULL), 0);
+    assert_int_equal(t_matmul_f64(in[0], in[1], y, 1, c->d[0], c->d[2], c->d[1], 0, 1, 0, NULL), 0);
 }
 static void fd_linear_bwd(const fd_case *c, double *const *in, const double *dy, double *const *din) {
-    assert_int_equal(cpu_matmul_f64(dy, in[1], din[0], 1, c->d[0], c->d[1], c->d[2], 0, 0, 0, NULL), 0);
-    assert_int_equal(cpu_matmul_f64(dy, in[0], din[1], 1, c->d[2], c->d[1], c->d[0], 1, 0, 0, NULL), 0);
+    assert_int_equal(t_matmul_f64(dy, in[1], din[0], 1, c->d[0], c->d[1], c->d[2], 0, 0, 0, NULL), 0);
+    assert_int_equal(t_matmul_f64(dy, in[0], din[1], 1, c->d[2], c->d[1], c->d[0], 1, 0, 0, NULL), 0);
 }
 
 // matmul: in A, B. d = {batch, m, n, k}, f = {ta, tb, B broadcast}. Backward as the registry's
 // rule: dop(A) = dC op(B)^T (transposed back when ta); dB = op(A)^T dC, or dC^T op(A) when tb,
 // with A's batch flattened into rows when B is broadcast.
 static void fd_matmul_fwd(const fd_case *c, double *const *in, double *y) {
-    assert_int_equal(cpu_matmul_f64(in[0], in[1], y, c->d[0], c->d[1], c->d[2], c->d[3], c->f[0], c->f[1], !c->f[2], NULL), 0);
+    assert_int_equal(t_matmul_f64(in[0], in[1], y, c->d[0], c->d[1], c->d[2], c->d[3], c->f[0], c->f[1], !c->f[2], NULL), 0);
 }
 static void fd_matmul_bwd(const fd_case *c, double *const *in, const double *dy, double *const *din) {
     int64_t bt = c->d[0], m = c->d[1], n = c->d[2], k = c->d[3];
     int ta = c->f[0], tb = c->f[1], bc = c->f[2];
     // dop(A) (batch, m, k) = dC (batch, m, n) . op(B)^T
     double *dA = buf_nan(bt * m * k);
-    assert_int_equal(cpu_matmul_f64(dy, in[1], dA, bt, m, k, n, 0, !tb, !bc, NULL), 0);
+    assert_int_equal(t_matmul_f64(dy, in[1], dA, bt, m, k, n, 0, !tb, !bc, NULL), 0);
     if (ta) {
         int64_t s[3] = {bt, m, k};
         cpu_transpose_f64(dA, din[0], 3, s, 1, 2);
@@ -202,9 +263,9 @@ static void fd_matmul_bwd(const fd_case *c, double *const *in, const double *dy,
     free(dA);
     if (!bc) {
         if (!tb) // dB (k, n) = op(A)^T dC
-            assert_int_equal(cpu_matmul_f64(in[0], dy, din[1], bt, k, n, m, !ta, 0, 1, NULL), 0);
+            assert_int_equal(t_matmul_f64(in[0], dy, din[1], bt, k, n, m, !ta, 0, 1, NULL), 0);
         else // dB (n, k) = dC^T op(A)
-            assert_int_equal(cpu_matmul_f64(dy, in[0], din[1], bt, n, k, m, 1, ta, 1, NULL), 0);
+            assert_int_equal(t_matmul_f64(dy, in[0], din[1], bt, n, k, m, 1, ta, 1, NULL), 0);
     } else {
         double *aop = buf_nan(bt * m * k); // op(A) (batch, m, k) flattened to (batch m, k)
         if (ta) {
@@ -214,9 +275,9 @@ static void fd_matmul_bwd(const fd_case *c, double *const *in, const double *dy,
             memcpy(aop, in[0], (size_t)(bt * m * k) * sizeof(double));
         }
         if (!tb)
-            assert_int_equal(cpu_matmul_f64(aop, dy, din[1], 1, k, n, bt * m, 1, 0, 0, NULL), 0);
+            assert_int_equal(t_matmul_f64(aop, dy, din[1], 1, k, n, bt * m, 1, 0, 0, NULL), 0);
         else
-            assert_int_equal(cpu_matmul_f64(dy, aop, din[1], 1, n, k, bt * m, 1, 0, 0, NULL), 0);
+            assert_int_equal(t_matmul_f64(dy, aop, din[1], 1, n, k, bt * m, 1, 0, 0, NULL), 0);
         free(aop);
     }
 }
@@ -282,15 +343,15 @@ static void fd_softmax_bwd(const fd_case *c, double *const *in, const double *dy
 // attention: in q, k, v (B, S, H, Dh). d = {B, S, H, Dh}
 static void fd_attention_fwd(const fd_case *c, double *const *in, double *y) {
     double *lse = buf_nan(c->d[0] * c->d[2] * c->d[1]);
-    assert_int_equal(cpu_attention_fwd_f64(in[0], in[1], in[2], y, lse, c->d[0], c->d[1], c->d[2], c->d[3], c->attr, NULL), 0);
+    assert_int_equal(t_attention_fwd_f64(in[0], in[1], in[2], y, lse, c->d[0], c->d[1], c->d[2], c->d[3], c->attr, NULL), 0);
     check_finite(lse, c->d[0] * c->d[2] * c->d[1], "attention lse");
     free(lse);
 }
 static void fd_attention_bwd(const fd_case *c, double *const *in, const double *dy, double *const *din) {
     int64_t n = c->d[0] * c->d[1] * c->d[2] * c->d[3];
     double *o = buf_nan(n), *lse = buf_nan(c->d[0] * c->d[2] * c->d[1]);
-    assert_int_equal(cpu_attention_fwd_f64(in[0], in[1], in[2], o, lse, c->d[0], c->d[1], c->d[2], c->d[3], c->attr, NULL), 0);
-    assert_int_equal(cpu_attention_bwd_f64(in[0], in[1], in[2], o, lse, dy, din[0], din[1], din[2], c->d[0], c->d[1],
+    assert_int_equal(t_attention_fwd_f64(in[0], in[1], in[2], o, lse, c->d[0], c->d[1], c->d[2], c->d[3], c->attr, NULL), 0);
+    assert_int_equal(t_attention_bwd_f64(in[0], in[1], in[2], o, lse, dy, din[0], din[1], din[2], c->d[0], c->d[1],
                                            c->d[2], c->d[3], c->attr, NULL),
                      0);
     free(o);
@@ -486,9 +547,9 @@ static const char *const ag_out_name[O_COUNT] = {AG_OUTPUTS(AG_NAME)};
         cpu_causal_mask_##S(in[I_XIN], out[O_MASK], 2, 3, 10, -1e4);                                     \
         cpu_softmax_fwd_##S(in[I_XIN], out[O_SM], AG_R, AG_D);                                           \
         cpu_softmax_bwd_##S(out[O_SM], in[I_DY], out[O_SM_DX], AG_R, AG_D);                            \
-        assert_int_equal(cpu_attention_fwd_##S(in[I_Q], in[I_K], in[I_V], out[O_ATT_O], out[O_ATT_LSE], \
+        assert_int_equal(t_attention_fwd_##S(in[I_Q], in[I_K], in[I_V], out[O_ATT_O], out[O_ATT_LSE], \
                                                AG_B, AG_S, AG_H, AG_DH, 0.0, NULL), 0);                \
-        assert_int_equal(cpu_attention_bwd_##S(in[I_Q], in[I_K], in[I_V], out[O_ATT_O], out[O_ATT_LSE], \
+        assert_int_equal(t_attention_bwd_##S(in[I_Q], in[I_K], in[I_V], out[O_ATT_O], out[O_ATT_LSE], \
                                                in[I_DO], out[O_ATT_DQ], out[O_ATT_DK], out[O_ATT_DV], \
                                                AG_B, AG_S, AG_H, AG_DH, 0.0, NULL), 0);                \
         cpu_silu_fwd_##S(in[I_XIN], out[O_SILU], AG_R * AG_D);                                           \
@@ -510,12 +571,12 @@ static const char *const ag_out_name[O_COUNT] = {AG_OUTPUTS(AG_NAME)};
         assert_int_equal(cpu_cross_entropy_bwd_##S(in[I_LOGITS], tgt, out[O_CE_LSE], out[O_CE_DX],     \
                                                    AG_R, AG_V, NULL), 0);                              \
         assert_int_equal(cpu_embedding_fwd_##S(tok, in[I_EMB], out[O_EMB], AG_R, AG_V, AG_D, NULL), 0); \
-        assert_int_equal(cpu_embedding_bwd_##S(tok, in[I_DY], out[O_EMB_DW], AG_R, AG_V, AG_D, NULL), 0); \
-        assert_int_equal(cpu_matmul_##S(in[I_XIN], in[I_EMB], out[O_LIN], 1, AG_R, AG_V, AG_D, 0, 1, 0, NULL), 0); \
+        assert_int_equal(t_embedding_bwd_##S(tok, in[I_DY], out[O_EMB_DW], AG_R, AG_V, AG_D, NULL), 0); \
+        assert_int_equal(t_matmul_##S(in[I_XIN], in[I_EMB], out[O_LIN], 1, AG_R, AG_V, AG_D, 0, 1, 0, NULL), 0); \
         for (int t = 0; t < 4; t++)                                                                    \
-            assert_int_equal(cpu_matmul_##S(in[I_A], in[I_B], out[O_MM00 + t], AG_BT, AG_M, AG_N, AG_K, t >> 1, \
+            assert_int_equal(t_matmul_##S(in[I_A], in[I_B], out[O_MM00 + t], AG_BT, AG_M, AG_N, AG_K, t >> 1, \
                                              t & 1, 1, NULL), 0);                                      \
-        assert_int_equal(cpu_matmul_##S(in[I_A], in[I_B], out[O_MMBC], AG_BT, AG_M, AG_N, AG_K, 1, 1, 0, NULL), 0); \
+        assert_int_equal(t_matmul_##S(in[I_A], in[I_B], out[O_MMBC], AG_BT, AG_M, AG_N, AG_K, 1, 1, 0, NULL), 0); \
         memcpy(out[O_ADAM_P], in[I_PARAM], AG_R * AG_D * sizeof(T));                                   \
         memcpy(out[O_ADAM_M], in[I_MOM], AG_R * AG_D * sizeof(T));                                     \
         memcpy(out[O_ADAM_V], in[I_VAR], AG_R * AG_D * sizeof(T));                                     \
@@ -590,8 +651,8 @@ static void test_attention_matches_naive(void **state) {
     double *q = buf_rand(&r, n), *k = buf_rand(&r, n), *v = buf_rand(&r, n), *dO = buf_rand(&r, n);
     for (int64_t i = 0; i < n; i++) q[i] *= 2.0; // sharper rows
     double *o = buf_nan(n), *lse = buf_nan(B * H * S), *dq = buf_nan(n), *dk = buf_nan(n), *dv = buf_nan(n);
-    assert_int_equal(cpu_attention_fwd_f64(q, k, v, o, lse, B, S, H, Dh, 0.0, NULL), 0);
-    assert_int_equal(cpu_attention_bwd_f64(q, k, v, o, lse, dO, dq, dk, dv, B, S, H, Dh, 0.0, NULL), 0);
+    assert_int_equal(t_attention_fwd_f64(q, k, v, o, lse, B, S, H, Dh, 0.0, NULL), 0);
+    assert_int_equal(t_attention_bwd_f64(q, k, v, o, lse, dO, dq, dk, dv, B, S, H, Dh, 0.0, NULL), 0);
 
     int64_t shp[4] = {B, S, H, Dh}, shp_t[4] = {B, H, S, Dh};
     double *qt = buf_nan(n), *kt = buf_nan(n), *vt = buf_nan(n), *dot = buf_nan(n);
@@ -600,11 +661,11 @@ static void test_attention_matches_naive(void **state) {
     cpu_transpose_f64(v, vt, 4, shp, 1, 2);
     cpu_transpose_f64(dO, dot, 4, shp, 1, 2);
     double *sc = buf_nan(ns), *p = buf_nan(ns), *ot = buf_nan(n), *o_ref = buf_nan(n);
-    assert_int_equal(cpu_matmul_f64(qt, kt, sc, B * H, S, S, Dh, 0, 1, 1, NULL), 0); // (BH, S, S)
+    assert_int_equal(t_matmul_f64(qt, kt, sc, B * H, S, S, Dh, 0, 1, 1, NULL), 0); // (BH, S, S)
     cpu_scale_f64(sc, sc, ns, scale);
     cpu_causal_mask_f64(sc, p, B * H, S, S, -INFINITY);
     cpu_softmax_fwd_f64(p, p, B * H * S, S);
-    assert_int_equal(cpu_matmul_f64(p, vt, ot, B * H, S, Dh, S, 0, 0, 1, NULL), 0);
+    assert_int_equal(t_matmul_f64(p, vt, ot, B * H, S, Dh, S, 0, 0, 1, NULL), 0);
     cpu_transpose_f64(ot, o_ref, 4, shp_t, 1, 2);
     assert_close(o, o_ref, n, 1e-10, "attention output vs naive");
     // lse (B, H, S) from the scaled scores, in long double
@@ -620,13 +681,13 @@ static void test_attention_matches_naive(void **state) {
 
     double *dp = buf_nan(ns), *ds = buf_nan(ns), *dqt = buf_nan(n), *dkt = buf_nan(n), *dvt = buf_nan(n);
     double *ref = buf_nan(n);
-    assert_int_equal(cpu_matmul_f64(dot, vt, dp, B * H, S, S, Dh, 0, 1, 1, NULL), 0);  // dP = dO v^T
-    assert_int_equal(cpu_matmul_f64(p, dot, dvt, B * H, S, Dh, S, 1, 0, 1, NULL), 0);  // dv = P^T dO
+    assert_int_equal(t_matmul_f64(dot, vt, dp, B * H, S, S, Dh, 0, 1, 1, NULL), 0);  // dP = dO v^T
+    assert_int_equal(t_matmul_f64(p, dot, dvt, B * H, S, Dh, S, 1, 0, 1, NULL), 0);  // dv = P^T dO
     cpu_softmax_bwd_f64(p, dp, ds, B * H * S, S);
     cpu_causal_mask_f64(ds, ds, B * H, S, S, 0.0);
     cpu_scale_f64(ds, ds, ns, scale);
-    assert_int_equal(cpu_matmul_f64(ds, kt, dqt, B * H, S, Dh, S, 0, 0, 1, NULL), 0);  // dq = dS k
-    assert_int_equal(cpu_matmul_f64(ds, qt, dkt, B * H, S, Dh, S, 1, 0, 1, NULL), 0);  // dk = dS^T q
+    assert_int_equal(t_matmul_f64(ds, kt, dqt, B * H, S, Dh, S, 0, 0, 1, NULL), 0);  // dq = dS k
+    assert_int_equal(t_matmul_f64(ds, qt, dkt, B * H, S, Dh, S, 1, 0, 1, NULL), 0);  // dk = dS^T q
     cpu_transpose_f64(dqt, ref, 4, shp_t, 1, 2);
     assert_close(dq, ref, n, 1e-10, "attention dq vs naive");
     cpu_transpose_f64(dkt, ref, 4, shp_t, 1, 2);
@@ -860,7 +921,7 @@ static void test_embedding(void **state) {
     double *W = buf_rand(&r, V * D), *y = buf_nan(N * D), *dy = buf_rand(&r, N * D), *dW = buf_nan(V * D);
     assert_int_equal(cpu_embedding_fwd_f64(tok, W, y, N, V, D, NULL), 0);
     for (int i = 0; i < N; i++) assert_memory_equal(y + i * D, W + tok[i] * D, D * sizeof(double));
-    assert_int_equal(cpu_embedding_bwd_f64(tok, dy, dW, N, V, D, NULL), 0);
+    assert_int_equal(t_embedding_bwd_f64(tok, dy, dW, N, V, D, NULL), 0);
     for (int d = 0; d < D; d++) {
         assert_true(dW[1 * D + d] == (dy[0 * D + d] + dy[2 * D + d]) + dy[3 * D + d]); // three repeats
         assert_true(dW[3 * D + d] == dy[1 * D + d]);
@@ -872,7 +933,7 @@ static void test_embedding(void **state) {
     assert_int_equal(cpu_embedding_fwd_f64(bad, W, y, 3, V, D, &err), -1);
     assert_non_null(strstr(err.msg, "token id 5 at position 2"));
     const int32_t neg[2] = {-3, 1};
-    assert_int_equal(cpu_embedding_bwd_f64(neg, dy, dW, 2, V, D, &err), -1);
+    assert_int_equal(t_embedding_bwd_f64(neg, dy, dW, 2, V, D, &err), -1);
     assert_non_null(strstr(err.msg, "token id -3 at position 0"));
     free(W);
     free(y);
@@ -923,7 +984,7 @@ static void test_matmul_all_forms(void **state) {
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
                 poison(C, BT * M * N);
-                assert_int_equal(cpu_matmul_f64(A, B, C, BT, M, N, K, ta, tb, !bc, NULL), 0);
+                assert_int_equal(t_matmul_f64(A, B, C, BT, M, N, K, ta, tb, !bc, NULL), 0);
                 for (int b = 0; b < BT; b++)
                     for (int i = 0; i < M; i++)
                         for (int j = 0; j < N; j++) {
@@ -1022,10 +1083,10 @@ enum { PB = 2, PS = 64, PH = 4, PDh = 16, PBT = 4, PM = 64, PN = 96, PK = 80, PR
 
 static void par_run(const double *const *in, const int32_t *tok, par_out *o) {
     const double *x = in[0], *w = in[1], *dy = in[2], *q = in[3], *k = in[4], *v = in[5], *dO = in[6], *A = in[7], *B = in[8];
-    assert_int_equal(cpu_matmul_f64(A, B, o->mm, PBT, PM, PN, PK, 0, 1, 0, NULL), 0);
-    assert_int_equal(cpu_attention_fwd_f64(q, k, v, o->att_o, o->att_lse, PB, PS, PH, PDh, 0.0, NULL), 0);
-    assert_int_equal(cpu_attention_bwd_f64(q, k, v, o->att_o, o->att_lse, dO, o->dq, o->dk, o->dv, PB, PS, PH, PDh, 0.0, NULL), 0);
-    assert_int_equal(cpu_embedding_bwd_f64(tok, dy, o->emb_dw, PROWS, PV, PD, NULL), 0);
+    assert_int_equal(t_matmul_f64(A, B, o->mm, PBT, PM, PN, PK, 0, 1, 0, NULL), 0);
+    assert_int_equal(t_attention_fwd_f64(q, k, v, o->att_o, o->att_lse, PB, PS, PH, PDh, 0.0, NULL), 0);
+    assert_int_equal(t_attention_bwd_f64(q, k, v, o->att_o, o->att_lse, dO, o->dq, o->dk, o->dv, PB, PS, PH, PDh, 0.0, NULL), 0);
+    assert_int_equal(t_embedding_bwd_f64(tok, dy, o->emb_dw, PROWS, PV, PD, NULL), 0);
     double *st = buf_nan(2 * PROWS), *y = buf_nan(PROWS * PD), *lse = buf_nan(PROWS);
     cpu_rmsnorm_fwd_f64(x, w, y, st, PROWS, PD, 1e-5);
     cpu_rmsnorm_bwd_f64(x, w, st, dy, o->rms_dx, o->rms_dw, PROWS, PD);
@@ -1183,7 +1244,7 @@ static void test_dispatch_run(void **state) {
     data[a] = ga;
     data[b] = gb;
     data[nrm] = &norm;
-    assert_int_equal(cpu_op_run(&m.g, 0, data, &err), 0);
+    assert_int_equal(t_op_run(&m.g, 0, data, &err), 0);
     assert_true(norm == 13.0);
     // the same in f32
     float fa[2] = {3, -4}, fb[1] = {12}, fnorm = NAN;
@@ -1191,7 +1252,7 @@ static void test_dispatch_run(void **state) {
     data[a] = fa;
     data[b] = fb;
     data[nrm] = &fnorm;
-    assert_int_equal(cpu_op_run(&m.g, 0, data, &err), 0);
+    assert_int_equal(t_op_run(&m.g, 0, data, &err), 0);
     assert_true(fnorm == 13.0f);
 
     // bf16 is refused with a clear message
@@ -1203,7 +1264,7 @@ static void test_dispatch_run(void **state) {
     m.op.a.norm.eps = 1e-5;
     float dummy[8] = {0};
     for (int i = 0; i < 4; i++) data[i] = dummy;
-    assert_int_equal(cpu_op_run(&m.g, 0, data, &err), -1);
+    assert_int_equal(t_op_run(&m.g, 0, data, &err), -1);
     assert_string_equal(err.msg, "cpu backend: op rmsnorm (tensor x) is bf16; the CPU backend runs fp32 and fp64");
 
     // an out-of-range token fails with its position and value
@@ -1217,11 +1278,11 @@ static void test_dispatch_run(void **state) {
     data[tk] = toks;
     data[emb] = ew;
     data[ey] = eo;
-    assert_int_equal(cpu_op_run(&m.g, 0, data, &err), -1);
+    assert_int_equal(t_op_run(&m.g, 0, data, &err), -1);
     assert_non_null(strstr(err.msg, "token id 9 at position 1"));
     toks[1] = 3;
     ew[3 * 2 + 1] = 7.5f;
-    assert_int_equal(cpu_op_run(&m.g, 0, data, &err), 0);
+    assert_int_equal(t_op_run(&m.g, 0, data, &err), 0);
     assert_true(eo[1 * 2 + 1] == 7.5f);
 
     // matmul with a 3-D A and a 2-D B (broadcast), tb, through the dispatch
@@ -1236,8 +1297,8 @@ static void test_dispatch_run(void **state) {
     data[ma] = A;
     data[mb] = B;
     data[mc] = C;
-    assert_int_equal(cpu_op_run(&m.g, 0, data, &err), 0);
-    assert_int_equal(cpu_matmul_f64(A, B, R, 2, 3, 5, 4, 0, 1, 0, NULL), 0);
+    assert_int_equal(t_op_run(&m.g, 0, data, &err), 0);
+    assert_int_equal(t_matmul_f64(A, B, R, 2, 3, 5, 4, 0, 1, 0, NULL), 0);
     assert_memory_equal(C, R, 30 * sizeof(double));
     free(A);
     free(B);
@@ -1261,11 +1322,149 @@ static void test_dispatch_run(void **state) {
     data[nn] = &nv;
     data[sch] = sv;
     data[ms] = master;
-    assert_int_equal(cpu_op_run(&m.g, 0, data, &err), 0);
+    assert_int_equal(t_op_run(&m.g, 0, data, &err), 0);
     assert_true(fabs(pv[0] - 0.98920588235294118) < 1e-15 && fabs(pv[1] - -1.98810891089108911) < 1e-15);
     mini_op(&m, STG_OP_ADAMW, 7, (int[]){p, gr, mm, vv, nn, sch, ms}, 0, NULL);
-    assert_int_equal(cpu_op_run(&m.g, 0, data, &err), -1);
+    assert_int_equal(t_op_run(&m.g, 0, data, &err), -1);
     assert_non_null(strstr(err.msg, "CUDA-only"));
+}
+
+// Scratch: the ops that need it say how much (from shapes), fail with a message when given less
+// (NULL, one byte short, or sized for fewer threads), write no output then, and run with exactly
+// that much. Ops that need none run with NULL.
+static void test_dispatch_scratch(void **state) {
+    (void)state;
+    mini_graph m;
+    stg_err err = {{0}};
+    void *data[8] = {0};
+
+    // global_norm needs none
+    mini_init(&m);
+    int64_t s2[1] = {2};
+    int a = mini_tensor(&m, "ga", STG_F64, 1, s2), nrm = mini_tensor(&m, "norm", STG_F64, 0, NULL);
+    mini_op(&m, STG_OP_GLOBAL_NORM, 1, (int[]){a}, 1, (int[]){nrm});
+    double ga[2] = {3, -4}, norm = NAN;
+    data[a] = ga;
+    data[nrm] = &norm;
+    assert_int_equal(cpu_op_scratch_bytes(&m.g, 0), 0);
+    assert_int_equal(cpu_op_run(&m.g, 0, data, NULL, 0, &err), 0);
+    assert_true(norm == 5.0);
+    assert_int_equal(cpu_op_scratch_bytes(&m.g, 7), 0); // no such op
+    assert_int_equal(cpu_op_scratch_bytes(NULL, 0), 0);
+
+    // matmul (f32, tb: B is converted to double in scratch)
+    mini_init(&m);
+    int64_t sa[3] = {2, 3, 4}, sb[2] = {5, 4}, sc[3] = {2, 3, 5};
+    int ma = mini_tensor(&m, "A", STG_F32, 3, sa), mb = mini_tensor(&m, "B", STG_F32, 2, sb);
+    int mc = mini_tensor(&m, "C", STG_F32, 3, sc);
+    mini_op(&m, STG_OP_MATMUL, 2, (int[]){ma, mb}, 1, (int[]){mc});
+    m.op.a.matmul.tb = 1;
+    float A[24], B[20], C[30];
+    for (int i = 0; i < 24; i++) A[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < 20; i++) B[i] = (float)(i % 5) - 2.0f;
+    for (int i = 0; i < 30; i++) C[i] = NAN;
+    data[ma] = A;
+    data[mb] = B;
+    data[mc] = C;
+    size_t need = cpu_op_scratch_bytes(&m.g, 0);
+    assert_true(need >= 20 * sizeof(double)); // at least B in double
+    assert_int_equal(need, cpu_matmul_scratch_f32(2, 3, 5, 4, 0, 1, 0));
+    // an exact-size heap buffer: ASan reports a kernel that writes past what it asked for
+    char *buf = malloc(need);
+    assert_non_null(buf);
+    err.msg[0] = 0;
+    assert_int_equal(cpu_op_run(&m.g, 0, data, NULL, 0, &err), -1);
+    assert_non_null(strstr(err.msg, "cpu backend: op matmul (C): matmul: scratch is 0 bytes"));
+    err.msg[0] = 0;
+    assert_int_equal(cpu_op_run(&m.g, 0, data, buf, need - 1, &err), -1);
+    assert_non_null(strstr(err.msg, "scratch"));
+    assert_non_null(strstr(err.msg, "needs"));
+    for (int i = 0; i < 30; i++) assert_true(isnan(C[i])); // nothing written
+    assert_int_equal(cpu_op_run(&m.g, 0, data, buf, need, &err), 0);
+    for (int i = 0; i < 30; i++) assert_false(isnan(C[i]));
+    // A (2, 3, 4) x B^T (4, 5): C[0][0][0] = sum_p A[p] B[p]
+    float c000 = 0.0f;
+    for (int p = 0; p < 4; p++) c000 += A[p] * B[p];
+    assert_true(C[0] == c000);
+#ifdef _OPENMP
+    // Sized for one thread, run where more may be used: too small, and said so (not a crash).
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    size_t need1 = cpu_op_scratch_bytes(&m.g, 0);
+    omp_set_num_threads(4);
+    size_t need4 = cpu_op_scratch_bytes(&m.g, 0);
+    assert_true(need4 > need1);
+    err.msg[0] = 0;
+    assert_int_equal(cpu_op_run(&m.g, 0, data, buf, need1, &err), -1);
+    assert_non_null(strstr(err.msg, "4 threads"));
+    omp_set_num_threads(saved);
+#endif
+    free(buf);
+
+    // attention, its backward, embedding_bwd and linear (f64): each needs scratch and refuses too little
+    mini_init(&m);
+    int64_t sq[4] = {1, 4, 2, 2}, sl[3] = {1, 2, 4};
+    int q = mini_tensor(&m, "q", STG_F64, 4, sq), k = mini_tensor(&m, "k", STG_F64, 4, sq);
+    int v = mini_tensor(&m, "v", STG_F64, 4, sq), o = mini_tensor(&m, "o", STG_F64, 4, sq);
+    int l = mini_tensor(&m, "lse", STG_F64, 3, sl);
+    mini_op(&m, STG_OP_ATTENTION, 3, (int[]){q, k, v}, 2, (int[]){o, l});
+    double qkv[16] = {0}, ob[16], lb[8];
+    for (int i = 0; i < 16; i++) qkv[i] = 0.1 * i;
+    for (int i = 0; i < 16; i++) ob[i] = NAN;
+    data[q] = data[k] = data[v] = qkv;
+    data[o] = ob;
+    data[l] = lb;
+    need = cpu_op_scratch_bytes(&m.g, 0);
+    assert_true(need >= 6 * sizeof(double)); // scores (S) and an accumulator (Dh)
+    buf = malloc(need);
+    assert_non_null(buf);
+    err.msg[0] = 0;
+    assert_int_equal(cpu_op_run(&m.g, 0, data, buf, need / 2, &err), -1);
+    assert_non_null(strstr(err.msg, "cpu backend: op attention (o): attention: scratch is"));
+    for (int i = 0; i < 16; i++) assert_true(isnan(ob[i]));
+    assert_int_equal(cpu_op_run(&m.g, 0, data, buf, need, &err), 0);
+    free(buf);
+    // the kernel checks on its own too
+    err.msg[0] = 0;
+    assert_int_equal(cpu_attention_bwd_f64(qkv, qkv, qkv, ob, lb, qkv, ob, ob, ob, 1, 4, 2, 2, 0.0, NULL, 0, &err), -1);
+    assert_non_null(strstr(err.msg, "attention backward: scratch is 0 bytes"));
+    assert_true(cpu_attention_bwd_scratch_f64(1, 4, 2, 2) >= 2 * 4 * 2 * sizeof(double));
+
+    int64_t st[1] = {3}, sw[2] = {4, 2}, sy[2] = {3, 2};
+    int32_t toks[3] = {0, 3, 0};
+    double dy[6] = {1, 2, 3, 4, 5, 6}, dW[8];
+    err.msg[0] = 0;
+    assert_int_equal(cpu_embedding_bwd_f64(toks, dy, dW, 3, 4, 2, NULL, 0, &err), -1);
+    assert_non_null(strstr(err.msg, "embedding backward: scratch is 0 bytes"));
+    mini_init(&m);
+    int tk = mini_tensor(&m, "tokens", STG_I32, 1, st), dyt = mini_tensor(&m, "dy", STG_F64, 2, sy);
+    int dwt = mini_tensor(&m, "emb.grad", STG_F64, 2, sw);
+    mini_op(&m, STG_OP_EMBEDDING_BWD, 2, (int[]){tk, dyt}, 1, (int[]){dwt});
+    data[tk] = toks;
+    data[dyt] = dy;
+    data[dwt] = dW;
+    assert_int_equal(cpu_op_scratch_bytes(&m.g, 0), cpu_embedding_bwd_scratch_f64(3, 4, 2));
+    assert_int_equal(cpu_op_scratch_bytes(&m.g, 0), (4 + 1 + 3) * sizeof(int64_t));
+    err.msg[0] = 0;
+    assert_int_equal(cpu_op_run(&m.g, 0, data, NULL, 0, &err), -1);
+    assert_non_null(strstr(err.msg, "cpu backend: op embedding_bwd (emb.grad): embedding backward: scratch"));
+    assert_int_equal(t_op_run(&m.g, 0, data, &err), 0);
+    assert_true(dW[0] == 1 + 5 && dW[1] == 2 + 6 && dW[2] == 0 && dW[6] == 3 && dW[7] == 4);
+
+    mini_init(&m);
+    int64_t sx[2] = {3, 4}, sW[2] = {5, 4}, so[2] = {3, 5};
+    int x = mini_tensor(&m, "x", STG_F64, 2, sx), W = mini_tensor(&m, "W", STG_F64, 2, sW);
+    int y = mini_tensor(&m, "y", STG_F64, 2, so);
+    mini_op(&m, STG_OP_LINEAR, 2, (int[]){x, W}, 1, (int[]){y});
+    assert_int_equal(cpu_op_scratch_bytes(&m.g, 0), cpu_matmul_scratch_f64(1, 3, 5, 4, 0, 1, 0));
+    assert_true(cpu_op_scratch_bytes(&m.g, 0) >= 20 * sizeof(double));
+    double xb[12] = {0}, Wb[20] = {0}, yb[15];
+    data[x] = xb;
+    data[W] = Wb;
+    data[y] = yb;
+    err.msg[0] = 0;
+    assert_int_equal(cpu_op_run(&m.g, 0, data, NULL, 0, &err), -1);
+    assert_non_null(strstr(err.msg, "cpu backend: op linear (y): matmul: scratch"));
 }
 
 int main(void) {
@@ -1288,6 +1487,7 @@ int main(void) {
         cmocka_unit_test(test_parallel_matches_serial),
         cmocka_unit_test(test_dispatch_every_kind),
         cmocka_unit_test(test_dispatch_run),
+        cmocka_unit_test(test_dispatch_scratch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,13 +20,14 @@ static int cmp_double(const void *a, const void *b) {
 
 static const char *usage =
     "usage: stg bench MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
-    "       [--exec graph|eager] [--what forward|forward-backward|step] [--warmup N] [--iters N] [--tf32] [--json]\n";
+    "       [--exec graph|eager] [--what forward|forward-backward|step] [--warmup N] [--iters N] [--tf32] [--json]\n"
+    "       [--real-init]   (default: parameters filled on the device with a constant; timing does not depend on them)\n";
 
 int cmd_bench(int argc, char **argv) {
     cli_model_opts m;
     cli_model_opts_init(&m);
     const char *device = NULL, *what = "step";
-    bool eager = false, json = false, tf32 = false;
+    bool eager = false, json = false, tf32 = false, fast_init = true;
     int64_t warmup = 5, iters = 10;
     for (int i = 1; i < argc; i++) {
         int r = cli_model_arg(&m, argc, argv, &i);
@@ -34,6 +35,7 @@ int cmd_bench(int argc, char **argv) {
         if (r > 0) continue;
         const char *a = argv[i], *v;
         if (strcmp(a, "--json") == 0) json = true;
+        else if (strcmp(a, "--real-init") == 0) fast_init = false;
         else if (strcmp(a, "--tf32") == 0) tf32 = true;
         else if (strcmp(a, "--device") == 0) {
             if (!(device = cli_value(argc, argv, &i))) return 2;
@@ -85,7 +87,7 @@ int cmd_bench(int argc, char **argv) {
     rt_exec_opts eo = {false, false, !eager};
     rt_rng rng;
     rt_rng_seed(&rng, 1);
-    if (rt_exec_new(g, p, b, &eo, &e, &err) || rt_exec_init_params(e, 0, &err) || rt_exec_set_steps_done(e, 0, &err) ||
+    if (rt_exec_new(g, p, b, &eo, &e, &err) || (fast_init ? rt_exec_init_params_fast(e, &err) : rt_exec_init_params(e, 0, &err)) || rt_exec_set_steps_done(e, 0, &err) ||
         rt_feed_new(g, NULL, 4, 1, &f, &err) || rt_feed_next(f, e, &rng, &err)) {
         fprintf(stderr, "stg bench: %s\n", err.msg);
         goto out;

@@ -3,6 +3,7 @@
 // calls them. One runner per op kind, in a table generated from ops/oplist.h: an op kind without
 // a runner here does not compile.
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -10,8 +11,14 @@
 #include "ops/cpu/kernels.h"
 #include "ops/registry.h"
 
-typedef int (*cpu_run_fn)(const stg_graph *g, const stg_op *op, void *const *data, int f64,
-                          stg_err *err);
+// A runner gets the op's tensors (data), the float type (f64) and the caller's scratch, which
+// holds at least the op's cpu_op_scratch_bytes (checked by the kernels that use it).
+typedef int (*cpu_run_fn)(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                          size_t scratch_bytes, int f64, stg_err *err);
+
+// The scratch bytes an op's kernel needs, from its shapes (0 when they are invalid: running the
+// op then fails on them).
+typedef size_t (*cpu_scratch_fn)(const stg_graph *g, const stg_op *op, int f64);
 
 // Calls the f64 or the f32 variant of kernel `name` with the same arguments (tensor pointers
 // are void * and convert to either).
@@ -133,7 +140,8 @@ static double cpu_read_scalar(const stg_tensor *t, const void *p, int64_t i) {
 // ---- runners, one per op kind -----------------------------------------------------------------
 
 // tokens (...) i32, W (V, D) -> y (..., D)
-static int run_embedding(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_embedding(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                         size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *tok = IN(g, op, 0), *W = IN(g, op, 1);
     if (cpu_need_i32(tok, err) || cpu_need_ndim(W, 2, err)) return -1;
     return KCALL(f64, cpu_embedding_fwd, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0),
@@ -141,26 +149,39 @@ static int run_embedding(const stg_graph *g, const stg_op *op, void *const *data
 }
 
 // tokens (...), dy (..., D) -> dW (V, D)
-static int run_embedding_bwd(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_embedding_bwd(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                             size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *tok = IN(g, op, 0), *dW = OUT(g, op, 0);
     if (cpu_need_i32(tok, err) || cpu_need_ndim(dW, 2, err)) return -1;
     return KCALL(f64, cpu_embedding_bwd, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0),
-                 cpu_numel(tok), dW->shape[0], dW->shape[1], err);
+                 cpu_numel(tok), dW->shape[0], dW->shape[1], scratch, scratch_bytes, err);
 }
 
+static size_t scratch_embedding_bwd(const stg_graph *g, const stg_op *op, int f64) {
+    const stg_tensor *tok = IN(g, op, 0), *dW = OUT(g, op, 0);
+    if (dW->ndim < 2) return 0;
+    return KCALL(f64, cpu_embedding_bwd_scratch, cpu_numel(tok), dW->shape[0], dW->shape[1]);
+}
+
+// The kernel arguments of a linear or matmul op.
+typedef struct {
+    int64_t batch, m, n, k;
+    int ta, tb, b_batched;
+} cpu_mm_dims;
+
 // x (..., in), W (out, in) -> y (..., out) = x W^T
-static int run_linear(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int cpu_linear_dims(const stg_graph *g, const stg_op *op, cpu_mm_dims *d, stg_err *err) {
     const stg_tensor *x = IN(g, op, 0), *W = IN(g, op, 1);
     if (cpu_need_ndim(W, 2, err)) return -1;
     if (W->shape[1] != cpu_last(x))
         return stg_errf(err, "%s has %lld features, weight %s expects %lld", x->name,
                         (long long)cpu_last(x), W->name, (long long)W->shape[1]);
-    return KCALL(f64, cpu_matmul, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0), 1,
-                 cpu_rows(x), W->shape[0], W->shape[1], 0, 1, 0, err);
+    *d = (cpu_mm_dims){.batch = 1, .m = cpu_rows(x), .n = W->shape[0], .k = W->shape[1], .tb = 1};
+    return 0;
 }
 
 // A (..., a0, a1), B (..., b0, b1) or (b0, b1) -> C (..., m, n) = op(A) op(B)
-static int run_matmul(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int cpu_matmul_dims(const stg_graph *g, const stg_op *op, cpu_mm_dims *d, stg_err *err) {
     const stg_tensor *A = IN(g, op, 0), *B = IN(g, op, 1);
     if (cpu_need_ndim(A, 2, err) || cpu_need_ndim(B, 2, err)) return -1;
     int ta = op->a.matmul.ta != 0, tb = op->a.matmul.tb != 0;
@@ -168,6 +189,7 @@ static int run_matmul(const stg_graph *g, const stg_op *op, void *const *data, i
     int64_t b0 = B->shape[B->ndim - 2], b1 = B->shape[B->ndim - 1];
     int64_t m = ta ? a1 : a0, k = ta ? a0 : a1;
     int64_t kb = tb ? b1 : b0, n = tb ? b0 : b1;
+    if (a0 <= 0 || a1 <= 0) return stg_errf(err, "%s has an empty matrix dim", A->name);
     int64_t batch = cpu_numel(A) / (a0 * a1);
     int b_batched;
     if (B->ndim == A->ndim) {
@@ -185,12 +207,47 @@ static int run_matmul(const stg_graph *g, const stg_op *op, void *const *data, i
     if (k != kb)
         return stg_errf(err, "inner dims of %s (%lld) and %s (%lld) differ", A->name,
                         (long long)k, B->name, (long long)kb);
-    return KCALL(f64, cpu_matmul, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0), batch, m, n, k,
-                 ta, tb, b_batched, err);
+    *d = (cpu_mm_dims){.batch = batch, .m = m, .n = n, .k = k, .ta = ta, .tb = tb, .b_batched = b_batched};
+    return 0;
+}
+
+static int cpu_mm_call(const cpu_mm_dims *d, const stg_op *op, void *const *data, void *scratch,
+                       size_t scratch_bytes, int f64, stg_err *err) {
+    return KCALL(f64, cpu_matmul, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0), d->batch, d->m,
+                 d->n, d->k, d->ta, d->tb, d->b_batched, scratch, scratch_bytes, err);
+}
+
+static size_t cpu_mm_scratch(const cpu_mm_dims *d, int f64) {
+    return KCALL(f64, cpu_matmul_scratch, d->batch, d->m, d->n, d->k, d->ta, d->tb, d->b_batched);
+}
+
+static int run_linear(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                      size_t scratch_bytes, int f64, stg_err *err) {
+    cpu_mm_dims d;
+    if (cpu_linear_dims(g, op, &d, err)) return -1;
+    return cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, err);
+}
+
+static size_t scratch_linear(const stg_graph *g, const stg_op *op, int f64) {
+    cpu_mm_dims d;
+    return cpu_linear_dims(g, op, &d, NULL) ? 0 : cpu_mm_scratch(&d, f64);
+}
+
+static int run_matmul(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                      size_t scratch_bytes, int f64, stg_err *err) {
+    cpu_mm_dims d;
+    if (cpu_matmul_dims(g, op, &d, err)) return -1;
+    return cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, err);
+}
+
+static size_t scratch_matmul(const stg_graph *g, const stg_op *op, int f64) {
+    cpu_mm_dims d;
+    return cpu_matmul_dims(g, op, &d, NULL) ? 0 : cpu_mm_scratch(&d, f64);
 }
 
 // x (..., D), w (D) -> y (..., D), rstd (rows)
-static int run_rmsnorm(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_rmsnorm(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                       size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *x = IN(g, op, 0);
     if (cpu_need_numel(IN(g, op, 1), cpu_last(x), err) || cpu_need_numel(OUT(g, op, 0), cpu_numel(x), err))
         return -1;
@@ -200,7 +257,8 @@ static int run_rmsnorm(const stg_graph *g, const stg_op *op, void *const *data, 
 }
 
 // x, w, rstd, dy -> dx (..., D), dw (D)
-static int run_rmsnorm_bwd(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_rmsnorm_bwd(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                           size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *x = IN(g, op, 0);
     if (cpu_need_numel(IN(g, op, 1), cpu_last(x), err) || cpu_need_numel(IN(g, op, 3), cpu_numel(x), err))
         return -1;
@@ -210,7 +268,8 @@ static int run_rmsnorm_bwd(const stg_graph *g, const stg_op *op, void *const *da
 }
 
 // x (..., D), w (D), b (D) -> y (..., D), stats (rows, 2)
-static int run_layernorm(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_layernorm(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                         size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *x = IN(g, op, 0);
     if (cpu_need_numel(IN(g, op, 1), cpu_last(x), err) || cpu_need_numel(IN(g, op, 2), cpu_last(x), err) ||
         cpu_need_numel(OUT(g, op, 1), 2 * cpu_rows(x), err))
@@ -221,7 +280,8 @@ static int run_layernorm(const stg_graph *g, const stg_op *op, void *const *data
 }
 
 // x, w, stats, dy -> dx, dw, db
-static int run_layernorm_bwd(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_layernorm_bwd(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                             size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *x = IN(g, op, 0);
     if (cpu_need_numel(IN(g, op, 1), cpu_last(x), err) || cpu_need_numel(IN(g, op, 2), 2 * cpu_rows(x), err))
         return -1;
@@ -231,7 +291,8 @@ static int run_layernorm_bwd(const stg_graph *g, const stg_op *op, void *const *
 }
 
 // x (..., S, H, Dh) -> y, same shape
-static int run_rope(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_rope(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                    size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *x = IN(g, op, 0);
     if (cpu_need_ndim(x, 3, err)) return -1;
     int nd = x->ndim;
@@ -244,7 +305,8 @@ static int run_rope(const stg_graph *g, const stg_op *op, void *const *data, int
 }
 
 // x (..., Sq, Sk) -> y
-static int run_causal_mask(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_causal_mask(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                           size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *x = IN(g, op, 0);
     if (cpu_need_ndim(x, 2, err)) return -1;
     int64_t Sq = x->shape[x->ndim - 2], Sk = x->shape[x->ndim - 1];
@@ -254,7 +316,8 @@ static int run_causal_mask(const stg_graph *g, const stg_op *op, void *const *da
 }
 
 // x (..., N) -> y
-static int run_softmax(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_softmax(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                       size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *x = IN(g, op, 0);
     if (cpu_same_numel(g, op, cpu_numel(x), err)) return -1;
     KCALL(f64, cpu_softmax_fwd, DIN(data, op, 0), DOUT(data, op, 0), cpu_rows(x), cpu_last(x));
@@ -262,7 +325,8 @@ static int run_softmax(const stg_graph *g, const stg_op *op, void *const *data, 
 }
 
 // y, dy (..., N) -> dx
-static int run_softmax_bwd(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_softmax_bwd(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                           size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *y = IN(g, op, 0);
     if (cpu_same_numel(g, op, cpu_numel(y), err)) return -1;
     KCALL(f64, cpu_softmax_bwd, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0), cpu_rows(y),
@@ -278,32 +342,50 @@ static int cpu_attention_dims(const stg_tensor *q, int64_t *dims, stg_err *err) 
 }
 
 // q, k, v (B, S, H, Dh) -> o (B, S, H, Dh), lse (B, H, S)
-static int run_attention(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_attention(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                         size_t scratch_bytes, int f64, stg_err *err) {
     int64_t d[4];
     if (cpu_attention_dims(IN(g, op, 0), d, err)) return -1;
     return KCALL(f64, cpu_attention_fwd, DIN(data, op, 0), DIN(data, op, 1), DIN(data, op, 2),
-                 DOUT(data, op, 0), DOUT(data, op, 1), d[0], d[1], d[2], d[3], op->a.attention.scale, err);
+                 DOUT(data, op, 0), DOUT(data, op, 1), d[0], d[1], d[2], d[3], op->a.attention.scale,
+                 scratch, scratch_bytes, err);
+}
+
+static size_t scratch_attention(const stg_graph *g, const stg_op *op, int f64) {
+    int64_t d[4];
+    if (cpu_attention_dims(IN(g, op, 0), d, NULL)) return 0;
+    return KCALL(f64, cpu_attention_fwd_scratch, d[0], d[1], d[2], d[3]);
 }
 
 // q, k, v, o, lse, do -> dq, dk, dv
-static int run_attention_bwd(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_attention_bwd(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                             size_t scratch_bytes, int f64, stg_err *err) {
     int64_t d[4];
     if (cpu_attention_dims(IN(g, op, 0), d, err)) return -1;
     return KCALL(f64, cpu_attention_bwd, DIN(data, op, 0), DIN(data, op, 1), DIN(data, op, 2),
                  DIN(data, op, 3), DIN(data, op, 4), DIN(data, op, 5), DOUT(data, op, 0), DOUT(data, op, 1),
-                 DOUT(data, op, 2), d[0], d[1], d[2], d[3], op->a.attention.scale, err);
+                 DOUT(data, op, 2), d[0], d[1], d[2], d[3], op->a.attention.scale, scratch, scratch_bytes,
+                 err);
+}
+
+static size_t scratch_attention_bwd(const stg_graph *g, const stg_op *op, int f64) {
+    int64_t d[4];
+    if (cpu_attention_dims(IN(g, op, 0), d, NULL)) return 0;
+    return KCALL(f64, cpu_attention_bwd_scratch, d[0], d[1], d[2], d[3]);
 }
 
 // The elementwise ops: all inputs and outputs have n = numel(input 0) elements.
 #define CPU_ELEMENTWISE_1_1(runner, kernel)                                                           \
-    static int runner(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) { \
+    static int runner(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,         \
+                      size_t scratch_bytes, int f64, stg_err *err) {                                  \
         int64_t n = cpu_numel(IN(g, op, 0));                                                          \
         if (cpu_same_numel(g, op, n, err)) return -1;                                                 \
         KCALL(f64, kernel, DIN(data, op, 0), DOUT(data, op, 0), n);                                   \
         return 0;                                                                                     \
     }
 #define CPU_ELEMENTWISE_2_1(runner, kernel)                                                           \
-    static int runner(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) { \
+    static int runner(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,         \
+                      size_t scratch_bytes, int f64, stg_err *err) {                                  \
         int64_t n = cpu_numel(IN(g, op, 0));                                                          \
         if (cpu_same_numel(g, op, n, err)) return -1;                                                 \
         KCALL(f64, kernel, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0), n);                 \
@@ -319,7 +401,8 @@ CPU_ELEMENTWISE_2_1(run_mul, cpu_mul)             // a, b -> y
 CPU_ELEMENTWISE_2_1(run_add, cpu_add)             // a, b -> y
 
 // a, b, dy -> da, db
-static int run_swiglu_bwd(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_swiglu_bwd(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                          size_t scratch_bytes, int f64, stg_err *err) {
     int64_t n = cpu_numel(IN(g, op, 0));
     if (cpu_same_numel(g, op, n, err)) return -1;
     KCALL(f64, cpu_swiglu_bwd, DIN(data, op, 0), DIN(data, op, 1), DIN(data, op, 2), DOUT(data, op, 0),
@@ -328,7 +411,8 @@ static int run_swiglu_bwd(const stg_graph *g, const stg_op *op, void *const *dat
 }
 
 // x -> y = factor x
-static int run_scale(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_scale(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                     size_t scratch_bytes, int f64, stg_err *err) {
     int64_t n = cpu_numel(IN(g, op, 0));
     if (cpu_same_numel(g, op, n, err)) return -1;
     KCALL(f64, cpu_scale, DIN(data, op, 0), DOUT(data, op, 0), n, op->a.scale.factor);
@@ -336,7 +420,8 @@ static int run_scale(const stg_graph *g, const stg_op *op, void *const *data, in
 }
 
 // x -> y, same elements (a view: nothing to do when the runtime aliased them)
-static int run_reshape(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_reshape(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                       size_t scratch_bytes, int f64, stg_err *err) {
     int64_t n = cpu_numel(IN(g, op, 0));
     if (cpu_same_numel(g, op, n, err)) return -1;
     KCALL(f64, cpu_copy, DIN(data, op, 0), DOUT(data, op, 0), n);
@@ -344,7 +429,8 @@ static int run_reshape(const stg_graph *g, const stg_op *op, void *const *data, 
 }
 
 // x -> y with dims d0 and d1 swapped (negative dims count from the end)
-static int run_transpose(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_transpose(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                         size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *x = IN(g, op, 0);
     int d0 = op->a.transpose.d0, d1 = op->a.transpose.d1;
     if (d0 < 0) d0 += x->ndim;
@@ -358,7 +444,8 @@ static int run_transpose(const stg_graph *g, const stg_op *op, void *const *data
 }
 
 // logits (..., V), targets (...) i32 -> loss (), lse (rows)
-static int run_cross_entropy(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_cross_entropy(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                             size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *x = IN(g, op, 0);
     if (cpu_need_i32(IN(g, op, 1), err)) return -1;
     return KCALL(f64, cpu_cross_entropy_fwd, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0),
@@ -366,8 +453,8 @@ static int run_cross_entropy(const stg_graph *g, const stg_op *op, void *const *
 }
 
 // logits, targets, lse -> dlogits (..., V)
-static int run_cross_entropy_bwd(const stg_graph *g, const stg_op *op, void *const *data, int f64,
-                                 stg_err *err) {
+static int run_cross_entropy_bwd(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                                 size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *x = IN(g, op, 0);
     if (cpu_need_i32(IN(g, op, 1), err)) return -1;
     return KCALL(f64, cpu_cross_entropy_bwd, DIN(data, op, 0), DIN(data, op, 1), DIN(data, op, 2),
@@ -375,7 +462,8 @@ static int run_cross_entropy_bwd(const stg_graph *g, const stg_op *op, void *con
 }
 
 // g1, ..., gn -> norm () = sqrt(sum of all squares)
-static int run_global_norm(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_global_norm(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                           size_t scratch_bytes, int f64, stg_err *err) {
     if (op->n_out < 1) return stg_errf(err, "global_norm has no output");
     if (cpu_need_numel(OUT(g, op, 0), 1, err)) return -1;
     double ss = 0.0;
@@ -389,7 +477,8 @@ static int run_global_norm(const stg_graph *g, const stg_op *op, void *const *da
 }
 
 // param, grad, m, v, norm (), sched (2) = [step, lr]: param, m, v updated in place
-static int run_adamw(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_adamw(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                     size_t scratch_bytes, int f64, stg_err *err) {
     if (op->n_in != 6)
         return stg_errf(err, "%s has %d inputs; the form with master weights (bf16 "
                         "training) is CUDA-only, the CPU backend takes param, grad, m, v, norm, sched",
@@ -414,7 +503,8 @@ static int run_adamw(const stg_graph *g, const stg_op *op, void *const *data, in
 }
 
 // sched (2) = [steps done, lr]: steps done += 1, lr = the schedule at the new step - 1
-static int run_lr_schedule(const stg_graph *g, const stg_op *op, void *const *data, int f64, stg_err *err) {
+static int run_lr_schedule(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                           size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *ts = IN(g, op, 0);
     if (cpu_numel(ts) != 2) return stg_errf(err, "schedule state %s must hold [steps done, lr]", ts->name);
     double done = cpu_read_scalar(ts, DIN(data, op, 0), 0) + 1.0;
@@ -437,6 +527,15 @@ static const cpu_run_fn cpu_runners[STG_OP_COUNT] = {
 #undef STG_X_RUNNER
 };
 
+// The op kinds whose kernels need scratch; every other kind needs none.
+static const cpu_scratch_fn cpu_scratchers[STG_OP_COUNT] = {
+    [STG_OP_EMBEDDING_BWD] = scratch_embedding_bwd,
+    [STG_OP_LINEAR] = scratch_linear,
+    [STG_OP_MATMUL] = scratch_matmul,
+    [STG_OP_ATTENTION] = scratch_attention,
+    [STG_OP_ATTENTION_BWD] = scratch_attention_bwd,
+};
+
 // Inputs whose float type is not checked against the rest: adamw's norm and schedule scalars
 // are read by their own dtype.
 static const uint32_t cpu_skip_in[STG_OP_COUNT] = {
@@ -445,7 +544,17 @@ static const uint32_t cpu_skip_in[STG_OP_COUNT] = {
 
 int cpu_op_supported(stg_op_kind k) { return (int)k >= 0 && k < STG_OP_COUNT && cpu_runners[k] != NULL; }
 
-int cpu_op_run(const stg_graph *g, int op, void *const *data, stg_err *err) {
+size_t cpu_op_scratch_bytes(const stg_graph *g, int op) {
+    if (!g || op < 0 || op >= g->nops) return 0;
+    const stg_op *o = &g->ops[op];
+    if (!cpu_op_supported(o->kind) || !cpu_scratchers[o->kind]) return 0;
+    int f64 = cpu_real_of(g, o, cpu_skip_in[o->kind], NULL);
+    if (f64 < 0) return 0;
+    return cpu_scratchers[o->kind](g, o, f64);
+}
+
+int cpu_op_run(const stg_graph *g, int op, void *const *data, void *scratch, size_t scratch_bytes,
+               stg_err *err) {
     if (!g || op < 0 || op >= g->nops) return stg_errf(err, "cpu backend: no op %d", op);
     const stg_op *o = &g->ops[op];
     if (!cpu_op_supported(o->kind)) return stg_errf(err, "cpu backend: op kind %d has no kernel", (int)o->kind);
@@ -456,7 +565,7 @@ int cpu_op_run(const stg_graph *g, int op, void *const *data, stg_err *err) {
     }
     int f64 = cpu_real_of(g, o, cpu_skip_in[o->kind], err);
     if (f64 < 0) return -1;
-    if (cpu_runners[o->kind](g, o, data, f64, err)) {
+    if (cpu_runners[o->kind](g, o, data, scratch, scratch_bytes, f64, err)) {
         const char *what = o->n_out > 0 ? g->t[o->out[0]].name : g->t[o->in[0]].name;
         return stg_err_prefix(err, "cpu backend: op %s (%s)", cpu_op_name(o->kind), what);
     }

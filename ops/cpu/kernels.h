@@ -3,11 +3,18 @@
 // ops/cpu/real/*.c. Every reduction accumulates in double. Shapes are PyTorch order, outermost
 // first; "rows" is the product of all dims but the last.
 //
-// Kernels that can fail (a bad index, out of memory for scratch) return 0 or -1 with a message
-// in err; the rest return nothing. Unless a comment says an output may alias an input, it may not.
+// Kernels that can fail (a bad index, too little scratch) return 0 or -1 with a message in err;
+// the rest return nothing. Unless a comment says an output may alias an input, it may not.
+//
+// No kernel allocates. The few that need working memory take `scratch` (scratch_bytes long,
+// aligned to at least 8 bytes; its contents on entry do not matter) and fail, without touching
+// their outputs, when it is smaller than their cpu_*_scratch_* function says. Those sizes count the
+// OpenMP threads the kernel may use (omp_get_max_threads() at the call; 1 without OpenMP), so a
+// buffer sized for one thread count is too small after the count is raised.
 #ifndef STG_OPS_CPU_KERNELS_H
 #define STG_OPS_CPU_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "graph/err.h"
@@ -19,11 +26,15 @@
                               int64_t D, stg_err *err);                                            \
     /* tok (n), dy (n, D) -> dW (V, D): zeroed, then every dy row added to its token's row. */    \
     int cpu_embedding_bwd_##S(const int32_t *tok, const T *dy, T *dW, int64_t n, int64_t V,      \
-                              int64_t D, stg_err *err);                                            \
+                              int64_t D, void *scratch, size_t scratch_bytes, stg_err *err);      \
+    size_t cpu_embedding_bwd_scratch_##S(int64_t n, int64_t V, int64_t D);                        \
     /* C (batch, m, n) = op(A) op(B). A (batch, m, k), or (batch, k, m) when ta. B (k, n), or */  \
     /* (n, k) when tb; with b_batched one such matrix per batch, else one shared by all. */       \
     int cpu_matmul_##S(const T *A, const T *B, T *C, int64_t batch, int64_t m, int64_t n,        \
-                       int64_t k, int ta, int tb, int b_batched, stg_err *err);                   \
+                       int64_t k, int ta, int tb, int b_batched, void *scratch,                   \
+                       size_t scratch_bytes, stg_err *err);                                        \
+    size_t cpu_matmul_scratch_##S(int64_t batch, int64_t m, int64_t n, int64_t k, int ta, int tb, \
+                                  int b_batched);                                                  \
     /* x (rows, D), w (D) -> y (rows, D), rstd (rows). */                                          \
     void cpu_rmsnorm_fwd_##S(const T *x, const T *w, T *y, T *rstd, int64_t rows, int64_t D,      \
                              double eps);                                                          \
@@ -48,11 +59,15 @@
     /* Causal attention. q, k, v (B, S, H, Dh) -> o (B, S, H, Dh), lse (B, H, S). scale 0 means */ \
     /* 1/sqrt(Dh). */                                                                              \
     int cpu_attention_fwd_##S(const T *q, const T *k, const T *v, T *o, T *lse, int64_t B,        \
-                              int64_t S, int64_t H, int64_t Dh, double scale, stg_err *err);      \
+                              int64_t S, int64_t H, int64_t Dh, double scale, void *scratch,      \
+                              size_t scratch_bytes, stg_err *err);                                 \
+    size_t cpu_attention_fwd_scratch_##S(int64_t B, int64_t S, int64_t H, int64_t Dh);            \
     /* q, k, v, o (B, S, H, Dh), lse (B, H, S), dout (B, S, H, Dh) -> dq, dk, dv (B, S, H, Dh). */ \
     int cpu_attention_bwd_##S(const T *q, const T *k, const T *v, const T *o, const T *lse,       \
                               const T *dout, T *dq, T *dk, T *dv, int64_t B, int64_t S,           \
-                              int64_t H, int64_t Dh, double scale, stg_err *err);                 \
+                              int64_t H, int64_t Dh, double scale, void *scratch,                 \
+                              size_t scratch_bytes, stg_err *err);                                 \
+    size_t cpu_attention_bwd_scratch_##S(int64_t B, int64_t S, int64_t H, int64_t Dh);            \
     /* Elementwise over n elements. Outputs may alias inputs (the element is read first). */      \
     void cpu_silu_fwd_##S(const T *x, T *y, int64_t n);                                           \
     void cpu_silu_bwd_##S(const T *x, const T *dy, T *dx, int64_t n);                             \
@@ -83,5 +98,31 @@
 
 STG_CPU_KERNELS(float, f32)
 STG_CPU_KERNELS(double, f64)
+
+// ---- for the kernels in ops/cpu/real/: scratch bookkeeping ------------------------------------
+
+// Per-thread scratch rows are padded to CPU_SCRATCH_PAD doubles (64 bytes), so that two threads
+// never write the same cache line.
+#define CPU_SCRATCH_PAD 8
+
+static inline size_t cpu_pad(size_t n_doubles) {
+    return (n_doubles + CPU_SCRATCH_PAD - 1) / CPU_SCRATCH_PAD * CPU_SCRATCH_PAD;
+}
+
+// 0 when `scratch` holds the `need` bytes kernel `kernel` asks for and is aligned to 8 bytes; else
+// -1 with a message. threads: the thread count `need` was computed for (0: it does not depend on it).
+static inline int cpu_scratch_check(const char *kernel, const void *scratch, size_t have, size_t need,
+                                    int threads, stg_err *err) {
+    if (need == 0) return 0;
+    if (!scratch || have < need)
+        return threads > 0
+                   ? stg_errf(err, "%s: scratch is %zu bytes, the kernel needs %zu (for %d threads)",
+                              kernel, scratch ? have : (size_t)0, need, threads)
+                   : stg_errf(err, "%s: scratch is %zu bytes, the kernel needs %zu", kernel,
+                              scratch ? have : (size_t)0, need);
+    if ((uintptr_t)scratch % 8 != 0)
+        return stg_errf(err, "%s: scratch at %p is not aligned to 8 bytes", kernel, scratch);
+    return 0;
+}
 
 #endif

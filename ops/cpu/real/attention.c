@@ -3,7 +3,6 @@
 // The backward recomputes the probabilities from q, k and the saved lse: O(S^2 Dh) per head.
 // Dot products over Dh are vectorized sums in double.
 #include <math.h>
-#include <stdlib.h>
 
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/real.h"
@@ -15,23 +14,39 @@ static double dot_dh(const real *a, const real *b, int64_t Dh) {
     return acc;
 }
 
+// Per-thread scratch rows (doubles, padded): forward scores (S) and an output accumulator (Dh);
+// backward dk and dv accumulators (S, Dh) each and a dq row (Dh).
+static size_t fwd_per(int64_t S, int64_t Dh) { return cpu_pad((size_t)(S + Dh)); }
+static size_t bwd_per(int64_t S, int64_t Dh) { return cpu_pad((size_t)(2 * S * Dh + Dh)); }
+
+size_t RFN(cpu_attention_fwd_scratch)(int64_t B, int64_t S, int64_t H, int64_t Dh) {
+    if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0) return 0;
+    return (size_t)cpu_max_threads() * fwd_per(S, Dh) * sizeof(double);
+}
+
+size_t RFN(cpu_attention_bwd_scratch)(int64_t B, int64_t S, int64_t H, int64_t Dh) {
+    if (B <= 0 || S <= 0 || H <= 0 || Dh <= 0) return 0;
+    return (size_t)cpu_max_threads() * bwd_per(S, Dh) * sizeof(double);
+}
+
 // q, k, v (B, S, H, Dh) -> o (B, S, H, Dh), lse (B, H, S)
 // s_ij = scale q_i k_j (j <= i); lse_i = log sum_j exp s_ij; o_i = sum_j exp(s_ij - lse_i) v_j
 int RFN(cpu_attention_fwd)(const real *q, const real *k, const real *v, real *o, real *lse,
                            int64_t B, int64_t S, int64_t H, int64_t Dh, double scale,
-                           stg_err *err) {
+                           void *scratch_mem, size_t scratch_bytes, stg_err *err) {
+    if (cpu_scratch_check("attention", scratch_mem, scratch_bytes,
+                          RFN(cpu_attention_fwd_scratch)(B, S, H, Dh), cpu_max_threads(), err))
+        return -1;
     if (scale == 0.0) scale = 1.0 / sqrt((double)Dh);
-    int nthr = cpu_max_threads();
-    int64_t per = S + Dh; // per thread: scores (S), output accumulator (Dh)
-    double *scratch = stg_malloc((size_t)nthr * (size_t)per * sizeof(double), err);
-    if (!scratch) return stg_err_prefix(err, "attention");
+    size_t per = fwd_per(S, Dh); // per thread: scores (S), output accumulator (Dh)
+    double *scratch = scratch_mem;
     int64_t rs = H * Dh; // stride between positions
 
     CPU_PARALLEL_FOR(B * H * S * S * Dh)
     for (int64_t r = 0; r < B * H * S; r++) {
         int64_t b = r / (H * S), h = (r / S) % H, i = r % S;
-        double *sc = scratch + (size_t)cpu_thread_id() * (size_t)per; // (S)
-        double *acc = sc + S;                                         // (Dh)
+        double *sc = scratch + (size_t)cpu_thread_id() * per; // (S)
+        double *acc = sc + S;                                 // (Dh)
         const real *qi = q + (b * S + i) * rs + h * Dh;
         const real *kb = k + b * S * rs + h * Dh; // k_j = kb + j rs
         const real *vb = v + b * S * rs + h * Dh;
@@ -56,7 +71,6 @@ int RFN(cpu_attention_fwd)(const real *q, const real *k, const real *v, real *o,
         for (int64_t d = 0; d < Dh; d++) oi[d] = (real)acc[d];
         lse[r] = (real)(mx + log(sum)); // r = (b H + h) S + i
     }
-    free(scratch);
     return 0;
 }
 
@@ -74,20 +88,21 @@ static void axpy_dh(double *restrict acc, double c, const real *restrict x, int6
 int RFN(cpu_attention_bwd)(const real *q, const real *k, const real *v, const real *o,
                            const real *lse, const real *dout, real *dq, real *dk, real *dv,
                            int64_t B, int64_t S, int64_t H, int64_t Dh, double scale,
-                           stg_err *err) {
+                           void *scratch_mem, size_t scratch_bytes, stg_err *err) {
+    if (cpu_scratch_check("attention backward", scratch_mem, scratch_bytes,
+                          RFN(cpu_attention_bwd_scratch)(B, S, H, Dh), cpu_max_threads(), err))
+        return -1;
     if (scale == 0.0) scale = 1.0 / sqrt((double)Dh);
-    int nthr = cpu_max_threads();
-    int64_t per = 2 * S * Dh + Dh; // per thread: dk and dv accumulators (S, Dh) each, dq row (Dh)
-    double *scratch = stg_malloc((size_t)nthr * (size_t)per * sizeof(double), err);
-    if (!scratch) return stg_err_prefix(err, "attention backward");
+    size_t per = bwd_per(S, Dh); // per thread: dk and dv accumulators (S, Dh) each, dq row (Dh)
+    double *scratch = scratch_mem;
     int64_t rs = H * Dh; // stride between positions
 
     CPU_PARALLEL_FOR(B * H * S * S * Dh)
     for (int64_t bh = 0; bh < B * H; bh++) {
         int64_t b = bh / H, h = bh % H;
-        double *adk = scratch + (size_t)cpu_thread_id() * (size_t)per; // (S, Dh)
-        double *adv = adk + S * Dh;                                      // (S, Dh)
-        double *adq = adv + S * Dh;                                      // (Dh)
+        double *adk = scratch + (size_t)cpu_thread_id() * per; // (S, Dh)
+        double *adv = adk + S * Dh;                            // (S, Dh)
+        double *adq = adv + S * Dh;                            // (Dh)
         for (int64_t e = 0; e < 2 * S * Dh; e++) adk[e] = 0.0;
         int64_t base = b * S * rs + h * Dh; // position 0 of this head
         for (int64_t i = 0; i < S; i++) {
@@ -114,6 +129,5 @@ int RFN(cpu_attention_bwd)(const real *q, const real *k, const real *v, const re
             }
         }
     }
-    free(scratch);
     return 0;
 }

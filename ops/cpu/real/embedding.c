@@ -1,5 +1,4 @@
 // Token embedding lookup and its backward (scatter-add of gradient rows).
-#include <stdlib.h>
 #include <string.h>
 
 #include "ops/cpu/kernels.h"
@@ -24,18 +23,22 @@ int RFN(cpu_embedding_fwd)(const int32_t *tok, const real *W, real *y, int64_t n
     return 0;
 }
 
+// Scratch: (V + 1) bucket starts, then (n) positions by token, int64 each.
+size_t RFN(cpu_embedding_bwd_scratch)(int64_t n, int64_t V, int64_t D) {
+    if (n < 0 || V < 0) return 0;
+    return (size_t)(V + 1 + n) * sizeof(int64_t);
+}
+
 // tok (n), dy (n, D) -> dW (V, D). The positions are bucketed by token (a counting sort), then
 // each vocabulary row sums its positions' gradient rows in double: deterministic, no races.
 int RFN(cpu_embedding_bwd)(const int32_t *tok, const real *dy, real *dW, int64_t n, int64_t V,
-                           int64_t D, stg_err *err) {
+                           int64_t D, void *scratch, size_t scratch_bytes, stg_err *err) {
     if (check_tokens(tok, n, V, err)) return -1;
-    int64_t *start = stg_malloc((size_t)(V + 1) * sizeof(int64_t), err); // (V + 1) bucket starts
-    int64_t *pos = stg_malloc((size_t)n * sizeof(int64_t), err);         // (n) positions by token
-    if (!start || !pos) {
-        free(start);
-        free(pos);
+    if (cpu_scratch_check("embedding backward", scratch, scratch_bytes,
+                          RFN(cpu_embedding_bwd_scratch)(n, V, D), 0, err))
         return -1;
-    }
+    int64_t *start = scratch;       // (V + 1) bucket starts
+    int64_t *pos = start + (V + 1); // (n) positions by token
     memset(start, 0, (size_t)(V + 1) * sizeof(int64_t));
     for (int64_t i = 0; i < n; i++) start[tok[i] + 1]++;
     for (int64_t t = 0; t < V; t++) start[t + 1] += start[t];
@@ -52,7 +55,5 @@ int RFN(cpu_embedding_bwd)(const int32_t *tok, const real *dy, real *dW, int64_t
             row[d] = (real)acc;
         }
     }
-    free(start);
-    free(pos);
     return 0;
 }

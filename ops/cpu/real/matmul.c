@@ -5,7 +5,6 @@
 // in (k, n) layout (transposed when tb), so the inner loop stays contiguous and does no
 // conversions; when B is already double and not transposed it is used as is. Parallel over
 // output rows of all batches; every row is summed in the same order whatever the thread count.
-#include <stdlib.h>
 #include <string.h>
 
 #include "ops/cpu/kernels.h"
@@ -41,20 +40,35 @@ static void axpy1(double *restrict acc, const double *restrict b0, double a0, in
     for (int64_t j = 0; j < n; j++) acc[j] += a0 * b0[j];
 }
 
+// Whether B is copied to double (in scratch) rather than used as is.
+static int copy_b_of(int tb) { return tb || sizeof(real) != sizeof(double); }
+
+size_t RFN(cpu_matmul_scratch)(int64_t batch, int64_t m, int64_t n, int64_t k, int ta, int tb,
+                               int b_batched) {
+    if (batch <= 0 || m <= 0 || n <= 0 || k < 0) return 0;
+    int64_t nb = b_batched ? batch : 1;
+    size_t n_doubles = (size_t)cpu_max_threads() * cpu_pad((size_t)n) +
+                       (copy_b_of(tb) ? (size_t)(nb * k * n) : 0);
+    return n_doubles * sizeof(double);
+}
+
 // A (batch, m, k) or (batch, k, m) when ta; B (k, n) or (n, k) when tb, per batch when
 // b_batched; C (batch, m, n)
 int RFN(cpu_matmul)(const real *A, const real *B, real *C, int64_t batch, int64_t m, int64_t n,
-                    int64_t k, int ta, int tb, int b_batched, stg_err *err) {
+                    int64_t k, int ta, int tb, int b_batched, void *scratch_mem, size_t scratch_bytes,
+                    stg_err *err) {
+    size_t need = RFN(cpu_matmul_scratch)(batch, m, n, k, ta, tb, b_batched);
+    if (cpu_scratch_check("matmul", scratch_mem, scratch_bytes, need, cpu_max_threads(), err))
+        return -1;
     int64_t nb = b_batched ? batch : 1;
     int nthr = cpu_max_threads();
-    int copy_b = tb || sizeof(real) != sizeof(double);
-    // scratch: per thread an accumulator row (n), then B in double (nb, k, n) when copied
-    size_t n_scratch = (size_t)nthr * (size_t)n + (copy_b ? (size_t)(nb * k * n) : 0);
-    double *scratch = stg_malloc(n_scratch * sizeof(double), err);
-    if (!scratch) return stg_err_prefix(err, "matmul");
+    int copy_b = copy_b_of(tb);
+    size_t row = cpu_pad((size_t)n); // accumulator row stride
+    // scratch: per thread an accumulator row (n, padded), then B in double (nb, k, n) when copied
+    double *scratch = scratch_mem;
     const double *Bd; // (nb, k, n)
     if (copy_b) {
-        double *bd = scratch + (size_t)nthr * (size_t)n;
+        double *bd = scratch + (size_t)nthr * row;
         to_double_kn(B, bd, nb, n, k, tb);
         Bd = bd;
     } else {
@@ -64,7 +78,7 @@ int RFN(cpu_matmul)(const real *A, const real *B, real *C, int64_t batch, int64_
     CPU_PARALLEL_FOR(batch * m * n * k)
     for (int64_t r = 0; r < batch * m; r++) {
         int64_t b = r / m, i = r % m;
-        double *acc = scratch + (size_t)cpu_thread_id() * (size_t)n;
+        double *acc = scratch + (size_t)cpu_thread_id() * row;
         const real *a = A + b * m * k;                       // (m, k) or (k, m)
         const double *bm = Bd + (b_batched ? b : 0) * k * n; // (k, n)
         for (int64_t j = 0; j < n; j++) acc[j] = 0.0;
@@ -79,6 +93,5 @@ int RFN(cpu_matmul)(const real *A, const real *B, real *C, int64_t batch, int64_
         real *c = C + r * n;
         for (int64_t j = 0; j < n; j++) c[j] = (real)acc[j];
     }
-    free(scratch);
     return 0;
 }

@@ -223,25 +223,25 @@ static size_t cpu_mm_scratch(const cpu_mm_dims *d, int f64) {
 
 static int run_linear(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
                       size_t scratch_bytes, int f64, stg_err *err) {
-    cpu_mm_dims d;
+    cpu_mm_dims d = {0};
     if (cpu_linear_dims(g, op, &d, err)) return -1;
     return cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, err);
 }
 
 static size_t scratch_linear(const stg_graph *g, const stg_op *op, int f64) {
-    cpu_mm_dims d;
+    cpu_mm_dims d = {0};
     return cpu_linear_dims(g, op, &d, NULL) ? 0 : cpu_mm_scratch(&d, f64);
 }
 
 static int run_matmul(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
                       size_t scratch_bytes, int f64, stg_err *err) {
-    cpu_mm_dims d;
+    cpu_mm_dims d = {0};
     if (cpu_matmul_dims(g, op, &d, err)) return -1;
     return cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, err);
 }
 
 static size_t scratch_matmul(const stg_graph *g, const stg_op *op, int f64) {
-    cpu_mm_dims d;
+    cpu_mm_dims d = {0};
     return cpu_matmul_dims(g, op, &d, NULL) ? 0 : cpu_mm_scratch(&d, f64);
 }
 

@@ -1,0 +1,551 @@
+// The CUDA matmul (cuBLASLt) and fused attention against the CPU reference: every ta/tb
+// combination, batched A with a 2-D B, batched B, grad_out (bf16 in, f32 out), linear with a 3-D
+// input, the model's large shapes; attention forward and backward at the model's head dims and
+// context lengths, f32 and bf16; two eager runs and a CUDA Graph replay bitwise equal.
+//
+// Each case builds a tiny graph twice (the device's precision, and f32 for the CPU), fills the
+// inputs with fresh random values (bf16-rounded when the device runs bf16, so both sides see the
+// same numbers), poisons every device output with 0xFF bytes (NaN) and runs the schedule op by
+// op. The CPU runs each op on the device's results of the earlier ops, so every op is checked on
+// its own. Error: max |gpu - cpu| / max |cpu| per output; NaN fails.
+//
+// STG_GPU_TEST_SMALL=1 leaves out the large shapes (for compute-sanitizer).
+// STG_BENCH_ATTN=1 instead only prints attention timings at B=4, H=16, Dh=64, S=4096 (no check).
+#ifdef STG_HAVE_CUDA
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <cuda_runtime_api.h>
+
+#include "graph/graph.h"
+#include "ops/cpu/cpu.h"
+#include "ops/cuda/cuda.h"
+#include "ops/registry.h"
+
+static stg_cuda *ctx;
+static int small_only;
+
+// ---- helpers ----------------------------------------------------------------------------------
+
+#define CK(call)                                                                              \
+    do {                                                                                      \
+        cudaError_t e_ = (call);                                                              \
+        if (e_ != cudaSuccess) fail_msg("%s: %s", #call, cudaGetErrorString(e_));             \
+    } while (0)
+
+static uint64_t rng_state = 0x5eed1234abcdull;
+
+static uint64_t rng_u64(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float rng_sym(void) { return (float)((double)(rng_u64() >> 11) * 0x1.0p-53 * 2.0 - 1.0); } // [-1, 1)
+
+static uint16_t f2bf(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float bf2f(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+// A graph under construction: the device's and the CPU's version side by side.
+typedef struct {
+    stg_graph *dev, *ref;
+} pair;
+
+static void pair_open(pair *p, stg_precision prec) {
+    stg_err err;
+    p->dev = graph_new(prec, &err);
+    p->ref = graph_new(STG_PREC_FP32, &err);
+    assert_non_null(p->dev);
+    assert_non_null(p->ref);
+}
+
+static void pair_close(pair *p) {
+    graph_free(p->dev);
+    graph_free(p->ref);
+}
+
+static int pair_input(pair *p, const char *name, int ndim, const int64_t *shape) {
+    stg_err err;
+    stg_loc loc = {0};
+    int a = graph_add_tensor(p->dev, name, ndim, shape, p->dev->act_dtype, STG_CLASS_INPUT, loc, &err);
+    int b = graph_add_tensor(p->ref, name, ndim, shape, STG_F32, STG_CLASS_INPUT, loc, &err);
+    if (a < 0 || b < 0) fail_msg("%s", err.msg);
+    assert_int_equal(a, b);
+    return a;
+}
+
+// Adds an op to both graphs; out receives the output tensor ids.
+static void pair_op(pair *p, stg_op_kind k, const int *in, int n_in, const stg_attrs *a, int *out) {
+    stg_err err;
+    stg_loc loc = {0};
+    int o2[STG_MAX_OUT];
+    if (graph_add_op(p->dev, k, in, n_in, a, STG_PHASE_FORWARD, NULL, loc, out, &err) < 0) fail_msg("%s", err.msg);
+    if (graph_add_op(p->ref, k, in, n_in, a, STG_PHASE_FORWARD, NULL, loc, o2, &err) < 0) fail_msg("%s", err.msg);
+    for (int i = 0; i < p->dev->ops[p->dev->nops - 1].n_out; i++) assert_int_equal(out[i], o2[i]);
+}
+
+// Device memory and host values of every tensor of a pair.
+typedef struct {
+    pair *p;
+    void **dptr;   // (nt) device buffers
+    float **host;  // (nt) values as f32: inputs (rounded), then the device's outputs
+    float **cpu;   // (nt) the CPU's outputs
+} rig;
+
+static bool is_bf16(const stg_graph *g, int t) { return g->t[t].dtype == STG_BF16; }
+
+static void upload(rig *r, int t) {
+    const stg_graph *g = r->p->dev;
+    int64_t n = graph_numel(&g->t[t]);
+    if (is_bf16(g, t)) {
+        uint16_t *b = malloc(sizeof(uint16_t) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) b[i] = f2bf(r->host[t][i]);
+        CK(cudaMemcpy(r->dptr[t], b, sizeof(uint16_t) * (size_t)n, cudaMemcpyHostToDevice));
+        free(b);
+    } else {
+        CK(cudaMemcpy(r->dptr[t], r->host[t], sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
+    }
+}
+
+static void download(rig *r, int t, float *dst) {
+    const stg_graph *g = r->p->dev;
+    int64_t n = graph_numel(&g->t[t]);
+    if (is_bf16(g, t)) {
+        uint16_t *b = malloc(sizeof(uint16_t) * (size_t)n);
+        CK(cudaMemcpy(b, r->dptr[t], sizeof(uint16_t) * (size_t)n, cudaMemcpyDeviceToHost));
+        for (int64_t i = 0; i < n; i++) dst[i] = bf2f(b[i]);
+        free(b);
+    } else {
+        CK(cudaMemcpy(dst, r->dptr[t], sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
+    }
+}
+
+// Allocates everything, fills the inputs and prepares the context (the real cuda_prepare path).
+static void rig_open(rig *r, pair *p) {
+    stg_err err;
+    r->p = p;
+    if (graph_schedule(p->dev, &err) || graph_schedule(p->ref, &err)) fail_msg("%s", err.msg);
+    int nt = p->dev->nt;
+    r->dptr = calloc((size_t)nt, sizeof(void *));
+    r->host = calloc((size_t)nt, sizeof(float *));
+    r->cpu = calloc((size_t)nt, sizeof(float *));
+    for (int t = 0; t < nt; t++) {
+        int64_t n = graph_numel(&p->dev->t[t]);
+        CK(cudaMalloc(&r->dptr[t], (size_t)graph_bytes(&p->dev->t[t]) + 16));
+        r->host[t] = malloc(sizeof(float) * (size_t)n);
+        r->cpu[t] = malloc(sizeof(float) * (size_t)n);
+        if (p->dev->t[t].producer < 0) {
+            for (int64_t i = 0; i < n; i++) {
+                float v = rng_sym();
+                r->host[t][i] = is_bf16(p->dev, t) ? bf2f(f2bf(v)) : v;
+            }
+            upload(r, t);
+        }
+    }
+    if (cuda_prepare(ctx, p->dev, r->dptr, &err)) fail_msg("%s", err.msg);
+}
+
+static void rig_close(rig *r) {
+    for (int t = 0; t < r->p->dev->nt; t++) {
+        cudaFree(r->dptr[t]);
+        free(r->host[t]);
+        free(r->cpu[t]);
+    }
+    free(r->dptr);
+    free(r->host);
+    free(r->cpu);
+}
+
+static void poison_outputs(rig *r, int op) {
+    const stg_op *o = &r->p->dev->ops[op];
+    for (int i = 0; i < o->n_out; i++)
+        CK(cudaMemsetAsync(r->dptr[o->out[i]], 0xff, (size_t)graph_bytes(&r->p->dev->t[o->out[i]]),
+                           (cudaStream_t)cuda_stream(ctx)));
+}
+
+static void run_op(rig *r, int op) {
+    stg_err err;
+    poison_outputs(r, op);
+    if (cuda_op_run(ctx, r->p->dev, op, r->dptr, &err)) fail_msg("%s", err.msg);
+    CK(cudaStreamSynchronize((cudaStream_t)cuda_stream(ctx)));
+    CK(cudaGetLastError());
+}
+
+// max |a - b| / max |b|; NaN in a gives NaN.
+static double rel_err(const float *a, const float *b, int64_t n) {
+    double num = 0.0, den = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (isnan(a[i]) || isnan(d)) return NAN;
+        if (d > num) num = d;
+        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
+    }
+    return den > 0 ? num / den : num;
+}
+
+// Runs the schedule on both sides and checks every output against tol. Prints the errors.
+static void check_all(rig *r, const char *what, double tol) {
+    stg_err err;
+    const stg_graph *g = r->p->dev;
+    for (int s = 0; s < g->nsched; s++) {
+        int op = g->schedule[s];
+        const stg_op *o = &g->ops[op];
+        run_op(r, op);
+        void *data[64];
+        assert_true(g->nt <= 64);
+        for (int t = 0; t < g->nt; t++) data[t] = r->host[t];
+        for (int i = 0; i < o->n_out; i++) data[o->out[i]] = r->cpu[o->out[i]];
+        size_t nscr = cpu_op_scratch_bytes(r->p->ref, op);
+        void *scr = nscr ? malloc(nscr) : NULL;
+        if (cpu_op_run(r->p->ref, op, data, scr, nscr, &err)) fail_msg("%s", err.msg);
+        free(scr);
+        for (int i = 0; i < o->n_out; i++) {
+            int t = o->out[i];
+            int64_t n = graph_numel(&g->t[t]);
+            download(r, t, r->host[t]); // later ops read the device's values
+            double e = rel_err(r->host[t], r->cpu[t], n);
+            char sh[128];
+            printf("  %-40s %-13s out %d %-22s %-4s rel err %.3g\n", what, ops_name(o->kind), i,
+                   graph_shape_str(&g->t[t], sh, sizeof sh), stg_dtype_name(g->t[t].dtype), e);
+            if (!(e < tol)) fail_msg("%s: %s output %d: relative error %g (tolerance %g)", what, ops_name(o->kind), i, e, tol);
+        }
+    }
+}
+
+// ---- matmul -----------------------------------------------------------------------------------
+
+typedef struct {
+    int ndim_a, ndim_b;
+    int64_t a[4], b[4];
+    int ta, tb, grad_out;
+} mm_spec;
+
+static void mm_case(stg_precision prec, stg_op_kind kind, const mm_spec *s) {
+    pair p;
+    pair_open(&p, prec);
+    int in[2] = {pair_input(&p, "a", s->ndim_a, s->a), pair_input(&p, "b", s->ndim_b, s->b)};
+    stg_attrs a;
+    memset(&a, 0, sizeof a);
+    if (kind == STG_OP_MATMUL) {
+        a.matmul.ta = s->ta;
+        a.matmul.tb = s->tb;
+        a.matmul.grad_out = s->grad_out;
+    }
+    int out[STG_MAX_OUT];
+    pair_op(&p, kind, in, 2, &a, out);
+    rig r;
+    rig_open(&r, &p);
+    char what[128], sa[64], sb[64];
+    snprintf(what, sizeof what, "%s%s%s ta%d tb%d%s", ops_name(kind), graph_shape_str(&p.dev->t[in[0]], sa, sizeof sa),
+             graph_shape_str(&p.dev->t[in[1]], sb, sizeof sb), s->ta, s->tb, s->grad_out ? " grad_out" : "");
+    check_all(&r, what, prec == STG_PREC_BF16 ? 2e-2 : 1e-4);
+    rig_close(&r);
+    pair_close(&p);
+}
+
+static void test_matmul_transposes(void **state) {
+    (void)state;
+    const int64_t m = 72, k = 56, n = 88;
+    for (int prec = 0; prec < 2; prec++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                mm_spec s = {2, 2, {ta ? k : m, ta ? m : k}, {tb ? n : k, tb ? k : n}, ta, tb, 0};
+                mm_case(prec ? STG_PREC_BF16 : STG_PREC_FP32, STG_OP_MATMUL, &s);
+            }
+    // odd sizes (leading dimensions not 16-byte multiples), f32
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            mm_spec s = {2, 2, {ta ? 29 : 37, ta ? 37 : 29}, {tb ? 45 : 29, tb ? 29 : 45}, ta, tb, 0};
+            mm_case(STG_PREC_FP32, STG_OP_MATMUL, &s);
+        }
+}
+
+static void test_matmul_batched(void **state) {
+    (void)state;
+    const int64_t m = 40, k = 48, n = 24;
+    for (int prec = 0; prec < 2; prec++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                // batched B: (2, 3, ...) both
+                mm_spec s = {4, 4, {2, 3, ta ? k : m, ta ? m : k}, {2, 3, tb ? n : k, tb ? k : n}, ta, tb, 0};
+                mm_case(prec ? STG_PREC_BF16 : STG_PREC_FP32, STG_OP_MATMUL, &s);
+                if (!ta) { // batched A, 2-D B: the batch folds into m
+                    mm_spec s2 = {3, 2, {5, m, k}, {tb ? n : k, tb ? k : n}, 0, tb, 0};
+                    mm_case(prec ? STG_PREC_BF16 : STG_PREC_FP32, STG_OP_MATMUL, &s2);
+                }
+            }
+}
+
+static void test_matmul_grad_out(void **state) {
+    (void)state;
+    // dW (out, in) = dyᵀ (out, N) · x (N, in), bf16 in, f32 out; and the 2-D and batched forms.
+    mm_spec s1 = {2, 2, {96, 64}, {96, 80}, 1, 0, 1};
+    mm_case(STG_PREC_BF16, STG_OP_MATMUL, &s1);
+    mm_spec s2 = {3, 3, {2, 48, 32}, {2, 40, 32}, 0, 1, 1};
+    mm_case(STG_PREC_BF16, STG_OP_MATMUL, &s2);
+    if (!small_only) {
+        mm_spec s3 = {2, 2, {800, 6400}, {800, 1600}, 1, 0, 1};
+        mm_case(STG_PREC_BF16, STG_OP_MATMUL, &s3);
+    }
+}
+
+static void test_linear(void **state) {
+    (void)state;
+    mm_spec s0 = {3, 2, {3, 50, 64}, {96, 64}, 0, 0, 0};
+    mm_case(STG_PREC_FP32, STG_OP_LINEAR, &s0);
+    mm_case(STG_PREC_BF16, STG_OP_LINEAR, &s0);
+    if (small_only) return;
+    // the xl model's MLP: (4·200, 1600) · (6400, 1600)ᵀ, and its backward dx = dy · W
+    mm_spec s1 = {3, 2, {4, 200, 1600}, {6400, 1600}, 0, 0, 0};
+    mm_case(STG_PREC_FP32, STG_OP_LINEAR, &s1);
+    mm_case(STG_PREC_BF16, STG_OP_LINEAR, &s1);
+    mm_spec s2 = {3, 2, {4, 200, 6400}, {6400, 1600}, 0, 0, 0};
+    mm_case(STG_PREC_BF16, STG_OP_MATMUL, &s2);
+    // the LM head at vocab 10000, d_model 2560
+    mm_spec s3 = {3, 2, {4, 200, 2560}, {10000, 2560}, 0, 0, 0};
+    mm_case(STG_PREC_BF16, STG_OP_LINEAR, &s3);
+}
+
+// ---- attention --------------------------------------------------------------------------------
+
+// attention(q, k, v) -> (o, lse), then attention_bwd(q, k, v, o, lse, do) -> (dq, dk, dv).
+static void attn_pair(pair *p, stg_precision prec, int64_t B, int64_t S, int64_t H, int64_t Dh, double scale) {
+    pair_open(p, prec);
+    int64_t sh[4] = {B, S, H, Dh};
+    int q = pair_input(p, "q", 4, sh), k = pair_input(p, "k", 4, sh), v = pair_input(p, "v", 4, sh);
+    int dout = pair_input(p, "do", 4, sh);
+    stg_attrs a;
+    memset(&a, 0, sizeof a);
+    a.attention.scale = scale;
+    int in[3] = {q, k, v}, out[STG_MAX_OUT], out2[STG_MAX_OUT];
+    pair_op(p, STG_OP_ATTENTION, in, 3, &a, out);
+    int in2[6] = {q, k, v, out[0], out[1], dout};
+    pair_op(p, STG_OP_ATTENTION_BWD, in2, 6, &a, out2);
+}
+
+static void attn_case(stg_precision prec, int64_t B, int64_t S, int64_t H, int64_t Dh, double scale) {
+    pair p;
+    attn_pair(&p, prec, B, S, H, Dh, scale);
+    rig r;
+    rig_open(&r, &p);
+    char what[128];
+    snprintf(what, sizeof what, "attention B%lld S%lld H%lld Dh%lld %s%s", (long long)B, (long long)S, (long long)H,
+             (long long)Dh, prec == STG_PREC_BF16 ? "bf16" : "f32", scale != 0.0 ? " scale" : "");
+    check_all(&r, what, prec == STG_PREC_BF16 ? 2e-2 : 1e-5);
+    rig_close(&r);
+    pair_close(&p);
+}
+
+static void test_attention_model_shapes(void **state) {
+    (void)state;
+    const int64_t dhs[2] = {64, 80}, ss[2] = {200, 1024};
+    for (int prec = 0; prec < 2; prec++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++) {
+                if (small_only && ss[j] > 200) continue;
+                attn_case(prec ? STG_PREC_BF16 : STG_PREC_FP32, 2, ss[j], 25, dhs[i], 0.0);
+            }
+}
+
+static void test_attention_odd_shapes(void **state) {
+    (void)state;
+    attn_case(STG_PREC_FP32, 1, 1, 1, 8, 0.0);      // one token
+    attn_case(STG_PREC_FP32, 2, 70, 3, 8, 0.0);     // smallest head dim
+    attn_case(STG_PREC_FP32, 1, 129, 2, 128, 0.0);  // largest head dim, one row past two tiles
+    attn_case(STG_PREC_FP32, 2, 65, 2, 24, 0.3);    // explicit scale
+    attn_case(STG_PREC_BF16, 1, 100, 2, 40, 0.0);
+}
+
+// ---- determinism: two eager runs and a captured graph's replay, bitwise ------------------------
+
+static void outputs_bytes(rig *r, unsigned char **buf, size_t *n) {
+    const stg_graph *g = r->p->dev;
+    size_t total = 0;
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].producer >= 0) total += (size_t)graph_bytes(&g->t[t]);
+    unsigned char *b = malloc(total), *q = b;
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].producer >= 0) {
+            CK(cudaMemcpy(q, r->dptr[t], (size_t)graph_bytes(&g->t[t]), cudaMemcpyDeviceToHost));
+            q += graph_bytes(&g->t[t]);
+        }
+    *buf = b;
+    *n = total;
+}
+
+static void determinism_case(pair *p, const char *what) {
+    stg_err err;
+    rig r;
+    rig_open(&r, p);
+    const stg_graph *g = p->dev;
+    cudaStream_t st = (cudaStream_t)cuda_stream(ctx);
+    unsigned char *run[3];
+    size_t n[3];
+    for (int rep = 0; rep < 2; rep++) {
+        for (int s = 0; s < g->nsched; s++) run_op(&r, g->schedule[s]);
+        outputs_bytes(&r, &run[rep], &n[rep]);
+    }
+    for (int s = 0; s < g->nsched; s++) poison_outputs(&r, g->schedule[s]);
+    CK(cudaStreamSynchronize(st));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int s = 0; s < g->nsched; s++)
+        if (cuda_op_run(ctx, g, g->schedule[s], r.dptr, &err)) {
+            cudaStreamEndCapture(st, &graph);
+            fail_msg("capturing: %s", err.msg);
+        }
+    CK(cudaStreamEndCapture(st, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    CK(cudaGraphLaunch(exec, st));
+    CK(cudaStreamSynchronize(st));
+    outputs_bytes(&r, &run[2], &n[2]);
+    assert_true(n[0] == n[1] && n[0] == n[2]);
+    int same01 = memcmp(run[0], run[1], n[0]) == 0, same02 = memcmp(run[0], run[2], n[0]) == 0;
+    printf("  %-40s eager twice %s, graph replay %s (%zu bytes)\n", what, same01 ? "equal" : "DIFFER",
+           same02 ? "equal" : "DIFFER", n[0]);
+    assert_true(same01);
+    assert_true(same02);
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    for (int i = 0; i < 3; i++) free(run[i]);
+    rig_close(&r);
+}
+
+static void test_determinism(void **state) {
+    (void)state;
+    for (int prec = 0; prec < 2; prec++) {
+        stg_precision pr = prec ? STG_PREC_BF16 : STG_PREC_FP32;
+        pair p;
+        attn_pair(&p, pr, 2, 200, 5, 80, 0.0);
+        determinism_case(&p, prec ? "attention fwd+bwd bf16" : "attention fwd+bwd f32");
+        pair_close(&p);
+
+        pair_open(&p, pr);
+        int64_t xs[3] = {4, 50, 320}, ws[2] = {640, 320};
+        int in[2] = {pair_input(&p, "x", 3, xs), pair_input(&p, "w", 2, ws)}, out[STG_MAX_OUT];
+        stg_attrs a;
+        memset(&a, 0, sizeof a);
+        pair_op(&p, STG_OP_LINEAR, in, 2, &a, out);
+        int in2[2] = {out[0], in[1]}, out2[STG_MAX_OUT]; // dx-like: y · W
+        pair_op(&p, STG_OP_MATMUL, in2, 2, &a, out2);
+        determinism_case(&p, prec ? "linear + matmul bf16" : "linear + matmul f32");
+        pair_close(&p);
+    }
+}
+
+// ---- optional timing --------------------------------------------------------------------------
+
+static void bench_attention(stg_precision prec) {
+    pair p;
+    attn_pair(&p, prec, 4, 4096, 16, 64, 0.0);
+    rig r;
+    rig_open(&r, &p);
+    stg_err err;
+    cudaStream_t st = (cudaStream_t)cuda_stream(ctx);
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int s = 0; s < 2; s++) {
+        int op = p.dev->schedule[s];
+        float best[15];
+        for (int it = 0; it < 17; it++) {
+            CK(cudaEventRecord(e0, st));
+            if (cuda_op_run(ctx, p.dev, op, r.dptr, &err)) fail_msg("%s", err.msg);
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            if (it >= 2) best[it - 2] = ms;
+        }
+        for (int i = 0; i < 15; i++) // sort for the median
+            for (int j = i + 1; j < 15; j++)
+                if (best[j] < best[i]) {
+                    float x = best[i];
+                    best[i] = best[j];
+                    best[j] = x;
+                }
+        double flops = (s == 0 ? 2.0 : 5.0) * 2.0 * 4 * 16 * 64 * (4096.0 * 4097.0 / 2.0); // causal pairs
+        printf("  bench attention %s %s B4 H16 Dh64 S4096: median %.3f ms, %.1f TFLOP/s (causal, %s matmuls)\n",
+               prec == STG_PREC_BF16 ? "bf16" : "f32", s == 0 ? "fwd" : "bwd", best[7], flops / (best[7] * 1e-3) / 1e12,
+               s == 0 ? "2" : "5");
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    rig_close(&r);
+    pair_close(&p);
+}
+
+static void test_bench(void **state) {
+    (void)state;
+    bench_attention(STG_PREC_FP32);
+    bench_attention(STG_PREC_BF16);
+}
+
+static int setup(void **state) {
+    (void)state;
+    stg_err err;
+    stg_cuda_opts o = {0, false};
+    if (cuda_new(&o, &ctx, &err)) {
+        fprintf(stderr, "cuda_new: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    cuda_free(ctx);
+    return 0;
+}
+
+int main(void) {
+    if (cuda_device_count() == 0) {
+        printf("skipped: no GPU\n");
+        return 77;
+    }
+    const char *s = getenv("STG_GPU_TEST_SMALL");
+    small_only = s && *s && *s != '0';
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul_transposes),
+        cmocka_unit_test(test_matmul_batched),
+        cmocka_unit_test(test_matmul_grad_out),
+        cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_attention_odd_shapes),
+        cmocka_unit_test(test_attention_model_shapes),
+        cmocka_unit_test(test_determinism),
+    };
+    const struct CMUnitTest bench[] = {cmocka_unit_test(test_bench)};
+    const char *b = getenv("STG_BENCH_ATTN");
+    if (b && *b && *b != '0') return cmocka_run_group_tests(bench, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
+
+#else
+#include <stdio.h>
+
+int main(void) {
+    printf("skipped: built without CUDA\n");
+    return 77;
+}
+#endif

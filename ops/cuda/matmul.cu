@@ -1,0 +1,245 @@
+// MATMUL and LINEAR through cuBLASLt.
+//
+// Row-major, PyTorch order. LINEAR: y (..., out) = x (..., in) · Wᵀ with W (out, in).
+// MATMUL: C (..., m, n) = op(A) · op(B), A (..., a0, a1), B (b0, b1) broadcast over A's batch or
+// (..., b0, b1) with A's batch dims; op transposes the last two dims when ta / tb is set.
+//
+// cuBLASLt is column-major. A row-major (r, c) matrix is the column-major (c, r) matrix with
+// leading dimension c, so row-major C = op(A) op(B) is column-major Cᵀ = op(B)ᵀ op(A)ᵀ: cuBLASLt's
+// first operand is our B, its second is our A, and its (m, n) is our (n, m).
+//   our B, tb = 0: row-major (k, n) = column-major (n, k): already op(B)ᵀ, so CUBLAS_OP_N.
+//   our B, tb = 1: row-major (n, k) = column-major (k, n): CUBLAS_OP_T.
+//   our A, ta = 0: row-major (m, k) = column-major (k, m): CUBLAS_OP_N; ta = 1: CUBLAS_OP_T.
+// Batches are strided. A 2-D B under a batched A would need batch stride 0, which not every
+// algorithm accepts: without ta the batch folds into m (A's rows are contiguous); with ta it is
+// rejected (the registry's gradient rules never emit it).
+//
+// Everything is chosen by cuda_mm_prepare before capture; cuda_mm_run only enqueues
+// cublasLtMatmul on c->stream with c->lt_workspace: no allocation, no synchronisation.
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cuda/internal.h"
+
+#define MM_WORKSPACE_BYTES ((size_t)32 << 20) // Hopper: at least 32 MiB
+
+// Everything that decides the algorithm: equal keys share the heuristic's answer.
+typedef struct mm_key {
+    int a_type, c_type;           // cudaDataType of the inputs and of the output
+    int compute;                  // cublasComputeType_t
+    int trans_a, trans_b;         // cuBLASLt's ops (its A is our B)
+    int64_t m, n, k;              // cuBLASLt's sizes (m = our n, n = our m)
+    int64_t rows_a, cols_a, ld_a; // cuBLASLt's A layout (our B)
+    int64_t rows_b, cols_b, ld_b; // cuBLASLt's B layout (our A)
+    int64_t ld_c;
+    int64_t batch, stride_a, stride_b, stride_c; // elements
+} mm_key;
+
+struct cuda_mm_plan {
+    mm_key key;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc; // cuBLASLt's A (our B), B (our A), C = D (our C)
+    cublasLtMatmulAlgo_t algo;
+    size_t ws_bytes;                   // workspace the algorithm needs
+    int in0, in1, out;                 // tensor ids: our A, our B, our C
+};
+
+size_t cuda_mm_workspace_bytes(void) { return MM_WORKSPACE_BYTES; }
+
+void cuda_mm_free(cuda_mm_plan *p) {
+    if (!p) return;
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    free(p);
+}
+
+static int mm_dtype(const stg_graph *g, const stg_op *op, int t, int *out, stg_err *err) {
+    switch (g->t[t].dtype) {
+    case STG_F32: *out = CUDA_R_32F; return 0;
+    case STG_BF16: *out = CUDA_R_16BF; return 0;
+    default:
+        return stg_errf_at(err, op->loc, "%s: tensor '%s' is %s; the CUDA matmul takes f32 or bf16", ops_name(op->kind),
+                           g->t[t].name, stg_dtype_name(g->t[t].dtype));
+    }
+}
+
+// The key of op `id` of g: shapes, ops, strides and types in cuBLASLt's terms.
+static int mm_key_of(const stg_cuda *c, const stg_graph *g, int id, mm_key *key, stg_err *err) {
+    const stg_op *op = &g->ops[id];
+    if (op->kind != STG_OP_MATMUL && op->kind != STG_OP_LINEAR)
+        return stg_errf(err, "cuda matmul: op %d is %s, not matmul or linear", id, ops_name(op->kind));
+    const stg_tensor *A = &g->t[op->in[0]], *B = &g->t[op->in[1]], *C = &g->t[op->out[0]];
+    int ta = 0, tb = 1; // LINEAR: x · Wᵀ
+    if (op->kind == STG_OP_MATMUL) {
+        ta = op->a.matmul.ta != 0;
+        tb = op->a.matmul.tb != 0;
+    }
+    memset(key, 0, sizeof *key);
+    int at, bt, ct;
+    if (mm_dtype(g, op, op->in[0], &at, err) || mm_dtype(g, op, op->in[1], &bt, err) || mm_dtype(g, op, op->out[0], &ct, err))
+        return -1;
+    if (at != bt || (at == CUDA_R_32F && ct != CUDA_R_32F))
+        return stg_errf_at(err, op->loc, "%s: dtypes %s · %s -> %s are not supported (f32 or bf16 inputs, bf16 -> f32 allowed)",
+                           ops_name(op->kind), stg_dtype_name(A->dtype), stg_dtype_name(B->dtype), stg_dtype_name(C->dtype));
+    key->a_type = at;
+    key->c_type = ct;
+    key->compute = at == CUDA_R_32F && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+
+    int64_t batch = 1, m, k, n, b0, b1, a0, a1;
+    int b_batched = 0;
+    if (op->kind == STG_OP_LINEAR) {
+        if (A->ndim < 1 || B->ndim != 2) return stg_errf_at(err, op->loc, "linear: bad operand ranks");
+        a1 = A->shape[A->ndim - 1];
+        a0 = cuda_rows(A);
+        b0 = B->shape[0];
+        b1 = B->shape[1];
+    } else {
+        if (A->ndim < 2 || B->ndim < 2) return stg_errf_at(err, op->loc, "matmul: operands need 2 or more dims");
+        a0 = A->shape[A->ndim - 2];
+        a1 = A->shape[A->ndim - 1];
+        b0 = B->shape[B->ndim - 2];
+        b1 = B->shape[B->ndim - 1];
+        for (int i = 0; i + 2 < A->ndim; i++) batch *= A->shape[i];
+        b_batched = B->ndim > 2;
+        if (b_batched && B->ndim != A->ndim)
+            return stg_errf_at(err, op->loc, "matmul: '%s' must be 2-D or have the dims of '%s'", B->name, A->name);
+        if (!b_batched && batch > 1) {
+            if (ta)
+                return stg_errf_at(err, op->loc,
+                                   "matmul: a transposed batched '%s' with a 2-D '%s' is not supported on CUDA", A->name, B->name);
+            a0 *= batch; // fold the batch into m: A's rows are contiguous
+            batch = 1;
+        }
+    }
+    m = ta ? a1 : a0;
+    k = ta ? a0 : a1;
+    n = tb ? b0 : b1;
+    if ((tb ? b1 : b0) != k)
+        return stg_errf_at(err, op->loc, "%s: inner dims differ (%lld vs %lld)", ops_name(op->kind), (long long)k,
+                           (long long)(tb ? b1 : b0));
+    if (cuda_numel(C) != batch * m * n)
+        return stg_errf_at(err, op->loc, "%s: output '%s' has %lld elements, expected %lld", ops_name(op->kind), C->name,
+                           (long long)cuda_numel(C), (long long)(batch * m * n));
+
+    key->trans_a = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    key->trans_b = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    key->m = n;
+    key->n = m;
+    key->k = k;
+    key->rows_a = b1; // our B, row-major (b0, b1) = column-major (b1, b0)
+    key->cols_a = b0;
+    key->ld_a = b1;
+    key->rows_b = a1; // our A
+    key->cols_b = a0;
+    key->ld_b = a1;
+    key->ld_c = n;    // our C, row-major (m, n)
+    key->batch = batch;
+    key->stride_a = batch > 1 && b_batched ? b0 * b1 : 0;
+    key->stride_b = batch > 1 ? a0 * a1 : 0;
+    key->stride_c = batch > 1 ? m * n : 0;
+    return 0;
+}
+
+static int mm_layout(cublasLtMatrixLayout_t *l, int type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                     int64_t stride, stg_err *err) {
+    CUBLAS_CHECK(err, cublasLtMatrixLayoutCreate(l, (cudaDataType_t)type, (uint64_t)rows, (uint64_t)cols, ld));
+    if (batch > 1) {
+        int32_t bc = (int32_t)batch;
+        CUBLAS_CHECK(err, cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc));
+        CUBLAS_CHECK(err, cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                           sizeof stride));
+    }
+    return 0;
+}
+
+// Fills p's descriptors from its key.
+static int mm_build(cuda_mm_plan *p, stg_err *err) {
+    const mm_key *k = &p->key;
+    CUBLAS_CHECK(err, cublasLtMatmulDescCreate(&p->desc, (cublasComputeType_t)k->compute, CUDA_R_32F));
+    int32_t ta = k->trans_a, tb = k->trans_b;
+    CUBLAS_CHECK(err, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(err, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (mm_layout(&p->la, k->a_type, k->rows_a, k->cols_a, k->ld_a, k->batch, k->stride_a, err) ||
+        mm_layout(&p->lb, k->a_type, k->rows_b, k->cols_b, k->ld_b, k->batch, k->stride_b, err) ||
+        mm_layout(&p->lc, k->c_type, k->m, k->n, k->ld_c, k->batch, k->stride_c, err))
+        return -1;
+    return 0;
+}
+
+// Asks the heuristic for the best algorithm of p (descriptors built).
+static int mm_search(stg_cuda *c, cuda_mm_plan *p, stg_err *err) {
+    cublasLtMatmulPreference_t pref = NULL;
+    CUBLAS_CHECK(err, cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = c->lt_workspace_bytes ? c->lt_workspace_bytes : cuda_mm_workspace_bytes();
+    // The plan's tensors are 256-byte aligned, but views may start inside one: promise 16 bytes.
+    uint32_t align = 16;
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof align);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof align);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    memset(&res, 0, sizeof res);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    CUBLAS_CHECK(err, s);
+    if (found < 1 || res.state != CUBLAS_STATUS_SUCCESS)
+        return stg_errf(err, "cuBLASLt has no algorithm for (%lld x %lld x %lld, batch %lld, types %d/%d, compute %d)",
+                        (long long)p->key.m, (long long)p->key.n, (long long)p->key.k, (long long)p->key.batch,
+                        p->key.a_type, p->key.c_type, p->key.compute);
+    p->algo = res.algo;
+    p->ws_bytes = res.workspaceSize;
+    return 0;
+}
+
+int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, stg_err *err) {
+    if (op < 0 || op >= g->nops) return stg_errf(err, "cuda matmul: no op %d", op);
+    if (!c->mm || op >= c->nops) return stg_errf(err, "cuda matmul: the context has no plan slot for op %d", op);
+    cuda_mm_plan *p = (cuda_mm_plan *)calloc(1, sizeof *p);
+    if (!p) return stg_errf(err, "cuda matmul: out of host memory");
+    const stg_op *o = &g->ops[op];
+    p->in0 = o->in[0];
+    p->in1 = o->in[1];
+    p->out = o->out[0];
+    if (mm_key_of(c, g, op, &p->key, err) || mm_build(p, err)) {
+        cuda_mm_free(p);
+        return stg_err_prefix(err, "%s (op %d)", ops_name(o->kind), op);
+    }
+    const cuda_mm_plan *same = NULL; // an earlier plan of the same key: reuse its search
+    for (int i = 0; i < c->nops && !same; i++)
+        if (i != op && c->mm[i] && memcmp(&c->mm[i]->key, &p->key, sizeof p->key) == 0) same = c->mm[i];
+    if (same) {
+        p->algo = same->algo;
+        p->ws_bytes = same->ws_bytes;
+    } else if (mm_search(c, p, err)) {
+        cuda_mm_free(p);
+        return stg_err_prefix(err, "%s (op %d)", ops_name(o->kind), op);
+    }
+    cuda_mm_free(c->mm[op]);
+    c->mm[op] = p;
+    return 0;
+}
+
+int cuda_mm_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const cuda_mm_plan *p = c->mm && op >= 0 && op < c->nops ? c->mm[op] : NULL;
+    if (!p) return stg_errf(err, "cuda matmul: op %d was not prepared (cuda_prepare)", op);
+    const stg_op *o = &g->ops[op];
+    if (o->in[0] != p->in0 || o->in[1] != p->in1 || o->out[0] != p->out)
+        return stg_errf(err, "cuda matmul: op %d was prepared for another graph", op);
+    if (p->ws_bytes > c->lt_workspace_bytes)
+        return stg_errf(err, "cuda matmul: op %d needs %zu workspace bytes, the context has %zu", op, p->ws_bytes,
+                        c->lt_workspace_bytes);
+    const float one = 1.0f, zero = 0.0f;
+    // cuBLASLt's A is our B, its B our A; C and D are our output (beta 0: C is not read).
+    CUBLAS_CHECK(err, cublasLtMatmul(c->lt, p->desc, &one, ptr[p->in1], p->la, ptr[p->in0], p->lb, &zero, ptr[p->out], p->lc,
+                                     ptr[p->out], p->lc, &p->algo, c->lt_workspace, c->lt_workspace_bytes, c->stream));
+    return 0;
+}

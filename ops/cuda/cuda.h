@@ -7,12 +7,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-
-#include "graph/graph.h"
+#include <stdint.h>
 
 #ifdef __cplusplus
-extern "C" {
+extern "C" { // the graph headers are C: their functions (stg_errf, ...) have C linkage
 #endif
+
+#include "graph/graph.h"
 
 typedef struct stg_cuda stg_cuda; // per-device context (ops/cuda/internal.h)
 

@@ -15,7 +15,14 @@
 #include <stdint.h>
 
 #include "ops/cuda/cuda.h"
+
+#ifdef __cplusplus
+extern "C" { // C headers: ops_name, ops_def, ... have C linkage
+#endif
 #include "ops/registry.h"
+#ifdef __cplusplus
+}
+#endif
 
 // Checks a CUDA runtime call; on failure fills err with the call, the file:line and the CUDA
 // message and returns -1 from the enclosing function.
@@ -71,6 +78,7 @@ typedef struct cuda_adamw_entry {
     float beta1, beta2, eps, weight_decay, max_norm;
     int param_bf16, grad_bf16;
     int vec;           // every pointer is 16-byte aligned (param 8-byte when bf16)
+    int op;            // the ADAMW op it came from (host-side check of the pointers)
 } cuda_adamw_entry;
 
 struct stg_cuda {

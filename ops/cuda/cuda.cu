@@ -1,0 +1,332 @@
+// The CUDA backend's context and op entry point: device, stream, cuBLASLt handle, the per-graph
+// preparation (matmul plans, multi-tensor tables, scratch) and the kernel table, one runner per
+// op kind generated from ops/oplist.h (an op kind without a runner does not link).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cuda/common.cuh"
+#include "ops/cuda/internal.h"
+
+// ---- shared host helpers ------------------------------------------------------------------------
+
+extern "C" int64_t cuda_numel(const stg_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+extern "C" int64_t cuda_rows(const stg_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i + 1 < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+extern "C" int64_t cuda_last(const stg_tensor *t) { return t->ndim > 0 ? t->shape[t->ndim - 1] : 1; }
+
+extern "C" int cuda_is_bf16(const stg_graph *g, const stg_op *op, int t, stg_err *err) {
+    stg_dtype d = g->t[t].dtype;
+    if (d == STG_F32) return 0;
+    if (d == STG_BF16) return 1;
+    if (d == STG_F64)
+        return stg_errf(err, "tensor %s is f64: f64 graphs run on the CPU backend only", g->t[t].name);
+    return stg_errf(err, "tensor %s must be f32 or bf16, not %s", g->t[t].name, stg_dtype_name(d));
+}
+
+extern "C" int cuda_same_float(const stg_graph *g, const stg_op *op, int t, int like, stg_err *err) {
+    int b = cuda_is_bf16(g, op, t, err);
+    if (b < 0) return -1;
+    if (g->t[t].dtype != g->t[like].dtype)
+        return stg_errf(err, "tensor %s is %s but %s is %s", g->t[t].name, stg_dtype_name(g->t[t].dtype),
+                        g->t[like].name, stg_dtype_name(g->t[like].dtype));
+    return b;
+}
+
+extern "C" unsigned cuda_blocks(const stg_cuda *c, int64_t n, int per_block) {
+    int64_t b = (n + per_block - 1) / per_block;
+    int64_t cap = (int64_t)(c->sm_count > 0 ? c->sm_count : 132) * 16;
+    if (b > cap) b = cap;
+    if (b < 1) b = 1;
+    return (unsigned)b;
+}
+
+// ---- device and context -------------------------------------------------------------------------
+
+extern "C" int cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); // no driver or no device: clear the error and report none
+        return 0;
+    }
+    return n;
+}
+
+extern "C" int cuda_new(const stg_cuda_opts *o, stg_cuda **out, stg_err *err) {
+    *out = NULL;
+    int dev = o ? o->device : 0;
+    int n = cuda_device_count();
+    if (dev < 0 || dev >= n) return stg_errf(err, "cuda: no CUDA device %d (found %d)", dev, n);
+    stg_cuda *c = (stg_cuda *)stg_calloc(1, sizeof *c, err);
+    if (!c) return -1;
+    c->device = dev;
+    c->tf32 = o ? o->tf32 : false;
+    c->first_adamw_op = -1;
+    cudaError_t e = cudaSetDevice(dev);
+    cudaDeviceProp prop;
+    if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, dev);
+    if (e == cudaSuccess) {
+        snprintf(c->name, sizeof c->name, "%s", prop.name);
+        c->sm_count = prop.multiProcessorCount;
+        e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    }
+    if (e != cudaSuccess) {
+        stg_errf(err, "cuda: device %d: %s", dev, cudaGetErrorString(e));
+        cuda_free(c);
+        return -1;
+    }
+    cublasStatus_t s = cublasLtCreate(&c->lt);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        c->lt = NULL;
+        stg_errf(err, "cuda: cublasLtCreate: cuBLAS status %d", (int)s);
+        cuda_free(c);
+        return -1;
+    }
+    *out = c;
+    return 0;
+}
+
+// Frees what cuda_prepare made (plans, tables, workspace); keeps the device, stream and handle.
+static void cuda_release_prepared(stg_cuda *c) {
+    if (c->mm) {
+        for (int i = 0; i < c->nops; i++)
+            if (c->mm[i]) cuda_mm_free(c->mm[i]);
+        free(c->mm);
+    }
+    c->mm = NULL;
+    c->nops = 0;
+    if (c->lt_workspace) cudaFree(c->lt_workspace);
+    c->lt_workspace = NULL;
+    c->lt_workspace_bytes = 0;
+    if (c->scratch) cudaFree(c->scratch);
+    c->scratch = NULL;
+    c->scratch_bytes = 0;
+    c->work = NULL;
+    c->work_bytes = 0;
+    c->adamw_table = NULL;
+    c->norm_table = NULL;
+    c->norm_partials = NULL;
+    free(c->adamw_host);
+    c->adamw_host = NULL;
+    free(c->norm_host);
+    c->norm_host = NULL;
+    free(c->norm_first);
+    c->norm_first = NULL;
+    c->n_adamw = 0;
+    c->n_norm = 0;
+    c->norm_blocks = 0;
+    c->adamw_blocks = 0;
+    c->first_adamw_op = -1;
+    c->adamw_norm = c->adamw_sched = NULL;
+}
+
+extern "C" void cuda_free(stg_cuda *c) {
+    if (!c) return;
+    cudaSetDevice(c->device);
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    cuda_release_prepared(c);
+    if (c->lt) cublasLtDestroy(c->lt);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+extern "C" void *cuda_stream(stg_cuda *c) { return (void *)c->stream; }
+
+extern "C" const char *cuda_device_name(const stg_cuda *c) { return c->name; }
+
+// Dense peak TFLOP/s by device name: bf16 tensor cores, fp32 without tensor cores.
+typedef struct {
+    const char *has, *and_has; // substrings of the device name (and_has NULL: none)
+    double bf16, fp32;
+} cuda_peak_row;
+
+static const cuda_peak_row cuda_peaks[] = {
+    {"H200", NULL, 989.0, 67.0},
+    {"H100", "PCIe", 756.0, 51.0},
+    {"H100", NULL, 989.0, 67.0}, // SXM (HBM3)
+};
+
+extern "C" double cuda_peak_tflops(const stg_cuda *c, stg_precision p) {
+    for (size_t i = 0; i < sizeof cuda_peaks / sizeof cuda_peaks[0]; i++) {
+        const cuda_peak_row *r = &cuda_peaks[i];
+        if (!strstr(c->name, r->has) || (r->and_has && !strstr(c->name, r->and_has))) continue;
+        if (p == STG_PREC_BF16) return r->bf16;
+        if (p == STG_PREC_FP32) return r->fp32;
+        return 0.0;
+    }
+    return 0.0;
+}
+
+extern "C" size_t cuda_workspace_bytes(const stg_cuda *c) { return c->lt_workspace_bytes + c->scratch_bytes; }
+
+// ---- preparation --------------------------------------------------------------------------------
+
+static size_t cuda_align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+// Per-kind preparation: plans and the bytes of c->work an op needs. Kinds not listed need none
+// (global_norm and adamw are planned together by cuda_optim_plan).
+typedef int (*cuda_prep_fn)(stg_cuda *c, const stg_graph *g, int op, size_t *work, stg_err *err);
+
+static int prep_mm(stg_cuda *c, const stg_graph *g, int op, size_t *work, stg_err *err) {
+    return cuda_mm_prepare(c, g, op, err);
+}
+
+static int prep_attention(stg_cuda *c, const stg_graph *g, int op, size_t *work, stg_err *err) {
+    *work = cuda_attention_scratch_bytes(g, op);
+    return 0;
+}
+
+static int prep_norm_bwd(stg_cuda *c, const stg_graph *g, int op, size_t *work, stg_err *err) {
+    *work = cuda_norm_bwd_work_bytes(g, op);
+    return 0;
+}
+
+static int prep_cross_entropy(stg_cuda *c, const stg_graph *g, int op, size_t *work, stg_err *err) {
+    *work = cuda_cross_entropy_work_bytes(g, op);
+    return 0;
+}
+
+static const struct {
+    stg_op_kind kind;
+    cuda_prep_fn fn;
+} cuda_preparers[] = {
+    {STG_OP_LINEAR, prep_mm},
+    {STG_OP_MATMUL, prep_mm},
+    {STG_OP_RMSNORM_BWD, prep_norm_bwd},
+    {STG_OP_LAYERNORM_BWD, prep_norm_bwd},
+    {STG_OP_ATTENTION, prep_attention},
+    {STG_OP_ATTENTION_BWD, prep_attention},
+    {STG_OP_CROSS_ENTROPY, prep_cross_entropy},
+};
+
+static cuda_prep_fn cuda_preparer(stg_op_kind k) {
+    for (size_t i = 0; i < sizeof cuda_preparers / sizeof cuda_preparers[0]; i++)
+        if (cuda_preparers[i].kind == k) return cuda_preparers[i].fn;
+    return NULL;
+}
+
+extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, stg_err *err) {
+    if (g->precision == STG_PREC_FP64)
+        return stg_errf(err, "cuda: graph %s is f64: f64 graphs run on the CPU backend only", g->name);
+    CUDA_CHECK(err, cudaSetDevice(c->device));
+    CUDA_CHECK(err, cudaStreamSynchronize(c->stream));
+    cuda_release_prepared(c);
+
+    c->mm = (cuda_mm_plan **)stg_calloc((size_t)(g->nops > 0 ? g->nops : 1), sizeof *c->mm, err);
+    if (!c->mm) return -1;
+    c->nops = g->nops;
+
+    bool any_mm = false;
+    for (int i = 0; i < g->nops; i++)
+        any_mm |= g->ops[i].kind == STG_OP_MATMUL || g->ops[i].kind == STG_OP_LINEAR;
+    if (any_mm) {
+        size_t ws = cuda_mm_workspace_bytes();
+        if (ws) {
+            CUDA_CHECK(err, cudaMalloc(&c->lt_workspace, ws));
+            c->lt_workspace_bytes = ws;
+        }
+    }
+
+    size_t work = 0;
+    for (int i = 0; i < g->nops; i++) {
+        const stg_op *op = &g->ops[i];
+        for (int k = 0; k < op->n_in + op->n_out; k++) {
+            int t = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
+            if (g->t[t].dtype == STG_F64)
+                return stg_errf(err, "cuda: op %s (tensor %s) is f64: f64 graphs run on the CPU backend only",
+                                ops_name(op->kind), g->t[t].name);
+        }
+        cuda_prep_fn prep = cuda_preparer(op->kind);
+        size_t need = 0;
+        if (prep && prep(c, g, i, &need, err))
+            return stg_err_prefix(err, "cuda: preparing %s (%s)", ops_name(op->kind),
+                                  op->n_out ? g->t[op->out[0]].name : g->t[op->in[0]].name);
+        if (need > work) work = need;
+    }
+
+    size_t table_bytes = 0, norm_work = 0;
+    if (cuda_optim_plan(c, g, ptr, &table_bytes, &norm_work, err)) return -1;
+    if (norm_work > work) work = norm_work;
+
+    size_t adamw_bytes = cuda_align256(sizeof(cuda_adamw_entry) * (size_t)c->n_adamw);
+    size_t norm_bytes = cuda_align256(sizeof(cuda_norm_entry) * (size_t)c->n_norm);
+    size_t total = adamw_bytes + norm_bytes + cuda_align256(work);
+    (void)table_bytes;
+    if (total) {
+        CUDA_CHECK(err, cudaMalloc(&c->scratch, total));
+        c->scratch_bytes = total;
+        char *base = (char *)c->scratch;
+        c->adamw_table = c->n_adamw ? base : NULL;
+        c->norm_table = c->n_norm ? base + adamw_bytes : NULL;
+        c->work = work ? base + adamw_bytes + norm_bytes : NULL;
+        c->work_bytes = work;
+        c->norm_partials = c->n_norm ? c->work : NULL;
+        if (c->n_adamw)
+            CUDA_CHECK(err, cudaMemcpy(c->adamw_table, c->adamw_host, sizeof(cuda_adamw_entry) * (size_t)c->n_adamw,
+                                       cudaMemcpyHostToDevice));
+        if (c->n_norm)
+            CUDA_CHECK(err, cudaMemcpy(c->norm_table, c->norm_host, sizeof(cuda_norm_entry) * (size_t)c->n_norm,
+                                       cudaMemcpyHostToDevice));
+    }
+    return 0;
+}
+
+// ---- the kernel table ---------------------------------------------------------------------------
+
+extern "C" int cuda_run_linear(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return cuda_mm_run(c, g, op, ptr, err);
+}
+
+extern "C" int cuda_run_matmul(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return cuda_mm_run(c, g, op, ptr, err);
+}
+
+extern "C" int cuda_run_attention(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return cuda_attention_run(c, g, op, ptr, c->work, err);
+}
+
+extern "C" int cuda_run_attention_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return cuda_attention_bwd_run(c, g, op, ptr, c->work, err);
+}
+
+typedef int (*cuda_run_fn)(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
+
+// Designated in enum order over every kind (C++ accepts array designators only when complete and
+// in order, which STG_OP_LIST guarantees).
+static const cuda_run_fn cuda_runners[STG_OP_COUNT] = {
+#define CUDA_X_RUNNER(e, n, a) [STG_OP_##e] = cuda_run_##n,
+    STG_OP_LIST(CUDA_X_RUNNER)
+#undef CUDA_X_RUNNER
+};
+
+extern "C" int cuda_op_supported(stg_op_kind k) { return (int)k >= 0 && k < STG_OP_COUNT && cuda_runners[k] != NULL; }
+
+extern "C" int cuda_op_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    if (!g || op < 0 || op >= g->nops) return stg_errf(err, "cuda: no op %d", op);
+    const stg_op *o = &g->ops[op];
+    if (!cuda_op_supported(o->kind)) return stg_errf(err, "cuda: op kind %d has no kernel", (int)o->kind);
+    if (c->nops != g->nops || !c->mm)
+        return stg_errf(err, "cuda: op %s: cuda_prepare was not called for this graph", ops_name(o->kind));
+    for (int i = 0; i < o->n_in + o->n_out; i++) {
+        int id = i < o->n_in ? o->in[i] : o->out[i - o->n_in];
+        if (id < 0 || id >= g->nt || !ptr[id])
+            return stg_errf(err, "cuda: op %s: tensor %d has no device memory", ops_name(o->kind), id);
+        if (g->t[id].dtype == STG_F64)
+            return stg_errf(err, "cuda: op %s (tensor %s) is f64: f64 graphs run on the CPU backend only",
+                            ops_name(o->kind), g->t[id].name);
+    }
+    if (cuda_runners[o->kind](c, g, op, ptr, err)) {
+        const char *what = o->n_out > 0 ? g->t[o->out[0]].name : g->t[o->in[0]].name;
+        return stg_err_prefix(err, "cuda: op %s (%s)", ops_name(o->kind), what);
+    }
+    return 0;
+}

@@ -1,0 +1,69 @@
+// Data movement: reshape (a view; a device-to-device copy when the plan gave it its own buffer)
+// and the transpose of any two dims (a copy).
+#include "ops/cuda/common.cuh"
+
+extern "C" int cuda_run_reshape(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *x = &g->t[o->in[0]], *y = &g->t[o->out[0]];
+    if (cuda_numel(x) != cuda_numel(y) || x->dtype != y->dtype)
+        return stg_errf(err, "%s and %s differ in size or dtype", x->name, y->name);
+    if (ptr[o->in[0]] == ptr[o->out[0]]) return 0;
+    CUDA_CHECK(err, cudaMemcpyAsync(ptr[o->out[0]], ptr[o->in[0]], (size_t)graph_bytes(x), cudaMemcpyDeviceToDevice,
+                                    c->stream));
+    return 0;
+}
+
+// x seen as (A, N0, M, N1, C) -> y (A, N1, M, N0, C); one thread per output element.
+template <typename T>
+__global__ void transpose_kernel(const T *x, T *y, int64_t N0, int64_t M, int64_t N1, int64_t C, int64_t total) {
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
+        int64_t cc = idx % C, r = idx / C;
+        int64_t i0 = r % N0;
+        r /= N0;
+        int64_t m = r % M;
+        r /= M;
+        int64_t i1 = r % N1, a = r / N1;
+        y[idx] = x[(((a * N0 + i0) * M + m) * N1 + i1) * C + cc];
+    }
+}
+
+template <typename T>
+static int transpose_launch(stg_cuda *c, const void *x, void *y, int64_t N0, int64_t M, int64_t N1, int64_t C,
+                            int64_t total, stg_err *err) {
+    transpose_kernel<T><<<cuda_blocks(c, total, 256), 256, 0, c->stream>>>((const T *)x, (T *)y, N0, M, N1, C, total);
+    CUDA_LAUNCH_CHECK(err, "transpose_kernel");
+    return 0;
+}
+
+extern "C" int cuda_run_transpose(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *x = &g->t[o->in[0]];
+    int b = cuda_same_float(g, o, o->out[0], o->in[0], err);
+    if (b < 0) return -1;
+    if (ptr[o->in[0]] == ptr[o->out[0]]) return stg_errf(err, "transpose cannot run in place");
+    int d0 = o->a.transpose.d0, d1 = o->a.transpose.d1;
+    if (d0 < 0) d0 += x->ndim;
+    if (d1 < 0) d1 += x->ndim;
+    if (d0 < 0 || d0 >= x->ndim || d1 < 0 || d1 >= x->ndim)
+        return stg_errf(err, "dims %d and %d out of range for %s", o->a.transpose.d0, o->a.transpose.d1, x->name);
+    if (d0 > d1) {
+        int t = d0;
+        d0 = d1;
+        d1 = t;
+    }
+    int64_t A = 1, M = 1, C = 1, N0 = x->shape[d0], N1 = x->shape[d1];
+    for (int i = 0; i < d0; i++) A *= x->shape[i];
+    for (int i = d0 + 1; i < d1; i++) M *= x->shape[i];
+    for (int i = d1 + 1; i < x->ndim; i++) C *= x->shape[i];
+    int64_t total = cuda_numel(x);
+    if (total == 0) return 0;
+    if (d0 == d1) {
+        CUDA_CHECK(err, cudaMemcpyAsync(ptr[o->out[0]], ptr[o->in[0]], (size_t)graph_bytes(x),
+                                        cudaMemcpyDeviceToDevice, c->stream));
+        return 0;
+    }
+    (void)A;
+    return b ? transpose_launch<bf16>(c, ptr[o->in[0]], ptr[o->out[0]], N0, M, N1, C, total, err)
+             : transpose_launch<float>(c, ptr[o->in[0]], ptr[o->out[0]], N0, M, N1, C, total, err);
+}

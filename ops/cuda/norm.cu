@@ -1,0 +1,254 @@
+// RMSNorm and LayerNorm, forward and backward. One block per row for the row kernels (statistics
+// in fp32, written in the stats tensor's dtype). The gain (and bias) gradients are summed over rows
+// in a fixed order with no atomics: a first kernel sums fixed groups of rows per column into
+// partials in c->work, a second sums the partials in order.
+#include "ops/cuda/common.cuh"
+
+// Rows per partial group of the weight gradients: rows are split into at most NORM_PARTS groups.
+#define NORM_PARTS 256
+
+static int64_t norm_parts(int64_t rows) { return rows < NORM_PARTS ? rows : NORM_PARTS; }
+
+extern "C" size_t cuda_norm_bwd_work_bytes(const stg_graph *g, int op) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *x = &g->t[o->in[0]];
+    int64_t sums = o->kind == STG_OP_LAYERNORM_BWD ? 2 : 1;
+    return (size_t)(norm_parts(cuda_rows(x)) * cuda_last(x) * sums) * sizeof(float);
+}
+
+// ---- forward ------------------------------------------------------------------------------------
+
+// x (rows, D), w (D) -> y (rows, D), rstd (rows)
+template <typename T>
+__global__ void rmsnorm_fwd_kernel(const T *x, const void *w, int wb, T *y, void *rstd, int sb, int64_t D,
+                                   float eps) {
+    int64_t r = blockIdx.x;
+    const T *xr = x + r * D;
+    T *yr = y + r * D;
+    float ss = 0.0f;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+        float v = cu_ld(xr, d);
+        ss += v * v;
+    }
+    ss = cu_block_sum(ss);
+    float rs = 1.0f / sqrtf(ss / (float)D + eps);
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) cu_st(yr, d, cu_ld(xr, d) * rs * cu_ldd(w, wb, d));
+    if (threadIdx.x == 0) cu_std(rstd, sb, r, rs);
+}
+
+// x (rows, D), w (D), b (D) -> y (rows, D), stats (rows, 2) = [mean, rstd]
+template <typename T>
+__global__ void layernorm_fwd_kernel(const T *x, const void *w, int wb, const void *bias, int bb, T *y, void *stats,
+                                     int sb, int64_t D, float eps) {
+    int64_t r = blockIdx.x;
+    const T *xr = x + r * D;
+    T *yr = y + r * D;
+    float s = 0.0f;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) s += cu_ld(xr, d);
+    float mean = cu_block_sum(s) / (float)D;
+    float var = 0.0f;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+        float cdev = cu_ld(xr, d) - mean;
+        var += cdev * cdev;
+    }
+    var = cu_block_sum(var) / (float)D;
+    float rs = 1.0f / sqrtf(var + eps);
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x)
+        cu_st(yr, d, (cu_ld(xr, d) - mean) * rs * cu_ldd(w, wb, d) + cu_ldd(bias, bb, d));
+    if (threadIdx.x == 0) {
+        cu_std(stats, sb, 2 * r, mean);
+        cu_std(stats, sb, 2 * r + 1, rs);
+    }
+}
+
+// Checks x and y (same dtype and size), and that small tensors are float; returns x's bf16 flag.
+static int norm_check(const stg_graph *g, const stg_op *o, int x, int y, stg_err *err) {
+    int b = cuda_same_float(g, o, y, x, err);
+    if (b < 0) return -1;
+    if (cuda_numel(&g->t[y]) != cuda_numel(&g->t[x]))
+        return stg_errf(err, "tensor %s has %lld elements, expected %lld", g->t[y].name,
+                        (long long)cuda_numel(&g->t[y]), (long long)cuda_numel(&g->t[x]));
+    return b;
+}
+
+static int norm_need(const stg_graph *g, int t, int64_t n, stg_err *err) {
+    if (cuda_numel(&g->t[t]) == n) return 0;
+    return stg_errf(err, "tensor %s has %lld elements, expected %lld", g->t[t].name, (long long)cuda_numel(&g->t[t]),
+                    (long long)n);
+}
+
+extern "C" int cuda_run_rmsnorm(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *x = &g->t[o->in[0]];
+    int64_t rows = cuda_rows(x), D = cuda_last(x);
+    int b = norm_check(g, o, o->in[0], o->out[0], err);
+    int wb = cuda_is_bf16(g, o, o->in[1], err), sb = wb < 0 ? -1 : cuda_is_bf16(g, o, o->out[1], err);
+    if (b < 0 || wb < 0 || sb < 0 || norm_need(g, o->in[1], D, err) || norm_need(g, o->out[1], rows, err)) return -1;
+    if (rows == 0) return 0;
+    int threads = cu_row_threads(D, 8);
+    float eps = (float)o->a.norm.eps;
+    if (b)
+        rmsnorm_fwd_kernel<bf16><<<(unsigned)rows, threads, 0, c->stream>>>(
+            (const bf16 *)ptr[o->in[0]], ptr[o->in[1]], wb, (bf16 *)ptr[o->out[0]], ptr[o->out[1]], sb, D, eps);
+    else
+        rmsnorm_fwd_kernel<float><<<(unsigned)rows, threads, 0, c->stream>>>(
+            (const float *)ptr[o->in[0]], ptr[o->in[1]], wb, (float *)ptr[o->out[0]], ptr[o->out[1]], sb, D, eps);
+    CUDA_LAUNCH_CHECK(err, "rmsnorm_fwd_kernel");
+    return 0;
+}
+
+extern "C" int cuda_run_layernorm(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *x = &g->t[o->in[0]];
+    int64_t rows = cuda_rows(x), D = cuda_last(x);
+    int b = norm_check(g, o, o->in[0], o->out[0], err);
+    int wb = b < 0 ? -1 : cuda_is_bf16(g, o, o->in[1], err);
+    int bb = wb < 0 ? -1 : cuda_is_bf16(g, o, o->in[2], err);
+    int sb = bb < 0 ? -1 : cuda_is_bf16(g, o, o->out[1], err);
+    if (sb < 0 || norm_need(g, o->in[1], D, err) || norm_need(g, o->in[2], D, err) ||
+        norm_need(g, o->out[1], 2 * rows, err))
+        return -1;
+    if (rows == 0) return 0;
+    int threads = cu_row_threads(D, 8);
+    float eps = (float)o->a.norm.eps;
+    if (b)
+        layernorm_fwd_kernel<bf16><<<(unsigned)rows, threads, 0, c->stream>>>(
+            (const bf16 *)ptr[o->in[0]], ptr[o->in[1]], wb, ptr[o->in[2]], bb, (bf16 *)ptr[o->out[0]], ptr[o->out[1]],
+            sb, D, eps);
+    else
+        layernorm_fwd_kernel<float><<<(unsigned)rows, threads, 0, c->stream>>>(
+            (const float *)ptr[o->in[0]], ptr[o->in[1]], wb, ptr[o->in[2]], bb, (float *)ptr[o->out[0]],
+            ptr[o->out[1]], sb, D, eps);
+    CUDA_LAUNCH_CHECK(err, "layernorm_fwd_kernel");
+    return 0;
+}
+
+// ---- backward -----------------------------------------------------------------------------------
+// LN: layernorm (stats = [mean, rstd] per row) or rmsnorm (stats = rstd per row, mean 0).
+
+template <bool LN> __device__ __forceinline__ void norm_row_stats(const void *st, int sb, int64_t r, float *mean,
+                                                                   float *rs) {
+    if (LN) {
+        *mean = cu_ldd(st, sb, 2 * r);
+        *rs = cu_ldd(st, sb, 2 * r + 1);
+    } else {
+        *mean = 0.0f;
+        *rs = cu_ldd(st, sb, r);
+    }
+}
+
+// Partial sums of the weight gradients: part[p][d] = sum over the rows of group p of dy xhat, and
+// (LN) part[parts + p][d] = sum of dy. Grid (column blocks, parts); rows of a group in order.
+template <typename T, bool LN>
+__global__ void norm_dw_partial_kernel(const T *x, const void *st, int sb, const T *dy, float *part, int64_t rows,
+                                       int64_t D, int64_t parts) {
+    int64_t d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t p = blockIdx.y;
+    if (d >= D) return;
+    int64_t r0 = rows * p / parts, r1 = rows * (p + 1) / parts;
+    float aw = 0.0f, ab = 0.0f;
+    for (int64_t r = r0; r < r1; r++) {
+        float mean, rs;
+        norm_row_stats<LN>(st, sb, r, &mean, &rs);
+        float gy = cu_ld(dy, r * D + d);
+        aw += gy * (cu_ld(x, r * D + d) - mean) * rs;
+        ab += gy;
+    }
+    part[p * D + d] = aw;
+    if (LN) part[(parts + p) * D + d] = ab;
+}
+
+// dw[d] = sum over p in order of part[p][d] (and db from the second half when LN).
+template <bool LN>
+__global__ void norm_dw_final_kernel(const float *part, void *dw, int dwb, void *db, int dbb, int64_t D,
+                                     int64_t parts) {
+    int64_t d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (d >= D) return;
+    float aw = 0.0f, ab = 0.0f;
+    for (int64_t p = 0; p < parts; p++) {
+        aw += part[p * D + d];
+        if (LN) ab += part[(parts + p) * D + d];
+    }
+    cu_std(dw, dwb, d, aw);
+    if (LN) cu_std(db, dbb, d, ab);
+}
+
+// One block per row: g = dy w, xhat = (x - mean) rs;
+// rmsnorm dx = rs (g - xhat mean(g xhat)); layernorm dx = rs (g - mean(g) - xhat mean(g xhat)).
+// dx may alias dy: the row is fully read (the reductions) before the block writes it, and each
+// element is read again by the thread that then writes it.
+template <typename T, bool LN>
+__global__ void norm_dx_kernel(const T *x, const void *w, int wb, const void *st, int sb, const T *dy, T *dx,
+                               int64_t D) {
+    int64_t r = blockIdx.x;
+    const T *xr = x + r * D, *dyr = dy + r * D;
+    T *dxr = dx + r * D;
+    float mean, rs;
+    norm_row_stats<LN>(st, sb, r, &mean, &rs);
+    float sg = 0.0f, sgx = 0.0f;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+        float gv = cu_ld(dyr, d) * cu_ldd(w, wb, d);
+        sg += gv;
+        sgx += gv * (cu_ld(xr, d) - mean) * rs;
+    }
+    float mg = LN ? cu_block_sum(sg) / (float)D : 0.0f;
+    float mgx = cu_block_sum(sgx) / (float)D;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+        float gv = cu_ld(dyr, d) * cu_ldd(w, wb, d);
+        float xhat = (cu_ld(xr, d) - mean) * rs;
+        cu_st(dxr, d, rs * (gv - mg - xhat * mgx));
+    }
+}
+
+template <typename T, bool LN>
+static int norm_bwd_launch(stg_cuda *c, const stg_graph *g, const stg_op *o, void *const *ptr, int wb, int sb,
+                           int dwb, int dbb, stg_err *err) {
+    const stg_tensor *x = &g->t[o->in[0]];
+    int64_t rows = cuda_rows(x), D = cuda_last(x), parts = norm_parts(rows);
+    if (rows == 0 || D == 0) return 0;
+    float *part = (float *)c->work;
+    if (!part || c->work_bytes < (size_t)(parts * D * (LN ? 2 : 1)) * sizeof(float))
+        return stg_errf(err, "scratch too small: cuda_prepare was not called for this graph");
+    const T *xp = (const T *)ptr[o->in[0]], *dy = (const T *)ptr[o->in[3]];
+    const void *w = ptr[o->in[1]], *st = ptr[o->in[2]];
+    T *dx = (T *)ptr[o->out[0]];
+    void *dw = ptr[o->out[1]], *db = LN ? ptr[o->out[2]] : NULL;
+    // The weight gradients first: dx may overwrite dy.
+    dim3 pg((unsigned)((D + 255) / 256), (unsigned)parts);
+    norm_dw_partial_kernel<T, LN><<<pg, 256, 0, c->stream>>>(xp, st, sb, dy, part, rows, D, parts);
+    CUDA_LAUNCH_CHECK(err, "norm_dw_partial_kernel");
+    norm_dw_final_kernel<LN><<<(unsigned)((D + 255) / 256), 256, 0, c->stream>>>(part, dw, dwb, db, dbb, D, parts);
+    CUDA_LAUNCH_CHECK(err, "norm_dw_final_kernel");
+    norm_dx_kernel<T, LN><<<(unsigned)rows, cu_row_threads(D, 8), 0, c->stream>>>(xp, w, wb, st, sb, dy, dx, D);
+    CUDA_LAUNCH_CHECK(err, "norm_dx_kernel");
+    return 0;
+}
+
+// (x, w, stats, dy) -> dx, dw[, db]
+static int norm_bwd_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, bool ln, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *x = &g->t[o->in[0]];
+    int64_t rows = cuda_rows(x), D = cuda_last(x);
+    int b = norm_check(g, o, o->in[0], o->in[3], err);
+    if (b < 0 || norm_check(g, o, o->in[0], o->out[0], err) < 0) return -1;
+    int wb = cuda_is_bf16(g, o, o->in[1], err);
+    int sb = wb < 0 ? -1 : cuda_is_bf16(g, o, o->in[2], err);
+    int dwb = sb < 0 ? -1 : cuda_is_bf16(g, o, o->out[1], err);
+    int dbb = ln && dwb >= 0 ? cuda_is_bf16(g, o, o->out[2], err) : 0;
+    if (dwb < 0 || dbb < 0 || norm_need(g, o->in[1], D, err) || norm_need(g, o->in[2], ln ? 2 * rows : rows, err) ||
+        norm_need(g, o->out[1], D, err) || (ln && norm_need(g, o->out[2], D, err)))
+        return -1;
+    if (ln)
+        return b ? norm_bwd_launch<bf16, true>(c, g, o, ptr, wb, sb, dwb, dbb, err)
+                 : norm_bwd_launch<float, true>(c, g, o, ptr, wb, sb, dwb, dbb, err);
+    return b ? norm_bwd_launch<bf16, false>(c, g, o, ptr, wb, sb, dwb, dbb, err)
+             : norm_bwd_launch<float, false>(c, g, o, ptr, wb, sb, dwb, dbb, err);
+}
+
+extern "C" int cuda_run_rmsnorm_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return norm_bwd_run(c, g, op, ptr, false, err);
+}
+
+extern "C" int cuda_run_layernorm_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return norm_bwd_run(c, g, op, ptr, true, err);
+}

@@ -1,0 +1,57 @@
+// Rotary position embedding over adjacent pairs (x[2k], x[2k+1]) (CS336), x (..., S, H, Dh).
+// One block per (outer, position) row of H*Dh elements: the block first computes the row's Dh/2
+// cos/sin pairs in double (the angle p * theta^(-2k/Dh) reaches ~1e3 radians at ctx 1024, past
+// fp32's accuracy), keeps them in shared memory, then rotates every pair of the row. Each thread
+// reads a pair before writing it, so y may alias x (in place).
+#include "ops/cuda/common.cuh"
+
+template <typename T>
+__global__ void rope_kernel(const T *x, T *y, int64_t S, int64_t H, int64_t Dh, double log_theta, double sign) {
+    extern __shared__ float cs[]; // (Dh/2, 2) cos, sin
+    int64_t row = blockIdx.x;      // (outer, S)
+    double p = (double)(row % S);
+    int64_t half = Dh / 2;
+    for (int64_t k = threadIdx.x; k < half; k += blockDim.x) {
+        double ang = sign * p * exp(-2.0 * (double)k / (double)Dh * log_theta);
+        double s, co;
+        sincos(ang, &s, &co);
+        cs[2 * k] = (float)co;
+        cs[2 * k + 1] = (float)s;
+    }
+    __syncthreads();
+    const T *xr = x + row * H * Dh;
+    T *yr = y + row * H * Dh;
+    for (int64_t q = threadIdx.x; q < H * half; q += blockDim.x) {
+        int64_t k = q % half;
+        float co = cs[2 * k], s = cs[2 * k + 1];
+        float x0 = cu_ld(xr, 2 * q), x1 = cu_ld(xr, 2 * q + 1);
+        cu_st(yr, 2 * q, x0 * co - x1 * s);
+        cu_st(yr, 2 * q + 1, x0 * s + x1 * co);
+    }
+}
+
+extern "C" int cuda_run_rope(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *x = &g->t[o->in[0]];
+    int b = cuda_same_float(g, o, o->out[0], o->in[0], err);
+    if (b < 0) return -1;
+    if (x->ndim < 3) return stg_errf(err, "tensor %s must be (..., S, H, Dh), has %d dims", x->name, x->ndim);
+    int64_t S = x->shape[x->ndim - 3], H = x->shape[x->ndim - 2], Dh = x->shape[x->ndim - 1];
+    if (Dh % 2) return stg_errf(err, "tensor %s has an odd head dim %lld", x->name, (long long)Dh);
+    if (cuda_numel(&g->t[o->out[0]]) != cuda_numel(x))
+        return stg_errf(err, "tensor %s does not match %s", g->t[o->out[0]].name, x->name);
+    int64_t rows = cuda_numel(x) / (H * Dh);
+    if (rows == 0) return 0;
+    int threads = cu_row_threads(H * Dh / 2, 2);
+    size_t smem = (size_t)Dh * sizeof(float);
+    if (smem > 48 * 1024) return stg_errf(err, "head dim %lld is too large for the rope kernel", (long long)Dh);
+    double lt = log(o->a.rope.theta), sign = o->a.rope.inverse ? -1.0 : 1.0;
+    if (b)
+        rope_kernel<bf16><<<(unsigned)rows, threads, smem, c->stream>>>((const bf16 *)ptr[o->in[0]],
+                                                                        (bf16 *)ptr[o->out[0]], S, H, Dh, lt, sign);
+    else
+        rope_kernel<float><<<(unsigned)rows, threads, smem, c->stream>>>((const float *)ptr[o->in[0]],
+                                                                         (float *)ptr[o->out[0]], S, H, Dh, lt, sign);
+    CUDA_LAUNCH_CHECK(err, "rope_kernel");
+    return 0;
+}

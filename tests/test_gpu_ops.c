@@ -1,0 +1,825 @@
+// The CUDA kernels against the CPU reference: every op kind, run through cuda_op_run on a tiny
+// one-op graph, in fp32 and bf16, at the sizes users run (d_model 1600 and 2560, vocab 10000,
+// head_dim 64 and 80, ctx 200 and 1024, 25 heads). Inputs are fresh random values (never zeros),
+// outputs are poisoned (0xFF bytes: NaN) before each run, and the result is compared by
+// max |gpu - cpu| / max |cpu| (fp32 < 1e-5, bf16 < 2e-2; NaN fails). Each case also runs in place
+// where the registry allows it, a second time (bitwise equal), and replayed from a captured CUDA
+// Graph (bitwise equal to eager). The global norm, learning-rate schedule and multi-tensor AdamW
+// run together over parameters of several sizes, also in the bf16 master-weight form.
+//
+// Exits 77 (skipped) without CUDA or without a GPU.
+#ifdef STG_HAVE_CUDA
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <cuda_runtime_api.h>
+
+#include "graph/graph.h"
+#include "ops/cpu/cpu.h"
+#include "ops/cpu/kernels.h"
+#include "ops/cuda/cuda.h"
+#include "ops/registry.h"
+
+static stg_cuda *ctx;
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) fail_msg("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+    } while (0)
+
+// ---- host helpers -------------------------------------------------------------------------------
+
+static uint16_t f2bf(float f) { // round to nearest even
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float bf2f(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float round_bf(float f) { return bf2f(f2bf(f)); }
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static double urand(void) { // [0, 1)
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return (double)((rng * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0;
+}
+
+static float nrand(void) {
+    double u1 = urand(), u2 = urand();
+    if (u1 < 1e-300) u1 = 1e-300;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+// ---- one op in a tiny graph --------------------------------------------------------------------
+
+enum { R_ACT, R_GRAD, R_I32 };   // dtype role: the graph's act dtype, its grad dtype, i32
+enum {
+    G_NORMAL,  // N(0, 1) * p
+    G_POS,     // uniform [0.5, 2)
+    G_TOK,     // integers in [0, p)
+    G_STATS,   // layernorm (rows, 2): [mean N(0, 0.5), rstd uniform [0.5, 2)]
+    G_MASKED,  // N(0, 1) with 10% -inf, the first row all -inf
+    G_UNIT,    // uniform [0, 1)
+    G_SCHED,   // schedule state [p steps done, lr 0.5]
+    G_LSE,     // log-sum-exp of each row of input 0 (cross-entropy backward)
+    G_ATT_O,   // attention output of inputs 0..2 (attention backward)
+    G_ATT_LSE, // attention log-sum-exp of inputs 0..2
+};
+
+typedef struct {
+    int role, gen;
+    double p;
+    int ndim;
+    int64_t shape[STG_MAX_DIMS];
+    stg_tclass cls;
+} in_spec;
+
+typedef struct {
+    const char *name;
+    stg_op_kind kind;
+    int n_in;
+    in_spec in[8];
+    stg_attrs a;
+} op_case;
+
+#define SH(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), {__VA_ARGS__}
+#define ACT(gen, p, ...) {R_ACT, gen, p, SH(__VA_ARGS__), STG_CLASS_INPUT}
+#define PRM(gen, p, ...) {R_ACT, gen, p, SH(__VA_ARGS__), STG_CLASS_PARAM}
+// Inputs of the grad dtype (statistics, gradients). Class INPUT: the scheduler accepts unwritten
+// tensors only of the persistent classes.
+#define GRD(gen, p, ...) {R_GRAD, gen, p, SH(__VA_ARGS__), STG_CLASS_INPUT}
+#define I32(gen, p, ...) {R_I32, gen, p, SH(__VA_ARGS__), STG_CLASS_INPUT}
+
+static stg_graph *build(const op_case *oc, stg_precision prec, int *op) {
+    stg_err err = {{0}};
+    stg_graph *g = graph_new(prec, &err);
+    assert_non_null(g);
+    int ids[8];
+    for (int i = 0; i < oc->n_in; i++) {
+        const in_spec *s = &oc->in[i];
+        stg_dtype dt = s->role == R_I32 ? STG_I32 : s->role == R_GRAD ? g->grad_dtype : g->act_dtype;
+        char nm[32];
+        snprintf(nm, sizeof nm, "in%d", i);
+        ids[i] = graph_add_tensor(g, nm, s->ndim, s->shape, dt, s->cls, (stg_loc){0}, &err);
+        assert_true(ids[i] >= 0);
+    }
+    *op = graph_add_op(g, oc->kind, ids, oc->n_in, &oc->a, STG_PHASE_FORWARD, "out", (stg_loc){0}, NULL, &err);
+    if (*op < 0) fail_msg("%s: graph_add_op: %s", oc->name, err.msg);
+    if (graph_schedule(g, &err)) fail_msg("%s: graph_schedule: %s", oc->name, err.msg);
+    return g;
+}
+
+// Host values of tensor t (fp32) to device bytes of its dtype, and back.
+static void to_dev_bytes(const stg_tensor *t, const float *src, void *dst) {
+    int64_t n = graph_numel(t);
+    if (t->dtype == STG_BF16)
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = f2bf(src[i]);
+    else
+        memcpy(dst, src, (size_t)n * 4); // F32 and I32
+}
+
+static void from_dev_bytes(const stg_tensor *t, const void *src, float *dst) {
+    int64_t n = graph_numel(t);
+    if (t->dtype == STG_BF16)
+        for (int64_t i = 0; i < n; i++) dst[i] = bf2f(((const uint16_t *)src)[i]);
+    else
+        memcpy(dst, src, (size_t)n * 4);
+}
+
+static void gen_input(const op_case *oc, const stg_graph *g, int op, int i, float **host) {
+    const in_spec *s = &oc->in[i];
+    const stg_tensor *t = &g->t[g->ops[op].in[i]];
+    int64_t n = graph_numel(t);
+    float *h = host[g->ops[op].in[i]];
+    int32_t *hi = (int32_t *)h;
+    switch (s->gen) {
+    case G_NORMAL: for (int64_t k = 0; k < n; k++) h[k] = nrand() * (float)s->p; break;
+    case G_POS: for (int64_t k = 0; k < n; k++) h[k] = (float)(0.5 + 1.5 * urand()); break;
+    case G_TOK: for (int64_t k = 0; k < n; k++) hi[k] = (int32_t)(urand() * s->p); break;
+    case G_STATS:
+        for (int64_t k = 0; k < n; k += 2) {
+            h[k] = 0.5f * nrand();
+            h[k + 1] = (float)(0.5 + 1.5 * urand());
+        }
+        break;
+    case G_MASKED: {
+        int64_t last = t->shape[t->ndim - 1];
+        for (int64_t k = 0; k < n; k++) h[k] = (k < last || urand() < 0.1) ? -INFINITY : nrand();
+        break;
+    }
+    case G_UNIT: for (int64_t k = 0; k < n; k++) h[k] = (float)urand(); break;
+    case G_SCHED:
+        h[0] = (float)s->p;
+        h[1] = 0.5f;
+        break;
+    case G_LSE: {
+        const stg_tensor *x = &g->t[g->ops[op].in[0]];
+        const float *xv = host[g->ops[op].in[0]];
+        int64_t V = x->shape[x->ndim - 1];
+        for (int64_t r = 0; r < n; r++) {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < V; j++) mx = fmax(mx, xv[r * V + j]);
+            for (int64_t j = 0; j < V; j++) sum += exp(xv[r * V + j] - mx);
+            h[r] = (float)(mx + log(sum));
+        }
+        break;
+    }
+    case G_ATT_O:
+    case G_ATT_LSE: {
+        const stg_op *o = &g->ops[op];
+        const stg_tensor *q = &g->t[o->in[0]];
+        int64_t B = q->shape[0], S = q->shape[1], H = q->shape[2], Dh = q->shape[3];
+        float *ob = malloc(sizeof(float) * (size_t)graph_numel(q)), *lb = malloc(sizeof(float) * (size_t)(B * H * S));
+        stg_err err = {{0}};
+        size_t sb = cpu_attention_fwd_scratch_f32(B, S, H, Dh);
+        void *scr = sb ? malloc(sb) : NULL;
+        if (cpu_attention_fwd_f32(host[o->in[0]], host[o->in[1]], host[o->in[2]], ob, lb, B, S, H, Dh,
+                                  o->a.attention.scale, scr, sb, &err))
+            fail_msg("cpu attention: %s", err.msg);
+        free(scr);
+        memcpy(h, s->gen == G_ATT_O ? ob : lb, (size_t)n * sizeof(float));
+        free(ob);
+        free(lb);
+        break;
+    }
+    }
+}
+
+// cpu_op_run with the scratch the op asks for.
+static int cpu_run(const stg_graph *g, int op, void *const *data, stg_err *err) {
+    size_t sb = cpu_op_scratch_bytes(g, op);
+    void *scratch = sb ? malloc(sb) : NULL;
+    int rc = cpu_op_run(g, op, data, scratch, sb, err);
+    free(scratch);
+    return rc;
+}
+
+// max |a - b| / max |b| over the elements; infinities must match exactly; NaN fails.
+static double rel_err(const float *a, const float *b, int64_t n, int64_t *bad) {
+    double md = 0, mr = 0;
+    *bad = -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i]) || (isinf(b[i]) && a[i] != b[i]) || (isinf(a[i]) && a[i] != b[i])) {
+            *bad = i;
+            return INFINITY;
+        }
+        if (isinf(b[i])) continue;
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > md) {
+            md = d;
+            *bad = i;
+        }
+        if (fabs(b[i]) > mr) mr = fabs(b[i]);
+    }
+    return mr > 0 ? md / mr : md;
+}
+
+typedef struct {
+    int nt;
+    void **dptr;     // device pointers (aliased where in place)
+    float **host;    // fp32 host values (inputs rounded to the device dtype)
+    int *owned;      // dptr[t] was allocated for t
+} dev_state;
+
+// Uploads every input of the graph's ops, poisons every output that is not aliased to an input.
+static void upload_and_poison(const stg_graph *g, dev_state *d) {
+    for (int t = 0; t < g->nt; t++) {
+        if (!d->dptr[t] || !d->owned[t]) continue;
+        size_t bytes = (size_t)graph_bytes(&g->t[t]);
+        if (g->t[t].producer >= 0) {
+            CK(cudaMemset(d->dptr[t], 0xFF, bytes));
+        } else {
+            void *tmp = malloc(bytes);
+            to_dev_bytes(&g->t[t], d->host[t], tmp);
+            CK(cudaMemcpy(d->dptr[t], tmp, bytes, cudaMemcpyHostToDevice));
+            free(tmp);
+        }
+    }
+    CK(cudaDeviceSynchronize());
+}
+
+// Runs the schedule on the device: eagerly, or captured into a CUDA Graph and replayed.
+static void run_dev(const stg_graph *g, dev_state *d, int graph_mode) {
+    stg_err err = {{0}};
+    cudaStream_t st = (cudaStream_t)cuda_stream(ctx);
+    cudaGraph_t cg = NULL;
+    if (graph_mode) CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int s = 0; s < g->nsched; s++)
+        if (cuda_op_run(ctx, g, g->schedule[s], d->dptr, &err)) {
+            if (graph_mode) cudaStreamEndCapture(st, &cg);
+            fail_msg("cuda_op_run: %s", err.msg);
+        }
+    if (graph_mode) {
+        cudaGraphExec_t ex = NULL;
+        CK(cudaStreamEndCapture(st, &cg));
+        CK(cudaGraphInstantiateWithFlags(&ex, cg, 0));
+        CK(cudaGraphLaunch(ex, st));
+        CK(cudaStreamSynchronize(st));
+        cudaGraphExecDestroy(ex);
+        cudaGraphDestroy(cg);
+    }
+    CK(cudaStreamSynchronize(st));
+    CK(cudaGetLastError());
+}
+
+// Device bytes of the tensors the schedule writes (outputs and mutated inputs), concatenated.
+static int written(const stg_graph *g, int t) {
+    if (g->t[t].producer >= 0) return 1;
+    for (int s = 0; s < g->nsched; s++) {
+        const stg_op *o = &g->ops[g->schedule[s]];
+        for (int i = 0; i < o->n_in; i++)
+            if (o->in[i] == t && ops_bit(ops_def(o->kind)->mutates_in, i)) return 1;
+    }
+    return 0;
+}
+
+static size_t snapshot(const stg_graph *g, dev_state *d, unsigned char **out) {
+    size_t total = 0;
+    for (int t = 0; t < g->nt; t++)
+        if (d->dptr[t] && written(g, t)) total += (size_t)graph_bytes(&g->t[t]);
+    unsigned char *buf = malloc(total ? total : 1), *p = buf;
+    for (int t = 0; t < g->nt; t++)
+        if (d->dptr[t] && written(g, t)) {
+            size_t b = (size_t)graph_bytes(&g->t[t]);
+            CK(cudaMemcpy(p, d->dptr[t], b, cudaMemcpyDeviceToHost));
+            p += b;
+        }
+    *out = buf;
+    return total;
+}
+
+static void dev_free(dev_state *d) {
+    for (int t = 0; t < d->nt; t++) {
+        if (d->owned[t]) cudaFree(d->dptr[t]);
+        free(d->host[t]);
+    }
+    free(d->dptr);
+    free(d->host);
+    free(d->owned);
+}
+
+// Allocates device memory for every tensor of g; alias_out0_to >= 0 gives op's output 0 the
+// address of that input (in place).
+static void dev_alloc(const stg_graph *g, int op, int alias_in, dev_state *d) {
+    d->nt = g->nt;
+    d->dptr = calloc((size_t)g->nt, sizeof(void *));
+    d->host = calloc((size_t)g->nt, sizeof(float *));
+    d->owned = calloc((size_t)g->nt, sizeof(int));
+    for (int t = 0; t < g->nt; t++) {
+        int64_t n = graph_numel(&g->t[t]);
+        d->host[t] = calloc((size_t)(n ? n : 1), sizeof(float));
+        if (alias_in >= 0 && t == g->ops[op].out[0]) continue;
+        CK(cudaMalloc(&d->dptr[t], (size_t)(graph_bytes(&g->t[t]) ? graph_bytes(&g->t[t]) : 4)));
+        d->owned[t] = 1;
+    }
+    if (alias_in >= 0) d->dptr[g->ops[op].out[0]] = d->dptr[g->ops[op].in[alias_in]];
+}
+
+// Compares every written tensor of the device graph gd with the reference values ref[t].
+static void compare(const char *name, const stg_graph *gd, dev_state *d, float *const *ref, double tol_f32,
+                    double tol_bf16, const char *mode) {
+    for (int t = 0; t < gd->nt; t++) {
+        if (!d->dptr[t] || !written(gd, t)) continue;
+        const stg_tensor *tt = &gd->t[t];
+        int64_t n = graph_numel(tt);
+        size_t bytes = (size_t)graph_bytes(tt);
+        void *raw = malloc(bytes);
+        float *got = malloc(sizeof(float) * (size_t)n);
+        CK(cudaMemcpy(raw, d->dptr[t], bytes, cudaMemcpyDeviceToHost));
+        from_dev_bytes(tt, raw, got);
+        int64_t bad;
+        double e = rel_err(got, ref[t], n, &bad);
+        double tol = gd->precision == STG_PREC_BF16 ? tol_bf16 : tol_f32;
+        printf("  %-34s %-4s %-10s %-14s rel err %.3e%s\n", name, gd->precision == STG_PREC_BF16 ? "bf16" : "fp32",
+               mode, tt->name, e, e < tol ? "" : "  FAIL");
+        if (!(e < tol))
+            fail_msg("%s (%s, %s): tensor %s: rel err %g >= %g (at %lld: gpu %g, cpu %g)", name,
+                     gd->precision == STG_PREC_BF16 ? "bf16" : "fp32", mode, tt->name, e, tol, (long long)bad,
+                     bad >= 0 ? got[bad] : 0.0, bad >= 0 ? ref[t][bad] : 0.0);
+        free(raw);
+        free(got);
+    }
+}
+
+static void run_case_prec(const op_case *oc, stg_precision prec, int inplace) {
+    int opr, opd;
+    stg_graph *gr = build(oc, STG_PREC_FP32, &opr);
+    stg_graph *gd = build(oc, prec, &opd);
+    assert_int_equal(gr->nt, gd->nt);
+    int alias = inplace ? ops_def(oc->kind)->inplace_in : -1;
+
+    dev_state d;
+    dev_alloc(gd, opd, alias, &d);
+    // Inputs: generated, rounded to the device dtype (the CPU gets the rounded values).
+    for (int i = 0; i < oc->n_in; i++) {
+        int t = gd->ops[opd].in[i];
+        gen_input(oc, gd, opd, i, d.host);
+        if (gd->t[t].dtype == STG_BF16)
+            for (int64_t k = 0; k < graph_numel(&gd->t[t]); k++) d.host[t][k] = round_bf(d.host[t][k]);
+    }
+
+    // CPU reference on the fp32 graph, outputs poisoned.
+    float **ref = calloc((size_t)gr->nt, sizeof(float *));
+    for (int t = 0; t < gr->nt; t++) {
+        int64_t n = graph_numel(&gr->t[t]);
+        ref[t] = malloc(sizeof(float) * (size_t)(n ? n : 1));
+        if (gr->t[t].producer >= 0)
+            memset(ref[t], 0xFF, sizeof(float) * (size_t)(n ? n : 1));
+        else
+            memcpy(ref[t], d.host[t], sizeof(float) * (size_t)(n ? n : 1));
+    }
+    stg_err err = {{0}};
+    if (cpu_run(gr, opr, (void *const *)ref, &err)) fail_msg("%s: cpu_op_run: %s", oc->name, err.msg);
+
+    // GPU: eager, again (bitwise), and from a captured graph (bitwise).
+    if (cuda_prepare(ctx, gd, d.dptr, &err)) fail_msg("%s: cuda_prepare: %s", oc->name, err.msg);
+    upload_and_poison(gd, &d);
+    run_dev(gd, &d, 0);
+    compare(oc->name, gd, &d, ref, 1e-5, 2e-2, inplace ? "in-place" : "eager");
+    unsigned char *s1, *s2, *s3;
+    size_t n1 = snapshot(gd, &d, &s1);
+    upload_and_poison(gd, &d);
+    run_dev(gd, &d, 0);
+    size_t n2 = snapshot(gd, &d, &s2);
+    upload_and_poison(gd, &d);
+    run_dev(gd, &d, 1);
+    size_t n3 = snapshot(gd, &d, &s3);
+    assert_true(n1 == n2 && n1 == n3);
+    if (memcmp(s1, s2, n1)) fail_msg("%s: a second run differs from the first", oc->name);
+    if (memcmp(s1, s3, n1)) fail_msg("%s: the CUDA Graph replay differs from eager launch", oc->name);
+    free(s1);
+    free(s2);
+    free(s3);
+
+    for (int t = 0; t < gr->nt; t++) free(ref[t]);
+    free(ref);
+    dev_free(&d);
+    graph_free(gr);
+    graph_free(gd);
+}
+
+static void run_case(const op_case *oc) {
+    for (int p = 0; p < 2; p++) {
+        stg_precision prec = p ? STG_PREC_BF16 : STG_PREC_FP32;
+        run_case_prec(oc, prec, 0);
+        if (ops_def(oc->kind)->inplace_in >= 0) run_case_prec(oc, prec, 1);
+    }
+}
+
+static void run_cases(const op_case *cases, size_t n) {
+    for (size_t i = 0; i < n; i++) run_case(&cases[i]);
+}
+
+static stg_attrs attrs0(void) {
+    stg_attrs a;
+    memset(&a, 0, sizeof a);
+    return a;
+}
+
+// ---- the cases --------------------------------------------------------------------------------
+
+static void test_elementwise(void **state) {
+    (void)state;
+    stg_attrs sc = attrs0();
+    sc.scale.factor = -0.37;
+    const op_case cases[] = {
+        {"silu (2, 200, 1600)", STG_OP_SILU, 1, {ACT(G_NORMAL, 3, 2, 200, 1600)}, attrs0()},
+        {"silu odd (7, 333)", STG_OP_SILU, 1, {ACT(G_NORMAL, 3, 7, 333)}, attrs0()},
+        {"silu_bwd (2, 200, 2560)", STG_OP_SILU_BWD, 2, {ACT(G_NORMAL, 3, 2, 200, 2560), ACT(G_NORMAL, 1, 2, 200, 2560)}, attrs0()},
+        {"relu (2, 200, 1600)", STG_OP_RELU, 1, {ACT(G_NORMAL, 1, 2, 200, 1600)}, attrs0()},
+        {"relu_bwd (7, 333)", STG_OP_RELU_BWD, 2, {ACT(G_NORMAL, 1, 7, 333), ACT(G_NORMAL, 1, 7, 333)}, attrs0()},
+        {"swiglu (2, 200, 1600)", STG_OP_SWIGLU, 2, {ACT(G_NORMAL, 3, 2, 200, 1600), ACT(G_NORMAL, 1, 2, 200, 1600)}, attrs0()},
+        {"swiglu_bwd (3, 1001)", STG_OP_SWIGLU_BWD, 3,
+         {ACT(G_NORMAL, 3, 3, 1001), ACT(G_NORMAL, 1, 3, 1001), ACT(G_NORMAL, 1, 3, 1001)}, attrs0()},
+        {"swiglu_bwd (2, 100, 2560)", STG_OP_SWIGLU_BWD, 3,
+         {ACT(G_NORMAL, 3, 2, 100, 2560), ACT(G_NORMAL, 1, 2, 100, 2560), ACT(G_NORMAL, 1, 2, 100, 2560)}, attrs0()},
+        {"mul (2, 200, 1600)", STG_OP_MUL, 2, {ACT(G_NORMAL, 1, 2, 200, 1600), ACT(G_NORMAL, 1, 2, 200, 1600)}, attrs0()},
+        {"add (7, 333)", STG_OP_ADD, 2, {ACT(G_NORMAL, 1, 7, 333), ACT(G_NORMAL, 1, 7, 333)}, attrs0()},
+        {"add (2, 200, 1600)", STG_OP_ADD, 2, {ACT(G_NORMAL, 1, 2, 200, 1600), ACT(G_NORMAL, 1, 2, 200, 1600)}, attrs0()},
+        {"scale (2, 200, 1600)", STG_OP_SCALE, 1, {ACT(G_NORMAL, 1, 2, 200, 1600)}, sc},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_norms(void **state) {
+    (void)state;
+    stg_attrs a = attrs0();
+    a.norm.eps = 1e-5;
+    const op_case cases[] = {
+        {"rmsnorm (2, 200, 1600)", STG_OP_RMSNORM, 2, {ACT(G_NORMAL, 1, 2, 200, 1600), PRM(G_NORMAL, 1, 1600)}, a},
+        {"rmsnorm (3, 50, 2560)", STG_OP_RMSNORM, 2, {ACT(G_NORMAL, 2, 3, 50, 2560), PRM(G_NORMAL, 1, 2560)}, a},
+        {"rmsnorm_bwd (2, 200, 1600)", STG_OP_RMSNORM_BWD, 4,
+         {ACT(G_NORMAL, 1, 2, 200, 1600), PRM(G_NORMAL, 1, 1600), GRD(G_POS, 0, 2, 200), ACT(G_NORMAL, 1, 2, 200, 1600)}, a},
+        {"rmsnorm_bwd (1, 700, 2560)", STG_OP_RMSNORM_BWD, 4,
+         {ACT(G_NORMAL, 1, 1, 700, 2560), PRM(G_NORMAL, 1, 2560), GRD(G_POS, 0, 1, 700), ACT(G_NORMAL, 1, 1, 700, 2560)}, a},
+        {"layernorm (2, 200, 1600)", STG_OP_LAYERNORM, 3,
+         {ACT(G_NORMAL, 2, 2, 200, 1600), PRM(G_NORMAL, 1, 1600), PRM(G_NORMAL, 1, 1600)}, a},
+        {"layernorm_bwd (2, 200, 1600)", STG_OP_LAYERNORM_BWD, 4,
+         {ACT(G_NORMAL, 1, 2, 200, 1600), PRM(G_NORMAL, 1, 1600), GRD(G_STATS, 0, 2, 200, 2), ACT(G_NORMAL, 1, 2, 200, 1600)}, a},
+        {"layernorm_bwd (1, 300, 2560)", STG_OP_LAYERNORM_BWD, 4,
+         {ACT(G_NORMAL, 1, 1, 300, 2560), PRM(G_NORMAL, 1, 2560), GRD(G_STATS, 0, 1, 300, 2), ACT(G_NORMAL, 1, 1, 300, 2560)}, a},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_rope_mask_softmax(void **state) {
+    (void)state;
+    stg_attrs r = attrs0(), ri = attrs0(), m = attrs0(), m0 = attrs0();
+    r.rope.theta = 10000.0;
+    ri.rope.theta = 10000.0;
+    ri.rope.inverse = 1;
+    m.mask.fill = -INFINITY;
+    m0.mask.fill = 0.0;
+    const op_case cases[] = {
+        {"rope (2, 200, 25, 64)", STG_OP_ROPE, 1, {ACT(G_NORMAL, 1, 2, 200, 25, 64)}, r},
+        {"rope (1, 1024, 4, 80)", STG_OP_ROPE, 1, {ACT(G_NORMAL, 1, 1, 1024, 4, 80)}, r},
+        {"rope inverse (2, 1024, 2, 80)", STG_OP_ROPE, 1, {ACT(G_NORMAL, 1, 2, 1024, 2, 80)}, ri},
+        {"causal_mask (2, 3, 200, 200)", STG_OP_CAUSAL_MASK, 1, {ACT(G_NORMAL, 1, 2, 3, 200, 200)}, m},
+        {"causal_mask fill 0 (3, 100, 200)", STG_OP_CAUSAL_MASK, 1, {ACT(G_NORMAL, 1, 3, 100, 200)}, m0},
+        {"softmax (2, 3, 200, 200) with -inf", STG_OP_SOFTMAX, 1, {ACT(G_MASKED, 0, 2, 3, 200, 200)}, attrs0()},
+        {"softmax (16, 10000)", STG_OP_SOFTMAX, 1, {ACT(G_NORMAL, 3, 16, 10000)}, attrs0()},
+        {"softmax (4, 1024)", STG_OP_SOFTMAX, 1, {ACT(G_NORMAL, 3, 4, 1024)}, attrs0()},
+        {"softmax_bwd (2, 3, 200, 200)", STG_OP_SOFTMAX_BWD, 2, {ACT(G_UNIT, 0, 2, 3, 200, 200), ACT(G_NORMAL, 1, 2, 3, 200, 200)}, attrs0()},
+        {"softmax_bwd (8, 10000)", STG_OP_SOFTMAX_BWD, 2, {ACT(G_UNIT, 0, 8, 10000), ACT(G_NORMAL, 1, 8, 10000)}, attrs0()},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_embedding_loss_layout(void **state) {
+    (void)state;
+    stg_attrs eb = attrs0(), eb2 = attrs0(), rs = attrs0(), tr = attrs0(), tr2 = attrs0();
+    eb.embedding_bwd.vocab = 1000;
+    eb2.embedding_bwd.vocab = 10000;
+    rs.reshape.ndim = 2;
+    rs.reshape.shape[0] = 400;
+    rs.reshape.shape[1] = 1600;
+    tr.transpose.d0 = 1;
+    tr.transpose.d1 = 2;
+    tr2.transpose.d0 = 0;
+    tr2.transpose.d1 = -1;
+    const op_case cases[] = {
+        {"embedding (2, 200) x (10000, 256)", STG_OP_EMBEDDING, 2, {I32(G_TOK, 10000, 2, 200), PRM(G_NORMAL, 1, 10000, 256)}, attrs0()},
+        {"embedding (4, 100) x (1000, 1600)", STG_OP_EMBEDDING, 2, {I32(G_TOK, 1000, 4, 100), PRM(G_NORMAL, 1, 1000, 1600)}, attrs0()},
+        {"embedding_bwd (2, 200, 1600) V 1000", STG_OP_EMBEDDING_BWD, 2, {I32(G_TOK, 1000, 2, 200), ACT(G_NORMAL, 1, 2, 200, 1600)}, eb},
+        {"embedding_bwd (2, 200, 256) V 10000", STG_OP_EMBEDDING_BWD, 2, {I32(G_TOK, 10000, 2, 200), ACT(G_NORMAL, 1, 2, 200, 256)}, eb2},
+        {"cross_entropy (2, 100, 10000)", STG_OP_CROSS_ENTROPY, 2, {ACT(G_NORMAL, 3, 2, 100, 10000), I32(G_TOK, 10000, 2, 100)}, attrs0()},
+        {"cross_entropy_bwd (2, 100, 10000)", STG_OP_CROSS_ENTROPY_BWD, 3,
+         {ACT(G_NORMAL, 3, 2, 100, 10000), I32(G_TOK, 10000, 2, 100), GRD(G_LSE, 0, 2, 100)}, attrs0()},
+        {"reshape (2, 200, 1600) copy", STG_OP_RESHAPE, 1, {ACT(G_NORMAL, 1, 2, 200, 1600)}, rs},
+        {"transpose (2, 200, 25, 64) 1<->2", STG_OP_TRANSPOSE, 1, {ACT(G_NORMAL, 1, 2, 200, 25, 64)}, tr},
+        {"transpose (3, 5, 7) 0<->-1", STG_OP_TRANSPOSE, 1, {ACT(G_NORMAL, 1, 3, 5, 7)}, tr2},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_lr_schedule(void **state) {
+    (void)state;
+    stg_attrs a = attrs0();
+    a.lr.lr = 1e-3;
+    a.lr.min_lr = 1e-4;
+    a.lr.warmup = 10;
+    a.lr.cosine_steps = 100;
+    stg_attrs c = a;
+    c.lr.cosine_steps = 0;
+    const op_case cases[] = {
+        {"lr_schedule done 0", STG_OP_LR_SCHEDULE, 1, {GRD(G_SCHED, 0, 2)}, a},
+        {"lr_schedule done 5", STG_OP_LR_SCHEDULE, 1, {GRD(G_SCHED, 5, 2)}, a},
+        {"lr_schedule done 10", STG_OP_LR_SCHEDULE, 1, {GRD(G_SCHED, 10, 2)}, a},
+        {"lr_schedule done 57", STG_OP_LR_SCHEDULE, 1, {GRD(G_SCHED, 57, 2)}, a},
+        {"lr_schedule done 100", STG_OP_LR_SCHEDULE, 1, {GRD(G_SCHED, 100, 2)}, a},
+        {"lr_schedule done 300", STG_OP_LR_SCHEDULE, 1, {GRD(G_SCHED, 300, 2)}, a},
+        {"lr_schedule constant done 57", STG_OP_LR_SCHEDULE, 1, {GRD(G_SCHED, 57, 2)}, c},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_global_norm_single(void **state) {
+    (void)state;
+    const op_case cases[] = {
+        {"global_norm mixed sizes", STG_OP_GLOBAL_NORM, 5,
+         {GRD(G_NORMAL, 1, 1600), GRD(G_NORMAL, 0.1, 2560, 64), GRD(G_NORMAL, 2, 5), GRD(G_NORMAL, 1, 16384 * 3 + 7),
+          ACT(G_NORMAL, 1, 3, 333)},
+         attrs0()},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+static void test_matmul_attention(void **state) {
+    (void)state;
+    stg_attrs mm = attrs0(), mmt = attrs0(), mmg = attrs0(), at = attrs0();
+    mmt.matmul.tb = 1;
+    mmg.matmul.ta = 1;
+    mmg.matmul.grad_out = 1;
+    const op_case cases[] = {
+        {"linear (2, 200, 1600) x (256, 1600)", STG_OP_LINEAR, 2, {ACT(G_NORMAL, 1, 2, 200, 1600), PRM(G_NORMAL, 0.05, 256, 1600)}, attrs0()},
+        {"matmul (2, 3, 200, 64) (2, 3, 64, 200)", STG_OP_MATMUL, 2, {ACT(G_NORMAL, 1, 2, 3, 200, 64), ACT(G_NORMAL, 1, 2, 3, 64, 200)}, mm},
+        {"matmul tb (2, 3, 200, 80) (2, 3, 200, 80)", STG_OP_MATMUL, 2, {ACT(G_NORMAL, 1, 2, 3, 200, 80), ACT(G_NORMAL, 1, 2, 3, 200, 80)}, mmt},
+        {"matmul ta grad_out (400, 256) (400, 1600)", STG_OP_MATMUL, 2, {ACT(G_NORMAL, 1, 400, 256), ACT(G_NORMAL, 1, 400, 1600)}, mmg},
+        {"attention (2, 200, 4, 64)", STG_OP_ATTENTION, 3,
+         {ACT(G_NORMAL, 1, 2, 200, 4, 64), ACT(G_NORMAL, 1, 2, 200, 4, 64), ACT(G_NORMAL, 1, 2, 200, 4, 64)}, at},
+        {"attention (1, 256, 25, 80)", STG_OP_ATTENTION, 3,
+         {ACT(G_NORMAL, 1, 1, 256, 25, 80), ACT(G_NORMAL, 1, 1, 256, 25, 80), ACT(G_NORMAL, 1, 1, 256, 25, 80)}, at},
+        {"attention (1, 1024, 2, 64)", STG_OP_ATTENTION, 3,
+         {ACT(G_NORMAL, 1, 1, 1024, 2, 64), ACT(G_NORMAL, 1, 1, 1024, 2, 64), ACT(G_NORMAL, 1, 1, 1024, 2, 64)}, at},
+        {"attention_bwd (2, 200, 4, 64)", STG_OP_ATTENTION_BWD, 6,
+         {ACT(G_NORMAL, 1, 2, 200, 4, 64), ACT(G_NORMAL, 1, 2, 200, 4, 64), ACT(G_NORMAL, 1, 2, 200, 4, 64),
+          ACT(G_ATT_O, 0, 2, 200, 4, 64), GRD(G_ATT_LSE, 0, 2, 4, 200), ACT(G_NORMAL, 1, 2, 200, 4, 64)}, at},
+        {"attention_bwd (1, 256, 25, 80)", STG_OP_ATTENTION_BWD, 6,
+         {ACT(G_NORMAL, 1, 1, 256, 25, 80), ACT(G_NORMAL, 1, 1, 256, 25, 80), ACT(G_NORMAL, 1, 1, 256, 25, 80),
+          ACT(G_ATT_O, 0, 1, 256, 25, 80), GRD(G_ATT_LSE, 0, 1, 25, 256), ACT(G_NORMAL, 1, 1, 256, 25, 80)}, at},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+// ---- the optimizer: lr_schedule, global_norm and multi-tensor AdamW together -------------------
+
+#define NP 5
+static const int64_t opt_sizes[NP] = {1600, 1600 * 64 + 3, 10000 * 4 + 1, 5, 2560 * 7};
+
+typedef struct {
+    stg_graph *g;
+    int sched, norm, p[NP], gr[NP], m[NP], v[NP], master[NP];
+} opt_graph;
+
+// master_form: bf16 working weights with fp32 masters (7-input adamw); else the 6-input form with
+// parameters of the graph's act dtype.
+static void build_opt(opt_graph *o, stg_precision prec, int master_form) {
+    stg_err err = {{0}};
+    o->g = graph_new(prec, &err);
+    stg_graph *g = o->g;
+    int64_t two = 2;
+    o->sched = graph_add_tensor(g, "sched", 1, &two, g->grad_dtype, STG_CLASS_WORKSPACE, (stg_loc){0}, &err);
+    stg_attrs la = attrs0();
+    la.lr.lr = 3e-3;
+    la.lr.min_lr = 3e-4;
+    la.lr.warmup = 2;
+    la.lr.cosine_steps = 50;
+    assert_true(graph_add_op(g, STG_OP_LR_SCHEDULE, &o->sched, 1, &la, STG_PHASE_OPTIMIZER, "lr", (stg_loc){0}, NULL, &err) >= 0);
+    for (int i = 0; i < NP; i++) {
+        char nm[32];
+        int64_t n = opt_sizes[i];
+        snprintf(nm, sizeof nm, "p%d", i);
+        o->p[i] = graph_add_tensor(g, nm, 1, &n, master_form ? STG_BF16 : g->act_dtype, STG_CLASS_PARAM, (stg_loc){0}, &err);
+        snprintf(nm, sizeof nm, "g%d", i);
+        // INPUT, not GRAD: here nothing writes the gradients, and the scheduler accepts unwritten
+        // tensors only of the persistent classes.
+        o->gr[i] = graph_add_tensor(g, nm, 1, &n, g->grad_dtype, STG_CLASS_INPUT, (stg_loc){0}, &err);
+        snprintf(nm, sizeof nm, "m%d", i);
+        o->m[i] = graph_add_tensor(g, nm, 1, &n, g->grad_dtype, STG_CLASS_OPTIMIZER, (stg_loc){0}, &err);
+        snprintf(nm, sizeof nm, "v%d", i);
+        o->v[i] = graph_add_tensor(g, nm, 1, &n, g->grad_dtype, STG_CLASS_OPTIMIZER, (stg_loc){0}, &err);
+        o->master[i] = -1;
+        if (master_form) {
+            snprintf(nm, sizeof nm, "master%d", i);
+            o->master[i] = graph_add_tensor(g, nm, 1, &n, g->grad_dtype, STG_CLASS_OPTIMIZER, (stg_loc){0}, &err);
+        }
+    }
+    int outs[STG_MAX_OUT];
+    assert_true(graph_add_op(g, STG_OP_GLOBAL_NORM, o->gr, NP, NULL, STG_PHASE_OPTIMIZER, "norm", (stg_loc){0}, outs, &err) >= 0);
+    o->norm = outs[0];
+    for (int i = 0; i < NP; i++) {
+        stg_attrs a = attrs0();
+        a.adamw.beta1 = 0.9;
+        a.adamw.beta2 = 0.95;
+        a.adamw.eps = 1e-8;
+        a.adamw.weight_decay = i % 2 ? 0.0 : 0.1;
+        a.adamw.max_norm = i == 3 ? 0.0 : 1.0;
+        int in[7] = {o->p[i], o->gr[i], o->m[i], o->v[i], o->norm, o->sched, o->master[i]};
+        if (graph_add_op(g, STG_OP_ADAMW, in, master_form ? 7 : 6, &a, STG_PHASE_OPTIMIZER, "adamw", (stg_loc){0}, NULL, &err) < 0)
+            fail_msg("adamw: %s", err.msg);
+    }
+    if (graph_schedule(g, &err)) fail_msg("schedule: %s", err.msg);
+}
+
+static void run_optim(stg_precision prec) {
+    int mf = prec == STG_PREC_BF16;
+    opt_graph od, orf;
+    build_opt(&od, prec, mf);
+    build_opt(&orf, STG_PREC_FP32, 0);
+    stg_graph *gd = od.g, *gr = orf.g;
+
+    dev_state d;
+    dev_alloc(gd, 0, -1, &d);
+    float **ref = calloc((size_t)gr->nt, sizeof(float *));
+    for (int t = 0; t < gr->nt; t++) {
+        int64_t n = graph_numel(&gr->t[t]);
+        ref[t] = malloc(sizeof(float) * (size_t)(n ? n : 1));
+        memset(ref[t], 0xFF, sizeof(float) * (size_t)(n ? n : 1));
+    }
+    d.host[od.sched][0] = 2.0f; // two steps done: this is step 3
+    d.host[od.sched][1] = 0.5f;
+    ref[orf.sched][0] = 2.0f;
+    ref[orf.sched][1] = 0.5f;
+    for (int i = 0; i < NP; i++) {
+        for (int64_t k = 0; k < opt_sizes[i]; k++) {
+            float w = 0.05f * nrand(), gg = 0.3f * nrand(), m = 0.01f * nrand(), v = 1e-3f * (float)urand() + 1e-6f;
+            if (mf) {
+                d.host[od.master[i]][k] = w;
+                d.host[od.p[i]][k] = round_bf(w);
+            } else {
+                d.host[od.p[i]][k] = gd->t[od.p[i]].dtype == STG_BF16 ? round_bf(w) : w;
+            }
+            d.host[od.gr[i]][k] = gg;
+            d.host[od.m[i]][k] = m;
+            d.host[od.v[i]][k] = v;
+            ref[orf.p[i]][k] = mf ? w : d.host[od.p[i]][k];
+            ref[orf.gr[i]][k] = gg;
+            ref[orf.m[i]][k] = m;
+            ref[orf.v[i]][k] = v;
+        }
+    }
+    stg_err err = {{0}};
+    for (int s = 0; s < gr->nsched; s++)
+        if (cpu_run(gr, gr->schedule[s], (void *const *)ref, &err)) fail_msg("cpu: %s", err.msg);
+
+    // The reference by device tensor id: masters are the fp32 params; bf16 params their rounding.
+    float **dref = calloc((size_t)gd->nt, sizeof(float *));
+    float *scratch_round[NP];
+    dref[od.sched] = ref[orf.sched];
+    dref[od.norm] = ref[orf.norm];
+    for (int i = 0; i < NP; i++) {
+        dref[od.gr[i]] = ref[orf.gr[i]];
+        dref[od.m[i]] = ref[orf.m[i]];
+        dref[od.v[i]] = ref[orf.v[i]];
+        scratch_round[i] = NULL;
+        if (mf) {
+            dref[od.master[i]] = ref[orf.p[i]];
+            scratch_round[i] = malloc(sizeof(float) * (size_t)opt_sizes[i]);
+            for (int64_t k = 0; k < opt_sizes[i]; k++) scratch_round[i][k] = round_bf(ref[orf.p[i]][k]);
+            dref[od.p[i]] = scratch_round[i];
+        } else {
+            dref[od.p[i]] = ref[orf.p[i]];
+        }
+    }
+
+    if (cuda_prepare(ctx, gd, d.dptr, &err)) fail_msg("cuda_prepare: %s", err.msg);
+    upload_and_poison(gd, &d);
+    run_dev(gd, &d, 0);
+    // fp32 tensors (masters, m, v, norm, schedule) to 1e-5 in both forms; bf16 weights to 2e-2.
+    for (int t = 0; t < gd->nt; t++) {
+        if (!written(gd, t)) continue;
+        const stg_tensor *tt = &gd->t[t];
+        int64_t n = graph_numel(tt);
+        size_t bytes = (size_t)graph_bytes(tt);
+        void *raw = malloc(bytes);
+        float *got = malloc(sizeof(float) * (size_t)n);
+        CK(cudaMemcpy(raw, d.dptr[t], bytes, cudaMemcpyDeviceToHost));
+        from_dev_bytes(tt, raw, got);
+        int64_t bad;
+        double e = rel_err(got, dref[t], n, &bad);
+        double tol = tt->dtype == STG_BF16 ? 2e-2 : 1e-5;
+        printf("  optimizer %-6s %-10s rel err %.3e%s\n", mf ? "bf16" : "fp32", tt->name, e, e < tol ? "" : "  FAIL");
+        if (!(e < tol))
+            fail_msg("optimizer (%s): %s rel err %g (at %lld: gpu %g, cpu %g)", mf ? "bf16" : "fp32", tt->name, e,
+                     (long long)bad, bad >= 0 ? got[bad] : 0.0, bad >= 0 ? dref[t][bad] : 0.0);
+        free(raw);
+        free(got);
+    }
+    unsigned char *s1, *s2, *s3;
+    size_t n1 = snapshot(gd, &d, &s1);
+    upload_and_poison(gd, &d);
+    run_dev(gd, &d, 0);
+    size_t n2 = snapshot(gd, &d, &s2);
+    upload_and_poison(gd, &d);
+    run_dev(gd, &d, 1);
+    size_t n3 = snapshot(gd, &d, &s3);
+    assert_true(n1 == n2 && n1 == n3);
+    if (memcmp(s1, s2, n1)) fail_msg("optimizer: a second run differs from the first");
+    if (memcmp(s1, s3, n1)) fail_msg("optimizer: the CUDA Graph replay differs from eager launch");
+    free(s1);
+    free(s2);
+    free(s3);
+    for (int i = 0; i < NP; i++) free(scratch_round[i]);
+    free(dref);
+    for (int t = 0; t < gr->nt; t++) free(ref[t]);
+    free(ref);
+    dev_free(&d);
+    graph_free(gd);
+    graph_free(gr);
+}
+
+static void test_optimizer_fp32(void **state) {
+    (void)state;
+    run_optim(STG_PREC_FP32);
+}
+
+static void test_optimizer_bf16_master(void **state) {
+    (void)state;
+    run_optim(STG_PREC_BF16);
+}
+
+static void test_context(void **state) {
+    (void)state;
+    printf("  device: %s, bf16 peak %.0f TFLOP/s, fp32 %.0f\n", cuda_device_name(ctx),
+           cuda_peak_tflops(ctx, STG_PREC_BF16), cuda_peak_tflops(ctx, STG_PREC_FP32));
+    for (int k = 0; k < STG_OP_COUNT; k++) assert_true(cuda_op_supported((stg_op_kind)k));
+    // f64 graphs are refused with a message.
+    stg_err err = {{0}};
+    stg_graph *g = graph_new(STG_PREC_FP64, &err);
+    int64_t n = 8;
+    int x = graph_add_tensor(g, "x", 1, &n, STG_F64, STG_CLASS_INPUT, (stg_loc){0}, &err);
+    assert_true(graph_add_op(g, STG_OP_SILU, &x, 1, NULL, STG_PHASE_FORWARD, "y", (stg_loc){0}, NULL, &err) >= 0);
+    void *ptr[2] = {NULL, NULL};
+    assert_int_equal(cuda_prepare(ctx, g, ptr, &err), -1);
+    assert_non_null(strstr(err.msg, "f64"));
+    graph_free(g);
+}
+
+int main(void) {
+    if (cuda_device_count() == 0) {
+        printf("skipped: no GPU\n");
+        return 77;
+    }
+    stg_err err = {{0}};
+    stg_cuda_opts o = {0, false};
+    if (cuda_new(&o, &ctx, &err)) {
+        fprintf(stderr, "cuda_new: %s\n", err.msg);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_context),
+        cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_rope_mask_softmax),
+        cmocka_unit_test(test_embedding_loss_layout),
+        cmocka_unit_test(test_lr_schedule),
+        cmocka_unit_test(test_global_norm_single),
+        cmocka_unit_test(test_optimizer_fp32),
+        cmocka_unit_test(test_optimizer_bf16_master),
+        cmocka_unit_test(test_matmul_attention),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    cuda_free(ctx);
+    return rc;
+}
+
+#else
+
+#include <stdio.h>
+
+int main(void) {
+    printf("skipped: built without CUDA\n");
+    return 77;
+}
+
+#endif

@@ -45,6 +45,11 @@ typedef struct rt_backend_ops {
     // time between them as the device saw it.
     int (*timer_mark)(rt_backend *b, int which, stg_err *err);
     int (*elapsed_ms)(rt_backend *b, double *ms, stg_err *err);
+    // Profiling: prof_begin makes n marks (before any run), prof_mark records mark i in the stream,
+    // prof_elapsed waits and gives the device time from mark i to mark j. May be NULL.
+    int (*prof_begin)(rt_backend *b, int n, stg_err *err);
+    int (*prof_mark)(rt_backend *b, int i, stg_err *err);
+    int (*prof_elapsed)(rt_backend *b, int i, int j, double *ms, stg_err *err);
     // Names the phase the following work belongs to (NVTX ranges on CUDA); NULL ends it. May be NULL.
     void (*annotate)(rt_backend *b, const char *phase);
     // Device bytes in use by this process (measured), and free; -1 when unknown.

@@ -394,3 +394,29 @@ int rt_exec_run_results(rt_exec *e, unsigned mask, rt_exec_results *r, stg_err *
 }
 
 int rt_exec_run(rt_exec *e, unsigned mask, stg_err *err) { return rt_exec_run_results(e, mask, NULL, err); }
+
+int rt_exec_profile(rt_exec *e, unsigned mask, double *ms, stg_err *err) {
+    const stg_graph *g = e->g;
+    rt_backend *b = e->b;
+    if (!b->ops->prof_begin) return stg_errf(err, "the %s backend has no profiling marks", b->ops->name);
+    while (e->npending > 0)
+        if (rt_exec_collect(e, NULL, err)) return -1;
+    if (b->ops->prof_begin(b, g->nsched + 1, err) || rt_exec_run(e, mask, err)) return -1; // warm, and stage inputs
+    int slot = e->parity;
+    for (int i = 0; i < e->ninputs; i++) {
+        int t = e->inputs[i];
+        if (b->ops->upload(b, e->ptr[t], e->staging[e->staged[i]][i], (size_t)graph_bytes(&g->t[t]), err)) return -1;
+    }
+    (void)slot;
+    for (int s = 0; s < g->nsched; s++) {
+        int o = g->schedule[s];
+        ms[s] = 0;
+        if (b->ops->prof_mark(b, s, err)) return -1;
+        if (!(mask & (1u << g->ops[o].phase))) continue;
+        if (b->ops->run_op(b, g, o, e->ptr, err)) return -1;
+    }
+    if (b->ops->prof_mark(b, g->nsched, err)) return -1;
+    for (int s = 0; s < g->nsched; s++)
+        if ((mask & (1u << g->ops[g->schedule[s]].phase)) && b->ops->prof_elapsed(b, s, s + 1, &ms[s], err)) return -1;
+    return b->ops->sync(b, err);
+}

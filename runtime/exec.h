@@ -69,6 +69,10 @@ int rt_exec_collect(rt_exec *e, rt_exec_results *r, stg_err *err);
 int rt_exec_run(rt_exec *e, unsigned phase_mask, stg_err *err);
 int rt_exec_run_results(rt_exec *e, unsigned phase_mask, rt_exec_results *r, stg_err *err);
 
+// One eager run with a timing mark around every op: ms[s] is the device time of schedule position
+// s (0 for ops not in phase_mask). Needs a backend with profiling marks (CUDA).
+int rt_exec_profile(rt_exec *e, unsigned phase_mask, double *ms, stg_err *err);
+
 // Device bytes measured by the backend: in use after allocation and preparation minus in use
 // before (-1 when the backend cannot measure).
 int64_t rt_exec_measured_bytes(const rt_exec *e);

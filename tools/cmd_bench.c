@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/registry.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
 #include "runtime/exec.h"
@@ -21,13 +22,14 @@ static int cmp_double(const void *a, const void *b) {
 static const char *usage =
     "usage: stg bench MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
     "       [--exec graph|eager] [--what forward|forward-backward|step] [--warmup N] [--iters N] [--tf32] [--json]\n"
+    "       [--profile]     device time per op kind\n"
     "       [--real-init]   (default: parameters filled on the device with a constant; timing does not depend on them)\n";
 
 int cmd_bench(int argc, char **argv) {
     cli_model_opts m;
     cli_model_opts_init(&m);
     const char *device = NULL, *what = "step";
-    bool eager = false, json = false, tf32 = false, fast_init = true;
+    bool eager = false, json = false, tf32 = false, fast_init = true, profile = false;
     int64_t warmup = 5, iters = 10;
     for (int i = 1; i < argc; i++) {
         int r = cli_model_arg(&m, argc, argv, &i);
@@ -36,6 +38,7 @@ int cmd_bench(int argc, char **argv) {
         const char *a = argv[i], *v;
         if (strcmp(a, "--json") == 0) json = true;
         else if (strcmp(a, "--real-init") == 0) fast_init = false;
+        else if (strcmp(a, "--profile") == 0) profile = true;
         else if (strcmp(a, "--tf32") == 0) tf32 = true;
         else if (strcmp(a, "--device") == 0) {
             if (!(device = cli_value(argc, argv, &i))) return 2;
@@ -157,6 +160,31 @@ int cmd_bench(int argc, char **argv) {
         printf("\n  memory    planned %.3f GiB", (double)p->peak_bytes / (1 << 30));
         if (measured >= 0) printf(", measured %.3f GiB (%+.2f%%)", (double)measured / (1 << 30), 100.0 * ((double)measured / (double)p->peak_bytes - 1));
         printf("\n");
+    }
+    if (profile) { // device time per op kind (eager, one mark around every op)
+        double *pm = calloc((size_t)g->nsched, sizeof *pm), bykind[STG_OP_COUNT] = {0}, total = 0;
+        int count[STG_OP_COUNT] = {0};
+        if (!pm || rt_exec_profile(e, mask, pm, &err)) {
+            fprintf(stderr, "stg bench: --profile: %s\n", pm ? err.msg : "out of memory");
+            free(pm);
+            goto out;
+        }
+        for (int s = 0; s < g->nsched; s++) {
+            stg_op_kind k = g->ops[g->schedule[s]].kind;
+            bykind[k] += pm[s];
+            count[k] += pm[s] > 0;
+            total += pm[s];
+        }
+        printf("  profile   %.3f ms of device time in %d ops (one eager run, a mark around every op)\n", total, g->nsched);
+        for (int n = 0; n < STG_OP_COUNT; n++) {
+            int best = -1;
+            for (int k = 0; k < STG_OP_COUNT; k++)
+                if (bykind[k] > 0 && (best < 0 || bykind[k] > bykind[best])) best = k;
+            if (best < 0) break;
+            printf("            %6.2f%% %9.3f ms  %4d x %s\n", 100 * bykind[best] / total, bykind[best], count[best], ops_name((stg_op_kind)best));
+            bykind[best] = -1;
+        }
+        free(pm);
     }
     rc = fflush(stdout) ? 1 : 0;
 out:

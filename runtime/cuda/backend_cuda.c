@@ -13,6 +13,8 @@ typedef struct {
     cudaEvent_t ev[2];
     cudaEvent_t timer[2];
     bool in_range;
+    cudaEvent_t *prof;
+    int nprof;
     int device;
 } cuda_impl;
 
@@ -123,6 +125,32 @@ static int cb_elapsed(rt_backend *b, double *ms, stg_err *err) {
     return 0;
 }
 
+static int cb_prof_begin(rt_backend *b, int n, stg_err *err) {
+    cuda_impl *im = impl(b);
+    if (n <= im->nprof) return 0;
+    cudaEvent_t *ev = realloc(im->prof, sizeof *ev * (size_t)n);
+    if (!ev) return stg_errf(err, "cuda backend: out of host memory for %d profiling events", n);
+    im->prof = ev;
+    for (; im->nprof < n; im->nprof++) CK(err, cudaEventCreate(&im->prof[im->nprof]));
+    return 0;
+}
+
+static int cb_prof_mark(rt_backend *b, int i, stg_err *err) {
+    cuda_impl *im = impl(b);
+    if (i < 0 || i >= im->nprof) return stg_errf(err, "cuda backend: profiling mark %d of %d", i, im->nprof);
+    CK(err, cudaEventRecord(im->prof[i], im->stream));
+    return 0;
+}
+
+static int cb_prof_elapsed(rt_backend *b, int i, int j, double *ms, stg_err *err) {
+    cuda_impl *im = impl(b);
+    float f = 0;
+    CK(err, cudaEventSynchronize(im->prof[j]));
+    CK(err, cudaEventElapsedTime(&f, im->prof[i], im->prof[j]));
+    *ms = f;
+    return 0;
+}
+
 static void cb_annotate(rt_backend *b, const char *phase) {
     cuda_impl *im = impl(b);
     if (im->in_range) nvtxRangePop();
@@ -146,6 +174,8 @@ static void cb_destroy(rt_backend *b) {
     cuda_impl *im = impl(b);
     if (im) {
         if (im->stream) cudaStreamSynchronize(im->stream);
+        for (int i = 0; i < im->nprof; i++) cudaEventDestroy(im->prof[i]);
+        free(im->prof);
         for (int i = 0; i < 2; i++) {
             if (im->ev[i]) cudaEventDestroy(im->ev[i]);
             if (im->timer[i]) cudaEventDestroy(im->timer[i]);
@@ -177,6 +207,9 @@ static const rt_backend_ops cuda_ops = {
     .timer_mark = cb_timer_mark,
     .elapsed_ms = cb_elapsed,
     .annotate = cb_annotate,
+    .prof_begin = cb_prof_begin,
+    .prof_mark = cb_prof_mark,
+    .prof_elapsed = cb_prof_elapsed,
     .mem_used = cb_mem_used,
     .mem_free = cb_mem_free,
     .destroy = cb_destroy,

@@ -141,6 +141,33 @@ static void test_bf16_dtypes(void **state) {
     graph_free(g);
 }
 
+// Weight decay everywhere by default; with the exemption, none on norm gains and embeddings.
+static void test_weight_decay_exemption(void **state) {
+    for (int ex = 0; ex < 2; ex++) {
+        stg_load_opts o = {STG_PREC_FP32, NULL, 0};
+        stg_graph *g;
+        stg_err err;
+        if (graph_load(MODEL("tiny.yaml"), &o, &g, &err)) fail_msg("%s", err.msg);
+        stg_optim_config oc = graph_optim_defaults();
+        oc.decay_exempt_norms_embeddings = ex;
+        if (graph_autodiff(g, &oc, &err)) fail_msg("%s", err.msg);
+        int exempt = 0, decayed = 0;
+        for (int i = 0; i < g->nops; i++) {
+            if (g->ops[i].kind != STG_OP_ADAMW) continue;
+            const stg_tensor *p = &g->t[g->ops[i].in[0]];
+            bool norm_or_emb = p->ndim == 1 || strcmp(p->name, "tok_emb") == 0;
+            double wd = g->ops[i].a.adamw.weight_decay;
+            if (ex && norm_or_emb) assert_true(wd == 0.0);
+            else assert_true(wd == oc.weight_decay);
+            exempt += wd == 0.0;
+            decayed += wd > 0;
+        }
+        assert_int_equal(exempt, ex ? 2 * 2 + 1 + 1 : 0); // ln1, ln2 per layer, ln_f, tok_emb
+        assert_true(decayed > 0);
+        graph_free(g);
+    }
+}
+
 // ---- bad input --------------------------------------------------------------------------------
 
 typedef struct {
@@ -241,7 +268,7 @@ int main(void) {
         cmocka_unit_test(test_shapes_and_names),   cmocka_unit_test(test_naive_keeps_probabilities),
         cmocka_unit_test(test_toy),                cmocka_unit_test(test_bf16_dtypes),
         cmocka_unit_test(test_bad_input),          cmocka_unit_test(test_missing_file),
-        cmocka_unit_test(test_include_error_position),
+        cmocka_unit_test(test_include_error_position), cmocka_unit_test(test_weight_decay_exemption),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

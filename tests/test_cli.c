@@ -1,0 +1,167 @@
+// The stg program as users meet it: bad command lines, bad model files, outputs that must not be
+// clobbered on failure, and the happy paths of check, graph, memreport, tokens, train and step.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char dir[256];
+
+static int setup(void **s) {
+    snprintf(dir, sizeof dir, "/tmp/stg_test_cli_XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **s) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+// Runs `stg ARGS` (from the source directory) and returns its exit status; its stdout+stderr in out.
+static int stg(char *out, size_t n, const char *fmt, ...) {
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", STG_SOURCE_DIR, STG_BINARY, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t k = fread(out, 1, n - 1, p);
+    out[k] = 0;
+    char sink[4096]; // drain the rest, so the program never dies of a closed pipe
+    while (fread(sink, 1, sizeof sink, p) > 0) {
+    }
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void expect_fail(const char *needle, const char *fmt, const char *arg) {
+    char out[16384];
+    int rc = stg(out, sizeof out, fmt, arg);
+    if (rc == 0) fail_msg("stg %s succeeded; expected failure with '%s'", arg, needle);
+    if (rc > 2) fail_msg("stg exited %d (a crash?) on: %s\n%s", rc, arg, out);
+    if (!strstr(out, needle)) fail_msg("stg output\n%s\nlacks '%s'", out, needle);
+}
+
+static void test_bad_command_lines(void **s) {
+    expect_fail("unknown command 'frob'", "%s", "frob");
+    expect_fail("usage: stg COMMAND", "%s", "");
+    expect_fail("unknown option '--bogus'", "check models/tiny.yaml %s", "--bogus");
+    expect_fail("--attention 'fast': expected naive or flash", "check models/tiny.yaml --attention %s", "fast");
+    expect_fail("--precision 'fp8'", "check models/tiny.yaml --precision %s", "fp8");
+    expect_fail("--set needs a value", "check models/tiny.yaml %s", "--set");
+    expect_fail("'ctx' is not name=value", "check models/tiny.yaml --set %s", "ctx");
+    expect_fail("--steps 'ten' is not an integer", "train models/tiny.yaml --device cpu --steps %s", "ten");
+    expect_fail("--lr '-1' is not a number in", "train models/tiny.yaml --device cpu --lr %s", "-1");
+    expect_fail("--format 'pdf'", "memreport models/tiny.yaml --format %s", "pdf");
+    expect_fail("--device 'tpu'", "train models/tiny.yaml --device %s", "tpu");
+    expect_fail("cannot open the model file", "check %s", "/nonexistent.yaml");
+    expect_fail("bf16 needs --device cuda", "train models/tiny.yaml --device cpu --precision %s", "bf16");
+    expect_fail("usage: stg step", "step models/tiny.yaml %s", "--device cpu");
+}
+
+static void test_bad_model_file(void **s) {
+    char path[400], out[8192];
+    snprintf(path, sizeof path, "%s/bad.yaml", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("dims: {a: 2}\ninputs: {tokens: [a, i32], targets: [a, i32]}\ngraph:\n  - x = nosuchop(tokens)\nloss: x\n", f);
+    assert_int_equal(fclose(f), 0);
+    int rc = stg(out, sizeof out, "check %s", path);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "bad.yaml:4:9: unknown op 'nosuchop'"));
+}
+
+// A failed memreport leaves an existing -o file as it was; a good one replaces it.
+static void test_output_not_clobbered(void **s) {
+    char path[400], out[8192], cmd[600];
+    snprintf(path, sizeof path, "%s/report.txt", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("precious\n", f);
+    assert_int_equal(fclose(f), 0);
+    snprintf(cmd, sizeof cmd, "memreport models/tiny.yaml --set ctx=0 -o %s", path);
+    assert_int_not_equal(stg(out, sizeof out, "%s", cmd), 0);
+    f = fopen(path, "r");
+    char buf[64] = {0};
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    assert_string_equal(buf, "precious\n");
+    snprintf(cmd, sizeof cmd, "memreport models/tiny.yaml --format json -o %s", path);
+    assert_int_equal(stg(out, sizeof out, "%s", cmd), 0);
+    f = fopen(path, "r");
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    assert_int_equal(buf[0], '{');
+}
+
+static void test_happy_paths(void **s) {
+    char out[65536], cmd[1200];
+    assert_int_equal(stg(out, sizeof out, "check models/cs336/small.yaml"), 0);
+    assert_non_null(strstr(out, "parameters: 111 tensors, 128625408 elements"));
+    snprintf(cmd, sizeof cmd, "graph models/toy.yaml --dot -o %s/toy.dot", dir);
+    assert_int_equal(stg(out, sizeof out, "%s", cmd), 0);
+    assert_int_equal(stg(out, sizeof out, "memreport models/cs336/2.7B.yaml --format svg"), 0);
+    assert_non_null(strstr(out, "<svg"));
+    assert_non_null(strstr(out, "backward"));
+    // tokens from a text, then training on them with a checkpoint, then one dumped step
+    snprintf(cmd, sizeof cmd, "tokens README.md -o %s/readme.bin", dir);
+    assert_int_equal(stg(out, sizeof out, "%s", cmd), 0);
+    snprintf(cmd, sizeof cmd,
+             "train models/tiny.yaml --device cpu --data %s/readme.bin --steps 3 --set n_layers=1 --ckpt %s/ck --log %s/log.jsonl",
+             dir, dir, dir);
+    if (stg(out, sizeof out, "%s", cmd) != 0) fail_msg("%s", out);
+    assert_non_null(strstr(out, "done: 3 steps"));
+    snprintf(cmd, sizeof cmd, "%s/log.jsonl", dir);
+    FILE *f = fopen(cmd, "r");
+    assert_non_null(f);
+    int lines = 0;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        assert_non_null(strstr(line, "\"loss\": "));
+        lines++;
+    }
+    fclose(f);
+    assert_int_equal(lines, 3);
+    // a batch file: int32 [2, 8, 64] written as .npy by hand (header padded to 128 bytes)
+    snprintf(cmd, sizeof cmd, "%s/batch.npy", dir);
+    f = fopen(cmd, "wb");
+    assert_non_null(f);
+    char hdr[128];
+    memset(hdr, ' ', sizeof hdr);
+    const char *dict = "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 8, 64), }";
+    memcpy(hdr, "\x93NUMPY\x01\x00\x76\x00", 10); // header length 118: the whole header is 128 bytes
+    memcpy(hdr + 10, dict, strlen(dict));
+    hdr[127] = '\n';
+    fwrite(hdr, 1, sizeof hdr, f);
+    for (int i = 0; i < 2 * 8 * 64; i++) {
+        int32_t v = (i * 37) % 256;
+        fwrite(&v, 4, 1, f);
+    }
+    assert_int_equal(fclose(f), 0);
+    snprintf(cmd, sizeof cmd, "step models/tiny.yaml --set n_layers=1 --device cpu --init %s/ck/ckpt.safetensors --batch %s/batch.npy --dump %s/out.safetensors",
+             dir, dir, dir);
+    if (stg(out, sizeof out, "%s", cmd) != 0) fail_msg("%s", out);
+    assert_non_null(strstr(out, "wrote the loss, the logits and 12 gradients"));
+    // the same step against a batch of the wrong shape
+    snprintf(cmd, sizeof cmd, "step models/tiny.yaml --device cpu --set ctx=32 --init %s/ck/ckpt.safetensors --batch %s/batch.npy --dump %s/o2.safetensors",
+             dir, dir, dir);
+    assert_int_not_equal(stg(out, sizeof out, "%s", cmd), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_command_lines), cmocka_unit_test(test_bad_model_file),
+        cmocka_unit_test(test_output_not_clobbered), cmocka_unit_test(test_happy_paths),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

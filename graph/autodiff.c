@@ -60,8 +60,10 @@ void graph_classify(stg_graph *g) {
     }
 }
 
-int graph_autodiff(stg_graph *g, const stg_optim_config *oc, stg_err *err) {
-    if (g->loss < 0) return stg_errf(err, "the model has no loss");
+// The backward pass from `out` with gradient `seed` (STG_GRAD_SEED for the loss), parameter
+// gradients, and (when oc is given) the global norm and AdamW.
+static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config *oc, stg_err *err) {
+    if (out < 0) return stg_errf(err, "the model has no loss");
     if (g->nops != g->n_fwd_ops) return stg_errf(err, "autodiff runs once, on a forward graph");
     const int nf = g->nops, ntf = g->nt;
     int *gsum = malloc(sizeof(int) * (size_t)ntf);
@@ -86,11 +88,11 @@ int graph_autodiff(stg_graph *g, const stg_optim_config *oc, stg_err *err) {
         }
         for (int k = 0; k < op->n_out; k++) needs[op->out[k]] = any;
     }
-    if (!needs[g->loss]) {
+    if (!needs[out]) {
         stg_errf(err, "the loss does not depend on any parameter");
         goto done;
     }
-    gsum[g->loss] = STG_GRAD_SEED;
+    gsum[out] = seed;
     for (int o = nf - 1; o >= 0; o--) {
         const stg_op op = g->ops[o];
         const stg_op_def *d = ops_def(op.kind);
@@ -155,6 +157,11 @@ int graph_autodiff(stg_graph *g, const stg_optim_config *oc, stg_err *err) {
         g->t[gt].param = p;
         g->t[p].grad = gt;
     }
+    if (!oc) { // a backward pass only
+        graph_classify(g);
+        rc = 0;
+        goto done;
+    }
     // optimizer: global norm over all gradients, then AdamW per parameter
     int *grads = malloc(sizeof(int) * (size_t)(nparams ? nparams : 1));
     if (!grads) {
@@ -216,6 +223,19 @@ done:
     free(needs);
     free(no_decay);
     return rc;
+}
+
+int graph_autodiff(stg_graph *g, const stg_optim_config *oc, stg_err *err) {
+    return differentiate(g, g->loss, STG_GRAD_SEED, oc, err);
+}
+
+int graph_backward(stg_graph *g, int out, int seed, stg_err *err) {
+    if (seed < 0 || seed >= g->nt || out < 0 || out >= g->nt) return stg_errf(err, "graph_backward: bad tensor ids");
+    const stg_tensor *a = &g->t[out], *b = &g->t[seed];
+    bool same = a->ndim == b->ndim && a->dtype == b->dtype;
+    for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
+    if (!same) return stg_errf(err, "graph_backward: the seed '%s' must have the shape and dtype of '%s'", b->name, a->name);
+    return differentiate(g, out, seed, NULL, err);
 }
 
 // Creation order is topological by construction (every op reads tensors made before it); the

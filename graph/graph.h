@@ -191,6 +191,10 @@ stg_optim_config graph_optim_defaults(void);
 // the OPTIMIZER tensors and the final classes (activation vs temporary).
 int graph_autodiff(stg_graph *g, const stg_optim_config *oc, stg_err *err);
 
+// The backward pass alone from output `out` with the given gradient tensor `seed` (same shape;
+// an INPUT, for benchmarks of a part of a model): parameter gradients, no optimizer.
+int graph_backward(stg_graph *g, int out, int seed, stg_err *err);
+
 // Marks tensors written in forward and read later as ACTIVATION, the rest TEMPORARY. Called by
 // graph_autodiff; call it directly for forward-only graphs.
 void graph_classify(stg_graph *g);

@@ -58,5 +58,6 @@ int cmd_train(int argc, char **argv);
 int cmd_step(int argc, char **argv);
 int cmd_tokens(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_attnbench(int argc, char **argv);
 
 #endif

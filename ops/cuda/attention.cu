@@ -463,8 +463,513 @@ size_t cuda_attention_scratch_bytes(const stg_graph *g, int op) {
     return (n * sizeof(float) + 255) / 256 * 256;
 }
 
+// ---- bf16 on tensor cores (head dims that are multiples of 16) --------------------------------
+//
+// mma.sync m16n8k16 (bf16 in, f32 accumulate), operands fetched from shared memory with ldmatrix.
+// Each warp owns 16 rows of the output tile (queries for the forward and dq, keys for dk and dv)
+// and streams over the other side's tiles, which the block loads with cp.async into two shared
+// stages (the next tile's copy overlaps this tile's math). Shared rows are DP + 8 elements long
+// (16 bytes of padding: ldmatrix reads of 8 rows hit distinct banks). Rows past S are zero-filled.
+// Fragment layouts (g = lane / 4, t = lane % 4): A (16 x 16) a0: (g, 2t..2t+1), a1: (g+8, 2t..),
+// a2: (g, 2t+8..), a3: (g+8, 2t+8..); B (16 x 8) b0: (2t..2t+1, g), b1: (2t+8.., g);
+// C (16 x 8) c0,c1: (g, 2t..2t+1), c2,c3: (g+8, 2t..2t+1).
+// Probabilities and dS are rounded to bf16 for the second matmul of each pair (as FlashAttention
+// does); the softmax statistics, lse and every accumulator stay f32. No atomics: deterministic.
+
+typedef __nv_bfloat16 att_bf16;
+
+__device__ __forceinline__ uint32_t att_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+// 16 bytes global -> shared; zero-filled when !valid (src is then not read).
+__device__ __forceinline__ void att_cp16(void *dst, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(att_smem_addr(dst)), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void att_cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void att_cp_wait(void) { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void att_ldm4(uint32_t r[4], const att_bf16 *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(att_smem_addr(p)));
+}
+__device__ __forceinline__ void att_ldm4t(uint32_t r[4], const att_bf16 *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(att_smem_addr(p)));
+}
+
+// c (16 x 8) += a (16 x 16) b (16 x 8)
+__device__ __forceinline__ void att_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t att_pack(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&h;
+}
+
+// sh (ROWS, DP + 8) <- rows [0, valid) of the tile at base (row stride `stride`); zeros below.
+template <int DP, int ROWS, int NT>
+__device__ __forceinline__ void att_tc_load(att_bf16 *sh, const att_bf16 *base, int64_t stride, int valid) {
+    constexpr int G = DP / 8, LDS = DP + 8;
+#pragma unroll
+    for (int idx = threadIdx.x; idx < ROWS * G; idx += NT) {
+        int r = idx / G, c = (idx % G) * 8;
+        bool ok = r < valid;
+        att_cp16(sh + r * LDS + c, base + (ok ? (int64_t)r * stride + c : 0), ok);
+    }
+}
+
+// A fragment of rows [r0, r0 + 16), cols [c0, c0 + 16) of a (., DP + 8) shared tile.
+template <int LDS>
+__device__ __forceinline__ void att_frag_a(uint32_t a[4], const att_bf16 *sh, int r0, int c0, int lane) {
+    att_ldm4(a, sh + (r0 + (lane & 15)) * LDS + c0 + (lane >> 4) * 8);
+}
+// B fragments of two n-blocks (rows n0 .. n0 + 15 of the tile are the n index), k = cols c0 .. c0 + 15:
+// b[0], b[1] for n0 .. n0 + 7 and b[2], b[3] for n0 + 8 .. n0 + 15 (the tile holds B transposed).
+template <int LDS>
+__device__ __forceinline__ void att_frag_bt(uint32_t b[4], const att_bf16 *sh, int n0, int c0, int lane) {
+    att_ldm4(b, sh + (n0 + (lane & 7) + ((lane >> 4) << 3)) * LDS + c0 + ((lane >> 3) & 1) * 8);
+}
+// B fragments with k = rows k0 .. k0 + 15 and n = cols n0 .. n0 + 15 of the tile (B stored as is).
+template <int LDS>
+__device__ __forceinline__ void att_frag_b(uint32_t b[4], const att_bf16 *sh, int k0, int n0, int lane) {
+    att_ldm4t(b, sh + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + n0 + (lane >> 4) * 8);
+}
+
+template <int DP, int NW, int BK>
+static size_t att_tc_fwd_smem(void) {
+    return sizeof(att_bf16) * (size_t)(DP + 8) * (16 * NW + 4 * BK);
+}
+
+// Forward. Grid (query tiles of 16 NW, H, B); NW warps of 16 queries; key tiles of BK.
+template <int DP, int NW, int BK>
+__global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__restrict__ q, const att_bf16 *__restrict__ k,
+                                                             const att_bf16 *__restrict__ v, att_bf16 *__restrict__ o,
+                                                             float *__restrict__ lse, int S, int H, float scale2) {
+    constexpr int BQ = 16 * NW, NT = 32 * NW, LDS = DP + 8, KD = DP / 16, NB = BK / 8, ND = DP / 8;
+    extern __shared__ __align__(16) unsigned char att_smraw[];
+    att_bf16 *Qs = (att_bf16 *)att_smraw, *Ks = Qs + BQ * LDS, *Vs = Ks + 2 * BK * LDS;
+    const int qt = gridDim.x - 1 - blockIdx.x; // the longest rows first
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+    const int q0 = qt * BQ, r0 = q0 + 16 * warp; // first query of the block, of the warp
+    const int64_t stride = (int64_t)H * DP;
+    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * DP;
+    const int last = min(q0 + BQ, S) - 1;
+    const int ntiles = last / BK + 1;
+
+    att_tc_load<DP, BQ, NT>(Qs, q + head0 + (int64_t)q0 * stride, stride, S - q0);
+    att_tc_load<DP, BK, NT>(Ks, k + head0, stride, S);
+    att_tc_load<DP, BK, NT>(Vs, v + head0, stride, S);
+    att_cp_commit();
+
+    uint32_t qf[KD][4];
+    float acc[ND][4];
+#pragma unroll
+    for (int n = 0; n < ND; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+    for (int t = 0; t < ntiles; t++) {
+        const int k0 = t * BK;
+        if (t + 1 < ntiles) {
+            const int st = (t + 1) & 1;
+            att_tc_load<DP, BK, NT>(Ks + st * BK * LDS, k + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK);
+            att_tc_load<DP, BK, NT>(Vs + st * BK * LDS, v + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK);
+            att_cp_commit();
+            att_cp_wait<1>();
+        } else {
+            att_cp_wait<0>();
+        }
+        __syncthreads();
+        if (t == 0) {
+#pragma unroll
+            for (int kd = 0; kd < KD; kd++) att_frag_a<LDS>(qf[kd], Qs, 16 * warp, kd * 16, lane);
+        }
+        if (k0 <= r0 + 15 && r0 < S) { // some key of the tile is at or before some query of the warp
+            const att_bf16 *Kt = Ks + (t & 1) * BK * LDS, *Vt = Vs + (t & 1) * BK * LDS;
+            float s[NB][4];
+#pragma unroll
+            for (int n = 0; n < NB; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+            for (int kd = 0; kd < KD; kd++)
+#pragma unroll
+                for (int n2 = 0; n2 < NB / 2; n2++) {
+                    uint32_t bb[4];
+                    att_frag_bt<LDS>(bb, Kt, n2 * 16, kd * 16, lane);
+                    att_mma(s[2 * n2], qf[kd], bb[0], bb[1]);
+                    att_mma(s[2 * n2 + 1], qf[kd], bb[2], bb[3]);
+                }
+            const bool mask = k0 + BK - 1 > r0 || k0 + BK > S;
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int n = 0; n < NB; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float x = s[n][e] * scale2;
+                    if (mask) {
+                        int key = k0 + n * 8 + 2 * t4 + (e & 1), row = r0 + g + (e >> 1) * 8;
+                        if (key > row || key >= S) x = -INFINITY;
+                    }
+                    s[n][e] = x;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], x);
+                }
+            float alpha[2], base[2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+                float mn = fmaxf(m[i], mx[i]);
+                base[i] = mn == -INFINITY ? 0.0f : mn;
+                alpha[i] = exp2f(m[i] - base[i]);
+                m[i] = mn;
+            }
+            float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int n = 0; n < NB; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float p = exp2f(s[n][e] - base[e >> 1]);
+                    s[n][e] = p;
+                    sum[e >> 1] += p;
+                }
+#pragma unroll
+            for (int i = 0; i < 2; i++) l[i] = l[i] * alpha[i] + sum[i];
+#pragma unroll
+            for (int n = 0; n < ND; n++) {
+                acc[n][0] *= alpha[0];
+                acc[n][1] *= alpha[0];
+                acc[n][2] *= alpha[1];
+                acc[n][3] *= alpha[1];
+            }
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++) {
+                uint32_t a[4] = {att_pack(s[2 * kk][0], s[2 * kk][1]), att_pack(s[2 * kk][2], s[2 * kk][3]),
+                                 att_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]), att_pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+                for (int d2 = 0; d2 < KD; d2++) {
+                    uint32_t bb[4];
+                    att_frag_b<LDS>(bb, Vt, kk * 16, d2 * 16, lane);
+                    att_mma(acc[2 * d2], a, bb[0], bb[1]);
+                    att_mma(acc[2 * d2 + 1], a, bb[2], bb[3]);
+                }
+            }
+        }
+        __syncthreads(); // this stage is consumed before the next iteration refills it
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+        const int row = r0 + g + 8 * i;
+        if (row >= S) continue;
+        const float inv = 1.0f / l[i];
+        att_bf16 *orow = o + head0 + (int64_t)row * stride;
+#pragma unroll
+        for (int n = 0; n < ND; n++)
+            *(uint32_t *)(orow + n * 8 + 2 * t4) = att_pack(acc[n][2 * i] * inv, acc[n][2 * i + 1] * inv);
+        if (t4 == 0) lse[((int64_t)b * H + h) * S + row] = (m[i] + log2f(l[i])) * (float)ATT_LN2;
+    }
+}
+
+template <int DP, int NW, int BQ>
+static size_t att_tc_dkdv_smem(void) {
+    return sizeof(att_bf16) * (size_t)(DP + 8) * (2 * 16 * NW + 4 * BQ) + sizeof(float) * 4 * BQ;
+}
+
+// dk, dv. Grid (key tiles of 16 NW, H, B); NW warps of 16 keys; query tiles of BQ from the block's
+// first key on. Per warp and query tile: sT = K Qᵀ, pT = exp2(scale2 sT - lse2), dpT = V dOᵀ,
+// dsT = pT (dpT - D); dv += pT dO, dk += dsT Q.
+template <int DP, int NW, int BQ>
+__global__ void __launch_bounds__(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__restrict__ q, const att_bf16 *__restrict__ k,
+                                                              const att_bf16 *__restrict__ v, const float *__restrict__ lse,
+                                                              const att_bf16 *__restrict__ dout,
+                                                              const float *__restrict__ Dsum, att_bf16 *__restrict__ dk,
+                                                              att_bf16 *__restrict__ dv, int S, int H, float scale,
+                                                              float scale2) {
+    constexpr int BKB = 16 * NW, NT = 32 * NW, LDS = DP + 8, KD = DP / 16, NB = BQ / 8, ND = DP / 8;
+    extern __shared__ __align__(16) unsigned char att_smraw[];
+    att_bf16 *Ks = (att_bf16 *)att_smraw, *Vs = Ks + BKB * LDS, *Qs = Vs + BKB * LDS, *dOs = Qs + 2 * BQ * LDS;
+    float *lse_s = (float *)(dOs + 2 * BQ * LDS), *D_s = lse_s + 2 * BQ;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+    const int k0 = blockIdx.x * BKB, kw0 = k0 + 16 * warp;
+    const int64_t stride = (int64_t)H * DP;
+    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * DP;
+    const int64_t row0 = ((int64_t)b * H + h) * S;
+    const int ntiles = (S - k0 + BQ - 1) / BQ; // query tiles k0, k0 + BQ, ... below S
+
+    att_tc_load<DP, BKB, NT>(Ks, k + head0 + (int64_t)k0 * stride, stride, S - k0);
+    att_tc_load<DP, BKB, NT>(Vs, v + head0 + (int64_t)k0 * stride, stride, S - k0);
+    att_tc_load<DP, BQ, NT>(Qs, q + head0 + (int64_t)k0 * stride, stride, S - k0);
+    att_tc_load<DP, BQ, NT>(dOs, dout + head0 + (int64_t)k0 * stride, stride, S - k0);
+    att_cp_commit();
+    for (int i = threadIdx.x; i < BQ; i += NT) {
+        bool in = k0 + i < S; // queries past S get lse = inf: p = 0
+        lse_s[i] = in ? lse[row0 + k0 + i] * (float)ATT_LOG2E : INFINITY;
+        D_s[i] = in ? Dsum[row0 + k0 + i] : 0.0f;
+    }
+
+    float acc_k[ND][4], acc_v[ND][4];
+#pragma unroll
+    for (int n = 0; n < ND; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc_k[n][e] = acc_v[n][e] = 0.0f;
+
+    for (int t = 0; t < ntiles; t++) {
+        const int q0 = k0 + t * BQ;
+        if (t + 1 < ntiles) {
+            const int st = (t + 1) & 1, qn = q0 + BQ;
+            att_tc_load<DP, BQ, NT>(Qs + st * BQ * LDS, q + head0 + (int64_t)qn * stride, stride, S - qn);
+            att_tc_load<DP, BQ, NT>(dOs + st * BQ * LDS, dout + head0 + (int64_t)qn * stride, stride, S - qn);
+            att_cp_commit();
+            for (int i = threadIdx.x; i < BQ; i += NT) {
+                bool in = qn + i < S;
+                lse_s[st * BQ + i] = in ? lse[row0 + qn + i] * (float)ATT_LOG2E : INFINITY;
+                D_s[st * BQ + i] = in ? Dsum[row0 + qn + i] : 0.0f;
+            }
+            att_cp_wait<1>();
+        } else {
+            att_cp_wait<0>();
+        }
+        __syncthreads();
+        if (q0 + BQ - 1 >= kw0 && kw0 < S) { // some query of the tile is at or after some key of the warp
+            const int st = t & 1;
+            const att_bf16 *Qt = Qs + st * BQ * LDS, *dOt = dOs + st * BQ * LDS;
+            const float *ls = lse_s + st * BQ, *Ds = D_s + st * BQ;
+            float s[NB][4], dp[NB][4];
+#pragma unroll
+            for (int n = 0; n < NB; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+#pragma unroll
+            for (int kd = 0; kd < KD; kd++) {
+                uint32_t ka[4], va[4];
+                att_frag_a<LDS>(ka, Ks, 16 * warp, kd * 16, lane);
+                att_frag_a<LDS>(va, Vs, 16 * warp, kd * 16, lane);
+#pragma unroll
+                for (int n2 = 0; n2 < NB / 2; n2++) {
+                    uint32_t bb[4];
+                    att_frag_bt<LDS>(bb, Qt, n2 * 16, kd * 16, lane);
+                    att_mma(s[2 * n2], ka, bb[0], bb[1]);
+                    att_mma(s[2 * n2 + 1], ka, bb[2], bb[3]);
+                    att_frag_bt<LDS>(bb, dOt, n2 * 16, kd * 16, lane);
+                    att_mma(dp[2 * n2], va, bb[0], bb[1]);
+                    att_mma(dp[2 * n2 + 1], va, bb[2], bb[3]);
+                }
+            }
+            const bool mask = q0 < kw0 + 15;
+#pragma unroll
+            for (int n = 0; n < NB; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int qc = n * 8 + 2 * t4 + (e & 1); // query column in the tile
+                    float p = exp2f(s[n][e] * scale2 - ls[qc]);
+                    if (mask && q0 + qc < kw0 + g + (e >> 1) * 8) p = 0.0f;
+                    s[n][e] = p;
+                    dp[n][e] = p * (dp[n][e] - Ds[qc]);
+                }
+#pragma unroll
+            for (int kk = 0; kk < BQ / 16; kk++) {
+                uint32_t pa[4] = {att_pack(s[2 * kk][0], s[2 * kk][1]), att_pack(s[2 * kk][2], s[2 * kk][3]),
+                                  att_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                  att_pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                uint32_t da[4] = {att_pack(dp[2 * kk][0], dp[2 * kk][1]), att_pack(dp[2 * kk][2], dp[2 * kk][3]),
+                                  att_pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
+                                  att_pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+#pragma unroll
+                for (int d2 = 0; d2 < KD; d2++) {
+                    uint32_t bb[4];
+                    att_frag_b<LDS>(bb, dOt, kk * 16, d2 * 16, lane);
+                    att_mma(acc_v[2 * d2], pa, bb[0], bb[1]);
+                    att_mma(acc_v[2 * d2 + 1], pa, bb[2], bb[3]);
+                    att_frag_b<LDS>(bb, Qt, kk * 16, d2 * 16, lane);
+                    att_mma(acc_k[2 * d2], da, bb[0], bb[1]);
+                    att_mma(acc_k[2 * d2 + 1], da, bb[2], bb[3]);
+                }
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int key = kw0 + g + 8 * i;
+        if (key >= S) continue;
+        att_bf16 *krow = dk + head0 + (int64_t)key * stride, *vrow = dv + head0 + (int64_t)key * stride;
+#pragma unroll
+        for (int n = 0; n < ND; n++) {
+            *(uint32_t *)(krow + n * 8 + 2 * t4) = att_pack(acc_k[n][2 * i] * scale, acc_k[n][2 * i + 1] * scale);
+            *(uint32_t *)(vrow + n * 8 + 2 * t4) = att_pack(acc_v[n][2 * i], acc_v[n][2 * i + 1]);
+        }
+    }
+}
+
+template <int DP, int NW, int BK>
+static size_t att_tc_dq_smem(void) {
+    return sizeof(att_bf16) * (size_t)(DP + 8) * (2 * 16 * NW + 4 * BK);
+}
+
+// dq. Grid (query tiles of 16 NW, H, B); NW warps of 16 queries; key tiles of BK up to the diagonal.
+// Per warp and key tile: s = Q Kᵀ, p = exp2(scale2 s - lse2), dp = dO Vᵀ, ds = p (dp - D); dq += ds K.
+template <int DP, int NW, int BK>
+__global__ void __launch_bounds__(NW * 32) att_tc_dq_kernel(const att_bf16 *__restrict__ q, const att_bf16 *__restrict__ k,
+                                                            const att_bf16 *__restrict__ v, const float *__restrict__ lse,
+                                                            const att_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
+                                                            att_bf16 *__restrict__ dq, int S, int H, float scale, float scale2) {
+    constexpr int BQ = 16 * NW, NT = 32 * NW, LDS = DP + 8, KD = DP / 16, NB = BK / 8, ND = DP / 8;
+    extern __shared__ __align__(16) unsigned char att_smraw[];
+    att_bf16 *Qs = (att_bf16 *)att_smraw, *dOs = Qs + BQ * LDS, *Ks = dOs + BQ * LDS, *Vs = Ks + 2 * BK * LDS;
+    const int qt = gridDim.x - 1 - blockIdx.x;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+    const int q0 = qt * BQ, r0 = q0 + 16 * warp;
+    const int64_t stride = (int64_t)H * DP;
+    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * DP;
+    const int64_t row0 = ((int64_t)b * H + h) * S;
+    const int last = min(q0 + BQ, S) - 1;
+    const int ntiles = last / BK + 1;
+
+    att_tc_load<DP, BQ, NT>(Qs, q + head0 + (int64_t)q0 * stride, stride, S - q0);
+    att_tc_load<DP, BQ, NT>(dOs, dout + head0 + (int64_t)q0 * stride, stride, S - q0);
+    att_tc_load<DP, BK, NT>(Ks, k + head0, stride, S);
+    att_tc_load<DP, BK, NT>(Vs, v + head0, stride, S);
+    att_cp_commit();
+    float lrow[2], drow[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = r0 + g + 8 * i;
+        lrow[i] = row < S ? lse[row0 + row] * (float)ATT_LOG2E : INFINITY;
+        drow[i] = row < S ? Dsum[row0 + row] : 0.0f;
+    }
+    float acc[ND][4];
+#pragma unroll
+    for (int n = 0; n < ND; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+
+    for (int t = 0; t < ntiles; t++) {
+        const int k0 = t * BK;
+        if (t + 1 < ntiles) {
+            const int st = (t + 1) & 1;
+            att_tc_load<DP, BK, NT>(Ks + st * BK * LDS, k + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK);
+            att_tc_load<DP, BK, NT>(Vs + st * BK * LDS, v + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK);
+            att_cp_commit();
+            att_cp_wait<1>();
+        } else {
+            att_cp_wait<0>();
+        }
+        __syncthreads();
+        if (k0 <= r0 + 15 && r0 < S) {
+            const att_bf16 *Kt = Ks + (t & 1) * BK * LDS, *Vt = Vs + (t & 1) * BK * LDS;
+            float s[NB][4], dp[NB][4];
+#pragma unroll
+            for (int n = 0; n < NB; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+#pragma unroll
+            for (int kd = 0; kd < KD; kd++) {
+                uint32_t qa[4], da[4];
+                att_frag_a<LDS>(qa, Qs, 16 * warp, kd * 16, lane);
+                att_frag_a<LDS>(da, dOs, 16 * warp, kd * 16, lane);
+#pragma unroll
+                for (int n2 = 0; n2 < NB / 2; n2++) {
+                    uint32_t bb[4];
+                    att_frag_bt<LDS>(bb, Kt, n2 * 16, kd * 16, lane);
+                    att_mma(s[2 * n2], qa, bb[0], bb[1]);
+                    att_mma(s[2 * n2 + 1], qa, bb[2], bb[3]);
+                    att_frag_bt<LDS>(bb, Vt, n2 * 16, kd * 16, lane);
+                    att_mma(dp[2 * n2], da, bb[0], bb[1]);
+                    att_mma(dp[2 * n2 + 1], da, bb[2], bb[3]);
+                }
+            }
+            const bool mask = k0 + BK - 1 > r0 || k0 + BK > S;
+#pragma unroll
+            for (int n = 0; n < NB; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float p = exp2f(s[n][e] * scale2 - lrow[e >> 1]);
+                    if (mask) {
+                        int key = k0 + n * 8 + 2 * t4 + (e & 1), row = r0 + g + (e >> 1) * 8;
+                        if (key > row || key >= S) p = 0.0f;
+                    }
+                    s[n][e] = p * (dp[n][e] - drow[e >> 1]);
+                }
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++) {
+                uint32_t a[4] = {att_pack(s[2 * kk][0], s[2 * kk][1]), att_pack(s[2 * kk][2], s[2 * kk][3]),
+                                 att_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]), att_pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+                for (int d2 = 0; d2 < KD; d2++) {
+                    uint32_t bb[4];
+                    att_frag_b<LDS>(bb, Kt, kk * 16, d2 * 16, lane);
+                    att_mma(acc[2 * d2], a, bb[0], bb[1]);
+                    att_mma(acc[2 * d2 + 1], a, bb[2], bb[3]);
+                }
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = r0 + g + 8 * i;
+        if (row >= S) continue;
+        att_bf16 *qrow = dq + head0 + (int64_t)row * stride;
+#pragma unroll
+        for (int n = 0; n < ND; n++)
+            *(uint32_t *)(qrow + n * 8 + 2 * t4) = att_pack(acc[n][2 * i] * scale, acc[n][2 * i + 1] * scale);
+    }
+}
+
+// Tile shapes: forward 8 warps (128 queries) x 64 keys; dk/dv 4 warps (64 keys) x 64 queries
+// (32 past head dim 64, for registers); dq 4 warps (64 queries) x 64 keys (32 past 64).
+#define ATT_TC_FWD_NW 8
+#define ATT_TC_FWD_BK 64
+#define ATT_TC_BWD_NW 4
+
+template <int DP>
+static int att_tc_fwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const stg_op *op, stg_err *err) {
+    constexpr int NW = ATT_TC_FWD_NW, BK = ATT_TC_FWD_BK;
+    size_t smem = att_tc_fwd_smem<DP, NW, BK>();
+    CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_fwd_kernel<DP, NW, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((unsigned)((s->S + 16 * NW - 1) / (16 * NW)), (unsigned)s->H, (unsigned)s->B);
+    att_tc_fwd_kernel<DP, NW, BK><<<grid, NW * 32, smem, c->stream>>>(
+        (const att_bf16 *)ptr[op->in[0]], (const att_bf16 *)ptr[op->in[1]], (const att_bf16 *)ptr[op->in[2]],
+        (att_bf16 *)ptr[op->out[0]], (float *)ptr[op->out[1]], s->S, s->H, (float)(s->scale * ATT_LOG2E));
+    CUDA_LAUNCH_CHECK(err, "attention forward (tensor cores)");
+    return 0;
+}
+
+// dk, dv and dq launches (after the D kernel).
+template <int DP>
+static int att_tc_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const stg_op *op, const float *Dsum,
+                             stg_err *err) {
+    constexpr int NW = ATT_TC_BWD_NW, BQ = DP <= 64 ? 64 : 32, BK = DP <= 64 ? 64 : 32;
+    const att_bf16 *q = (const att_bf16 *)ptr[op->in[0]], *k = (const att_bf16 *)ptr[op->in[1]];
+    const att_bf16 *v = (const att_bf16 *)ptr[op->in[2]], *dout = (const att_bf16 *)ptr[op->in[5]];
+    const float *lse = (const float *)ptr[op->in[4]];
+    att_bf16 *dq = (att_bf16 *)ptr[op->out[0]], *dk = (att_bf16 *)ptr[op->out[1]], *dv = (att_bf16 *)ptr[op->out[2]];
+    float scale2 = (float)(s->scale * ATT_LOG2E);
+    dim3 grid((unsigned)((s->S + 16 * NW - 1) / (16 * NW)), (unsigned)s->H, (unsigned)s->B);
+    size_t smem = att_tc_dkdv_smem<DP, NW, BQ>();
+    CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_dkdv_kernel<DP, NW, BQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem));
+    att_tc_dkdv_kernel<DP, NW, BQ><<<grid, NW * 32, smem, c->stream>>>(q, k, v, lse, dout, Dsum, dk, dv, s->S, s->H,
+                                                                       s->scale, scale2);
+    CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, tensor cores)");
+    smem = att_tc_dq_smem<DP, NW, BK>();
+    CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_dq_kernel<DP, NW, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    att_tc_dq_kernel<DP, NW, BK><<<grid, NW * 32, smem, c->stream>>>(q, k, v, lse, dout, Dsum, dq, s->S, s->H, s->scale,
+                                                                     scale2);
+    CUDA_LAUNCH_CHECK(err, "attention backward (dq, tensor cores)");
+    return 0;
+}
+
 template <typename T, int DP>
 static int att_fwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const stg_op *op, stg_err *err) {
+    if constexpr (sizeof(T) == 2) // bf16 with a head dim that is a multiple of 16: tensor cores
+        if (s->D == DP) return att_tc_fwd_launch<DP>(c, s, ptr, op, err);
     size_t smem = att_fwd_smem<DP>();
     CUDA_CHECK(err, cudaFuncSetAttribute(att_fwd_kernel<T, DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)((s->S + ATT_BQ - 1) / ATT_BQ), (unsigned)s->H, (unsigned)s->B);
@@ -485,6 +990,8 @@ static int att_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, con
     unsigned nb = cuda_blocks(c, rows, 8); // 8 warps (rows) per 256-thread block
     att_bwd_dot_kernel<T><<<nb, 256, 0, c->stream>>>(o, dout, Dsum, s->B, s->S, s->H, s->D);
     CUDA_LAUNCH_CHECK(err, "attention backward (do . o)");
+    if constexpr (sizeof(T) == 2)
+        if (s->D == DP) return att_tc_bwd_launch<DP>(c, s, ptr, op, Dsum, err);
     dim3 grid((unsigned)((s->S + ATT_BQ - 1) / ATT_BQ), (unsigned)s->H, (unsigned)s->B);
     float scale2 = (float)(s->scale * ATT_LOG2E);
     size_t smem = att_dkdv_smem<DP>();

@@ -1,0 +1,188 @@
+// stg attn-bench: CS336's attention study. Forward and backward time and memory of causal attention
+// written out (scores, mask, softmax, weighted sum; the S×S probabilities kept for backward) and
+// fused (flash), for batch 8, one head, head dims and sequence lengths given; points that do not
+// fit the device are reported as out of memory, from the plan, before anything is allocated.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/registry.h"
+#include "planner/plan.h"
+#include "runtime/backend.h"
+#include "runtime/exec.h"
+#include "runtime/rng.h"
+#include "tools/cli.h"
+
+// q, k, v (B, S, H, D) as parameters, o from the chosen attention, and its backward from an input
+// gradient d.o.
+static stg_graph *build(stg_precision prec, int64_t B, int64_t S, int64_t H, int64_t D, bool naive, stg_err *err) {
+    stg_graph *g = graph_new(prec, err);
+    if (!g) return NULL;
+    stg_loc none = {NULL, 0, 0};
+    int64_t shape[4] = {B, S, H, D};
+    int q = graph_add_tensor(g, "q", 4, shape, g->act_dtype, STG_CLASS_PARAM, none, err);
+    int k = graph_add_tensor(g, "k", 4, shape, g->act_dtype, STG_CLASS_PARAM, none, err);
+    int v = graph_add_tensor(g, "v", 4, shape, g->act_dtype, STG_CLASS_PARAM, none, err);
+    int dout = graph_add_tensor(g, "d.o", 4, shape, g->act_dtype, STG_CLASS_INPUT, none, err);
+    if (q < 0 || k < 0 || v < 0 || dout < 0) goto fail;
+    int o;
+    stg_attrs a;
+    memset(&a, 0, sizeof a);
+    if (!naive) {
+        int outs[STG_MAX_OUT];
+        if (graph_add_op(g, STG_OP_ATTENTION, (int[]){q, k, v}, 3, &a, STG_PHASE_FORWARD, "o", none, outs, err) < 0) goto fail;
+        o = outs[0];
+    } else {
+        int t[3], x;
+        int in3[3] = {q, k, v};
+        a.transpose.d0 = 1;
+        a.transpose.d1 = 2;
+        for (int i = 0; i < 3; i++)
+            if (graph_add_op(g, STG_OP_TRANSPOSE, &in3[i], 1, &a, STG_PHASE_FORWARD, "t", none, &t[i], err) < 0) goto fail;
+        memset(&a, 0, sizeof a);
+        a.matmul.tb = 1;
+        if (graph_add_op(g, STG_OP_MATMUL, (int[]){t[0], t[1]}, 2, &a, STG_PHASE_FORWARD, "scores", none, &x, err) < 0) goto fail;
+        memset(&a, 0, sizeof a);
+        a.scale.factor = 1.0 / sqrt((double)D);
+        if (graph_add_op(g, STG_OP_SCALE, &x, 1, &a, STG_PHASE_FORWARD, "scaled", none, &x, err) < 0) goto fail;
+        a.mask.fill = -INFINITY;
+        if (graph_add_op(g, STG_OP_CAUSAL_MASK, &x, 1, &a, STG_PHASE_FORWARD, "masked", none, &x, err) < 0) goto fail;
+        if (graph_add_op(g, STG_OP_SOFTMAX, &x, 1, NULL, STG_PHASE_FORWARD, "p", none, &x, err) < 0) goto fail;
+        memset(&a, 0, sizeof a);
+        if (graph_add_op(g, STG_OP_MATMUL, (int[]){x, t[2]}, 2, &a, STG_PHASE_FORWARD, "o_heads", none, &x, err) < 0) goto fail;
+        a.transpose.d0 = 1;
+        a.transpose.d1 = 2;
+        if (graph_add_op(g, STG_OP_TRANSPOSE, &x, 1, &a, STG_PHASE_FORWARD, "o", none, &o, err) < 0) goto fail;
+    }
+    g->n_fwd_ops = g->nops;
+    if (graph_backward(g, o, dout, err) || graph_schedule(g, err)) goto fail;
+    return g;
+fail:
+    graph_free(g);
+    return NULL;
+}
+
+static int parse_list(const char *opt, const char *s, int64_t *v, int max) {
+    int n = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (n == max || cli_int(opt, tok, 1, 1 << 22, &v[n])) return -1;
+        n++;
+    }
+    return n;
+}
+
+static int time_run(rt_exec *e, rt_backend *b, unsigned mask, double *ms, stg_err *err) {
+    return b->ops->timer_mark(b, 0, err) || rt_exec_submit(e, mask, err) || b->ops->timer_mark(b, 1, err) ||
+                   rt_exec_collect(e, NULL, err) || b->ops->elapsed_ms(b, ms, err)
+               ? -1
+               : 0;
+}
+
+int cmd_attnbench(int argc, char **argv) {
+    const char *device = NULL;
+    stg_precision prec = STG_PREC_BF16;
+    int64_t batch = 8, heads = 1, iters = 10, dims[8] = {16, 32, 64, 128}, seqs[8] = {256, 1024, 4096, 8192, 16384};
+    int nd = 4, ns = 5;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (strcmp(a, "--json") == 0) json = true;
+        else if (strcmp(a, "--device") == 0) {
+            if (!(device = cli_value(argc, argv, &i))) return 2;
+        } else if (strcmp(a, "--precision") == 0) {
+            if (!(v = cli_value(argc, argv, &i))) return 2;
+            if (strcmp(v, "bf16") == 0) prec = STG_PREC_BF16;
+            else if (strcmp(v, "fp32") == 0) prec = STG_PREC_FP32;
+            else return fprintf(stderr, "stg attn-bench: --precision '%s': expected bf16 or fp32\n", v), 2;
+        } else if (strcmp(a, "--batch") == 0 || strcmp(a, "--heads") == 0 || strcmp(a, "--iters") == 0) {
+            int64_t x;
+            if (!(v = cli_value(argc, argv, &i)) || cli_int(a, v, 1, 1 << 20, &x)) return 2;
+            *(a[2] == 'b' ? &batch : a[2] == 'h' ? &heads : &iters) = x;
+        } else if (strcmp(a, "--dims") == 0) {
+            if (!(v = cli_value(argc, argv, &i)) || (nd = parse_list(a, v, dims, 8)) < 1) return 2;
+        } else if (strcmp(a, "--seqs") == 0) {
+            if (!(v = cli_value(argc, argv, &i)) || (ns = parse_list(a, v, seqs, 8)) < 1) return 2;
+        } else {
+            fprintf(stderr, "usage: stg attn-bench [--device cuda] [--precision bf16|fp32] [--batch 8] [--heads 1] "
+                            "[--dims 16,32,64,128] [--seqs 256,1024,4096,8192,16384] [--iters 10] [--json]\n");
+            return 2;
+        }
+    }
+    rt_backend *b = cli_open_backend(device, prec, false);
+    if (!b) return 2;
+    if (!json)
+        printf("| attention | d_head | seq | forward ms | backward ms | forward TFLOP/s | backward TFLOP/s | planned GiB | measured GiB |\n"
+               "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    int rc = 0;
+    for (int di = 0; di < nd; di++)
+        for (int si = 0; si < ns; si++)
+            for (int naive = 1; naive >= 0; naive--) {
+                int64_t D = dims[di], S = seqs[si];
+                stg_err err;
+                stg_graph *g = build(prec, batch, S, heads, D, naive, &err);
+                stg_plan *p = NULL;
+                rt_exec *e = NULL;
+                double *buf = NULL;
+                const char *name = naive ? "naive" : "flash";
+                if (!g || plan_build(g, NULL, &p, &err)) {
+                    fprintf(stderr, "stg attn-bench: %s d=%lld S=%lld: %s\n", name, (long long)D, (long long)S, err.msg);
+                    rc = 1;
+                    goto next;
+                }
+                int64_t fr = b->ops->mem_free(b);
+                if (fr >= 0 && p->peak_bytes > fr - ((int64_t)256 << 20)) {
+                    if (json)
+                        printf("{\"attention\": \"%s\", \"d_head\": %lld, \"seq\": %lld, \"oom\": true, \"planned_bytes\": %lld}\n", name,
+                               (long long)D, (long long)S, (long long)p->peak_bytes);
+                    else
+                        printf("| %s | %lld | %lld | OOM | OOM | | | %.2f (device has %.2f free) | |\n", name, (long long)D, (long long)S,
+                               (double)p->peak_bytes / (1 << 30), (double)fr / (1 << 30));
+                    goto next;
+                }
+                if (rt_exec_new(g, p, b, NULL, &e, &err)) goto fail;
+                int64_t n = batch * S * heads * D;
+                buf = malloc(sizeof(double) * (size_t)n);
+                if (!buf) goto fail;
+                rt_rng rng;
+                rt_rng_seed(&rng, 1);
+                for (int t = 0; t < g->nt; t++) {
+                    if (g->t[t].cls != STG_CLASS_PARAM && g->t[t].cls != STG_CLASS_INPUT) continue;
+                    for (int64_t i = 0; i < n; i++) buf[i] = rt_rng_normal(&rng);
+                    if (rt_exec_write_f64(e, t, buf, &err)) goto fail;
+                }
+                double f = 0, bw = 0, t1, t2;
+                if (rt_exec_run(e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &err)) goto fail; // warm-up
+                for (int64_t it = 0; it < iters; it++) {
+                    if (time_run(e, b, RT_PHASE_FORWARD, &t1, &err) || time_run(e, b, RT_PHASE_BACKWARD, &t2, &err)) goto fail;
+                    f += t1;
+                    bw += t2;
+                }
+                f /= (double)iters;
+                bw /= (double)iters;
+                // causal FLOPs: half of 4·B·H·S²·D forward; backward 2.5× forward
+                double ff = 2.0 * (double)batch * (double)heads * (double)S * (double)S * (double)D, fb = 2.5 * ff;
+                int64_t meas = rt_exec_measured_bytes(e);
+                if (json)
+                    printf("{\"attention\": \"%s\", \"d_head\": %lld, \"seq\": %lld, \"forward_ms\": %.4f, \"backward_ms\": %.4f, "
+                           "\"forward_tflops\": %.2f, \"backward_tflops\": %.2f, \"planned_bytes\": %lld, \"measured_bytes\": %lld}\n",
+                           name, (long long)D, (long long)S, f, bw, ff / f / 1e9, fb / bw / 1e9, (long long)p->peak_bytes, (long long)meas);
+                else
+                    printf("| %s | %lld | %lld | %.3f | %.3f | %.1f | %.1f | %.3f | %.3f |\n", name, (long long)D, (long long)S, f, bw,
+                           ff / f / 1e9, fb / bw / 1e9, (double)p->peak_bytes / (1 << 30), meas >= 0 ? (double)meas / (1 << 30) : NAN);
+                fflush(stdout);
+                goto next;
+            fail:
+                fprintf(stderr, "stg attn-bench: %s d=%lld S=%lld: %s\n", name, (long long)D, (long long)S, err.msg);
+                rc = 1;
+            next:
+                free(buf);
+                rt_exec_free(e);
+                plan_free(p);
+                graph_free(g);
+            }
+    b->ops->destroy(b);
+    return rc;
+}

@@ -238,30 +238,58 @@ int graph_backward(stg_graph *g, int out, int seed, stg_err *err) {
     return differentiate(g, out, seed, NULL, err);
 }
 
-// Creation order is topological by construction (every op reads tensors made before it); the
-// schedule checks that. Ops that update persistent state in place (lr_schedule, adamw) are
-// ordered by creation too: readers after an update see the new value, by design.
+// Creation order is topological by construction (every op reads tensors made before it), except
+// for recomputation copies, which are made after their readers: each is placed just before the
+// first op that needs what it makes. Ops that update persistent state in place (lr_schedule, adamw)
+// keep their creation order: readers after an update see the new value, by design.
+static int emit(stg_graph *g, int o, char *state, stg_err *err) {
+    if (state[o] == 2) return 0;
+    if (state[o] == 1) return stg_errf_at(err, g->ops[o].loc, "%s is part of a cycle", ops_name(g->ops[o].kind));
+    state[o] = 1;
+    const stg_op *op = &g->ops[o];
+    for (int i = 0; i < op->n_in; i++) {
+        int pr = g->t[op->in[i]].producer;
+        if (pr >= 0 && g->ops[pr].recompute_of >= 0 && emit(g, pr, state, err)) return -1;
+    }
+    state[o] = 2;
+    g->schedule[g->nsched++] = o;
+    return 0;
+}
+
 int graph_schedule(stg_graph *g, stg_err *err) {
     free(g->schedule);
     g->schedule = malloc(sizeof(int) * (size_t)(g->nops ? g->nops : 1));
-    if (!g->schedule) return stg_errf(err, "out of host memory in the scheduler");
+    char *state = calloc((size_t)(g->nops ? g->nops : 1), 1);
+    int *pos = malloc(sizeof(int) * (size_t)(g->nops ? g->nops : 1));
+    int rc = -1;
+    if (!g->schedule || !state || !pos) {
+        stg_errf(err, "out of host memory in the scheduler");
+        goto out;
+    }
     g->nsched = 0;
+    for (int o = 0; o < g->nops; o++)
+        if (g->ops[o].recompute_of < 0 && emit(g, o, state, err)) goto out;
+    for (int s = 0; s < g->nsched; s++) pos[g->schedule[s]] = s;
     for (int o = 0; o < g->nops; o++) {
         const stg_op *op = &g->ops[o];
-        const stg_op_def *d = ops_def(op->kind);
+        if (state[o] != 2) continue; // a copy nothing reads
         for (int i = 0; i < op->n_in; i++) {
-            int t = op->in[i];
-            int pr = g->t[t].producer;
-            if (pr >= o) {
-                return stg_errf_at(err, op->loc, "%s reads '%s' before it is written (a cycle)", d->name, g->t[t].name);
+            int t = op->in[i], pr = g->t[t].producer;
+            if (pr >= 0 && (state[pr] != 2 || pos[pr] >= pos[o])) {
+                stg_errf_at(err, op->loc, "%s reads '%s' before it is written (a cycle)", ops_name(op->kind), g->t[t].name);
+                goto out;
             }
             if (pr < 0 && !stg_class_persistent(g->t[t].cls)) {
-                return stg_errf_at(err, op->loc, "%s reads '%s', which nothing writes", d->name, g->t[t].name);
+                stg_errf_at(err, op->loc, "%s reads '%s', which nothing writes", ops_name(op->kind), g->t[t].name);
+                goto out;
             }
         }
-        g->schedule[g->nsched++] = o;
     }
-    return 0;
+    rc = 0;
+out:
+    free(state);
+    free(pos);
+    return rc;
 }
 
 int graph_validate(const stg_graph *g, stg_err *err) {

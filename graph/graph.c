@@ -170,6 +170,7 @@ int graph_add_op(stg_graph *g, stg_op_kind kind, const int *in, int n_in, const 
     op->kind = kind;
     op->phase = phase;
     op->fwd = -1;
+    op->recompute_of = -1;
     op->loc = loc;
     if (a) op->a = *a;
     op->in = stg_malloc(sizeof(int) * (size_t)(n_in ? n_in : 1), err);

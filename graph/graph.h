@@ -103,6 +103,7 @@ typedef struct stg_op {
     stg_attrs a;
     stg_phase phase;
     int fwd;                  // backward ops: the forward op whose gradient rule made it; else -1
+    int recompute_of;         // a backward-phase copy of forward op k that recomputes a dropped activation; else -1
     stg_loc loc;
 } stg_op;
 
@@ -199,8 +200,17 @@ int graph_backward(stg_graph *g, int out, int seed, stg_err *err);
 // graph_autodiff; call it directly for forward-only graphs.
 void graph_classify(stg_graph *g);
 
-// A topological order of all ops (stable: creation order where the dependencies allow). Fails
-// on a cycle or a tensor read before it is written.
+// ---- recomputation (graph/recompute.c) ----
+// Drops saved activation t (a forward tensor read in backward, or its base): copies of the forward
+// ops that make it, from tensors still available in backward (parameters, inputs, activations that
+// stay saved), are added to the backward pass and its backward readers read the copy instead, so t
+// dies at its last forward use. Fails (changing nothing) when t cannot be recomputed that way.
+int graph_recompute(stg_graph *g, int t, stg_err *err);
+// Whether t can be dropped, and the FLOPs its recomputation costs (the copied ops' FLOPs).
+bool graph_recompute_cost(const stg_graph *g, int t, double *flops);
+
+// A topological order of all ops: creation order, with every recomputation copy placed just before
+// the first op that reads what it makes. Fails on a cycle or a tensor read before it is written.
 int graph_schedule(stg_graph *g, stg_err *err);
 
 // Checks the invariants: SSA, every input defined, shapes consistent with the registry, every

@@ -1,4 +1,5 @@
 #include "planner/report.h"
+#include "planner/budget.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -430,6 +431,26 @@ static int write_text(wr *w, bool md, const stg_graph *g, const stg_plan *p, con
     }
     tab_write(w, t, md);
 
+    // Memory budget and recomputation.
+    if (x && x->budget) {
+        const stg_budget_report *bu = x->budget;
+        pr(w, "%sMemory budget\n\n", h2);
+        pr(w, "Budget %s; without recomputation the planned peak is %s", gib(b1, sizeof b1, bu->budget),
+           gib(b2, sizeof b2, bu->peak_before));
+        if (bu->n_recomputed == 0) {
+            pr(w, ": it fits, nothing is recomputed and the schedule is unchanged.\n\n");
+        } else {
+            pr(w, ". %d saved activations (%s) are dropped after the forward pass and recomputed in the backward pass, "
+                  "which brings the peak to %s. The recomputation costs %.4g FLOPs, %.1f%% of the step's %.4g. Dropped, by the op "
+                  "that makes them:",
+               bu->n_recomputed, gib(b1, sizeof b1, bu->bytes_dropped), gib(b2, sizeof b2, bu->peak_after), bu->extra_flops,
+               bu->step_flops > 0 ? 100.0 * bu->extra_flops / bu->step_flops : 0.0, bu->step_flops);
+            for (int k = 0; k < STG_OP_COUNT; k++)
+                if (bu->by_kind[k]) pr(w, " %s %d;", ops_name((stg_op_kind)k), bu->by_kind[k]);
+            pr(w, "\n\n");
+        }
+    }
+
     // Classes.
     pr(w, "%sBytes by class\n\n", h2);
     memset(t, 0, sizeof *t);
@@ -653,6 +674,15 @@ static int write_json(wr *w, const stg_graph *g, const stg_plan *p, const stg_fo
     }
     pr(w, "%s]\n  },\n  \"measured_bytes\": ", hf && fm->nterms ? "\n    " : "");
     json_num_or_null(w, x && x->measured_bytes >= 0, x ? x->measured_bytes : 0);
+    if (x && x->budget) {
+        const stg_budget_report *bu = x->budget;
+        pr(w, ",\n  \"budget\": {\"budget_bytes\": %lld, \"peak_before_bytes\": %lld, \"peak_after_bytes\": %lld, \"recomputed\": %d, "
+              "\"bytes_dropped\": %lld, \"extra_flops\": %.6g, \"step_flops\": %.6g}",
+           (long long)bu->budget, (long long)bu->peak_before, (long long)bu->peak_after, bu->n_recomputed, (long long)bu->bytes_dropped,
+           bu->extra_flops, bu->step_flops);
+    } else {
+        pr(w, ",\n  \"budget\": null");
+    }
     pr(w, "\n}\n");
     return 0;
 }

@@ -20,6 +20,7 @@ typedef struct {
     const char *mode;       // "train" | "forward"
     const char *model_path;
     const char *command;
+    const struct stg_budget_report *budget; // the memory budget and what was recomputed; NULL when none
 } stg_report_extra;
 
 // Writes the report of plan p for graph g into f. fm may be NULL or unavailable; x may be NULL.

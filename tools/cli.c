@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "graph/loader.h"
+#include "planner/budget.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
 #ifdef STG_HAVE_CUDA
@@ -72,6 +73,29 @@ int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
             return -1;
         }
         snprintf(m->attention_set, sizeof m->attention_set, "attention=%s", v);
+        return 1;
+    }
+    if (strcmp(a, "--memory-budget") == 0) {
+        const char *v = cli_value(argc, argv, i);
+        if (!v) return -1;
+        if (strcmp(v, "auto") == 0) {
+            m->budget = -1;
+            return 1;
+        }
+        char *end;
+        double x = strtod(v, &end);
+        double unit = 1;
+        if (*end == 'K' || *end == 'k') unit = 1024.0, end++;
+        else if (*end == 'M') unit = 1024.0 * 1024, end++;
+        else if (*end == 'G') unit = 1024.0 * 1024 * 1024, end++;
+        else if (*end == 'T') unit = 1024.0 * 1024 * 1024 * 1024, end++;
+        if (unit > 1 && strncmp(end, "iB", 2) == 0) end += 2;
+        else if (*end == 'B') end++;
+        if (end == v || *end || !(x > 0) || x * unit > 9e18) {
+            fprintf(stderr, "stg: --memory-budget '%s': expected bytes (e.g. 60G, 61440M, 64424509440) or auto\n", v);
+            return -1;
+        }
+        m->budget = (int64_t)(x * unit);
         return 1;
     }
     if (strcmp(a, "--precision") == 0) {
@@ -239,4 +263,37 @@ int cli_check_fit(const cli_model_opts *m, const stg_graph *g, const stg_plan *p
         if (k > 0) fprintf(stderr, "stg: the largest ctx that fits at this batch is %lld (--set ctx=%lld)\n", (long long)k, (long long)k);
     }
     return -1;
+}
+
+int cli_plan(const cli_model_opts *m, stg_graph *g, rt_backend *b, stg_plan **p, stg_budget_report *rep) {
+    stg_err err;
+    memset(rep, 0, sizeof *rep);
+    *p = NULL;
+    if (m->budget == 0) {
+        if (plan_build(g, NULL, p, &err)) {
+            fprintf(stderr, "stg: %s\n", err.msg);
+            return -1;
+        }
+        return 0;
+    }
+    int64_t budget = m->budget;
+    if (budget < 0) {
+        int64_t fr = b ? b->ops->mem_free(b) : -1;
+        if (fr < 0) {
+            fprintf(stderr, "stg: --memory-budget auto needs a device that reports its free memory (--device cuda)\n");
+            return -1;
+        }
+        budget = fr - ((int64_t)512 << 20); // the CUDA context, cuBLASLt workspace and kernel scratch
+    }
+    if (plan_fit_budget(g, budget, NULL, p, rep, &err)) {
+        fprintf(stderr, "stg: %s\n", err.msg);
+        return -1;
+    }
+    if (rep->n_recomputed)
+        fprintf(stderr, "stg: memory budget %.2f GiB: recomputing %d activations (%.2f GiB) in the backward pass, +%.1f%% FLOPs; "
+                        "planned peak %.2f GiB (%.2f GiB without)\n",
+                (double)budget / (1 << 30), rep->n_recomputed, (double)rep->bytes_dropped / (1 << 30),
+                rep->step_flops > 0 ? 100 * rep->extra_flops / rep->step_flops : 0, (double)rep->peak_after / (1 << 30),
+                (double)rep->peak_before / (1 << 30));
+    return 0;
 }

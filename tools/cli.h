@@ -8,6 +8,10 @@
 
 #include "graph/graph.h"
 
+struct rt_backend;
+struct stg_plan;
+struct stg_budget_report;
+
 #define CLI_MAX_SETS 64
 
 // Options every model-reading command takes.
@@ -19,6 +23,7 @@ typedef struct cli_model_opts {
     stg_precision precision;
     bool train; // build backward and optimizer
     stg_optim_config optim;
+    int64_t budget; // --memory-budget: bytes, 0 for none, -1 for auto (the device's free memory less a margin)
 } cli_model_opts;
 
 void cli_model_opts_init(cli_model_opts *m);
@@ -43,12 +48,15 @@ int cli_out_close(FILE *f, const char *path, const char *tmp);
 
 // A backend by name ("cpu" or "cuda"); NULL picks cuda when a GPU is present, else cpu. Prints
 // the reason and returns NULL when it cannot.
-struct rt_backend;
 struct rt_backend *cli_open_backend(const char *name, stg_precision prec, bool tf32);
+
+// Plans g: within the memory budget when one was given (recomputing activations as needed, and
+// saying so on stderr; `rep` gets the details), plainly otherwise. b may be NULL (no device: then
+// an `auto` budget is an error). Prints the error and returns -1.
+int cli_plan(const cli_model_opts *m, stg_graph *g, struct rt_backend *b, struct stg_plan **p, struct stg_budget_report *rep);
 
 // Before allocating: whether the plan fits the backend's free memory. When it does not, prints
 // so with the largest batch (and ctx) that would fit, and returns -1.
-struct stg_plan;
 int cli_check_fit(const cli_model_opts *m, const stg_graph *g, const struct stg_plan *p, struct rt_backend *b);
 
 int cmd_check(int argc, char **argv);

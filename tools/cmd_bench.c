@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ops/registry.h"
+#include "planner/budget.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
 #include "runtime/exec.h"
@@ -23,6 +24,7 @@ static const char *usage =
     "usage: stg bench MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
     "       [--exec graph|eager] [--what forward|forward-backward|step] [--warmup N] [--iters N] [--tf32] [--json]\n"
     "       [--profile]     device time per op kind\n"
+    "       [--memory-budget BYTES|auto]  recompute activations so the step fits\n"
     "       [--real-init]   (default: parameters filled on the device with a constant; timing does not depend on them)\n";
 
 int cmd_bench(int argc, char **argv) {
@@ -82,10 +84,8 @@ int cmd_bench(int argc, char **argv) {
     stg_err err;
     int rc = 1;
     if (!g) goto out;
-    if (plan_build(g, NULL, &p, &err)) {
-        fprintf(stderr, "stg bench: %s\n", err.msg);
-        goto out;
-    }
+    stg_budget_report brep;
+    if (cli_plan(&m, g, b, &p, &brep)) goto out;
     if (cli_check_fit(&m, g, p, b)) goto out;
     rt_exec_opts eo = {false, false, !eager};
     rt_rng rng;
@@ -144,11 +144,12 @@ int cmd_bench(int argc, char **argv) {
         printf("{\"model\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"attention\": \"%s\", \"exec\": \"%s\", \"what\": \"%s\", "
                "\"batch\": %g, \"ctx\": %g, \"params\": %lld, \"warmup\": %lld, \"iters\": %lld, \"first_ms\": %.4f, \"mean_ms\": %.4f, "
                "\"std_ms\": %.4f, \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"tokens_per_s\": %.1f, \"graph_flops\": %.6g, "
-               "\"model_flops\": %.6g, \"tflops\": %.2f, \"mfu\": %.4f, \"planned_bytes\": %lld, \"measured_bytes\": %lld}\n",
+               "\"model_flops\": %.6g, \"tflops\": %.2f, \"mfu\": %.4f, \"planned_bytes\": %lld, \"measured_bytes\": %lld, "
+               "\"recomputed\": %d, \"extra_flops\": %.6g}\n",
                g->name, devname, stg_precision_name(g->precision), graph_option(g, "attention") ? graph_option(g, "attention") : "",
                eager || !b->ops->capture_begin ? "eager" : "graph", what, f1 ? B : 0, f2 ? S : 0, (long long)graph_param_count(g), (long long)warmup,
                (long long)iters, first_ms, mean, sd, med, ms[0], ms[iters - 1], tokens / (med * 1e-3), gflops, mflops, tflops,
-               peak > 0 ? tflops / peak : 0, (long long)p->peak_bytes, (long long)measured);
+               peak > 0 ? tflops / peak : 0, (long long)p->peak_bytes, (long long)measured, brep.n_recomputed, brep.extra_flops);
     } else {
         printf("%s on %s: %s, %s attention, %s, %s; batch %g ctx %g\n", g->name, devname, stg_precision_name(g->precision),
                graph_option(g, "attention") ? graph_option(g, "attention") : "-", eager || !b->ops->capture_begin ? "eager launch" : "graph replay", what,

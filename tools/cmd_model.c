@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ops/registry.h"
+#include "planner/budget.h"
 #include "planner/formula.h"
 #include "planner/plan.h"
 #include "planner/report.h"
@@ -160,7 +161,7 @@ int cmd_memreport(int argc, char **argv) {
     cli_model_opts m;
     cli_model_opts_init(&m);
     mem_ctx c = {NULL, STG_REPORT_TEXT, false, NULL};
-    if (parse_model_cmd(argc, argv, &m, mem_extra, &c, " [--mode train|forward] [--format text|md|json|svg] [-o FILE] [--device cuda]"))
+    if (parse_model_cmd(argc, argv, &m, mem_extra, &c, " [--mode train|forward] [--format text|md|json|svg] [-o FILE] [--device cuda] [--memory-budget BYTES|auto]"))
         return 2;
     m.train = !c.forward;
     stg_graph *g = cli_build(&m);
@@ -169,18 +170,18 @@ int cmd_memreport(int argc, char **argv) {
     stg_plan *p = NULL;
     stg_formula fm;
     int rc = 1;
-    if (plan_build(g, NULL, &p, &err)) {
-        fprintf(stderr, "stg memreport: %s\n", err.msg);
-        goto out;
-    }
+    rt_backend *dev = NULL;
+    if (c.device && !(dev = cli_open_backend(c.device, m.precision, false))) goto out;
+    stg_budget_report brep;
+    if (cli_plan(&m, g, dev, &p, &brep)) goto out;
     if (formula_compute(g, m.train, &fm, &err)) {
         fprintf(stderr, "stg memreport: %s\n", err.msg);
         goto out;
     }
-    stg_report_extra x = {-1, c.forward ? "forward" : "train", m.model, NULL};
-    if (c.device) { // allocate the plan on the device and measure what it really holds
-        rt_backend *b = cli_open_backend(c.device, m.precision, false);
-        if (!b) goto out;
+    stg_report_extra x = {-1, c.forward ? "forward" : "train", m.model, NULL, m.budget ? &brep : NULL};
+    if (dev) { // allocate the plan on the device and measure what it really holds
+        rt_backend *b = dev;
+        dev = NULL;
         rt_exec *e = NULL;
         int fit = cli_check_fit(&m, g, p, b);
         if (!fit && rt_exec_new(g, p, b, NULL, &e, &err)) fprintf(stderr, "stg memreport: %s\n", err.msg);
@@ -203,6 +204,7 @@ int cmd_memreport(int argc, char **argv) {
     }
     rc = cli_out_close(f, c.out, tmp) ? 1 : 0;
 out:
+    if (dev) dev->ops->destroy(dev);
     plan_free(p);
     graph_free(g);
     return rc;

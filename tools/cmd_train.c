@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "planner/budget.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
 #include "runtime/ckpt.h"
@@ -88,7 +89,7 @@ static int optim_arg(cli_model_opts *m, int argc, char **argv, int *i) {
 
 static const char *train_usage =
     "usage: stg train MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
-    "       [--exec graph|eager] [--tf32]\n"
+    "       [--exec graph|eager] [--tf32] [--memory-budget BYTES|auto]\n"
     "       [--data FILE.bin|.npy] [--val FILE] [--val-every N] [--val-batches N] [--steps N] [--lr X] [--min-lr X]\n"
     "       [--warmup N] [--cosine-steps N] [--weight-decay X] [--no-decay-norms-embeddings] [--clip X] [--seed N]\n"
     "       [--log FILE.jsonl] [--ckpt DIR] [--ckpt-every N] [--resume] [--init FILE.safetensors] [--markov-k K]\n";
@@ -126,10 +127,8 @@ int cmd_train(int argc, char **argv) {
     int rc = 1;
     if (!g) goto out;
     rt_exec_opts eo = {false, false, !c.eager};
-    if (plan_build(g, NULL, &p, &err)) {
-        fprintf(stderr, "stg train: %s\n", err.msg);
-        goto out;
-    }
+    stg_budget_report brep;
+    if (cli_plan(&m, g, b, &p, &brep)) goto out;
     if (cli_check_fit(&m, g, p, b)) goto out;
     if (rt_exec_new(g, p, b, &eo, &e, &err)) {
         fprintf(stderr, "stg train: %s\n", err.msg);

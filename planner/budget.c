@@ -1,0 +1,100 @@
+#include "planner/budget.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/registry.h"
+
+typedef struct {
+    int t;
+    double score; // bytes freed per FLOP recomputed
+} cand;
+
+static int by_score(const void *a, const void *b) {
+    const cand *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return x->t - y->t;
+}
+
+static double step_flops(const stg_graph *g) {
+    double f = 0;
+    for (int o = 0; o < g->nops; o++) f += graph_op_flops(g, o);
+    return f;
+}
+
+int plan_fit_budget(stg_graph *g, int64_t budget, const stg_plan_opts *o, stg_plan **out, stg_budget_report *rep,
+                    stg_err *err) {
+    memset(rep, 0, sizeof *rep);
+    rep->budget = budget;
+    *out = NULL;
+    stg_plan *p = NULL;
+    if (plan_build(g, o, &p, err)) return -1;
+    rep->peak_before = rep->peak_after = p->peak_bytes;
+    rep->step_flops = step_flops(g);
+    if (p->peak_bytes <= budget) {
+        *out = p;
+        return 0;
+    }
+    // Drop in rounds of growing size (1, 2, 4, ... candidates), the best bytes-per-FLOP first,
+    // re-planning after each round: cheap norms and elementwise results go first, matmul chains last.
+    int round = 1;
+    cand *c = NULL;
+    for (;;) {
+        cand *nc = realloc(c, sizeof *c * (size_t)g->nt); // recomputation adds tensors
+        if (!nc) {
+            free(c);
+            plan_free(p);
+            return stg_errf(err, "budget: out of host memory");
+        }
+        c = nc;
+        int n = 0;
+        for (int t = 0; t < g->nt; t++) {
+            double f;
+            if (!graph_recompute_cost(g, t, &f)) continue;
+            c[n].t = t;
+            c[n].score = (double)graph_bytes(&g->t[t]) / (f > 1 ? f : 1);
+            n++;
+        }
+        if (n == 0) break;
+        qsort(c, (size_t)n, sizeof *c, by_score);
+        int take = round < n ? round : n;
+        for (int i = 0; i < take; i++) {
+            int t = c[i].t;
+            double f;
+            if (!graph_recompute_cost(g, t, &f)) continue; // an earlier drop in this round changed it
+            int kind = g->ops[g->t[t].producer].kind;
+            int64_t bytes = graph_bytes(&g->t[t]);
+            int nops0 = g->nops;
+            if (graph_recompute(g, t, err)) {
+                free(c);
+                plan_free(p);
+                return -1;
+            }
+            double added = 0;
+            for (int k = nops0; k < g->nops; k++) added += graph_op_flops(g, k);
+            rep->extra_flops += added;
+            rep->bytes_dropped += bytes;
+            rep->by_kind[kind]++;
+            rep->n_recomputed++;
+        }
+        plan_free(p);
+        p = NULL;
+        if (graph_schedule(g, err) || plan_build(g, o, &p, err)) {
+            free(c);
+            return -1;
+        }
+        rep->peak_after = p->peak_bytes;
+        if (p->peak_bytes <= budget) {
+            free(c);
+            *out = p;
+            return 0;
+        }
+        round *= 2;
+    }
+    free(c);
+    int64_t reached = p->peak_bytes;
+    plan_free(p);
+    return stg_errf(err, "the step cannot fit in %.2f GiB: with every recomputable activation recomputed (%d of them) the smallest "
+                         "planned peak is %.2f GiB (%lld bytes)",
+                    (double)budget / (1 << 30), rep->n_recomputed, (double)reached / (1 << 30), (long long)reached);
+}

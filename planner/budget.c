@@ -35,9 +35,10 @@ int plan_fit_budget(stg_graph *g, int64_t budget, const stg_plan_opts *o, stg_pl
         *out = p;
         return 0;
     }
-    // Drop in rounds of growing size (1, 2, 4, ... candidates), the best bytes-per-FLOP first,
-    // re-planning after each round: cheap norms and elementwise results go first, matmul chains last.
-    int round = 1;
+    // Drop in rounds, the best bytes-per-FLOP first, re-planning after each round: cheap norms and
+    // elementwise results go first, matmul chains last. A round drops candidates until their bytes
+    // add up to what the plan is over budget (at least one), since a dropped activation frees at most
+    // its own bytes at the peak.
     cand *c = NULL;
     for (;;) {
         cand *nc = realloc(c, sizeof *c * (size_t)g->nt); // recomputation adds tensors
@@ -57,8 +58,8 @@ int plan_fit_budget(stg_graph *g, int64_t budget, const stg_plan_opts *o, stg_pl
         }
         if (n == 0) break;
         qsort(c, (size_t)n, sizeof *c, by_score);
-        int take = round < n ? round : n;
-        for (int i = 0; i < take; i++) {
+        int64_t need = p->peak_bytes - budget, got = 0;
+        for (int i = 0; i < n && (i == 0 || got < need); i++) {
             int t = c[i].t;
             double f;
             if (!graph_recompute_cost(g, t, &f)) continue; // an earlier drop in this round changed it
@@ -76,6 +77,7 @@ int plan_fit_budget(stg_graph *g, int64_t budget, const stg_plan_opts *o, stg_pl
             rep->bytes_dropped += bytes;
             rep->by_kind[kind]++;
             rep->n_recomputed++;
+            got += bytes;
         }
         plan_free(p);
         p = NULL;
@@ -89,7 +91,6 @@ int plan_fit_budget(stg_graph *g, int64_t budget, const stg_plan_opts *o, stg_pl
             *out = p;
             return 0;
         }
-        round *= 2;
     }
     free(c);
     int64_t reached = p->peak_bytes;

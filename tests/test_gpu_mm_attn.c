@@ -10,7 +10,8 @@
 // its own. Error: max |gpu - cpu| / max |cpu| per output; NaN fails.
 //
 // STG_GPU_TEST_SMALL=1 leaves out the large shapes (for compute-sanitizer).
-// STG_BENCH_ATTN=1 instead only prints attention timings at B=4, H=16, Dh=64, S=4096 (no check).
+// STG_BENCH_ATTN=1 instead only prints attention timings at B=4, H=16, Dh=64, S=4096 (f32, bf16)
+// and B=4, H=32, Dh=80, S=512 (bf16), no check.
 #ifdef STG_HAVE_CUDA
 #include <setjmp.h>
 #include <stdarg.h>
@@ -367,6 +368,20 @@ static void test_attention_model_shapes(void **state) {
             }
 }
 
+// bf16 on the tensor-core path: every head dim that is a multiple of 16 the users run or might,
+// at one token, a partial tile, several tiles with a partial last one, and many full tiles.
+static void test_attention_bf16_tensor_cores(void **state) {
+    (void)state;
+    const int64_t dhs[6] = {16, 32, 48, 64, 80, 128}, ss[4] = {1, 17, 200, 1024};
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 4; j++) {
+            if (small_only && ss[j] > 200) continue;
+            attn_case(STG_PREC_BF16, 2, ss[j], 3, dhs[i], 0.0);
+        }
+    attn_case(STG_PREC_BF16, 1, 129, 2, 64, 0.3); // explicit scale, one row past a 128-query tile
+    attn_case(STG_PREC_BF16, 1, 100, 2, 40, 0.0); // head dim not a multiple of 16: CUDA cores
+}
+
 static void test_attention_odd_shapes(void **state) {
     (void)state;
     attn_case(STG_PREC_FP32, 1, 1, 1, 8, 0.0);      // one token
@@ -440,6 +455,11 @@ static void test_determinism(void **state) {
         attn_pair(&p, pr, 2, 200, 5, 80, 0.0);
         determinism_case(&p, prec ? "attention fwd+bwd bf16" : "attention fwd+bwd f32");
         pair_close(&p);
+        if (prec) {
+            attn_pair(&p, pr, 2, 1024, 3, 64, 0.0);
+            determinism_case(&p, "attention fwd+bwd bf16 S1024 Dh64");
+            pair_close(&p);
+        }
 
         pair_open(&p, pr);
         int64_t xs[3] = {4, 50, 320}, ws[2] = {640, 320};
@@ -456,9 +476,9 @@ static void test_determinism(void **state) {
 
 // ---- optional timing --------------------------------------------------------------------------
 
-static void bench_attention(stg_precision prec) {
+static void bench_attention(stg_precision prec, int64_t B, int64_t S, int64_t H, int64_t Dh) {
     pair p;
-    attn_pair(&p, prec, 4, 4096, 16, 64, 0.0);
+    attn_pair(&p, prec, B, S, H, Dh, 0.0);
     rig r;
     rig_open(&r, &p);
     stg_err err;
@@ -485,10 +505,10 @@ static void bench_attention(stg_precision prec) {
                     best[i] = best[j];
                     best[j] = x;
                 }
-        double flops = (s == 0 ? 2.0 : 5.0) * 2.0 * 4 * 16 * 64 * (4096.0 * 4097.0 / 2.0); // causal pairs
-        printf("  bench attention %s %s B4 H16 Dh64 S4096: median %.3f ms, %.1f TFLOP/s (causal, %s matmuls)\n",
-               prec == STG_PREC_BF16 ? "bf16" : "f32", s == 0 ? "fwd" : "bwd", best[7], flops / (best[7] * 1e-3) / 1e12,
-               s == 0 ? "2" : "5");
+        double flops = (s == 0 ? 2.0 : 5.0) * 2.0 * (double)(B * H * Dh) * ((double)S * (double)(S + 1) / 2.0); // causal pairs
+        printf("  bench attention %s %s B%lld H%lld Dh%lld S%lld: median %.3f ms, %.1f TFLOP/s (causal, %s matmuls)\n",
+               prec == STG_PREC_BF16 ? "bf16" : "f32", s == 0 ? "fwd" : "bwd", (long long)B, (long long)H,
+               (long long)Dh, (long long)S, best[7], flops / (best[7] * 1e-3) / 1e12, s == 0 ? "2" : "5");
     }
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
@@ -498,8 +518,9 @@ static void bench_attention(stg_precision prec) {
 
 static void test_bench(void **state) {
     (void)state;
-    bench_attention(STG_PREC_FP32);
-    bench_attention(STG_PREC_BF16);
+    bench_attention(STG_PREC_FP32, 4, 4096, 16, 64);
+    bench_attention(STG_PREC_BF16, 4, 4096, 16, 64);
+    bench_attention(STG_PREC_BF16, 4, 512, 32, 80); // the 2.7B model's attention shape
 }
 
 static int setup(void **state) {
@@ -533,6 +554,7 @@ int main(void) {
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_attention_odd_shapes),
         cmocka_unit_test(test_attention_model_shapes),
+        cmocka_unit_test(test_attention_bf16_tensor_cores),
         cmocka_unit_test(test_determinism),
     };
     const struct CMUnitTest bench[] = {cmocka_unit_test(test_bench)};

@@ -1,4 +1,7 @@
-// Fused causal attention, flash style, on CUDA cores (fp32 arithmetic; f32 or bf16 storage).
+// Fused causal attention, flash style. bf16 storage with a head dim that is a multiple of 16 runs on
+// tensor cores (the att_tc_* kernels below: mma.sync m16n8k16, f32 accumulation and softmax, the
+// same three-launch deterministic backward); f32 storage and other head dims run the CUDA-core
+// kernels described here (fp32 arithmetic; f32 or bf16 storage).
 //
 // Layout (B, S, H, Dh) for q, k, v, o, do, dq, dk, dv: head h of token s of batch b starts at
 // ((b S + s) H + h) Dh. lse (B, H, S) f32. scale = attrs scale, or 1/sqrt(Dh) when 0.
@@ -541,23 +544,24 @@ __device__ __forceinline__ void att_frag_b(uint32_t b[4], const att_bf16 *sh, in
     att_ldm4t(b, sh + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + n0 + (lane >> 4) * 8);
 }
 
-template <int DP, int NW, int BK>
+template <int DP, int NW, int MT, int BK>
 static size_t att_tc_fwd_smem(void) {
-    return sizeof(att_bf16) * (size_t)(DP + 8) * (16 * NW + 4 * BK);
+    return sizeof(att_bf16) * (size_t)(DP + 8) * (16 * MT * NW + 4 * BK);
 }
 
-// Forward. Grid (query tiles of 16 NW, H, B); NW warps of 16 queries; key tiles of BK.
-template <int DP, int NW, int BK>
+// Forward. Grid (query tiles of 16 MT NW, H, B); NW warps of MT m-tiles of 16 queries (the K and V
+// fragments loaded from shared memory serve all MT); key tiles of BK.
+template <int DP, int NW, int MT, int BK>
 __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__restrict__ q, const att_bf16 *__restrict__ k,
                                                              const att_bf16 *__restrict__ v, att_bf16 *__restrict__ o,
                                                              float *__restrict__ lse, int S, int H, float scale2) {
-    constexpr int BQ = 16 * NW, NT = 32 * NW, LDS = DP + 8, KD = DP / 16, NB = BK / 8, ND = DP / 8;
+    constexpr int BQ = 16 * MT * NW, NT = 32 * NW, LDS = DP + 8, KD = DP / 16, NB = BK / 8, ND = DP / 8;
     extern __shared__ __align__(16) unsigned char att_smraw[];
     att_bf16 *Qs = (att_bf16 *)att_smraw, *Ks = Qs + BQ * LDS, *Vs = Ks + 2 * BK * LDS;
     const int qt = gridDim.x - 1 - blockIdx.x; // the longest rows first
     const int h = blockIdx.y, b = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
-    const int q0 = qt * BQ, r0 = q0 + 16 * warp; // first query of the block, of the warp
+    const int q0 = qt * BQ, r0 = q0 + 16 * MT * warp; // first query of the block, of the warp
     const int64_t stride = (int64_t)H * DP;
     const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * DP;
     const int last = min(q0 + BQ, S) - 1;
@@ -568,11 +572,16 @@ __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__r
     att_tc_load<DP, BK, NT>(Vs, v + head0, stride, S);
     att_cp_commit();
 
-    uint32_t qf[KD][4];
-    float acc[ND][4];
+    uint32_t qf[MT][KD][4];
+    float acc[MT][ND][4];
+    float m[MT][2], l[MT][2];
 #pragma unroll
-    for (int n = 0; n < ND; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int n = 0; n < ND; n++) acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.0f;
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.0f;
+    }
 
     for (int t = 0; t < ntiles; t++) {
         const int k0 = t * BK;
@@ -588,92 +597,115 @@ __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__r
         __syncthreads();
         if (t == 0) {
 #pragma unroll
-            for (int kd = 0; kd < KD; kd++) att_frag_a<LDS>(qf[kd], Qs, 16 * warp, kd * 16, lane);
-        }
-        if (k0 <= r0 + 15 && r0 < S) { // some key of the tile is at or before some query of the warp
-            const att_bf16 *Kt = Ks + (t & 1) * BK * LDS, *Vt = Vs + (t & 1) * BK * LDS;
-            float s[NB][4];
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int n = 0; n < NB; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+                for (int kd = 0; kd < KD; kd++) att_frag_a<LDS>(qf[mt][kd], Qs, 16 * (MT * warp + mt), kd * 16, lane);
+        }
+        if (k0 <= r0 + 16 * MT - 1 && r0 < S) { // some key of the tile is at or before some query of the warp
+            const att_bf16 *Kt = Ks + (t & 1) * BK * LDS, *Vt = Vs + (t & 1) * BK * LDS;
+            float s[MT][NB][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int n = 0; n < NB; n++) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
 #pragma unroll
             for (int kd = 0; kd < KD; kd++)
 #pragma unroll
                 for (int n2 = 0; n2 < NB / 2; n2++) {
                     uint32_t bb[4];
                     att_frag_bt<LDS>(bb, Kt, n2 * 16, kd * 16, lane);
-                    att_mma(s[2 * n2], qf[kd], bb[0], bb[1]);
-                    att_mma(s[2 * n2 + 1], qf[kd], bb[2], bb[3]);
-                }
-            const bool mask = k0 + BK - 1 > r0 || k0 + BK > S;
-            float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int n = 0; n < NB; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float x = s[n][e] * scale2;
-                    if (mask) {
-                        int key = k0 + n * 8 + 2 * t4 + (e & 1), row = r0 + g + (e >> 1) * 8;
-                        if (key > row || key >= S) x = -INFINITY;
+                    for (int mt = 0; mt < MT; mt++) {
+                        att_mma(s[mt][2 * n2], qf[mt][kd], bb[0], bb[1]);
+                        att_mma(s[mt][2 * n2 + 1], qf[mt][kd], bb[2], bb[3]);
                     }
-                    s[n][e] = x;
-                    mx[e >> 1] = fmaxf(mx[e >> 1], x);
-                }
-            float alpha[2], base[2];
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-                float mn = fmaxf(m[i], mx[i]);
-                base[i] = mn == -INFINITY ? 0.0f : mn;
-                alpha[i] = exp2f(m[i] - base[i]);
-                m[i] = mn;
-            }
-            float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int n = 0; n < NB; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float p = exp2f(s[n][e] - base[e >> 1]);
-                    s[n][e] = p;
-                    sum[e >> 1] += p;
                 }
 #pragma unroll
-            for (int i = 0; i < 2; i++) l[i] = l[i] * alpha[i] + sum[i];
+            for (int mt = 0; mt < MT; mt++) {
+                const int rm = r0 + 16 * mt; // first query of the m-tile
+                const bool mask = k0 + BK - 1 > rm || k0 + BK > S;
+                float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int n = 0; n < ND; n++) {
-                acc[n][0] *= alpha[0];
-                acc[n][1] *= alpha[0];
-                acc[n][2] *= alpha[1];
-                acc[n][3] *= alpha[1];
+                for (int n = 0; n < NB; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float x = s[mt][n][e] * scale2;
+                        if (mask) {
+                            int key = k0 + n * 8 + 2 * t4 + (e & 1), row = rm + g + (e >> 1) * 8;
+                            if (key > row || key >= S) x = -INFINITY;
+                        }
+                        s[mt][n][e] = x;
+                        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+                    }
+                float alpha[2], base[2];
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+                    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+                    float mn = fmaxf(m[mt][i], mx[i]);
+                    base[i] = mn == -INFINITY ? 0.0f : mn;
+                    alpha[i] = exp2f(m[mt][i] - base[i]);
+                    m[mt][i] = mn;
+                }
+                float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+                for (int n = 0; n < NB; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float p = exp2f(s[mt][n][e] - base[e >> 1]);
+                        s[mt][n][e] = p;
+                        sum[e >> 1] += p;
+                    }
+#pragma unroll
+                for (int i = 0; i < 2; i++) l[mt][i] = l[mt][i] * alpha[i] + sum[i];
+#pragma unroll
+                for (int n = 0; n < ND; n++) {
+                    acc[mt][n][0] *= alpha[0];
+                    acc[mt][n][1] *= alpha[0];
+                    acc[mt][n][2] *= alpha[1];
+                    acc[mt][n][3] *= alpha[1];
+                }
             }
 #pragma unroll
             for (int kk = 0; kk < BK / 16; kk++) {
-                uint32_t a[4] = {att_pack(s[2 * kk][0], s[2 * kk][1]), att_pack(s[2 * kk][2], s[2 * kk][3]),
-                                 att_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]), att_pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                uint32_t a[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    a[mt][0] = att_pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                    a[mt][1] = att_pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                    a[mt][2] = att_pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                    a[mt][3] = att_pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+                }
 #pragma unroll
                 for (int d2 = 0; d2 < KD; d2++) {
                     uint32_t bb[4];
                     att_frag_b<LDS>(bb, Vt, kk * 16, d2 * 16, lane);
-                    att_mma(acc[2 * d2], a, bb[0], bb[1]);
-                    att_mma(acc[2 * d2 + 1], a, bb[2], bb[3]);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        att_mma(acc[mt][2 * d2], a[mt], bb[0], bb[1]);
+                        att_mma(acc[mt][2 * d2 + 1], a[mt], bb[2], bb[3]);
+                    }
                 }
             }
         }
         __syncthreads(); // this stage is consumed before the next iteration refills it
     }
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
-        const int row = r0 + g + 8 * i;
-        if (row >= S) continue;
-        const float inv = 1.0f / l[i];
-        att_bf16 *orow = o + head0 + (int64_t)row * stride;
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int n = 0; n < ND; n++)
-            *(uint32_t *)(orow + n * 8 + 2 * t4) = att_pack(acc[n][2 * i] * inv, acc[n][2 * i + 1] * inv);
-        if (t4 == 0) lse[((int64_t)b * H + h) * S + row] = (m[i] + log2f(l[i])) * (float)ATT_LN2;
-    }
+        for (int i = 0; i < 2; i++) {
+            float li = l[mt][i];
+            li += __shfl_xor_sync(0xffffffffu, li, 1);
+            li += __shfl_xor_sync(0xffffffffu, li, 2);
+            const int row = r0 + 16 * mt + g + 8 * i;
+            if (row >= S) continue;
+            const float inv = 1.0f / li;
+            att_bf16 *orow = o + head0 + (int64_t)row * stride;
+#pragma unroll
+            for (int n = 0; n < ND; n++)
+                *(uint32_t *)(orow + n * 8 + 2 * t4) = att_pack(acc[mt][n][2 * i] * inv, acc[mt][n][2 * i + 1] * inv);
+            if (t4 == 0) lse[((int64_t)b * H + h) * S + row] = (m[mt][i] + log2f(li)) * (float)ATT_LN2;
+        }
 }
 
 template <int DP, int NW, int BQ>
@@ -922,19 +954,31 @@ __global__ void __launch_bounds__(NW * 32) att_tc_dq_kernel(const att_bf16 *__re
     }
 }
 
-// Tile shapes: forward 8 warps (128 queries) x 64 keys; dk/dv 4 warps (64 keys) x 64 queries
-// (32 past head dim 64, for registers); dq 4 warps (64 queries) x 64 keys (32 past 64).
+// Tile shapes: forward 8 warps of one m-tile (128 queries) up to head dim 64 and 4 warps (64 queries)
+// past it (registers: one block of 8 such warps per SM), key tiles of 64; dk/dv 4 warps (64 keys) x
+// 64 queries (32 past head dim 64, for registers); dq 4 warps (64 queries) x 64 keys (32 past 64).
+// Measured on an H100 (B4 H16 Dh64 S4096): 2 m-tiles per warp (4 warps) ran no faster than 1 (178
+// against 181 TFLOP/s); at Dh80 S512, 4 warps ran the forward at 92 TFLOP/s against 79 with 8.
+#ifndef ATT_TC_FWD_NW
 #define ATT_TC_FWD_NW 8
+#endif
+#ifndef ATT_TC_FWD_MT
+#define ATT_TC_FWD_MT 1
+#endif
+#ifndef ATT_TC_FWD_NW_BIG
+#define ATT_TC_FWD_NW_BIG 4
+#endif
 #define ATT_TC_FWD_BK 64
 #define ATT_TC_BWD_NW 4
 
 template <int DP>
 static int att_tc_fwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const stg_op *op, stg_err *err) {
-    constexpr int NW = ATT_TC_FWD_NW, BK = ATT_TC_FWD_BK;
-    size_t smem = att_tc_fwd_smem<DP, NW, BK>();
-    CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_fwd_kernel<DP, NW, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((unsigned)((s->S + 16 * NW - 1) / (16 * NW)), (unsigned)s->H, (unsigned)s->B);
-    att_tc_fwd_kernel<DP, NW, BK><<<grid, NW * 32, smem, c->stream>>>(
+    constexpr int MT = DP <= 64 ? ATT_TC_FWD_MT : 1, NW = DP <= 64 ? ATT_TC_FWD_NW : ATT_TC_FWD_NW_BIG, BK = ATT_TC_FWD_BK;
+    size_t smem = att_tc_fwd_smem<DP, NW, MT, BK>();
+    CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_fwd_kernel<DP, NW, MT, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem));
+    dim3 grid((unsigned)((s->S + 16 * MT * NW - 1) / (16 * MT * NW)), (unsigned)s->H, (unsigned)s->B);
+    att_tc_fwd_kernel<DP, NW, MT, BK><<<grid, NW * 32, smem, c->stream>>>(
         (const att_bf16 *)ptr[op->in[0]], (const att_bf16 *)ptr[op->in[1]], (const att_bf16 *)ptr[op->in[2]],
         (att_bf16 *)ptr[op->out[0]], (float *)ptr[op->out[1]], s->S, s->H, (float)(s->scale * ATT_LOG2E));
     CUDA_LAUNCH_CHECK(err, "attention forward (tensor cores)");

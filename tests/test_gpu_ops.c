@@ -472,6 +472,15 @@ static void test_norms(void **state) {
          {ACT(G_NORMAL, 1, 2, 200, 1600), PRM(G_NORMAL, 1, 1600), GRD(G_POS, 0, 2, 200), ACT(G_NORMAL, 1, 2, 200, 1600)}, a},
         {"rmsnorm_bwd (1, 700, 2560)", STG_OP_RMSNORM_BWD, 4,
          {ACT(G_NORMAL, 1, 1, 700, 2560), PRM(G_NORMAL, 1, 2560), GRD(G_POS, 0, 1, 700), ACT(G_NORMAL, 1, 1, 700, 2560)}, a},
+        {"rmsnorm odd (3, 70, 1001)", STG_OP_RMSNORM, 2, {ACT(G_NORMAL, 1, 3, 70, 1001), PRM(G_NORMAL, 1, 1001)}, a},
+        {"rmsnorm_bwd odd (3, 70, 1001)", STG_OP_RMSNORM_BWD, 4,
+         {ACT(G_NORMAL, 1, 3, 70, 1001), PRM(G_NORMAL, 1, 1001), GRD(G_POS, 0, 3, 70), ACT(G_NORMAL, 1, 3, 70, 1001)}, a},
+        {"rmsnorm_bwd (4, 512, 768)", STG_OP_RMSNORM_BWD, 4,
+         {ACT(G_NORMAL, 1, 4, 512, 768), PRM(G_NORMAL, 1, 768), GRD(G_POS, 0, 4, 512), ACT(G_NORMAL, 1, 4, 512, 768)}, a},
+        {"layernorm odd (2, 100, 1001)", STG_OP_LAYERNORM, 3,
+         {ACT(G_NORMAL, 2, 2, 100, 1001), PRM(G_NORMAL, 1, 1001), PRM(G_NORMAL, 1, 1001)}, a},
+        {"layernorm_bwd (4, 300, 512)", STG_OP_LAYERNORM_BWD, 4,
+         {ACT(G_NORMAL, 1, 4, 300, 512), PRM(G_NORMAL, 1, 512), GRD(G_STATS, 0, 4, 300, 2), ACT(G_NORMAL, 1, 4, 300, 512)}, a},
         {"layernorm (2, 200, 1600)", STG_OP_LAYERNORM, 3,
          {ACT(G_NORMAL, 2, 2, 200, 1600), PRM(G_NORMAL, 1, 1600), PRM(G_NORMAL, 1, 1600)}, a},
         {"layernorm_bwd (2, 200, 1600)", STG_OP_LAYERNORM_BWD, 4,
@@ -494,6 +503,8 @@ static void test_rope_mask_softmax(void **state) {
         {"rope (2, 200, 25, 64)", STG_OP_ROPE, 1, {ACT(G_NORMAL, 1, 2, 200, 25, 64)}, r},
         {"rope (1, 1024, 4, 80)", STG_OP_ROPE, 1, {ACT(G_NORMAL, 1, 1, 1024, 4, 80)}, r},
         {"rope inverse (2, 1024, 2, 80)", STG_OP_ROPE, 1, {ACT(G_NORMAL, 1, 2, 1024, 2, 80)}, ri},
+        {"rope (4, 512, 12, 64)", STG_OP_ROPE, 1, {ACT(G_NORMAL, 1, 4, 512, 12, 64)}, r},
+        {"rope odd head (2, 30, 3, 6)", STG_OP_ROPE, 1, {ACT(G_NORMAL, 1, 2, 30, 3, 6)}, ri},
         {"causal_mask (2, 3, 200, 200)", STG_OP_CAUSAL_MASK, 1, {ACT(G_NORMAL, 1, 2, 3, 200, 200)}, m},
         {"causal_mask fill 0 (3, 100, 200)", STG_OP_CAUSAL_MASK, 1, {ACT(G_NORMAL, 1, 3, 100, 200)}, m0},
         {"softmax (2, 3, 200, 200) with -inf", STG_OP_SOFTMAX, 1, {ACT(G_MASKED, 0, 2, 3, 200, 200)}, attrs0()},
@@ -507,9 +518,10 @@ static void test_rope_mask_softmax(void **state) {
 
 static void test_embedding_loss_layout(void **state) {
     (void)state;
-    stg_attrs eb = attrs0(), eb2 = attrs0(), rs = attrs0(), tr = attrs0(), tr2 = attrs0();
+    stg_attrs eb = attrs0(), eb2 = attrs0(), eb3 = attrs0(), rs = attrs0(), tr = attrs0(), tr2 = attrs0();
     eb.embedding_bwd.vocab = 1000;
     eb2.embedding_bwd.vocab = 10000;
+    eb3.embedding_bwd.vocab = 20;
     rs.reshape.ndim = 2;
     rs.reshape.shape[0] = 400;
     rs.reshape.shape[1] = 1600;
@@ -522,6 +534,8 @@ static void test_embedding_loss_layout(void **state) {
         {"embedding (4, 100) x (1000, 1600)", STG_OP_EMBEDDING, 2, {I32(G_TOK, 1000, 4, 100), PRM(G_NORMAL, 1, 1000, 1600)}, attrs0()},
         {"embedding_bwd (2, 200, 1600) V 1000", STG_OP_EMBEDDING_BWD, 2, {I32(G_TOK, 1000, 2, 200), ACT(G_NORMAL, 1, 2, 200, 1600)}, eb},
         {"embedding_bwd (2, 200, 256) V 10000", STG_OP_EMBEDDING_BWD, 2, {I32(G_TOK, 10000, 2, 200), ACT(G_NORMAL, 1, 2, 200, 256)}, eb2},
+        {"embedding_bwd (4, 512, 768) V 10000", STG_OP_EMBEDDING_BWD, 2, {I32(G_TOK, 10000, 4, 512), ACT(G_NORMAL, 1, 4, 512, 768)}, eb2},
+        {"embedding_bwd (2, 300, 250) V 20", STG_OP_EMBEDDING_BWD, 2, {I32(G_TOK, 20, 2, 300), ACT(G_NORMAL, 1, 2, 300, 250)}, eb3},
         {"cross_entropy (2, 100, 10000)", STG_OP_CROSS_ENTROPY, 2, {ACT(G_NORMAL, 3, 2, 100, 10000), I32(G_TOK, 10000, 2, 100)}, attrs0()},
         {"cross_entropy_bwd (2, 100, 10000)", STG_OP_CROSS_ENTROPY_BWD, 3,
          {ACT(G_NORMAL, 3, 2, 100, 10000), I32(G_TOK, 10000, 2, 100), GRD(G_LSE, 0, 2, 100)}, attrs0()},

@@ -195,6 +195,11 @@ static int prep_cross_entropy(stg_cuda *c, const stg_graph *g, int op, size_t *w
     return 0;
 }
 
+static int prep_embedding_bwd(stg_cuda *c, const stg_graph *g, int op, size_t *work, stg_err *err) {
+    *work = cuda_embedding_bwd_work_bytes(g, op);
+    return 0;
+}
+
 static const struct {
     stg_op_kind kind;
     cuda_prep_fn fn;
@@ -206,6 +211,7 @@ static const struct {
     {STG_OP_ATTENTION, prep_attention},
     {STG_OP_ATTENTION_BWD, prep_attention},
     {STG_OP_CROSS_ENTROPY, prep_cross_entropy},
+    {STG_OP_EMBEDDING_BWD, prep_embedding_bwd},
 };
 
 static cuda_prep_fn cuda_preparer(stg_op_kind k) {

@@ -5,6 +5,8 @@
 // id outside [0, V): the forward writes a zero row for it, the backward skips it. Neither crashes.
 #include "ops/cuda/common.cuh"
 
+#include <cub/device/device_radix_sort.cuh>
+
 // tok (n), W (V, D) -> y (n, D)
 template <typename T>
 __global__ void embedding_fwd_kernel(const int32_t *tok, const T *W, T *y, int64_t n, int64_t V, int64_t D) {
@@ -16,35 +18,6 @@ __global__ void embedding_fwd_kernel(const int32_t *tok, const T *W, T *y, int64
             y[idx] = W[t * D + d];
         else
             cu_st(y, idx, 0.0f);
-    }
-}
-
-// tok (n), dy (n, D) -> dW (V, D). Block (column block, vocab block) owns dW rows [v0, v1) and
-// columns [d0, d0 + blockDim): each thread zeroes its column of those rows, then walks all tokens
-// in order and adds dy[i][d] into dW[tok[i]][d] for the tokens it owns. Each dW element is summed
-// by one thread in token order from zero: deterministic, no atomics, each dy row read once.
-#define EMB_TOK_TILE 1024
-
-template <typename T, typename TD>
-__global__ void embedding_bwd_kernel(const int32_t *tok, const T *dy, TD *dW, int64_t n, int64_t V, int64_t D,
-                                     int64_t vblocks) {
-    __shared__ int32_t st[EMB_TOK_TILE];
-    int64_t d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    int64_t v0 = V * blockIdx.y / vblocks, v1 = V * (blockIdx.y + 1) / vblocks;
-    if (d < D)
-        for (int64_t v = v0; v < v1; v++) cu_st(dW, v * D + d, 0.0f);
-    for (int64_t base = 0; base < n; base += EMB_TOK_TILE) {
-        int64_t m = n - base < EMB_TOK_TILE ? n - base : EMB_TOK_TILE;
-        __syncthreads();
-        for (int64_t k = threadIdx.x; k < m; k += blockDim.x) st[k] = tok[base + k];
-        __syncthreads();
-        if (d >= D) continue;
-        for (int64_t k = 0; k < m; k++) {
-            int64_t t = st[k];
-            if (t < v0 || t >= v1) continue; // also skips ids outside [0, V)
-            int64_t o = t * D + d;
-            cu_st(dW, o, cu_ld(dW, o) + cu_ld(dy, (base + k) * D + d));
-        }
     }
 }
 
@@ -71,13 +44,154 @@ extern "C" int cuda_run_embedding(stg_cuda *c, const stg_graph *g, int op, void 
     return 0;
 }
 
+// ---- backward through a sort ---------------------------------------------------------------------
+// keys[i] = tok[i] (V for an id outside [0, V)), vals[i] = i; a stable radix sort (CUB) orders the
+// token indices by id, ascending index within an id; then one warp per dW row v finds its run of
+// the sorted keys by binary search and sums those dy rows in that order (zero when none). Every
+// step is deterministic (a stable sort has one result), no float atomics.
+struct emb_layout {
+    size_t keys_in, vals_in, keys_out, vals_out, temp, temp_bytes, total;
+    int end_bit;
+};
+
+static size_t emb_al(size_t n) { return (n + 255) & ~(size_t)255; }
+
+// The scratch layout for n tokens and V rows; temp_bytes from CUB (host-only query). -1 on error.
+static int emb_plan(int64_t n, int64_t V, emb_layout *L) {
+    int bits = 1;
+    while (bits < 31 && ((int64_t)1 << bits) <= V) bits++; // keys in [0, V]
+    L->end_bit = bits;
+    size_t temp = 0;
+    if (cub::DeviceRadixSort::SortPairs(NULL, temp, (const int *)NULL, (int *)NULL, (const int *)NULL, (int *)NULL,
+                                        (int64_t)n, 0, bits) != cudaSuccess)
+        return -1;
+    size_t b = emb_al((size_t)n * sizeof(int));
+    L->keys_in = 0;
+    L->vals_in = b;
+    L->keys_out = 2 * b;
+    L->vals_out = 3 * b;
+    L->temp = 4 * b;
+    L->temp_bytes = temp;
+    L->total = 4 * b + emb_al(temp);
+    return 0;
+}
+
+extern "C" size_t cuda_embedding_bwd_work_bytes(const stg_graph *g, int op) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *tok = &g->t[o->in[0]], *dW = &g->t[o->out[0]];
+    if (dW->ndim != 2) return 0;
+    emb_layout L;
+    if (emb_plan(cuda_numel(tok), dW->shape[0], &L)) return 0;
+    return L.total;
+}
+
+__global__ void emb_keys_kernel(const int32_t *tok, int *keys, int *vals, int64_t n, int64_t V) {
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        int32_t t = tok[i];
+        keys[i] = (t >= 0 && t < V) ? t : (int)V;
+        vals[i] = (int)i;
+    }
+}
+
+// First index in keys[0, n) (ascending) whose key is >= v.
+__device__ __forceinline__ int64_t emb_lower(const int *keys, int64_t n, int v) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) >> 1;
+        if (__ldg(keys + mid) < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+// One warp per dW row. VEC: D % 4 == 0 and both pointers aligned for 4-element access.
+template <typename T, typename TD, bool VEC>
+__global__ void emb_rows_kernel(const int *keys, const int *vals, const T *dy, TD *dW, int64_t n, int64_t V,
+                                int64_t D) {
+    int64_t v = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (v >= V) return;
+    int64_t lo = 0, hi = 0;
+    if (lane == 0) {
+        lo = emb_lower(keys, n, (int)v);
+        hi = emb_lower(keys + lo, n - lo, (int)v + 1) + lo;
+    }
+    lo = __shfl_sync(0xffffffffu, lo, 0);
+    hi = __shfl_sync(0xffffffffu, hi, 0);
+    TD *out = dW + v * D;
+    if (VEC) {
+        for (int64_t d0 = 0; d0 < D; d0 += 32 * 4 * 4) { // 4 float4-sized groups per lane per pass
+            float4 acc[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) acc[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            for (int64_t j = lo; j < hi; j++) {
+                const T *row = dy + (int64_t)__ldg(vals + j) * D;
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    int64_t d = d0 + ((int64_t)u * 32 + lane) * 4;
+                    if (d < D) {
+                        float4 g = cu_load4(row + d);
+                        acc[u].x += g.x, acc[u].y += g.y, acc[u].z += g.z, acc[u].w += g.w;
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int64_t d = d0 + ((int64_t)u * 32 + lane) * 4;
+                if (d < D) cu_store4(out + d, acc[u]);
+            }
+        }
+    } else {
+        for (int64_t d = lane; d < D; d += 32) {
+            float acc = 0.0f;
+            for (int64_t j = lo; j < hi; j++) acc += cu_ld(dy, (int64_t)__ldg(vals + j) * D + d);
+            cu_st(out, d, acc);
+        }
+    }
+}
+
 template <typename T, typename TD>
 static int embedding_bwd_launch(stg_cuda *c, const int32_t *tok, const void *dy, void *dW, int64_t n, int64_t V,
                                 int64_t D, stg_err *err) {
-    int64_t vblocks = V < 512 ? V : 512;
-    dim3 grid((unsigned)((D + 127) / 128), (unsigned)vblocks);
-    embedding_bwd_kernel<T, TD><<<grid, 128, 0, c->stream>>>(tok, (const T *)dy, (TD *)dW, n, V, D, vblocks);
-    CUDA_LAUNCH_CHECK(err, "embedding_bwd_kernel");
+    if (n > INT32_MAX || V >= INT32_MAX) return stg_errf(err, "embedding_bwd: %lld tokens or %lld rows: too many",
+                                                         (long long)n, (long long)V);
+    emb_layout L;
+    if (n > 0) {
+        if (emb_plan(n, V, &L)) return stg_errf(err, "embedding_bwd: sizing the sort failed");
+        if (!c->work || c->work_bytes < L.total)
+            return stg_errf(err, "scratch too small: cuda_prepare was not called for this graph");
+        char *w = (char *)c->work;
+        int *keys_in = (int *)(w + L.keys_in), *vals_in = (int *)(w + L.vals_in);
+        int *keys_out = (int *)(w + L.keys_out), *vals_out = (int *)(w + L.vals_out);
+        emb_keys_kernel<<<cuda_blocks(c, n, 256), 256, 0, c->stream>>>(tok, keys_in, vals_in, n, V);
+        CUDA_LAUNCH_CHECK(err, "emb_keys_kernel");
+        size_t tb = L.temp_bytes;
+        cudaError_t e = cub::DeviceRadixSort::SortPairs(w + L.temp, tb, keys_in, keys_out, vals_in, vals_out, n, 0,
+                                                         L.end_bit, c->stream);
+        if (e != cudaSuccess) return stg_errf(err, "embedding_bwd: radix sort: %s", cudaGetErrorString(e));
+        CUDA_LAUNCH_CHECK(err, "cub radix sort");
+        bool vec = D % 4 == 0 && cu_aligned(dy, 4 * sizeof(T)) && cu_aligned(dW, 4 * sizeof(TD));
+        unsigned grid = (unsigned)((V + 7) / 8);
+        if (vec)
+            emb_rows_kernel<T, TD, true><<<grid, 256, 0, c->stream>>>(keys_out, vals_out, (const T *)dy, (TD *)dW, n,
+                                                                     V, D);
+        else
+            emb_rows_kernel<T, TD, false><<<grid, 256, 0, c->stream>>>(keys_out, vals_out, (const T *)dy, (TD *)dW,
+                                                                      n, V, D);
+        CUDA_LAUNCH_CHECK(err, "emb_rows_kernel");
+        return 0;
+    }
+    // No tokens: dW = 0 (the kernel with an empty run per row).
+    bool vec = D % 4 == 0 && cu_aligned(dW, 4 * sizeof(TD));
+    unsigned grid = (unsigned)((V + 7) / 8);
+    if (vec)
+        emb_rows_kernel<T, TD, true><<<grid, 256, 0, c->stream>>>(NULL, NULL, (const T *)dy, (TD *)dW, 0, V, D);
+    else
+        emb_rows_kernel<T, TD, false><<<grid, 256, 0, c->stream>>>(NULL, NULL, (const T *)dy, (TD *)dW, 0, V, D);
+    CUDA_LAUNCH_CHECK(err, "emb_rows_kernel");
     return 0;
 }
 

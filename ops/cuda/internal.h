@@ -133,6 +133,7 @@ unsigned cuda_blocks(const stg_cuda *c, int64_t n, int per_block);
 // Per-op scratch (bytes of c->work) of the kernel files' ops; 0 when the op needs none.
 size_t cuda_norm_bwd_work_bytes(const stg_graph *g, int op);      // ops/cuda/norm.cu
 size_t cuda_cross_entropy_work_bytes(const stg_graph *g, int op); // ops/cuda/loss.cu
+size_t cuda_embedding_bwd_work_bytes(const stg_graph *g, int op); // ops/cuda/embedding.cu (sort scratch)
 // Builds the global-norm and AdamW host tables from ptr (ops/cuda/optim.cu): sets norm_host,
 // norm_first, n_norm, adamw_host, n_adamw, first_adamw_op, adamw_blocks; returns the table bytes in
 // *table_bytes and the largest global-norm partials in *work_bytes.

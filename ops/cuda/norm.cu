@@ -5,7 +5,7 @@
 #include "ops/cuda/common.cuh"
 
 // Rows per partial group of the weight gradients: rows are split into at most NORM_PARTS groups.
-#define NORM_PARTS 256
+#define NORM_PARTS 512
 
 static int64_t norm_parts(int64_t rows) { return rows < NORM_PARTS ? rows : NORM_PARTS; }
 
@@ -61,6 +61,137 @@ __global__ void layernorm_fwd_kernel(const T *x, const void *w, int wb, const vo
     }
 }
 
+// ---- vectorised row kernels ---------------------------------------------------------------------
+// Used when D is a multiple of CU_VEC<T>::N, every tensor pointer is 16-byte aligned and the row
+// fits in one block with at most NORM_VPT_MAX vectors per thread: each thread keeps its vectors of
+// the row in registers (one read of x), 16-byte loads and stores.
+#define NORM_VPT_MAX 4
+
+// N consecutive elements (from i, a multiple of N) of a float or bf16 vector chosen at run time.
+template <int N> __device__ __forceinline__ void norm_ldn(const void *p, int b, int64_t i, float *out) {
+    if (b) {
+        const bf16 *q = (const bf16 *)p + i;
+        if (N == 8) {
+            cu_load16(q, out);
+        } else {
+#pragma unroll
+            for (int j = 0; j < N; j += 4) {
+                float4 v = cu_load4(q + j);
+                out[j] = v.x, out[j + 1] = v.y, out[j + 2] = v.z, out[j + 3] = v.w;
+            }
+        }
+    } else {
+        const float *q = (const float *)p + i;
+#pragma unroll
+        for (int j = 0; j < N; j += 4) {
+            float4 v = cu_load4(q + j);
+            out[j] = v.x, out[j + 1] = v.y, out[j + 2] = v.z, out[j + 3] = v.w;
+        }
+    }
+}
+
+// Vectors per thread for a row of D elements of T (0: the vector kernels do not apply), and the
+// block size: a multiple of 32, at least 64 where the row allows.
+template <typename T> static int norm_vpt(int64_t D, int max_threads, int *threads) {
+    const int N = CU_VEC<T>::N;
+    if (D <= 0 || D % N) return 0;
+    int64_t nv = D / N;
+    for (int v = 1; v <= NORM_VPT_MAX; v *= 2) {
+        int64_t t = (nv + v - 1) / v;
+        if (t <= max_threads) {
+            t = (t + 31) / 32 * 32;
+            *threads = (int)t;
+            return v;
+        }
+    }
+    return 0;
+}
+
+// One block per row. LN: layernorm (stats [mean, rstd]); else rmsnorm (stats rstd).
+template <typename T, int VPT, bool LN>
+__global__ void __launch_bounds__(512) norm_fwd_vec_kernel(const T *x, const void *w, int wb, const void *bias, int bb, T *y, void *st,
+                                    int sb, int64_t D, float eps) {
+    const int N = CU_VEC<T>::N;
+    int64_t r = blockIdx.x;
+    int nv = (int)(D / N);
+    const T *xr = x + r * D;
+    T *yr = y + r * D;
+    float v[VPT][N], wv[VPT][N], bv[VPT][N];
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < VPT; j++) {
+        int c = threadIdx.x + j * blockDim.x;
+        if (c < nv) {
+            cu_load16(xr + (int64_t)c * N, v[j]);
+            norm_ldn<N>(w, wb, (int64_t)c * N, wv[j]);
+            if (LN) norm_ldn<N>(bias, bb, (int64_t)c * N, bv[j]);
+        } else {
+#pragma unroll
+            for (int k = 0; k < N; k++) v[j][k] = 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < N; k++) s += LN ? v[j][k] : v[j][k] * v[j][k];
+    }
+    float mean = 0.0f, rs;
+    if (LN) {
+        mean = cu_block_sum(s) / (float)D;
+        float var = 0.0f;
+#pragma unroll
+        for (int j = 0; j < VPT; j++)
+            if ((int)threadIdx.x + j * (int)blockDim.x < nv) {
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    float cdev = v[j][k] - mean;
+                    var += cdev * cdev;
+                }
+            }
+        var = cu_block_sum(var) / (float)D;
+        rs = 1.0f / sqrtf(var + eps);
+    } else {
+        s = cu_block_sum(s);
+        rs = 1.0f / sqrtf(s / (float)D + eps);
+    }
+#pragma unroll
+    for (int j = 0; j < VPT; j++) {
+        int c = threadIdx.x + j * blockDim.x;
+        if (c < nv) {
+            float o[N];
+            if (LN) {
+#pragma unroll
+                for (int k = 0; k < N; k++) o[k] = (v[j][k] - mean) * rs * wv[j][k] + bv[j][k];
+            } else {
+#pragma unroll
+                for (int k = 0; k < N; k++) o[k] = v[j][k] * rs * wv[j][k];
+            }
+            cu_store16(yr + (int64_t)c * N, o);
+        }
+    }
+    if (threadIdx.x == 0) {
+        if (LN) {
+            cu_std(st, sb, 2 * r, mean);
+            cu_std(st, sb, 2 * r + 1, rs);
+        } else {
+            cu_std(st, sb, r, rs);
+        }
+    }
+}
+
+// Launches norm_fwd_vec_kernel when it applies; returns 1 when launched, 0 when not.
+template <typename T, bool LN>
+static int norm_fwd_vec(stg_cuda *c, const T *x, const void *w, int wb, const void *bias, int bb, T *y, void *st,
+                        int sb, int64_t rows, int64_t D, float eps) {
+    int threads = 0, vpt = norm_vpt<T>(D, 512, &threads);
+    if (!vpt || !cu_aligned(x, 16) || !cu_aligned(y, 16) || !cu_aligned(w, 16) || (LN && !cu_aligned(bias, 16)))
+        return 0;
+    unsigned grid = (unsigned)rows;
+    switch (vpt) {
+    case 1: norm_fwd_vec_kernel<T, 1, LN><<<grid, threads, 0, c->stream>>>(x, w, wb, bias, bb, y, st, sb, D, eps); break;
+    case 2: norm_fwd_vec_kernel<T, 2, LN><<<grid, threads, 0, c->stream>>>(x, w, wb, bias, bb, y, st, sb, D, eps); break;
+    default: norm_fwd_vec_kernel<T, 4, LN><<<grid, threads, 0, c->stream>>>(x, w, wb, bias, bb, y, st, sb, D, eps); break;
+    }
+    return 1;
+}
+
 // Checks x and y (same dtype and size), and that small tensors are float; returns x's bf16 flag.
 static int norm_check(const stg_graph *g, const stg_op *o, int x, int y, stg_err *err) {
     int b = cuda_same_float(g, o, y, x, err);
@@ -87,7 +218,13 @@ extern "C" int cuda_run_rmsnorm(stg_cuda *c, const stg_graph *g, int op, void *c
     if (rows == 0) return 0;
     int threads = cu_row_threads(D, 8);
     float eps = (float)o->a.norm.eps;
-    if (b)
+    int vec = b ? norm_fwd_vec<bf16, false>(c, (const bf16 *)ptr[o->in[0]], ptr[o->in[1]], wb, NULL, 0,
+                                            (bf16 *)ptr[o->out[0]], ptr[o->out[1]], sb, rows, D, eps)
+                : norm_fwd_vec<float, false>(c, (const float *)ptr[o->in[0]], ptr[o->in[1]], wb, NULL, 0,
+                                             (float *)ptr[o->out[0]], ptr[o->out[1]], sb, rows, D, eps);
+    if (vec)
+        ;
+    else if (b)
         rmsnorm_fwd_kernel<bf16><<<(unsigned)rows, threads, 0, c->stream>>>(
             (const bf16 *)ptr[o->in[0]], ptr[o->in[1]], wb, (bf16 *)ptr[o->out[0]], ptr[o->out[1]], sb, D, eps);
     else
@@ -111,7 +248,13 @@ extern "C" int cuda_run_layernorm(stg_cuda *c, const stg_graph *g, int op, void 
     if (rows == 0) return 0;
     int threads = cu_row_threads(D, 8);
     float eps = (float)o->a.norm.eps;
-    if (b)
+    int vec = b ? norm_fwd_vec<bf16, true>(c, (const bf16 *)ptr[o->in[0]], ptr[o->in[1]], wb, ptr[o->in[2]], bb,
+                                           (bf16 *)ptr[o->out[0]], ptr[o->out[1]], sb, rows, D, eps)
+                : norm_fwd_vec<float, true>(c, (const float *)ptr[o->in[0]], ptr[o->in[1]], wb, ptr[o->in[2]], bb,
+                                            (float *)ptr[o->out[0]], ptr[o->out[1]], sb, rows, D, eps);
+    if (vec)
+        ;
+    else if (b)
         layernorm_fwd_kernel<bf16><<<(unsigned)rows, threads, 0, c->stream>>>(
             (const bf16 *)ptr[o->in[0]], ptr[o->in[1]], wb, ptr[o->in[2]], bb, (bf16 *)ptr[o->out[0]], ptr[o->out[1]],
             sb, D, eps);
@@ -158,19 +301,145 @@ __global__ void norm_dw_partial_kernel(const T *x, const void *st, int sb, const
     if (LN) part[(parts + p) * D + d] = ab;
 }
 
-// dw[d] = sum over p in order of part[p][d] (and db from the second half when LN).
+// dw[d] = sum over p of part[p][d] (and db from the second half when LN), in a fixed order: block
+// (32 columns, 32 warps); warp w sums parts w, w + 32, ... in order, then lane sums the 32 warps'
+// sums in order.
 template <bool LN>
 __global__ void norm_dw_final_kernel(const float *part, void *dw, int dwb, void *db, int dbb, int64_t D,
                                      int64_t parts) {
-    int64_t d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (d >= D) return;
+    __shared__ float sw[32][33], sbv[32][33];
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int64_t d = (int64_t)blockIdx.x * 32 + lane;
     float aw = 0.0f, ab = 0.0f;
-    for (int64_t p = 0; p < parts; p++) {
-        aw += part[p * D + d];
-        if (LN) ab += part[(parts + p) * D + d];
+    if (d < D) {
+        // parts <= NORM_PARTS: NORM_PARTS / 32 loads per warp, all issued before the sums.
+        float tw[NORM_PARTS / 32], tb[NORM_PARTS / 32];
+#pragma unroll
+        for (int i = 0; i < NORM_PARTS / 32; i++) {
+            int64_t p = w + 32 * i;
+            tw[i] = p < parts ? part[p * D + d] : 0.0f;
+            if (LN) tb[i] = p < parts ? part[(parts + p) * D + d] : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < NORM_PARTS / 32; i++) {
+            aw += tw[i];
+            if (LN) ab += tb[i];
+        }
     }
-    cu_std(dw, dwb, d, aw);
-    if (LN) cu_std(db, dbb, d, ab);
+    sw[w][lane] = aw;
+    if (LN) sbv[w][lane] = ab;
+    __syncthreads();
+    if (w == 0 && d < D) {
+        float tw = 0.0f, tb = 0.0f;
+        for (int k = 0; k < 32; k++) {
+            tw += sw[k][lane];
+            if (LN) tb += sbv[k][lane];
+        }
+        cu_std(dw, dwb, d, tw);
+        if (LN) cu_std(db, dbb, d, tb);
+    }
+}
+
+// Fused backward, vectorised (see norm_fwd_vec_kernel): block p takes rows [rows p / parts,
+// rows (p + 1) / parts) in order; per row it computes dx as norm_dx_kernel does and adds dy xhat
+// (and dy) of its columns into registers, then writes its partial sums part[p][d].
+#define NORM_BWD_THREADS 256
+template <typename T, int VPT, bool LN>
+__global__ void __launch_bounds__(NORM_BWD_THREADS) norm_bwd_vec_kernel(const T *x, const void *w, int wb, const void *st, int sb, const T *dy, T *dx,
+                                    float *part, int64_t rows, int64_t D, int64_t parts) {
+    const int N = CU_VEC<T>::N;
+    int nv = (int)(D / N);
+    int64_t p = blockIdx.x;
+    int64_t r0 = rows * p / parts, r1 = rows * (p + 1) / parts;
+    float wv[VPT][N], aw[VPT][N], ab[VPT][N];
+#pragma unroll
+    for (int j = 0; j < VPT; j++) {
+        int c = threadIdx.x + j * blockDim.x;
+        if (c < nv) {
+            norm_ldn<N>(w, wb, (int64_t)c * N, wv[j]);
+        } else {
+#pragma unroll
+            for (int k = 0; k < N; k++) wv[j][k] = 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < N; k++) aw[j][k] = ab[j][k] = 0.0f;
+    }
+    // The next row's x and dy are loaded (raw 16-byte vectors) before this row's reductions.
+    uint4 nx[VPT], ndy[VPT];
+#pragma unroll
+    for (int j = 0; j < VPT; j++) {
+        int c = threadIdx.x + j * blockDim.x;
+        nx[j] = ndy[j] = make_uint4(0u, 0u, 0u, 0u);
+        if (c < nv && r0 < r1) {
+            nx[j] = *(const uint4 *)(x + r0 * D + (int64_t)c * N);
+            ndy[j] = *(const uint4 *)(dy + r0 * D + (int64_t)c * N);
+        }
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        T *dxr = dx + r * D;
+        float xv[VPT][N], gv[VPT][N];
+#pragma unroll
+        for (int j = 0; j < VPT; j++) {
+            const T *ex = (const T *)&nx[j], *eg = (const T *)&ndy[j];
+#pragma unroll
+            for (int k = 0; k < N; k++) xv[j][k] = cu_f(ex[k]), gv[j][k] = cu_f(eg[k]);
+        }
+        if (r + 1 < r1) {
+#pragma unroll
+            for (int j = 0; j < VPT; j++) {
+                int c = threadIdx.x + j * blockDim.x;
+                if (c < nv) {
+                    nx[j] = *(const uint4 *)(x + (r + 1) * D + (int64_t)c * N);
+                    ndy[j] = *(const uint4 *)(dy + (r + 1) * D + (int64_t)c * N);
+                }
+            }
+        }
+        float mean, rs;
+        norm_row_stats<LN>(st, sb, r, &mean, &rs);
+        float sg = 0.0f, sgx = 0.0f;
+#pragma unroll
+        for (int j = 0; j < VPT; j++) {
+            if ((int)threadIdx.x + j * (int)blockDim.x < nv) {
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    float xhat = (xv[j][k] - mean) * rs;
+                    float g = gv[j][k] * wv[j][k];
+                    sg += g;
+                    sgx += g * xhat;
+                    aw[j][k] += gv[j][k] * xhat;
+                    if (LN) ab[j][k] += gv[j][k];
+                    xv[j][k] = xhat;
+                }
+            }
+        }
+        float mg = LN ? cu_block_sum(sg) / (float)D : 0.0f;
+        float mgx = cu_block_sum(sgx) / (float)D;
+#pragma unroll
+        for (int j = 0; j < VPT; j++) {
+            int c = threadIdx.x + j * blockDim.x;
+            if (c < nv) {
+                float o[N];
+#pragma unroll
+                for (int k = 0; k < N; k++) o[k] = rs * (gv[j][k] * wv[j][k] - mg - xv[j][k] * mgx);
+                cu_store16(dxr + (int64_t)c * N, o);
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < VPT; j++) {
+        int c = threadIdx.x + j * blockDim.x;
+        if (c < nv) {
+            float *pw = part + p * D + (int64_t)c * N;
+#pragma unroll
+            for (int k = 0; k < N; k += 4) *(float4 *)(pw + k) = make_float4(aw[j][k], aw[j][k + 1], aw[j][k + 2], aw[j][k + 3]);
+            if (LN) {
+                float *pb = part + (parts + p) * D + (int64_t)c * N;
+#pragma unroll
+                for (int k = 0; k < N; k += 4)
+                    *(float4 *)(pb + k) = make_float4(ab[j][k], ab[j][k + 1], ab[j][k + 2], ab[j][k + 3]);
+            }
+        }
+    }
 }
 
 // One block per row: g = dy w, xhat = (x - mean) rs;
@@ -213,11 +482,27 @@ static int norm_bwd_launch(stg_cuda *c, const stg_graph *g, const stg_op *o, voi
     const void *w = ptr[o->in[1]], *st = ptr[o->in[2]];
     T *dx = (T *)ptr[o->out[0]];
     void *dw = ptr[o->out[1]], *db = LN ? ptr[o->out[2]] : NULL;
+    int threads = 0, vpt = norm_vpt<T>(D, NORM_BWD_THREADS, &threads);
+    if (vpt && cu_aligned(xp, 16) && cu_aligned(dy, 16) && cu_aligned(dx, 16) && cu_aligned(w, 16) &&
+        cu_aligned(part, 16)) {
+        // One pass: dx and the partial sums together (each thread reads its dy before writing dx).
+        unsigned grid = (unsigned)parts;
+        if (vpt == 1)
+            norm_bwd_vec_kernel<T, 1, LN><<<grid, threads, 0, c->stream>>>(xp, w, wb, st, sb, dy, dx, part, rows, D, parts);
+        else if (vpt == 2)
+            norm_bwd_vec_kernel<T, 2, LN><<<grid, threads, 0, c->stream>>>(xp, w, wb, st, sb, dy, dx, part, rows, D, parts);
+        else
+            norm_bwd_vec_kernel<T, 4, LN><<<grid, threads, 0, c->stream>>>(xp, w, wb, st, sb, dy, dx, part, rows, D, parts);
+        CUDA_LAUNCH_CHECK(err, "norm_bwd_vec_kernel");
+        norm_dw_final_kernel<LN><<<(unsigned)((D + 31) / 32), 1024, 0, c->stream>>>(part, dw, dwb, db, dbb, D, parts);
+        CUDA_LAUNCH_CHECK(err, "norm_dw_final_kernel");
+        return 0;
+    }
     // The weight gradients first: dx may overwrite dy.
     dim3 pg((unsigned)((D + 255) / 256), (unsigned)parts);
     norm_dw_partial_kernel<T, LN><<<pg, 256, 0, c->stream>>>(xp, st, sb, dy, part, rows, D, parts);
     CUDA_LAUNCH_CHECK(err, "norm_dw_partial_kernel");
-    norm_dw_final_kernel<LN><<<(unsigned)((D + 255) / 256), 256, 0, c->stream>>>(part, dw, dwb, db, dbb, D, parts);
+    norm_dw_final_kernel<LN><<<(unsigned)((D + 31) / 32), 1024, 0, c->stream>>>(part, dw, dwb, db, dbb, D, parts);
     CUDA_LAUNCH_CHECK(err, "norm_dw_final_kernel");
     norm_dx_kernel<T, LN><<<(unsigned)rows, cu_row_threads(D, 8), 0, c->stream>>>(xp, w, wb, st, sb, dy, dx, D);
     CUDA_LAUNCH_CHECK(err, "norm_dx_kernel");

@@ -75,6 +75,7 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
         return stg_errf(err, "out of host memory in autodiff");
     }
     int rc = -1;
+    int *gsum_uses = NULL; // per tensor: how many tensors have it as their gradient sum
     for (int i = 0; i < ntf; i++) gsum[i] = -1;
     // which tensors depend on a parameter
     for (int i = 0; i < ntf; i++) needs[i] = g->t[i].cls == STG_CLASS_PARAM;
@@ -130,8 +131,16 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
             if (accumulate(g, gsum, op.in[i], din[i], o, err)) goto done;
         }
     }
-    // parameters: exactly one final gradient each
+    // parameters: exactly one final gradient each. A gradient sum is shared when another tensor's
+    // gradient is the same tensor: count the uses of each (a search per parameter was quadratic).
     int nparams = 0;
+    gsum_uses = calloc((size_t)(g->nt ? g->nt : 1), sizeof(int));
+    if (!gsum_uses) {
+        stg_errf(err, "out of host memory in autodiff");
+        goto done;
+    }
+    for (int q = 0; q < ntf; q++)
+        if (gsum[q] >= 0 && gsum[q] < g->nt) gsum_uses[gsum[q]]++;
     for (int p = 0; p < ntf; p++) {
         if (g->t[p].cls != STG_CLASS_PARAM) continue;
         nparams++;
@@ -140,8 +149,7 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
             goto done;
         }
         int gt = gsum[p];
-        bool shared = g->t[gt].base >= 0 || g->t[gt].cls == STG_CLASS_GRAD || g->t[gt].producer < nf;
-        for (int q = 0; q < ntf && !shared; q++) shared = q != p && gsum[q] == gt;
+        bool shared = g->t[gt].base >= 0 || g->t[gt].cls == STG_CLASS_GRAD || g->t[gt].producer < nf || gsum_uses[gt] > 1;
         char nm[STG_NAME_MAX + 8];
         snprintf(nm, sizeof nm, "%s.grad", g->t[p].name);
         nm[STG_NAME_MAX - 1] = 0;
@@ -219,6 +227,7 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
     graph_classify(g);
     rc = 0;
 done:
+    free(gsum_uses);
     free(gsum);
     free(needs);
     free(no_decay);

@@ -109,12 +109,25 @@ const char *graph_intern(stg_graph *g, const char *s, stg_err *err) {
     return c;
 }
 
+int graph_shape_check(const char *name, int ndim, const int64_t *shape, stg_loc loc, stg_err *err) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return stg_errf_at(err, loc, "tensor '%s' has a negative size %lld in dim %d", name, (long long)shape[i], i);
+        if (__builtin_mul_overflow(n, shape[i], &n) || n > STG_MAX_NUMEL)
+            return stg_errf_at(err, loc, "tensor '%s' would have more than 2^36 = %lld elements; sizes that large are not supported",
+                               name, (long long)STG_MAX_NUMEL);
+    }
+    return 0;
+}
+
 int graph_add_tensor(stg_graph *g, const char *name, int ndim, const int64_t *shape, stg_dtype dt,
                      stg_tclass cls, stg_loc loc, stg_err *err) {
     if (ndim < 0 || ndim > STG_MAX_DIMS)
         return stg_errf_at(err, loc, "tensor '%s' has %d dims; at most %d are supported", name, ndim, STG_MAX_DIMS);
     if (strlen(name) >= STG_NAME_MAX)
         return stg_errf_at(err, loc, "name '%.40s...' is longer than %d characters", name, STG_NAME_MAX - 1);
+    if (g->nt >= STG_MAX_TENSORS) return stg_errf_at(err, loc, "more than %d tensors in one graph", STG_MAX_TENSORS);
+    if (graph_shape_check(name, ndim, shape, loc, err)) return -1;
     if (g->nt == g->cap_t) {
         int cap = g->cap_t ? g->cap_t * 2 : 256;
         stg_tensor *nt = stg_realloc(g->t, sizeof *nt * (size_t)cap, err);
@@ -204,6 +217,9 @@ int graph_add_op(stg_graph *g, stg_op_kind kind, const int *in, int n_in, const 
         for (int k = 0; k < t->ndim; k++)
             if (t->shape[k] <= 0)
                 return stg_errf_at(err, loc, "%s: output '%s' would have a non-positive size in dim %d", d->name, t->name, k);
+        if (t->ndim < 0 || t->ndim > STG_MAX_DIMS)
+            return stg_errf_at(err, loc, "%s: output '%s' would have %d dims; at most %d are supported", d->name, t->name, t->ndim, STG_MAX_DIMS);
+        if (graph_shape_check(t->name, t->ndim, t->shape, loc, err)) return -1;
         if (out_ids) out_ids[o] = g->ops[id].out[o];
     }
     return id;

@@ -16,6 +16,10 @@
 #define STG_MAX_DIMS 6
 #define STG_MAX_OUT 3
 #define STG_NAME_MAX 96
+// Limits that keep sizes far from int64 overflow (every byte count, and the planner's sums over all
+// tensors, stay below 2^62): elements of one tensor, and tensors in one graph.
+#define STG_MAX_NUMEL (INT64_C(1) << 36)
+#define STG_MAX_TENSORS (1 << 22)
 
 typedef enum stg_dtype { STG_F32, STG_BF16, STG_F64, STG_I32, STG_DTYPE_COUNT } stg_dtype;
 
@@ -162,6 +166,8 @@ const char *graph_intern(stg_graph *g, const char *s, stg_err *err);
 // Adds a tensor; returns its id or -1.
 int graph_add_tensor(stg_graph *g, const char *name, int ndim, const int64_t *shape, stg_dtype dt,
                      stg_tclass cls, stg_loc loc, stg_err *err);
+// Fails unless every size is >= 0 and the element count is at most STG_MAX_NUMEL (no overflow).
+int graph_shape_check(const char *name, int ndim, const int64_t *shape, stg_loc loc, stg_err *err);
 // Finds a tensor by exact name; -1 when absent.
 int graph_find_tensor(const stg_graph *g, const char *name);
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 #include "graph/expr.h"
@@ -18,7 +19,12 @@
 #define MAX_VARS 8
 #define MAX_ITEMS_NEST 16
 #define MAX_FILE_BYTES (16 << 20)
-#define MAX_TENSORS 1000000
+// Limits that keep hostile model files cheap to reject (each has a message naming it):
+#define MAX_OPS 30000           // ops in the forward graph, repeats expanded
+#define MAX_STATEMENTS 300000   // statements executed, repeats expanded (also counts ones making no op)
+#define MAX_CALL_NEST 64        // op calls nested inside one statement: f(g(h(...)))
+#define MAX_DIM_DECLS 1000      // distinct dims
+#define MAX_DIM_DEPTH 100       // dims defined through other dims: a: b, b: c, ...
 
 typedef struct {
     yaml_document_t doc;
@@ -67,6 +73,11 @@ typedef struct {
     int nopts;
     sym *syms;
     int nsyms, capsyms;
+    int *symhash;  // open addressing over syms by name: index + 1, 0 for an empty slot
+    int hashcap;   // a power of two, at least twice nsyms
+    int nstatements;
+    int call_nest;
+    int dim_depth;
     loopvar vars[MAX_VARS];
     int nvars;
     char scope[STG_NAME_MAX];
@@ -117,9 +128,15 @@ static int dim_lookup(void *ctx, const char *name, int64_t *val, stg_err *err);
 static int eval_dim(L *l, dimdef *dd) {
     if (dd->state == 2) return 0;
     if (dd->state == 1) return stg_errf_at(l->err, dd->loc, "dim '%s' depends on itself", dd->name);
+    if (l->dim_depth >= MAX_DIM_DEPTH)
+        return stg_errf_at(l->err, dd->loc, "dim '%s' is defined through a chain of more than %d other dims", dd->name,
+                           MAX_DIM_DEPTH);
     dd->state = 1;
     int64_t v;
-    if (expr_eval_int(dd->text, dd->len, dim_lookup, l, dd->loc, &v, l->err)) {
+    l->dim_depth++;
+    int r = expr_eval_int(dd->text, dd->len, dim_lookup, l, dd->loc, &v, l->err);
+    l->dim_depth--;
+    if (r) {
         dd->state = 0;
         return -1;
     }
@@ -155,6 +172,7 @@ static int set_dim(L *l, const char *name, const char *text, size_t len, stg_loc
     if (strlen(name) >= 64) return stg_errf_at(l->err, loc, "dim name '%.40s...' is too long", name);
     dimdef *dd = find_dim(l, name);
     if (!dd) {
+        if (l->ndims >= MAX_DIM_DECLS) return stg_errf_at(l->err, loc, "more than %d dims; expected a model's few named sizes", MAX_DIM_DECLS);
         dimdef *nd = stg_realloc(l->dims, sizeof *nd * (size_t)(l->ndims + 1), l->err);
         if (!nd) return -1;
         l->dims = nd;
@@ -284,6 +302,17 @@ static int parse_yaml(L *l, const char *text, size_t len, const char *file, int 
 static int read_file(const char *path, char **text, size_t *len, stg_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return stg_errf(err, "%s: cannot open the model file: %s", path, strerror(errno));
+    // Only regular files: a FIFO or a device (an include of /dev/stdin, /dev/zero) would block or
+    // never end.
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return stg_errf(err, "%s: not a regular file; expected a model file", path);
+    }
+    if (st.st_size > MAX_FILE_BYTES) {
+        fclose(f);
+        return stg_errf(err, "%s: larger than %d MiB; not a model file", path, MAX_FILE_BYTES >> 20);
+    }
     char *buf = NULL;
     size_t n = 0, cap = 0;
     for (;;) {
@@ -490,10 +519,27 @@ static int expect(S *s, char c, const char *what) {
     return serr(s, s->i, "expected '%s' %s", cs, what);
 }
 
+// Names are bound once each (a rebinding updates its sym), so a hash of name -> sym finds them in
+// constant time: a linear search made large repeat counts quadratic.
+static uint32_t sym_hash(const char *s) {
+    uint32_t h = 2166136261u; // FNV-1a
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
 static sym *find_sym(L *l, const char *name) {
-    for (int i = l->nsyms - 1; i >= 0; i--)
-        if (strcmp(l->syms[i].name, name) == 0) return &l->syms[i];
-    return NULL;
+    if (!l->hashcap) return NULL;
+    for (uint32_t i = sym_hash(name) & (uint32_t)(l->hashcap - 1);; i = (i + 1) & (uint32_t)(l->hashcap - 1)) {
+        int k = l->symhash[i];
+        if (!k) return NULL;
+        if (strcmp(l->syms[k - 1].name, name) == 0) return &l->syms[k - 1];
+    }
+}
+
+static void sym_hash_put(L *l, int idx) {
+    uint32_t i = sym_hash(l->syms[idx].name) & (uint32_t)(l->hashcap - 1);
+    while (l->symhash[i]) i = (i + 1) & (uint32_t)(l->hashcap - 1);
+    l->symhash[i] = idx + 1;
 }
 
 static int bind(L *l, const char *name, int tensor, bool param, stg_loc loc) {
@@ -520,8 +566,18 @@ static int bind(L *l, const char *name, int tensor, bool param, stg_loc loc) {
         l->syms = ns;
         l->capsyms = cap;
     }
+    if (2 * (l->nsyms + 1) > l->hashcap) {
+        int hc = l->hashcap ? l->hashcap * 2 : 512;
+        int *nh = stg_calloc((size_t)hc, sizeof *nh, l->err);
+        if (!nh) return -1;
+        free(l->symhash);
+        l->symhash = nh;
+        l->hashcap = hc;
+        for (int i = 0; i < l->nsyms; i++) sym_hash_put(l, i);
+    }
     y = &l->syms[l->nsyms++];
     snprintf(y->name, sizeof y->name, "%s", name);
+    sym_hash_put(l, l->nsyms - 1);
     y->tensor = tensor;
     y->version = 0;
     memcpy(y->scope, l->scope, sizeof y->scope);
@@ -606,7 +662,12 @@ static int parse_attr(S *s, const stg_op_def *def, const char *key, size_t key_a
             int64_t v;
             if (expr_eval_int(s->s + b, q - b, dim_lookup, s->l, sloc(s, b), &v, s->l->err)) return -1;
             if (v <= 0 && v != -1) return serr(s, b, "shape sizes must be positive%s%s", NULL, NULL);
+            if (v > STG_MAX_NUMEL) return serr(s, b, "shape size too large%s%s", NULL, NULL);
             r->shape[r->ndim++] = v;
+            int64_t prod = 1;
+            for (int i = 0; i < r->ndim; i++)
+                if (r->shape[i] > 0 && (__builtin_mul_overflow(prod, r->shape[i], &prod) || prod > STG_MAX_NUMEL))
+                    return serr(s, b, "the shape has more than 2^36 elements%s%s", NULL, NULL);
             s->i = q;
             if (peek(s, ',')) s->i++;
         }
@@ -620,8 +681,20 @@ static int parse_attr(S *s, const stg_op_def *def, const char *key, size_t key_a
 
 static int parse_value(S *s, const char *target, int *out);
 
-// op(args...) starting at the op name; `target` names the result.
+static int parse_call_body(S *s, const char *opname, size_t name_at, const char *target, int *outs, int *n_out);
+
+// op(args...) starting at the op name; `target` names the result. Calls nest (an argument may be a
+// call), at most MAX_CALL_NEST deep: each level takes stack.
 static int parse_call(S *s, const char *opname, size_t name_at, const char *target, int *outs, int *n_out) {
+    if (s->l->call_nest >= MAX_CALL_NEST)
+        return serr(s, name_at, "op calls nest more than %s deep in one statement; split it into several statements%s", "64", NULL);
+    s->l->call_nest++;
+    int r = parse_call_body(s, opname, name_at, target, outs, n_out);
+    s->l->call_nest--;
+    return r;
+}
+
+static int parse_call_body(S *s, const char *opname, size_t name_at, const char *target, int *outs, int *n_out) {
     L *l = s->l;
     int kind = ops_lookup(opname);
     if (kind < 0) {
@@ -678,7 +751,8 @@ static int parse_call(S *s, const char *opname, size_t name_at, const char *targ
             return serr(s, name_at, "%s%s", msg, NULL);
         }
     if (!def->grad) return serr(s, name_at, "'%s' is a backward or optimizer op; model files declare the forward graph only%s", opname, NULL);
-    if (l->g->nt > MAX_TENSORS) return serr(s, name_at, "the model has more than a million tensors%s%s", NULL, NULL);
+    if (l->g->nops >= MAX_OPS)
+        return serr(s, name_at, "the forward graph has more than %s ops (repeats expanded); check the repeat counts%s", "30000", NULL);
     int id = graph_add_op(l->g, (stg_op_kind)kind, in, n_in, &a, STG_PHASE_FORWARD, target, sloc(s, name_at), outs, l->err);
     if (id < 0) return -1;
     *n_out = def->n_out;
@@ -754,7 +828,16 @@ static int parse_param(S *s) {
     return bind(l, name, t, true, sloc(s, at));
 }
 
+// Counts one statement (or one repeat iteration) against MAX_STATEMENTS: repeat counts multiply,
+// so without this a few nested repeats of statements that make no op would run for ages.
+static int count_statement(L *l, ydoc *d, yaml_node_t *n) {
+    if (++l->nstatements <= MAX_STATEMENTS) return 0;
+    return stg_errf_at(l->err, node_loc(d, n), "the graph expands to more than %d statements (repeats expanded); check the repeat counts",
+                       MAX_STATEMENTS);
+}
+
 static int statement(L *l, ydoc *d, yaml_node_t *n) {
+    if (count_statement(l, d, n)) return -1;
     S s = {l, d, n, sval(n), n->data.scalar.length, 0, ""};
     sws(&s);
     if (s.len - s.i > 6 && strncmp(s.s + s.i, "param", 5) == 0 && isspace((unsigned char)s.s[s.i + 5])) {
@@ -848,6 +931,7 @@ static int repeat_block(L *l, ydoc *d, yaml_node_t *m) {
     int vi = l->nvars++;
     snprintf(l->vars[vi].name, sizeof l->vars[vi].name, "%s", as ? sval(as) : "_");
     for (int64_t i = 0; i < n; i++) {
+        if (count_statement(l, d, m)) return -1;
         l->vars[vi].value = i;
         if (scope) {
             S s = {l, d, scope, sval(scope), scope->data.scalar.length, 0, ""};
@@ -956,6 +1040,7 @@ static void cleanup(L *l) {
         if (l->docs[i].loaded) yaml_document_delete(&l->docs[i].doc);
     free(l->dims);
     free(l->syms);
+    free(l->symhash);
 }
 
 static int finish(L *l, const stg_load_opts *o) {
@@ -1006,6 +1091,7 @@ static int load(const char *path, const char *text, size_t len, const stg_load_o
     L l;
     memset(&l, 0, sizeof l);
     l.err = err;
+    if (text && len > MAX_FILE_BYTES) return stg_errf(err, "%s: larger than %d MiB; not a model file", path, MAX_FILE_BYTES >> 20);
     l.g = graph_new(o ? o->precision : STG_PREC_FP32, err);
     if (!l.g) return -1;
     int r = text ? load_doc(&l, text, len, path) : load_path(&l, path);

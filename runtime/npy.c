@@ -397,6 +397,9 @@ int rt_npy_parse(const void *buf, size_t len, rt_npy_info *out, stg_err *err) {
     } else {
         return stg_errf(err, ".npy: unsupported format version %d.%d (supported: 1.0, 2.0, 3.0)", major, minor);
     }
+    if (hlen > RT_NPY_MAX_HEADER)
+        return stg_errf(err, ".npy: header length %zu exceeds the limit of %u bytes (a header is a short dict)", hlen,
+                        RT_NPY_MAX_HEADER);
     if (hlen > len - pre)
         return stg_errf(err, ".npy: truncated header: header length %zu needs %zu bytes, the file has %zu",
                         hlen, pre + hlen, len);

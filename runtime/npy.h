@@ -76,6 +76,8 @@ void rt_afile_abort(rt_afile *f);
 // ---- .npy ------------------------------------------------------------------------------------
 
 #define RT_NPY_MAX_DIMS 32
+// The reader refuses longer header dicts (numpy writes a few hundred bytes; its reader stops at 10,000).
+#define RT_NPY_MAX_HEADER 1000000u
 
 typedef struct rt_npy_info {
     rt_dtype dtype;

@@ -385,10 +385,10 @@ static void test_npy_corrupt(void **state) {
     b = make_npy(1, "", 0, 0, &len);
     expect_npy_error(b, len, "header length is 0");
     free(b);
-    // header length pointing past the end (v2: a 4 GiB header)
+    // header length pointing past the end (v2: a 4 GiB header): over the header limit
     b = make_npy(2, good, 1, 24, &len);
     b[11] = 0xff;
-    expect_npy_error(b, len, "truncated header");
+    expect_npy_error(b, len, "exceeds the limit");
     free(b);
 
     // bad dicts

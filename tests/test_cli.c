@@ -158,10 +158,37 @@ static void test_happy_paths(void **s) {
     assert_int_not_equal(stg(out, sizeof out, "%s", cmd), 0);
 }
 
+// stg bench on the CPU: several --what values in one process, one JSON line each, with every
+// iteration's time (warm-up ones first) in times_ms.
+static void test_bench_json(void **s) {
+    char out[65536];
+    int rc = stg(out, sizeof out, "bench models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --what forward,step --warmup 2 --iters 3 --json");
+    if (rc != 0) fail_msg("%s", out);
+    const char *fwd = strstr(out, "\"what\": \"forward\"");
+    const char *step = strstr(out, "\"what\": \"step\"");
+    assert_non_null(fwd);
+    assert_non_null(step);
+    assert_true(fwd < step); // in the order given
+    assert_null(strstr(out, "forward-backward"));
+    for (const char *line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        const char *t = strstr(line, "\"times_ms\": [");
+        const char *nl = strchr(line, '\n');
+        assert_non_null(t);
+        assert_true(!nl || t < nl);
+        int n = 1; // count the list's elements: warm-up + timed
+        for (const char *c = t + 13; *c && *c != ']'; c++) n += *c == ',';
+        assert_int_equal(n, 5);
+        assert_non_null(strstr(line, "\"submit_ms\": ["));
+    }
+    expect_fail("'step' is named twice", "bench models/tiny.yaml --device cpu --what %s", "step,step");
+    expect_fail("--what 'backward'", "bench models/tiny.yaml --device cpu --what %s", "backward");
+    expect_fail("--what 'forward,'", "bench models/tiny.yaml --device cpu --what %s", "forward,");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_command_lines), cmocka_unit_test(test_bad_model_file),
-        cmocka_unit_test(test_output_not_clobbered), cmocka_unit_test(test_happy_paths),
+        cmocka_unit_test(test_output_not_clobbered), cmocka_unit_test(test_happy_paths), cmocka_unit_test(test_bench_json),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

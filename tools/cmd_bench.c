@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ops/registry.h"
 #include "planner/budget.h"
@@ -22,15 +23,62 @@ static int cmp_double(const void *a, const void *b) {
 
 static const char *usage =
     "usage: stg bench MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
-    "       [--exec graph|eager] [--what forward|forward-backward|step] [--warmup N] [--iters N] [--tf32] [--json]\n"
+    "       [--exec graph|eager] [--what forward|forward-backward|step[,...]] [--warmup N] [--iters N] [--tf32] [--json]\n"
+    "       [--what A,B,...]  measure several in one process, in the order given (one report each)\n"
     "       [--profile]     device time per op kind\n"
     "       [--memory-budget BYTES|auto]  recompute activations so the step fits\n"
     "       [--real-init]   (default: parameters filled on the device with a constant; timing does not depend on them)\n";
 
+static double now_ms(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0; // CLOCK_MONOTONIC is always there (POSIX)
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+#define BENCH_MAX_WHAT 3
+
+// Parses "forward,step,..." into phase masks; prints the error and returns -1.
+static int parse_what(const char *v, unsigned *masks, const char **names, int *n) {
+    static const char *const known[] = {"forward", "forward-backward", "step"};
+    static const unsigned kmask[] = {RT_PHASE_FORWARD, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, RT_PHASE_ALL};
+    *n = 0;
+    const char *s = v;
+    for (;;) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        int k = -1;
+        for (int j = 0; j < 3; j++)
+            if (strlen(known[j]) == len && strncmp(s, known[j], len) == 0) k = j;
+        if (k < 0) {
+            fprintf(stderr, "stg bench: --what '%s': expected forward, forward-backward or step (or several, comma-separated)\n", v);
+            return -1;
+        }
+        for (int j = 0; j < *n; j++)
+            if (masks[j] == kmask[k]) {
+                fprintf(stderr, "stg bench: --what '%s': '%s' is named twice\n", v, known[k]);
+                return -1;
+            }
+        masks[*n] = kmask[k];
+        names[(*n)++] = known[k];
+        if (!e) return 0;
+        s = e + 1;
+    }
+}
+
+static void print_list(const double *x, int64_t n) {
+    putchar('[');
+    for (int64_t i = 0; i < n; i++) printf(i ? ", %.4f" : "%.4f", x[i]);
+    putchar(']');
+}
+
 int cmd_bench(int argc, char **argv) {
+    double t_start = now_ms();
     cli_model_opts m;
     cli_model_opts_init(&m);
-    const char *device = NULL, *what = "step";
+    const char *device = NULL;
+    unsigned masks[BENCH_MAX_WHAT] = {RT_PHASE_ALL};
+    const char *whats[BENCH_MAX_WHAT] = {"step"};
+    int nwhat = 1;
     bool eager = false, json = false, tf32 = false, fast_init = true, profile = false;
     int64_t warmup = 5, iters = 10;
     for (int i = 1; i < argc; i++) {
@@ -52,11 +100,7 @@ int cmd_bench(int argc, char **argv) {
             }
             eager = strcmp(v, "eager") == 0;
         } else if (strcmp(a, "--what") == 0) {
-            if (!(what = cli_value(argc, argv, &i))) return 2;
-            if (strcmp(what, "forward") && strcmp(what, "forward-backward") && strcmp(what, "step")) {
-                fprintf(stderr, "stg bench: --what '%s': expected forward, forward-backward or step\n", what);
-                return 2;
-            }
+            if (!(v = cli_value(argc, argv, &i)) || parse_what(v, masks, whats, &nwhat)) return 2;
         } else if (strcmp(a, "--warmup") == 0) {
             if (!(v = cli_value(argc, argv, &i)) || cli_int(a, v, 0, 100000, &warmup)) return 2;
         } else if (strcmp(a, "--iters") == 0) {
@@ -71,23 +115,30 @@ int cmd_bench(int argc, char **argv) {
         fputs(usage, stderr);
         return 2;
     }
-    unsigned mask = strcmp(what, "forward") == 0 ? RT_PHASE_FORWARD
-                    : strcmp(what, "forward-backward") == 0 ? RT_PHASE_FORWARD | RT_PHASE_BACKWARD
-                                                            : RT_PHASE_ALL;
+    double t0 = now_ms();
     rt_backend *b = cli_open_backend(device, m.precision, tf32);
     if (!b) return 2;
+    double backend_ms = now_ms() - t0;
     stg_graph *g = cli_build(&m);
     stg_plan *p = NULL;
     rt_exec *e = NULL;
     rt_feed *f = NULL;
-    double *ms = NULL;
+    double *ms = NULL, *all = NULL, *host = NULL;
     stg_err err;
     int rc = 1;
     if (!g) goto out;
     stg_budget_report brep;
     if (cli_plan(&m, g, b, &p, &brep)) goto out;
-    if (cli_check_fit(&m, g, p, b)) goto out;
-    rt_exec_opts eo = {false, false, !eager};
+    int64_t free_before = b->ops->mem_free(b);
+    if (cli_check_fit(&m, g, p, b)) {
+        if (json) // the refusal as data: the plan says beforehand that the step will not fit
+            printf("{\"model\": \"%s\", \"precision\": \"%s\", \"what\": \"%s\", \"batch\": %lld, \"ctx\": %lld, \"fits\": false, "
+                   "\"planned_bytes\": %lld, \"free_bytes\": %lld}\n",
+                   g->name, stg_precision_name(g->precision), whats[0], (long long)graph_dim(g, "batch", &(bool){0}),
+                   (long long)graph_dim(g, "ctx", &(bool){0}), (long long)p->peak_bytes, (long long)free_before);
+        goto out;
+    }
+    rt_exec_opts eo = {.graph = !eager};
     rt_rng rng;
     rt_rng_seed(&rng, 1);
     if (rt_exec_new(g, p, b, &eo, &e, &err) || (fast_init ? rt_exec_init_params_fast(e, &err) : rt_exec_init_params(e, 0, &err)) || rt_exec_set_steps_done(e, 0, &err) ||
@@ -95,101 +146,123 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "stg bench: %s\n", err.msg);
         goto out;
     }
+    double setup_ms = now_ms() - t_start;
     ms = calloc((size_t)iters, sizeof *ms);
-    if (!ms) goto out;
-    double first_ms = 0;
-    for (int64_t i = 0; i < warmup + iters; i++) {
-        double t;
-        if (b->ops->timer_mark(b, 0, &err) || rt_exec_submit(e, mask, &err) || b->ops->timer_mark(b, 1, &err) ||
-            rt_exec_collect(e, NULL, &err) || b->ops->elapsed_ms(b, &t, &err)) {
-            fprintf(stderr, "stg bench: iteration %lld: %s\n", (long long)i, err.msg);
-            goto out;
+    all = calloc((size_t)(warmup + iters), sizeof *all);
+    host = calloc((size_t)(warmup + iters), sizeof *host);
+    if (!ms || !all || !host) {
+        fprintf(stderr, "stg bench: out of memory\n");
+        goto out;
+    }
+    for (int w = 0; w < nwhat; w++) {
+        unsigned mask = masks[w];
+        const char *what = whats[w];
+        for (int64_t i = 0; i < warmup + iters; i++) {
+            double t, h0 = now_ms();
+            if (b->ops->timer_mark(b, 0, &err) || rt_exec_submit(e, mask, &err) || (host[i] = now_ms() - h0, 0) ||
+                b->ops->timer_mark(b, 1, &err) || rt_exec_collect(e, NULL, &err) || b->ops->elapsed_ms(b, &t, &err)) {
+                fprintf(stderr, "stg bench: %s, iteration %lld: %s\n", what, (long long)i, err.msg);
+                goto out;
+            }
+            all[i] = t;
+            if (i >= warmup) ms[i - warmup] = t;
         }
-        if (i == 0) first_ms = t;
-        if (i >= warmup) ms[i - warmup] = t;
-    }
-    double sum = 0, sq = 0;
-    for (int64_t i = 0; i < iters; i++) sum += ms[i];
-    double mean = sum / (double)iters;
-    for (int64_t i = 0; i < iters; i++) sq += (ms[i] - mean) * (ms[i] - mean);
-    double sd = iters > 1 ? sqrt(sq / (double)(iters - 1)) : 0;
-    qsort(ms, (size_t)iters, sizeof *ms, cmp_double);
-    double med = iters % 2 ? ms[iters / 2] : 0.5 * (ms[iters / 2 - 1] + ms[iters / 2]);
-    // FLOPs: the graph's own count of what runs, and the peers' model-FLOPs convention
-    // (6·params·tokens + 12·layers·batch·ctx²·d_model per step, /3 for forward, 2/3 for fwd+bwd).
-    double gflops = 0;
-    for (int s = 0; s < g->nsched; s++)
-        if (mask & (1u << g->ops[g->schedule[s]].phase)) gflops += graph_op_flops(g, g->schedule[s]);
-    bool f1, f2, f3, f4, f5;
-    double B = (double)graph_dim(g, "batch", &f1), S = (double)graph_dim(g, "ctx", &f2), L = (double)graph_dim(g, "n_layers", &f3),
-           D = (double)graph_dim(g, "d_model", &f4);
-    (void)graph_dim(g, "vocab", &f5);
-    double tokens = (f1 && f2) ? B * S : (double)rt_feed_tokens_per_batch(f);
-    double mflops = -1;
-    if (f1 && f2 && f3 && f4) {
-        mflops = 6.0 * (double)graph_param_count(g) * B * S + 12.0 * L * B * S * S * D;
-        mflops *= mask == RT_PHASE_FORWARD ? 1.0 / 3 : mask == (RT_PHASE_FORWARD | RT_PHASE_BACKWARD) ? 1.0 : 1.0;
-    }
-    double peak = 0;
-    const char *devname = b->ops->name;
+        double first_ms = all[0];
+        int64_t free_after = b->ops->mem_free(b);
+        double sum = 0, sq = 0;
+        for (int64_t i = 0; i < iters; i++) sum += ms[i];
+        double mean = sum / (double)iters;
+        for (int64_t i = 0; i < iters; i++) sq += (ms[i] - mean) * (ms[i] - mean);
+        double sd = iters > 1 ? sqrt(sq / (double)(iters - 1)) : 0;
+        qsort(ms, (size_t)iters, sizeof *ms, cmp_double);
+        double med = iters % 2 ? ms[iters / 2] : 0.5 * (ms[iters / 2 - 1] + ms[iters / 2]);
+        // FLOPs: the graph's own count of what runs, and the peers' model-FLOPs convention
+        // (6·params·tokens + 12·layers·batch·ctx²·d_model per step, /3 for forward, 2/3 for fwd+bwd).
+        double gflops = 0;
+        for (int s = 0; s < g->nsched; s++)
+            if (mask & (1u << g->ops[g->schedule[s]].phase)) gflops += graph_op_flops(g, g->schedule[s]);
+        bool f1, f2, f3, f4, f5;
+        double B = (double)graph_dim(g, "batch", &f1), S = (double)graph_dim(g, "ctx", &f2), L = (double)graph_dim(g, "n_layers", &f3),
+               D = (double)graph_dim(g, "d_model", &f4);
+        (void)graph_dim(g, "vocab", &f5);
+        double tokens = (f1 && f2) ? B * S : (double)rt_feed_tokens_per_batch(f);
+        double mflops = -1;
+        if (f1 && f2 && f3 && f4) {
+            mflops = 6.0 * (double)graph_param_count(g) * B * S + 12.0 * L * B * S * S * D;
+            mflops *= mask == RT_PHASE_FORWARD ? 1.0 / 3 : mask == (RT_PHASE_FORWARD | RT_PHASE_BACKWARD) ? 1.0 : 1.0;
+        }
+        double peak = 0;
+        const char *devname = b->ops->name;
 #ifdef STG_HAVE_CUDA
-    if (strcmp(b->ops->name, "cuda") == 0) {
-        peak = cuda_peak_tflops(rt_backend_cuda_context(b), g->precision);
-        devname = cuda_device_name(rt_backend_cuda_context(b));
-    }
+        if (strcmp(b->ops->name, "cuda") == 0) {
+            peak = cuda_peak_tflops(rt_backend_cuda_context(b), g->precision);
+            devname = cuda_device_name(rt_backend_cuda_context(b));
+        }
 #endif
-    double tflops = mflops > 0 ? mflops / (med * 1e-3) / 1e12 : gflops / (med * 1e-3) / 1e12;
-    int64_t measured = rt_exec_measured_bytes(e);
-    if (json) {
-        printf("{\"model\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"attention\": \"%s\", \"exec\": \"%s\", \"what\": \"%s\", "
-               "\"batch\": %g, \"ctx\": %g, \"params\": %lld, \"warmup\": %lld, \"iters\": %lld, \"first_ms\": %.4f, \"mean_ms\": %.4f, "
-               "\"std_ms\": %.4f, \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"tokens_per_s\": %.1f, \"graph_flops\": %.6g, "
-               "\"model_flops\": %.6g, \"tflops\": %.2f, \"mfu\": %.4f, \"planned_bytes\": %lld, \"measured_bytes\": %lld, "
-               "\"recomputed\": %d, \"extra_flops\": %.6g}\n",
-               g->name, devname, stg_precision_name(g->precision), graph_option(g, "attention") ? graph_option(g, "attention") : "",
-               eager || !b->ops->capture_begin ? "eager" : "graph", what, f1 ? B : 0, f2 ? S : 0, (long long)graph_param_count(g), (long long)warmup,
-               (long long)iters, first_ms, mean, sd, med, ms[0], ms[iters - 1], tokens / (med * 1e-3), gflops, mflops, tflops,
-               peak > 0 ? tflops / peak : 0, (long long)p->peak_bytes, (long long)measured, brep.n_recomputed, brep.extra_flops);
-    } else {
-        printf("%s on %s: %s, %s attention, %s, %s; batch %g ctx %g\n", g->name, devname, stg_precision_name(g->precision),
-               graph_option(g, "attention") ? graph_option(g, "attention") : "-", eager || !b->ops->capture_begin ? "eager launch" : "graph replay", what,
-               f1 ? B : 0, f2 ? S : 0);
-        printf("  %lld iterations after %lld warm-up (the first took %.2f ms)\n", (long long)iters, (long long)warmup, first_ms);
-        printf("  time      mean %.3f ms +- %.3f, median %.3f, min %.3f, max %.3f\n", mean, sd, med, ms[0], ms[iters - 1]);
-        printf("  speed     %.0f tokens/s, %.1f TFLOP/s", tokens / (med * 1e-3), tflops);
-        if (peak > 0) printf(" (MFU %.1f%% of %.0f)", 100 * tflops / peak, peak);
-        printf("\n  memory    planned %.3f GiB", (double)p->peak_bytes / (1 << 30));
-        if (measured >= 0) printf(", measured %.3f GiB (%+.2f%%)", (double)measured / (1 << 30), 100.0 * ((double)measured / (double)p->peak_bytes - 1));
-        printf("\n");
-    }
-    if (profile) { // device time per op kind (eager, one mark around every op)
-        double *pm = calloc((size_t)g->nsched, sizeof *pm), bykind[STG_OP_COUNT] = {0}, total = 0;
-        int count[STG_OP_COUNT] = {0};
-        if (!pm || rt_exec_profile(e, mask, pm, &err)) {
-            fprintf(stderr, "stg bench: --profile: %s\n", pm ? err.msg : "out of memory");
+        double tflops = mflops > 0 ? mflops / (med * 1e-3) / 1e12 : gflops / (med * 1e-3) / 1e12;
+        int64_t measured = rt_exec_measured_bytes(e);
+        // Device bytes the process gained from before the executor's allocation to the end of these
+        // runs: the plan's regions plus what running adds (captured graphs, lazily loaded kernels).
+        int64_t grown = free_before >= 0 && free_after >= 0 ? free_before - free_after : -1;
+        if (json) {
+            printf("{\"model\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"attention\": \"%s\", \"exec\": \"%s\", \"what\": \"%s\", "
+                   "\"batch\": %g, \"ctx\": %g, \"params\": %lld, \"warmup\": %lld, \"iters\": %lld, \"first_ms\": %.4f, \"mean_ms\": %.4f, "
+                   "\"std_ms\": %.4f, \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"tokens_per_s\": %.1f, \"graph_flops\": %.6g, "
+                   "\"model_flops\": %.6g, \"tflops\": %.2f, \"mfu\": %.4f, \"planned_bytes\": %lld, \"measured_bytes\": %lld, "
+                   "\"recomputed\": %d, \"extra_flops\": %.6g, \"bytes_after_runs\": %lld, \"backend_ms\": %.3f, \"setup_ms\": %.3f, \"times_ms\": ",
+                   g->name, devname, stg_precision_name(g->precision), graph_option(g, "attention") ? graph_option(g, "attention") : "",
+                   eager || !b->ops->capture_begin ? "eager" : "graph", what, f1 ? B : 0, f2 ? S : 0, (long long)graph_param_count(g), (long long)warmup,
+                   (long long)iters, first_ms, mean, sd, med, ms[0], ms[iters - 1], tokens / (med * 1e-3), gflops, mflops, tflops,
+                   peak > 0 ? tflops / peak : 0, (long long)p->peak_bytes, (long long)measured, brep.n_recomputed, brep.extra_flops,
+                   (long long)grown, backend_ms, setup_ms);
+            print_list(all, warmup + iters);
+            printf(", \"submit_ms\": ");
+            print_list(host, warmup + iters);
+            printf("}\n");
+        } else {
+            printf("%s on %s: %s, %s attention, %s, %s; batch %g ctx %g\n", g->name, devname, stg_precision_name(g->precision),
+                   graph_option(g, "attention") ? graph_option(g, "attention") : "-", eager || !b->ops->capture_begin ? "eager launch" : "graph replay", what,
+                   f1 ? B : 0, f2 ? S : 0);
+            printf("  %lld iterations after %lld warm-up (the first took %.2f ms)\n", (long long)iters, (long long)warmup, first_ms);
+            printf("  time      mean %.3f ms +- %.3f, median %.3f, min %.3f, max %.3f\n", mean, sd, med, ms[0], ms[iters - 1]);
+            printf("  speed     %.0f tokens/s, %.1f TFLOP/s", tokens / (med * 1e-3), tflops);
+            if (peak > 0) printf(" (MFU %.1f%% of %.0f)", 100 * tflops / peak, peak);
+            printf("\n  memory    planned %.3f GiB", (double)p->peak_bytes / (1 << 30));
+            if (measured >= 0) printf(", measured %.3f GiB (%+.2f%%)", (double)measured / (1 << 30), 100.0 * ((double)measured / (double)p->peak_bytes - 1));
+            printf("\n");
+        }
+        if (profile) { // device time per op kind (eager, one mark around every op)
+            double *pm = calloc((size_t)g->nsched, sizeof *pm), bykind[STG_OP_COUNT] = {0}, total = 0;
+            int count[STG_OP_COUNT] = {0};
+            if (!pm || rt_exec_profile(e, mask, pm, &err)) {
+                fprintf(stderr, "stg bench: --profile: %s\n", pm ? err.msg : "out of memory");
+                free(pm);
+                goto out;
+            }
+            for (int s = 0; s < g->nsched; s++) {
+                stg_op_kind k = g->ops[g->schedule[s]].kind;
+                bykind[k] += pm[s];
+                count[k] += pm[s] > 0;
+                total += pm[s];
+            }
+            printf("  profile   %.3f ms of device time in %d ops (one eager run, a mark around every op)\n", total, g->nsched);
+            for (int n = 0; n < STG_OP_COUNT; n++) {
+                int best = -1;
+                for (int k = 0; k < STG_OP_COUNT; k++)
+                    if (bykind[k] > 0 && (best < 0 || bykind[k] > bykind[best])) best = k;
+                if (best < 0) break;
+                printf("            %6.2f%% %9.3f ms  %4d x %s\n", 100 * bykind[best] / total, bykind[best], count[best], ops_name((stg_op_kind)best));
+                bykind[best] = -1;
+            }
             free(pm);
-            goto out;
         }
-        for (int s = 0; s < g->nsched; s++) {
-            stg_op_kind k = g->ops[g->schedule[s]].kind;
-            bykind[k] += pm[s];
-            count[k] += pm[s] > 0;
-            total += pm[s];
-        }
-        printf("  profile   %.3f ms of device time in %d ops (one eager run, a mark around every op)\n", total, g->nsched);
-        for (int n = 0; n < STG_OP_COUNT; n++) {
-            int best = -1;
-            for (int k = 0; k < STG_OP_COUNT; k++)
-                if (bykind[k] > 0 && (best < 0 || bykind[k] > bykind[best])) best = k;
-            if (best < 0) break;
-            printf("            %6.2f%% %9.3f ms  %4d x %s\n", 100 * bykind[best] / total, bykind[best], count[best], ops_name((stg_op_kind)best));
-            bykind[best] = -1;
-        }
-        free(pm);
+        if (fflush(stdout)) goto out;
     }
-    rc = fflush(stdout) ? 1 : 0;
+    rc = 0;
 out:
     free(ms);
+    free(all);
+    free(host);
     rt_feed_free(f);
     rt_exec_free(e);
     plan_free(p);

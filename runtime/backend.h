@@ -52,11 +52,25 @@ typedef struct rt_backend_ops {
     int (*prof_elapsed)(rt_backend *b, int i, int j, double *ms, stg_err *err);
     // Names the phase the following work belongs to (NVTX ranges on CUDA); NULL ends it. May be NULL.
     void (*annotate)(rt_backend *b, const char *phase);
+    // Concurrency inside captured runs; all NULL for a backend with one stream. streams: how many
+    // streams ops may be enqueued on (0 is the one everything above uses). op_lane: RT_LANE_*.
+    // run_op_on: run_op on stream s. events makes events 0..n-1 (outside capture); event_record marks
+    // the point reached in stream s, event_wait makes stream s wait for the last mark of event ev.
+    int (*streams)(rt_backend *b);
+    int (*op_lane)(rt_backend *b, const stg_graph *g, int op);
+    int (*run_op_on)(rt_backend *b, int s, const stg_graph *g, int op, void *const *ptr, stg_err *err);
+    int (*events)(rt_backend *b, int n, stg_err *err);
+    int (*event_record)(rt_backend *b, int s, int ev, stg_err *err);
+    int (*event_wait)(rt_backend *b, int s, int ev, stg_err *err);
     // Device bytes in use by this process (measured), and free; -1 when unknown.
     int64_t (*mem_used)(rt_backend *b);
     int64_t (*mem_free)(rt_backend *b);
     void (*destroy)(rt_backend *b);
 } rt_backend_ops;
+
+// Where an op may run (op_lane): on stream 0 only; on any stream; on stream 0 after everything
+// enqueued before it (ops that touch tensors they do not name, like a multi-tensor optimizer).
+enum { RT_LANE_MAIN = 0, RT_LANE_ANY = 1, RT_LANE_BARRIER = 2 };
 
 struct rt_backend {
     const rt_backend_ops *ops;

@@ -100,6 +100,13 @@ int rt_exec_new(const stg_graph *g, const stg_plan *p, rt_backend *b, const rt_e
         memset(e->results[k], 0, 64);
     }
     if (b->ops->prepare && b->ops->prepare(b, g, e->ptr, err)) goto fail;
+    // Small runtime state starts at zero: the schedule's [steps done, lr] and, with the optimizer in
+    // backward, the previous step's gradient norm (0: the first step does not clip) and its slots.
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].cls == STG_CLASS_WORKSPACE && g->t[t].base < 0 && e->ptr[t] &&
+            b->ops->fill(b, e->ptr[t], 0, (size_t)graph_bytes(&g->t[t]), err))
+            goto fail;
+    if (b->ops->sync(b, err)) goto fail;
     int64_t used = b->ops->mem_used(b);
     e->measured = (used >= 0 && e->mem_before >= 0) ? used - e->mem_before : -1;
     *out = e;
@@ -279,6 +286,196 @@ int rt_exec_set_steps_done(rt_exec *e, int64_t done, stg_err *err) {
     return rt_exec_write_f64(e, e->g->sched_state, v, err);
 }
 
+// ---- concurrent streams (graph mode) ----------------------------------------------------------------
+//
+// The ops of a run go to the backend's streams in schedule order. Two ops are ordered when one writes
+// bytes the other reads or writes (by address, so that the arena's reuse of memory orders them too);
+// independent ops may run at the same time. Each op goes to the stream whose last op it depends on
+// (the latest such), else to the stream whose last op is oldest; it waits for the latest op it
+// depends on on every other stream, unless its stream already follows that op (vector clocks). Side
+// streams start after the run's inputs are up, and stream 0 waits for all of them at the end.
+// Results are bitwise those of one stream: every kernel is deterministic and no two unordered ops
+// touch the same bytes.
+
+#define MAX_STREAMS 8
+
+typedef struct {
+    int n;          // ops of the run, in schedule order
+    int *op;        // (n) op ids
+    int *stream;    // (n)
+    int *wait;      // (n * MAX_STREAMS) events to wait on before each op, -1 ends the list
+    bool *record;   // (n) record event i + 1 after op i (event 0 marks the start of the run)
+    int nstreams;
+    int final_wait[MAX_STREAMS]; // events stream 0 waits on at the end, -1 ends the list
+} lanes;
+
+static void lanes_free(lanes *l) {
+    free(l->op);
+    free(l->stream);
+    free(l->wait);
+    free(l->record);
+    memset(l, 0, sizeof *l);
+}
+
+typedef struct {
+    uintptr_t lo, hi;
+} span;
+
+// The byte spans op o only reads, then those it writes (its outputs and the inputs it updates in
+// place), into sp; counts in *nr, *nw.
+static void op_spans(const rt_exec *e, int o, span *sp, int *nr, int *nw) {
+    const stg_op *op = &e->g->ops[o];
+    unsigned mut = ops_def(op->kind)->mutates_in;
+    *nr = *nw = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < op->n_in + op->n_out; k++) {
+            int t = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
+            bool writes = k >= op->n_in || (k < 32 && (mut >> k) & 1u);
+            if (!e->ptr[t] || writes != (pass == 1)) continue;
+            sp[*nr + *nw] = (span){(uintptr_t)e->ptr[t], (uintptr_t)e->ptr[t] + (uintptr_t)graph_bytes(&e->g->t[t])};
+            if (pass == 0) (*nr)++;
+            else (*nw)++;
+        }
+}
+
+static bool overlaps(const span *a, int na, const span *b, int nb) {
+    for (int i = 0; i < na; i++)
+        for (int j = 0; j < nb; j++)
+            if (a[i].lo < b[j].hi && b[j].lo < a[i].hi) return true;
+    return false;
+}
+
+static int lanes_plan(rt_exec *e, unsigned mask, int nstreams, lanes *l, stg_err *err) {
+    const stg_graph *g = e->g;
+    rt_backend *b = e->b;
+    memset(l, 0, sizeof *l);
+    int n = 0;
+    for (int s = 0; s < g->nsched; s++)
+        if (mask & (1u << g->ops[g->schedule[s]].phase)) n++;
+    int maxio = 1;
+    for (int o = 0; o < g->nops; o++)
+        if (g->ops[o].n_in + g->ops[o].n_out > maxio) maxio = g->ops[o].n_in + g->ops[o].n_out;
+    l->n = n;
+    l->nstreams = nstreams;
+    l->op = stg_calloc((size_t)n + 1, sizeof *l->op, err);
+    l->stream = stg_calloc((size_t)n + 1, sizeof *l->stream, err);
+    l->wait = stg_calloc(((size_t)n + 1) * MAX_STREAMS, sizeof *l->wait, err);
+    l->record = stg_calloc((size_t)n + 1, sizeof *l->record, err);
+    int *clock = stg_calloc(((size_t)n + 1) * MAX_STREAMS, sizeof *clock, err); // per op: what its stream follows
+    span *spans = stg_calloc(((size_t)n + 1) * (size_t)maxio, sizeof *spans, err);
+    int *nr = stg_calloc((size_t)n + 1, sizeof *nr, err), *nw = stg_calloc((size_t)n + 1, sizeof *nw, err);
+    int rc = -1;
+    if (!l->op || !l->stream || !l->wait || !l->record || !clock || !spans || !nr || !nw) goto out;
+    n = 0;
+    for (int s = 0; s < g->nsched; s++)
+        if (mask & (1u << g->ops[g->schedule[s]].phase)) l->op[n++] = g->schedule[s];
+    for (int i = 0; i < n; i++) op_spans(e, l->op[i], spans + (size_t)i * (size_t)maxio, &nr[i], &nw[i]);
+    int tail[MAX_STREAMS], now[MAX_STREAMS][MAX_STREAMS];
+    bool started[MAX_STREAMS] = {false};
+    for (int k = 0; k < nstreams; k++) {
+        tail[k] = -1;
+        for (int j = 0; j < nstreams; j++) now[k][j] = -1;
+    }
+    started[0] = true;
+    for (int i = 0; i < n; i++) {
+        int lane = b->ops->op_lane(b, g, l->op[i]);
+        int dep[MAX_STREAMS];
+        for (int k = 0; k < nstreams; k++) dep[k] = -1;
+        const span *ri = spans + (size_t)i * (size_t)maxio, *wi = ri + nr[i];
+        if (lane == RT_LANE_BARRIER) {
+            for (int k = 0; k < nstreams; k++) dep[k] = tail[k];
+        } else {
+            for (int j = i - 1; j >= 0; j--) {
+                if (dep[l->stream[j]] >= 0) continue; // the latest one on that stream is known
+                const span *rj = spans + (size_t)j * (size_t)maxio, *wj = rj + nr[j];
+                if (overlaps(wj, nw[j], ri, nr[i]) || overlaps(wj, nw[j], wi, nw[i]) || overlaps(rj, nr[j], wi, nw[i]))
+                    dep[l->stream[j]] = j;
+            }
+        }
+        int s = 0;
+        if (lane == RT_LANE_ANY) {
+            int best = -1;
+            for (int k = 0; k < nstreams; k++) // continue the chain of the latest dependency
+                if (tail[k] >= 0 && dep[k] == tail[k] && (best < 0 || tail[k] > tail[best])) best = k;
+            if (best < 0) // else the stream whose last op is oldest
+                for (int k = 0; k < nstreams; k++)
+                    if (best < 0 || tail[k] < tail[best]) best = k;
+            s = best;
+        }
+        int *wl = l->wait + (size_t)i * MAX_STREAMS, nwait = 0;
+        if (!started[s]) {
+            wl[nwait++] = 0;
+            started[s] = true;
+        }
+        for (int k = 0; k < nstreams; k++) {
+            if (k == s || dep[k] < 0 || dep[k] <= now[s][k]) continue;
+            wl[nwait++] = dep[k] + 1;
+            l->record[dep[k]] = true;
+            const int *cj = clock + (size_t)dep[k] * MAX_STREAMS;
+            for (int j = 0; j < nstreams; j++)
+                if (cj[j] > now[s][j]) now[s][j] = cj[j];
+        }
+        wl[nwait] = -1;
+        now[s][s] = i;
+        memcpy(clock + (size_t)i * MAX_STREAMS, now[s], sizeof now[s]);
+        l->stream[i] = s;
+        tail[s] = i;
+    }
+    int nf = 0;
+    for (int k = 1; k < nstreams; k++)
+        if (tail[k] > now[0][k]) {
+            l->final_wait[nf++] = tail[k] + 1;
+            l->record[tail[k]] = true;
+        }
+    l->final_wait[nf] = -1;
+    rc = 0;
+out:
+    free(clock);
+    free(spans);
+    free(nr);
+    free(nw);
+    if (rc) lanes_free(l);
+    return rc;
+}
+
+static int enqueue_ops_concurrent(rt_exec *e, unsigned mask, int nstreams, stg_err *err) {
+    const stg_graph *g = e->g;
+    rt_backend *b = e->b;
+    lanes l;
+    if (lanes_plan(e, mask, nstreams, &l, err)) return -1;
+    int rc = -1;
+    if (b->ops->events(b, l.n + 1, err) || b->ops->event_record(b, 0, 0, err)) goto out;
+    int phase = -1;
+    static const char *const names[] = {"stg forward", "stg backward", "stg optimizer"};
+    for (int i = 0; i < l.n; i++) {
+        int o = l.op[i], s = l.stream[i];
+        if ((int)g->ops[o].phase != phase && b->ops->annotate) b->ops->annotate(b, names[phase = (int)g->ops[o].phase]);
+        for (const int *w = l.wait + (size_t)i * MAX_STREAMS; *w >= 0; w++)
+            if (b->ops->event_wait(b, s, *w, err)) goto out;
+        if (b->ops->run_op_on(b, s, g, o, e->ptr, err)) {
+            const stg_op *op = &g->ops[o];
+            stg_err_prefix(err, "%s -> '%s' (stream %d)", ops_name(op->kind), op->n_out ? g->t[op->out[0]].name : "", s);
+            goto out;
+        }
+        if (l.record[i] && b->ops->event_record(b, s, i + 1, err)) goto out;
+    }
+    for (const int *w = l.final_wait; *w >= 0; w++)
+        if (b->ops->event_wait(b, 0, *w, err)) goto out;
+    if (phase >= 0 && b->ops->annotate) b->ops->annotate(b, NULL);
+    rc = 0;
+out:
+    lanes_free(&l);
+    return rc;
+}
+
+static int exec_streams(const rt_exec *e) {
+    rt_backend *b = e->b;
+    if (!e->o.graph || !b->ops->streams || !b->ops->capture_begin) return 1;
+    int n = b->ops->streams(b);
+    if (e->o.streams > 0 && e->o.streams < n) n = e->o.streams;
+    return n < 1 ? 1 : n > MAX_STREAMS ? MAX_STREAMS : n;
+}
+
 // Everything one run enqueues: staged inputs up, poison (tests), the ops, results down.
 static int enqueue(rt_exec *e, unsigned mask, int slot, stg_err *err) {
     const stg_graph *g = e->g;
@@ -297,9 +494,11 @@ static int enqueue(rt_exec *e, unsigned mask, int slot, stg_err *err) {
                     return -1;
         }
     }
+    int nstreams = exec_streams(e);
+    if (nstreams > 1 && enqueue_ops_concurrent(e, mask, nstreams, err)) return -1;
     int phase = -1;
     static const char *const names[] = {"stg forward", "stg backward", "stg optimizer"};
-    for (int s = 0; s < g->nsched; s++) {
+    for (int s = 0; s < g->nsched && nstreams == 1; s++) {
         int o = g->schedule[s];
         if (!(mask & (1u << g->ops[o].phase))) continue;
         if ((int)g->ops[o].phase != phase && b->ops->annotate) b->ops->annotate(b, names[phase = (int)g->ops[o].phase]);

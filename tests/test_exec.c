@@ -110,7 +110,7 @@ static void run_steps(const char *model, const char *const *sets, int nsets, con
 // 3 steps in the planned arena == 3 steps with every tensor in its own allocation, bitwise; and
 // again with all non-persistent memory poisoned with NaN before every step.
 static void check_plan_soundness(const char *model, const char *const *sets, int nsets) {
-    rt_exec_opts modes[3] = {{false, false, false}, {true, false, false}, {false, true, false}};
+    rt_exec_opts modes[3] = {{.separate = false}, {.separate = true}, {.poison = true}};
     double loss[3][3];
     float *params[3];
     size_t nb[3];
@@ -136,7 +136,7 @@ static void test_plan_soundness_naive(void **state) {
 }
 
 static void test_plan_soundness_toy(void **state) {
-    rt_exec_opts modes[2] = {{false, true, false}, {true, false, false}};
+    rt_exec_opts modes[2] = {{.poison = true}, {.separate = true}};
     double loss[2][3];
     float *params[2];
     size_t nb[2];

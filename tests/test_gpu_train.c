@@ -101,7 +101,7 @@ static void against_cpu(stg_precision prec, const char *attention, double tol) {
     int64_t nc, ng;
     rig_open(&c, false, STG_PREC_FP32, attention, NULL);
     train(&c, 3, lc, &pc, &nc);
-    rt_exec_opts eo = {false, false, true};
+    rt_exec_opts eo = {.graph = true};
     rig_open(&g, true, prec, attention, &eo);
     train(&g, 3, lg, &pg, &ng);
     assert_int_equal(nc, ng);
@@ -121,23 +121,26 @@ static void test_fp32_naive(void **s) { against_cpu(STG_PREC_FP32, "attention=na
 static void test_bf16_flash(void **s) { against_cpu(STG_PREC_BF16, "attention=flash", 2e-2); }
 static void test_bf16_naive(void **s) { against_cpu(STG_PREC_BF16, "attention=naive", 2e-2); }
 
-// Graph replay == eager launch == eager with a NaN-poisoned arena, bitwise.
+// Graph replay (ops spread over concurrent streams) == eager launch == eager with a NaN-poisoned
+// arena == graph replay on one stream == graph replay with a poisoned arena, bitwise.
+#define NMODES 5
 static void modes_bitwise(stg_precision prec) {
-    rt_exec_opts modes[3] = {{false, false, true}, {false, false, false}, {false, true, false}};
-    double l[3][4], *p[3];
-    int64_t n[3];
-    for (int m = 0; m < 3; m++) {
+    rt_exec_opts modes[NMODES] = {{.graph = true}, {.graph = false}, {.poison = true}, {.graph = true, .streams = 1},
+                                  {.graph = true, .poison = true}};
+    double l[NMODES][4], *p[NMODES];
+    int64_t n[NMODES];
+    for (int m = 0; m < NMODES; m++) {
         rig r;
         rig_open(&r, true, prec, "attention=flash", &modes[m]);
         train(&r, 4, l[m], &p[m], &n[m]);
         rig_close(&r);
     }
-    for (int m = 1; m < 3; m++) {
+    for (int m = 1; m < NMODES; m++) {
         assert_memory_equal(l[m], l[0], sizeof l[0]);
         assert_int_equal(n[m], n[0]);
         assert_memory_equal(p[m], p[0], sizeof(double) * (size_t)n[0]);
     }
-    for (int m = 0; m < 3; m++) free(p[m]);
+    for (int m = 0; m < NMODES; m++) free(p[m]);
 }
 
 static void test_graph_equals_eager_fp32(void **s) { modes_bitwise(STG_PREC_FP32); }

@@ -39,7 +39,7 @@ static void run(stg_graph *g, stg_plan *p, double *loss, char **state, size_t *n
     rt_backend *b;
     rt_exec *e;
     rt_feed *f;
-    rt_exec_opts eo = {false, true, false}; // NaN-poisoned arena: nothing may read what it did not write
+    rt_exec_opts eo = {.poison = true}; // NaN-poisoned arena: nothing may read what it did not write
     if (rt_backend_cpu_new(&b, &err) || rt_exec_new(g, p, b, &eo, &e, &err) || rt_exec_init_params(e, 4, &err) ||
         rt_exec_set_steps_done(e, 0, &err) || rt_feed_new(g, NULL, 4, 3, &f, &err))
         fail_msg("%s", err.msg);

@@ -89,7 +89,7 @@ static int optim_arg(cli_model_opts *m, int argc, char **argv, int *i) {
 
 static const char *train_usage =
     "usage: stg train MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
-    "       [--exec graph|eager] [--tf32] [--memory-budget BYTES|auto]\n"
+    "       [--exec graph|eager] [--tf32] [--memory-budget BYTES|auto] [--optimizer-in-backward]\n"
     "       [--data FILE.bin|.npy] [--val FILE] [--val-every N] [--val-batches N] [--steps N] [--lr X] [--min-lr X]\n"
     "       [--warmup N] [--cosine-steps N] [--weight-decay X] [--no-decay-norms-embeddings] [--clip X] [--seed N]\n"
     "       [--log FILE.jsonl] [--ckpt DIR] [--ckpt-every N] [--resume] [--init FILE.safetensors] [--markov-k K]\n";
@@ -126,7 +126,7 @@ int cmd_train(int argc, char **argv) {
     stg_err err;
     int rc = 1;
     if (!g) goto out;
-    rt_exec_opts eo = {false, false, !c.eager};
+    rt_exec_opts eo = {.graph = !c.eager};
     stg_budget_report brep;
     if (cli_plan(&m, g, b, &p, &brep)) goto out;
     if (cli_check_fit(&m, g, p, b)) goto out;
@@ -182,6 +182,11 @@ int cmd_step(int argc, char **argv) {
     }
     if (!m.model || !init || !batch || !dump) {
         fputs(usage, stderr);
+        return 2;
+    }
+    if (m.optim.in_backward) {
+        fprintf(stderr, "stg step: --optimizer-in-backward frees each gradient as soon as its update runs; stg step dumps the "
+                        "gradients, so it runs without it\n");
         return 2;
     }
     rt_backend *b = cli_open_backend(device, m.precision, false);

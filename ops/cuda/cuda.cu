@@ -77,7 +77,9 @@ extern "C" int cuda_new(const stg_cuda_opts *o, stg_cuda **out, stg_err *err) {
     if (e == cudaSuccess) {
         snprintf(c->name, sizeof c->name, "%s", prop.name);
         c->sm_count = prop.multiProcessorCount;
-        e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+        for (int i = 0; i < CUDA_STREAMS && e == cudaSuccess; i++)
+            e = cudaStreamCreateWithFlags(&c->streams[i], cudaStreamNonBlocking);
+        c->stream = c->streams[0];
     }
     if (e != cudaSuccess) {
         stg_errf(err, "cuda: device %d: %s", dev, cudaGetErrorString(e));
@@ -107,6 +109,11 @@ static void cuda_release_prepared(stg_cuda *c) {
     if (c->lt_workspace) cudaFree(c->lt_workspace);
     c->lt_workspace = NULL;
     c->lt_workspace_bytes = 0;
+    for (int i = 0; i < CUDA_STREAMS; i++) {
+        if (c->side_ws[i]) cudaFree(c->side_ws[i]);
+        c->side_ws[i] = NULL;
+    }
+    c->side_ws_bytes = 0;
     if (c->scratch) cudaFree(c->scratch);
     c->scratch = NULL;
     c->scratch_bytes = 0;
@@ -132,10 +139,12 @@ static void cuda_release_prepared(stg_cuda *c) {
 extern "C" void cuda_free(stg_cuda *c) {
     if (!c) return;
     cudaSetDevice(c->device);
-    if (c->stream) cudaStreamSynchronize(c->stream);
+    for (int i = 0; i < CUDA_STREAMS; i++)
+        if (c->streams[i]) cudaStreamSynchronize(c->streams[i]);
     cuda_release_prepared(c);
     if (c->lt) cublasLtDestroy(c->lt);
-    if (c->stream) cudaStreamDestroy(c->stream);
+    for (int i = 0; i < CUDA_STREAMS; i++)
+        if (c->streams[i]) cudaStreamDestroy(c->streams[i]);
     free(c);
 }
 
@@ -166,7 +175,9 @@ extern "C" double cuda_peak_tflops(const stg_cuda *c, stg_precision p) {
     return 0.0;
 }
 
-extern "C" size_t cuda_workspace_bytes(const stg_cuda *c) { return c->lt_workspace_bytes + c->scratch_bytes; }
+extern "C" size_t cuda_workspace_bytes(const stg_cuda *c) {
+    return c->lt_workspace_bytes + c->scratch_bytes + (CUDA_STREAMS - 1) * c->side_ws_bytes;
+}
 
 // ---- preparation --------------------------------------------------------------------------------
 
@@ -259,6 +270,17 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
         if (need > work) work = need;
     }
 
+    // The other streams' cuBLASLt workspaces: as large as the largest algorithm chosen needs (each
+    // algorithm was chosen for the main workspace, so every one of them fits).
+    size_t side = 0;
+    for (int i = 0; i < g->nops; i++)
+        if (c->mm[i] && cuda_mm_plan_workspace(c->mm[i]) > side) side = cuda_mm_plan_workspace(c->mm[i]);
+    if (side) {
+        side = cuda_align256(side);
+        for (int i = 1; i < CUDA_STREAMS; i++) CUDA_CHECK(err, cudaMalloc(&c->side_ws[i], side));
+        c->side_ws_bytes = side;
+    }
+
     size_t table_bytes = 0, norm_work = 0;
     if (cuda_optim_plan(c, g, ptr, &table_bytes, &norm_work, err)) return -1;
     if (norm_work > work) work = norm_work;
@@ -335,4 +357,64 @@ extern "C" int cuda_op_run(stg_cuda *c, const stg_graph *g, int op, void *const 
         return stg_err_prefix(err, "cuda: op %s (%s)", ops_name(o->kind), what);
     }
     return 0;
+}
+
+// ---- concurrency ----------------------------------------------------------------------------------
+
+extern "C" int cuda_stream_count(const stg_cuda *c) { return CUDA_STREAMS; }
+
+extern "C" void *cuda_stream_at(stg_cuda *c, int s) { return (void *)c->streams[s >= 0 && s < CUDA_STREAMS ? s : 0]; }
+
+extern "C" int cuda_op_lane(const stg_graph *g, int op) {
+    switch (g->ops[op].kind) {
+    // Kernels that use nothing of the context but the stream (and, for matmuls, the workspace
+    // cuda_op_run_on swaps in). Everything else stays on stream 0: the shared scratch c->work
+    // (norm and embedding backward, attention backward, the loss) is one buffer.
+    case STG_OP_LINEAR:
+    case STG_OP_MATMUL:
+    case STG_OP_EMBEDDING:
+    case STG_OP_RMSNORM:
+    case STG_OP_LAYERNORM:
+    case STG_OP_ROPE:
+    case STG_OP_CAUSAL_MASK:
+    case STG_OP_SOFTMAX:
+    case STG_OP_SOFTMAX_BWD:
+    case STG_OP_ATTENTION:
+    case STG_OP_SILU:
+    case STG_OP_SILU_BWD:
+    case STG_OP_RELU:
+    case STG_OP_RELU_BWD:
+    case STG_OP_SWIGLU:
+    case STG_OP_SWIGLU_BWD:
+    case STG_OP_MUL:
+    case STG_OP_ADD:
+    case STG_OP_SCALE:
+    case STG_OP_RESHAPE:
+    case STG_OP_TRANSPOSE:
+        return CUDA_LANE_ANY;
+    case STG_OP_GLOBAL_NORM: // multi-tensor launches over tensors the op does not name
+    case STG_OP_ADAMW:
+    case STG_OP_LR_SCHEDULE:
+        return CUDA_LANE_BARRIER;
+    default:
+        return CUDA_LANE_MAIN;
+    }
+}
+
+extern "C" int cuda_op_run_on(stg_cuda *c, int s, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    if (s == 0) return cuda_op_run(c, g, op, ptr, err);
+    if (s < 0 || s >= CUDA_STREAMS) return stg_errf(err, "cuda: no stream %d", s);
+    if (op >= 0 && op < g->nops && cuda_op_lane(g, op) != CUDA_LANE_ANY)
+        return stg_errf(err, "cuda: op %s must run on the main stream", ops_name(g->ops[op].kind));
+    cudaStream_t main = c->stream;
+    void *ws = c->lt_workspace;
+    size_t wsb = c->lt_workspace_bytes;
+    c->stream = c->streams[s];
+    c->lt_workspace = c->side_ws[s];
+    c->lt_workspace_bytes = c->side_ws_bytes;
+    int r = cuda_op_run(c, g, op, ptr, err);
+    c->stream = main;
+    c->lt_workspace = ws;
+    c->lt_workspace_bytes = wsb;
+    return r;
 }

@@ -46,6 +46,31 @@ size_t cuda_workspace_bytes(const stg_cuda *c);
 int cuda_op_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
 int cuda_op_supported(stg_op_kind k);
 
+// Concurrency for captured runs. cuda_stream_count streams (0 is cuda_stream's); cuda_stream_at
+// gives one (a cudaStream_t). cuda_op_lane: CUDA_LANE_MAIN for ops that must run on stream 0 (they
+// use the context's shared scratch), CUDA_LANE_BARRIER for those that must also follow everything
+// enqueued before them (the multi-tensor global norm and AdamW touch tensors they do not name),
+// CUDA_LANE_ANY for the rest. cuda_op_run_on enqueues op on stream s.
+enum { CUDA_LANE_MAIN = 0, CUDA_LANE_ANY = 1, CUDA_LANE_BARRIER = 2 };
+int cuda_stream_count(const stg_cuda *c);
+void *cuda_stream_at(stg_cuda *c, int s);
+int cuda_op_lane(const stg_graph *g, int op);
+int cuda_op_run_on(stg_cuda *c, int s, const stg_graph *g, int op, void *const *ptr, stg_err *err);
+
+// Measures device-to-device copy bandwidth (bytes read plus bytes written per second): the median
+// of `reps` cudaMemcpyAsync of `bytes` between two fresh buffers, timed with events on c->stream
+// (ops/cuda/optim.cu). Allocates and frees 2 x bytes of device memory; not for use in a capture.
+int cuda_copy_bandwidth(stg_cuda *c, size_t bytes, int reps, double *bytes_per_s, stg_err *err);
+// Times variants of the AdamW and global-norm kernels (unroll, cache hints, chunk) and a copy on
+// synthetic tensors of about n elements in all (AdamW in the bf16 form: fp32 master, m, v and
+// gradient, bf16 weight), each the median of `reps` runs: one row per variant with the bytes it
+// moves (ops/cuda/optim.cu; printed by tests/test_gpu_optim.c under STG_BENCH_OPTIM=1).
+typedef struct cuda_optim_bench_row {
+    char name[80];
+    double ms, bytes;
+} cuda_optim_bench_row;
+int cuda_optim_bench(stg_cuda *c, int64_t n, int reps, cuda_optim_bench_row *rows, int max_rows, int *nrows, stg_err *err);
+
 #ifdef __cplusplus
 }
 #endif

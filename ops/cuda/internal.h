@@ -50,13 +50,19 @@ extern "C" { // C headers: ops_name, ops_def, ... have C linkage
                             cudaGetErrorString(e_));                                                   \
     } while (0)
 
+// Streams a captured run may spread its ops over (cuda_op_lane says which ops may leave stream 0).
+#define CUDA_STREAMS 3
+
 // One cuBLASLt matmul configuration, chosen before capture and reused (ops/cuda/matmul.cu).
 typedef struct cuda_mm_plan cuda_mm_plan;
 
 // ---- multi-tensor tables (ops/cuda/optim.cu) ----------------------------------------------------
-// Elements per block of the multi-tensor kernels. Multiples of 4 (float4 alignment of chunks).
-#define CUDA_NORM_CHUNK 16384
-#define CUDA_ADAMW_CHUNK 8192
+// Elements per block of the multi-tensor kernels. Multiples of 4 (float4 alignment of chunks) and
+// of the elements one block covers per loop trip (CUDA_OPTIM_THREADS x 4 x the unroll), so only an
+// entry's last chunk has a remainder. Large chunks amortise each block's table lookup and constants.
+#define CUDA_OPTIM_THREADS 256
+#define CUDA_NORM_CHUNK 65536
+#define CUDA_ADAMW_CHUNK 32768
 
 // One input of a global_norm op.
 typedef struct cuda_norm_entry {
@@ -79,6 +85,10 @@ typedef struct cuda_adamw_entry {
     int param_bf16, grad_bf16;
     int vec;           // every pointer is 16-byte aligned (param 8-byte when bf16)
     int op;            // the ADAMW op it came from (host-side check of the pointers)
+    int slot;          // optimizer in backward: 1 + the index in `slots` of this gradient's sum of
+                       // squares; 0 in the ordinary form (one launch for every parameter)
+    void *slots;       // (k) F32 or BF16 slots (optimizer in backward), else NULL
+    int slots_bf16;
 } cuda_adamw_entry;
 
 struct stg_cuda {
@@ -86,7 +96,12 @@ struct stg_cuda {
     bool tf32;
     char name[256];
     int sm_count;
-    cudaStream_t stream;
+    cudaStream_t stream;     // where runners enqueue: streams[0], or another for cuda_op_run_on
+    // Concurrent streams for captured runs (streams[0] is the main one). Ops that use `work` or the
+    // multi-tensor tables run on streams[0] only; matmuls on stream s > 0 use side_ws[s].
+    cudaStream_t streams[CUDA_STREAMS];
+    void *side_ws[CUDA_STREAMS];
+    size_t side_ws_bytes;
     cublasLtHandle_t lt;
     void *lt_workspace;      // cuBLASLt workspace (set explicitly on every matmul)
     size_t lt_workspace_bytes;
@@ -112,7 +127,8 @@ struct stg_cuda {
     const void *adamw_sched;
     int adamw_norm_bf16, adamw_sched_bf16;
     cuda_norm_entry *norm_host; // host copy of the global-norm tables
-    int *norm_first;         // (nops) first table entry of each global_norm op, -1 for other ops
+    int *norm_first;         // (2 nops): [0, nops) the first table entry of each global_norm op, -1
+                             // for other ops; [nops, 2 nops) the AdamW entry of each adamw op, -1 else
 };
 
 // ---- shared host helpers (ops/cuda/cuda.cu) -----------------------------------------------------
@@ -153,6 +169,7 @@ STG_OP_LIST(CUDA_X_RUNNER_DECL)
 // heuristic (cached by shape across ops), using c->lt_workspace.
 int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, stg_err *err);
 void cuda_mm_free(cuda_mm_plan *p);
+size_t cuda_mm_plan_workspace(const cuda_mm_plan *p); // the workspace its algorithm needs
 size_t cuda_mm_workspace_bytes(void); // the cuBLASLt workspace to allocate
 int cuda_mm_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
 

@@ -45,6 +45,7 @@ struct cuda_mm_plan {
 };
 
 size_t cuda_mm_workspace_bytes(void) { return MM_WORKSPACE_BYTES; }
+size_t cuda_mm_plan_workspace(const cuda_mm_plan *p) { return p ? p->ws_bytes : 0; }
 
 void cuda_mm_free(cuda_mm_plan *p) {
     if (!p) return;

@@ -15,6 +15,8 @@ typedef struct {
     bool in_range;
     cudaEvent_t *prof;
     int nprof;
+    cudaEvent_t *evs; // events ordering the streams of a captured run
+    int nevs;
     int device;
 } cuda_impl;
 
@@ -71,6 +73,41 @@ static int cb_prepare(rt_backend *b, const stg_graph *g, void *const *ptr, stg_e
 
 static int cb_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     return cuda_op_run(impl(b)->c, g, op, ptr, err);
+}
+
+static int cb_streams(rt_backend *b) { return cuda_stream_count(impl(b)->c); }
+
+static int cb_op_lane(rt_backend *b, const stg_graph *g, int op) {
+    int l = cuda_op_lane(g, op);
+    return l == CUDA_LANE_ANY ? RT_LANE_ANY : l == CUDA_LANE_BARRIER ? RT_LANE_BARRIER : RT_LANE_MAIN;
+}
+
+static int cb_run_on(rt_backend *b, int s, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return cuda_op_run_on(impl(b)->c, s, g, op, ptr, err);
+}
+
+static int cb_events(rt_backend *b, int n, stg_err *err) {
+    cuda_impl *im = impl(b);
+    if (n <= im->nevs) return 0;
+    cudaEvent_t *ev = realloc(im->evs, sizeof *ev * (size_t)n);
+    if (!ev) return stg_errf(err, "cuda backend: out of host memory for %d events", n);
+    im->evs = ev;
+    for (; im->nevs < n; im->nevs++) CK(err, cudaEventCreateWithFlags(&im->evs[im->nevs], cudaEventDisableTiming));
+    return 0;
+}
+
+static int cb_event_record(rt_backend *b, int s, int ev, stg_err *err) {
+    cuda_impl *im = impl(b);
+    if (ev < 0 || ev >= im->nevs) return stg_errf(err, "cuda backend: event %d of %d", ev, im->nevs);
+    CK(err, cudaEventRecord(im->evs[ev], (cudaStream_t)cuda_stream_at(im->c, s)));
+    return 0;
+}
+
+static int cb_event_wait(rt_backend *b, int s, int ev, stg_err *err) {
+    cuda_impl *im = impl(b);
+    if (ev < 0 || ev >= im->nevs) return stg_errf(err, "cuda backend: event %d of %d", ev, im->nevs);
+    CK(err, cudaStreamWaitEvent((cudaStream_t)cuda_stream_at(im->c, s), im->evs[ev], 0));
+    return 0;
 }
 
 static int cb_record(rt_backend *b, int slot, stg_err *err) {
@@ -176,6 +213,8 @@ static void cb_destroy(rt_backend *b) {
         if (im->stream) cudaStreamSynchronize(im->stream);
         for (int i = 0; i < im->nprof; i++) cudaEventDestroy(im->prof[i]);
         free(im->prof);
+        for (int i = 0; i < im->nevs; i++) cudaEventDestroy(im->evs[i]);
+        free(im->evs);
         for (int i = 0; i < 2; i++) {
             if (im->ev[i]) cudaEventDestroy(im->ev[i]);
             if (im->timer[i]) cudaEventDestroy(im->timer[i]);
@@ -210,6 +249,12 @@ static const rt_backend_ops cuda_ops = {
     .prof_begin = cb_prof_begin,
     .prof_mark = cb_prof_mark,
     .prof_elapsed = cb_prof_elapsed,
+    .streams = cb_streams,
+    .op_lane = cb_op_lane,
+    .run_op_on = cb_run_on,
+    .events = cb_events,
+    .event_record = cb_event_record,
+    .event_wait = cb_event_wait,
     .mem_used = cb_mem_used,
     .mem_free = cb_mem_free,
     .destroy = cb_destroy,

@@ -170,20 +170,32 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
         rc = 0;
         goto done;
     }
-    // optimizer: global norm over all gradients, then AdamW per parameter
-    int *grads = malloc(sizeof(int) * (size_t)(nparams ? nparams : 1));
-    if (!grads) {
-        stg_errf(err, "out of host memory in autodiff");
-        goto done;
-    }
-    int ng = 0;
-    for (int p = 0; p < ntf; p++)
-        if (g->t[p].cls == STG_CLASS_PARAM) grads[ng++] = g->t[p].grad;
+    // optimizer: global norm over all gradients, then AdamW per parameter. In backward: no global
+    // norm op; each AdamW op clips by the previous step's norm (a persistent scalar, 0 before the
+    // first step: no clipping) and writes its gradient's sum of squares into its own slot; slot_norm
+    // sums the slots in order into that scalar at the end of the step.
     stg_loc none = {NULL, 0, 0};
     int norm[STG_MAX_OUT];
-    int nid = graph_add_op(g, STG_OP_GLOBAL_NORM, grads, ng, NULL, STG_PHASE_OPTIMIZER, "grad_norm", none, norm, err);
-    free(grads);
-    if (nid < 0) goto done;
+    int slots = -1;
+    if (oc->in_backward) {
+        int64_t np = nparams;
+        slots = graph_add_tensor(g, "optimizer.grad_sumsq", 1, &np, g->grad_dtype, STG_CLASS_WORKSPACE, none, err);
+        if (slots < 0) goto done;
+        norm[0] = graph_add_tensor(g, "optimizer.grad_norm", 0, NULL, g->grad_dtype, STG_CLASS_WORKSPACE, none, err);
+        if (norm[0] < 0) goto done;
+    } else {
+        int *grads = malloc(sizeof(int) * (size_t)(nparams ? nparams : 1));
+        if (!grads) {
+            stg_errf(err, "out of host memory in autodiff");
+            goto done;
+        }
+        int ng = 0;
+        for (int p = 0; p < ntf; p++)
+            if (g->t[p].cls == STG_CLASS_PARAM) grads[ng++] = g->t[p].grad;
+        int nid = graph_add_op(g, STG_OP_GLOBAL_NORM, grads, ng, NULL, STG_PHASE_OPTIMIZER, "grad_norm", none, norm, err);
+        free(grads);
+        if (nid < 0) goto done;
+    }
     g->grad_norm = norm[0];
     int64_t two = 2;
     int sched = graph_add_tensor(g, "optimizer.step_lr", 1, &two, g->grad_dtype, STG_CLASS_WORKSPACE, none, err);
@@ -196,6 +208,7 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
     la.lr.warmup = oc->warmup;
     la.lr.cosine_steps = oc->cosine_steps;
     if (graph_add_op(g, STG_OP_LR_SCHEDULE, &sched, 1, &la, STG_PHASE_OPTIMIZER, "lr_schedule", none, NULL, err) < 0) goto done;
+    int slot = 0;
     for (int p = 0; p < ntf; p++) {
         if (g->t[p].cls != STG_CLASS_PARAM) continue;
         int state[3];
@@ -217,12 +230,21 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
         a.adamw.eps = oc->eps;
         a.adamw.weight_decay = (oc->decay_exempt_norms_embeddings && no_decay[p]) ? 0.0 : oc->weight_decay;
         a.adamw.max_norm = oc->max_norm;
-        int in[7] = {p, g->t[p].grad, state[0], state[1], norm[0], sched, nstate == 3 ? state[2] : -1};
+        int in[8] = {p, g->t[p].grad, state[0], state[1], norm[0], sched, nstate == 3 ? state[2] : -1, -1};
+        int nin = 6 + (nstate == 3);
+        if (slots >= 0) {
+            a.adamw.slot = ++slot;
+            in[nin++] = slots;
+        }
         char nm[STG_NAME_MAX + 16];
         snprintf(nm, sizeof nm, "adamw.%s", g->t[p].name);
         nm[STG_NAME_MAX - 1] = 0;
-        if (graph_add_op(g, STG_OP_ADAMW, in, 5 + 1 + (nstate == 3), &a, STG_PHASE_OPTIMIZER, nm, g->t[p].loc, NULL, err) < 0)
+        if (graph_add_op(g, STG_OP_ADAMW, in, nin, &a, STG_PHASE_OPTIMIZER, nm, g->t[p].loc, NULL, err) < 0)
             goto done;
+    }
+    if (slots >= 0) {
+        int in[2] = {slots, norm[0]};
+        if (graph_add_op(g, STG_OP_SLOT_NORM, in, 2, NULL, STG_PHASE_OPTIMIZER, "grad_norm", none, NULL, err) < 0) goto done;
     }
     graph_classify(g);
     rc = 0;
@@ -265,6 +287,100 @@ static int emit(stg_graph *g, int o, char *state, stg_err *err) {
     return 0;
 }
 
+bool graph_optim_in_backward(const stg_graph *g) {
+    for (int o = 0; o < g->nops; o++)
+        if (g->ops[o].kind == STG_OP_ADAMW && g->ops[o].a.adamw.slot > 0) return true;
+    return false;
+}
+
+static int view_root_of(const stg_graph *g, int t) {
+    for (int k = 0; g->t[t].base >= 0 && k <= g->nt; k++) t = g->t[t].base;
+    return t;
+}
+
+// The optimizer in backward: every adamw op (with a slot) right after the last of the other ops
+// that writes one of its inputs (its gradient) or reads a tensor it updates in place (the parameter
+// and its views, the moments, the master weight), in creation order among those placed at one
+// point; lr_schedule just before the first adamw op; slot_norm last.
+static int place_optimizer(stg_graph *g, stg_err *err) {
+    int n = g->nsched;
+    int *base = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    int *posb = malloc(sizeof(int) * (size_t)(g->nops ? g->nops : 1));
+    int *last_read = malloc(sizeof(int) * (size_t)(g->nt ? g->nt : 1));
+    int *ready = malloc(sizeof(int) * (size_t)(g->nops ? g->nops : 1));
+    int *adam = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    int rc = -1;
+    if (!base || !posb || !last_read || !ready || !adam) {
+        stg_errf(err, "out of host memory in the scheduler");
+        goto out;
+    }
+    int nb = 0, na = 0, lr = -1, fin = -1;
+    for (int s = 0; s < n; s++) {
+        int o = g->schedule[s];
+        const stg_op *op = &g->ops[o];
+        posb[o] = -1;
+        if (op->kind == STG_OP_ADAMW && op->a.adamw.slot > 0)
+            adam[na++] = o;
+        else if (op->kind == STG_OP_LR_SCHEDULE && lr < 0)
+            lr = o;
+        else if (op->kind == STG_OP_SLOT_NORM && fin < 0)
+            fin = o;
+        else {
+            posb[o] = nb;
+            base[nb++] = o;
+        }
+    }
+    for (int t = 0; t < g->nt; t++) last_read[t] = -1;
+    for (int j = 0; j < nb; j++) {
+        const stg_op *op = &g->ops[base[j]];
+        for (int i = 0; i < op->n_in; i++) last_read[view_root_of(g, op->in[i])] = j;
+    }
+    for (int k = 0; k < na; k++) {
+        const stg_op *op = &g->ops[adam[k]];
+        const stg_op_def *d = ops_def(op->kind);
+        int r = -1;
+        for (int i = 0; i < op->n_in; i++) {
+            int t = op->in[i], pr = g->t[t].producer;
+            if (pr >= 0) {
+                if (posb[pr] < 0) {
+                    stg_errf_at(err, op->loc, "adamw reads '%s', which another optimizer op writes", g->t[t].name);
+                    goto out;
+                }
+                if (posb[pr] > r) r = posb[pr];
+            }
+            int root = view_root_of(g, t);
+            if (ops_bit(d->mutates_in, i) && last_read[root] > r) r = last_read[root];
+        }
+        ready[k] = r;
+    }
+    int s = 0;
+    for (int j = -1; j < nb; j++) {
+        if (j >= 0) g->schedule[s++] = base[j];
+        for (int k = 0; k < na; k++) {
+            if (ready[k] != j) continue;
+            if (lr >= 0) {
+                g->schedule[s++] = lr;
+                lr = -1;
+            }
+            g->schedule[s++] = adam[k];
+        }
+    }
+    if (lr >= 0) g->schedule[s++] = lr;
+    if (fin >= 0) g->schedule[s++] = fin;
+    if (s != n) {
+        stg_errf(err, "internal: placing the optimizer in backward kept %d of %d ops", s, n);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(base);
+    free(posb);
+    free(last_read);
+    free(ready);
+    free(adam);
+    return rc;
+}
+
 int graph_schedule(stg_graph *g, stg_err *err) {
     free(g->schedule);
     g->schedule = malloc(sizeof(int) * (size_t)(g->nops ? g->nops : 1));
@@ -278,6 +394,7 @@ int graph_schedule(stg_graph *g, stg_err *err) {
     g->nsched = 0;
     for (int o = 0; o < g->nops; o++)
         if (g->ops[o].recompute_of < 0 && emit(g, o, state, err)) goto out;
+    if (graph_optim_in_backward(g) && place_optimizer(g, err)) goto out;
     for (int s = 0; s < g->nsched; s++) pos[g->schedule[s]] = s;
     for (int o = 0; o < g->nops; o++) {
         const stg_op *op = &g->ops[o];

@@ -63,7 +63,10 @@ typedef struct { double scale; } stg_attention_attrs;               // 0 means 1
 typedef struct { double factor; } stg_scale_attrs;
 typedef struct { int ndim; int64_t shape[STG_MAX_DIMS]; } stg_reshape_attrs;
 typedef struct { int d0, d1; } stg_transpose_attrs;                 // swaps two dims (a copy)
-typedef struct { double beta1, beta2, eps, weight_decay, max_norm; } stg_adamw_attrs;
+// slot > 0: the optimizer-in-backward form: the op's last input is the per-parameter slots of the
+// squared gradient norms (WORKSPACE), and the op writes the sum of squares of its (unclipped)
+// gradient into element slot - 1; input 4 (the clipping norm) is then the previous step's norm.
+typedef struct { double beta1, beta2, eps, weight_decay, max_norm; int slot; } stg_adamw_attrs;
 // CS336's cosine schedule with linear warm-up, advanced on the device: step += 1, lr = f(step - 1).
 // cosine_steps 0: constant lr after the warm-up.
 typedef struct { double lr, min_lr; int64_t warmup, cosine_steps; } stg_lr_attrs;
@@ -189,6 +192,10 @@ typedef struct stg_optim_config {
     double lr, min_lr;              // the learning-rate schedule (lr_schedule op)
     int64_t warmup, cosine_steps;
     bool decay_exempt_norms_embeddings; // no weight decay on norm gains and embeddings
+    // Optimizer in backward: each parameter's AdamW op runs as soon as its gradient is final and
+    // the parameter has no reader left in the step (graph_schedule places it), so the gradient dies
+    // there; clipping uses the previous step's global norm (none on a run's first step).
+    bool in_backward;
 } stg_optim_config;
 
 stg_optim_config graph_optim_defaults(void);
@@ -216,8 +223,13 @@ int graph_recompute(stg_graph *g, int t, stg_err *err);
 bool graph_recompute_cost(const stg_graph *g, int t, double *flops);
 
 // A topological order of all ops: creation order, with every recomputation copy placed just before
-// the first op that reads what it makes. Fails on a cycle or a tensor read before it is written.
+// the first op that reads what it makes. With the optimizer in backward (adamw ops with a slot),
+// each such adamw op moves to just after the last op that writes its gradient or reads its
+// parameter (or a view of it), lr_schedule to just before the first of them, and slot_norm stays
+// last. Fails on a cycle or a tensor read before it is written.
 int graph_schedule(stg_graph *g, stg_err *err);
+// Whether g's optimizer runs in the backward pass (graph_autodiff with in_backward).
+bool graph_optim_in_backward(const stg_graph *g);
 
 // Checks the invariants: SSA, every input defined, shapes consistent with the registry, every
 // parameter has exactly one gradient (after autodiff). Used by tests and after loading.

@@ -357,6 +357,14 @@ static int infer_global_norm(stg_graph *g, int id, stg_err *err) {
     return 0;
 }
 
+// slots (k), norm (): norm = sqrt(slots[0] + ... + slots[k-1]), in place (optimizer in backward).
+static int infer_slot_norm(stg_graph *g, int id, stg_err *err) {
+    const stg_tensor *sl = IN(g, id, 0), *n = IN(g, id, 1);
+    if (sl->ndim != 1 || !is_float(sl->dtype)) return bad(g, id, err, "slots '%s' must be a float vector%s", sl->name, NULL);
+    if (graph_numel(n) != 1 || !is_float(n->dtype)) return bad(g, id, err, "norm '%s' must be a float scalar%s", n->name, NULL);
+    return 0;
+}
+
 static int infer_lr_schedule(stg_graph *g, int id, stg_err *err) {
     if (graph_numel(IN(g, id, 0)) != 2 || !is_float(IN(g, id, 0)->dtype))
         return bad(g, id, err, "schedule state '%s' must hold [steps done, lr]%s", IN(g, id, 0)->name, NULL);
@@ -370,6 +378,15 @@ static int infer_adamw(stg_graph *g, int id, stg_err *err) {
     const stg_op *op = OP(g, id);
     const stg_tensor *p = IN(g, id, 0);
     int n = op->n_in;
+    if (op->a.adamw.slot < 0) return bad(g, id, err, "slot must be >= 0 (0: no slot)%s%s", NULL, NULL);
+    if (op->a.adamw.slot > 0) { // the optimizer-in-backward form: the last input holds the slots
+        const stg_tensor *sl = IN(g, id, n - 1);
+        if (n < 7 || sl->ndim != 1 || !is_float(sl->dtype) || op->a.adamw.slot > sl->shape[0])
+            return bad(g, id, err, "the slot must index the slots vector '%s' (the last input)%s", sl->name, NULL);
+        n--;
+    } else if (n > 7) {
+        return bad(g, id, err, "at most 7 inputs without a slot (param, grad, m, v, norm, sched, master)%s%s", NULL, NULL);
+    }
     for (int i = 1; i < n; i++) {
         if (i == 4 || i == 5) continue;
         const stg_tensor *t = IN(g, id, i);
@@ -416,7 +433,8 @@ static double flops_global_norm(const stg_graph *g, const stg_op *op) {
     for (int i = 0; i < op->n_in; i++) f += 2.0 * numel_in(g, op, i);
     return f;
 }
-static double flops_adamw(const stg_graph *g, const stg_op *op) { return 14.0 * numel_in(g, op, 0); }
+static double flops_adamw(const stg_graph *g, const stg_op *op) { return (op->a.adamw.slot > 0 ? 16.0 : 14.0) * numel_in(g, op, 0); }
+static double flops_slot_norm(const stg_graph *g, const stg_op *op) { return numel_in(g, op, 0); }
 static double flops_zero(const stg_graph *g, const stg_op *op) { return 0; }
 
 // ---- gradient rules -------------------------------------------------------------------------
@@ -690,7 +708,7 @@ static const stg_attr_def attrs_embedding_bwd[] = {ATTR(embedding_bwd, vocab, ST
 static const stg_attr_def attrs_adamw[] = {
     ATTR(adamw, beta1, STG_ATTR_FLOAT, 0.9, 0),        ATTR(adamw, beta2, STG_ATTR_FLOAT, 0.95, 0),
     ATTR(adamw, eps, STG_ATTR_FLOAT, 1e-8, 0),         ATTR(adamw, weight_decay, STG_ATTR_FLOAT, 0.1, 0),
-    ATTR(adamw, max_norm, STG_ATTR_FLOAT, 1.0, 0),
+    ATTR(adamw, max_norm, STG_ATTR_FLOAT, 1.0, 0),     ATTR(adamw, slot, STG_ATTR_INT, 0, 0),
 };
 #define ATTRS(x) x, (int)(sizeof x / sizeof x[0])
 #define BIT(i) (1u << (i))
@@ -743,8 +761,10 @@ static const stg_op_def defs[STG_OP_COUNT] = {
     [STG_OP_GLOBAL_NORM] = {"global_norm", 1, -1, 1, NULL, 0, infer_global_norm, NULL, flops_global_norm, .inplace_in = -1},
     [STG_OP_LR_SCHEDULE] = {"lr_schedule", 1, 1, 0, NULL, 0, infer_lr_schedule, NULL, flops_zero, .mutates_in = BIT(0),
                              .inplace_in = -1},
-    [STG_OP_ADAMW] = {"adamw", 6, 7, 0, ATTRS(attrs_adamw), infer_adamw, NULL, flops_adamw,
-                      .mutates_in = BIT(0) | BIT(2) | BIT(3) | BIT(6), .inplace_in = -1},
+    [STG_OP_ADAMW] = {"adamw", 6, 8, 0, ATTRS(attrs_adamw), infer_adamw, NULL, flops_adamw,
+                      .mutates_in = BIT(0) | BIT(2) | BIT(3) | BIT(6) | BIT(7), .inplace_in = -1},
+    [STG_OP_SLOT_NORM] = {"slot_norm", 2, 2, 0, NULL, 0, infer_slot_norm, NULL, flops_slot_norm, .mutates_in = BIT(1),
+                          .inplace_in = -1},
 };
 
 double ops_lr_at(const stg_lr_attrs *a, int64_t t) {

@@ -394,6 +394,10 @@ static int write_text(wr *w, bool md, const stg_graph *g, const stg_plan *p, con
         pr(w, "precision:   %s (%s)\n", stg_precision_name(g->precision), precision_story(g->precision));
         pr(w, "mode:        %s\n", a->mode);
     }
+    if (graph_optim_in_backward(g))
+        pr(w, md ? "- optimizer: **in backward** (%s)\n" : "optimizer:   in backward (%s)\n",
+           "each parameter's AdamW update runs as soon as its gradient is final, which frees the gradient there; gradient "
+           "clipping uses the previous step's global norm, and the first step of a run does not clip");
     pr(w, md ? "- dims:" : "dims:       ");
     for (int i = 0; i < g->ndims; i++) pr(w, " %s=%lld", g->dims[i].name, (long long)g->dims[i].value);
     for (int i = 0; i < g->nopts; i++) pr(w, " %s=%s", g->opt_names[i], g->opt_values[i]);
@@ -674,6 +678,8 @@ static int write_json(wr *w, const stg_graph *g, const stg_plan *p, const stg_fo
     }
     pr(w, "%s]\n  },\n  \"measured_bytes\": ", hf && fm->nterms ? "\n    " : "");
     json_num_or_null(w, x && x->measured_bytes >= 0, x ? x->measured_bytes : 0);
+    pr(w, ",\n  \"optimizer_in_backward\": %s", graph_optim_in_backward(g) ? "true" : "false");
+    pr(w, ",\n  \"clipping_norm\": \"%s\"", graph_optim_in_backward(g) ? "previous step" : "this step");
     if (x && x->budget) {
         const stg_budget_report *bu = x->budget;
         pr(w, ",\n  \"budget\": {\"budget_bytes\": %lld, \"peak_before_bytes\": %lld, \"peak_after_bytes\": %lld, \"recomputed\": %d, "

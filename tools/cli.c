@@ -75,6 +75,10 @@ int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
         snprintf(m->attention_set, sizeof m->attention_set, "attention=%s", v);
         return 1;
     }
+    if (strcmp(a, "--optimizer-in-backward") == 0) {
+        m->optim.in_backward = true;
+        return 1;
+    }
     if (strcmp(a, "--memory-budget") == 0) {
         const char *v = cli_value(argc, argv, i);
         if (!v) return -1;

@@ -23,6 +23,8 @@ typedef struct cli_model_opts {
     stg_precision precision;
     bool train; // build backward and optimizer
     stg_optim_config optim;
+    // --optimizer-in-backward sets optim.in_backward: each parameter's AdamW update runs as soon as
+    // its gradient is final, clipping by the previous step's gradient norm.
     int64_t budget; // --memory-budget: bytes, 0 for none, -1 for auto (the device's free memory less a margin)
 } cli_model_opts;
 

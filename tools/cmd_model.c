@@ -161,7 +161,7 @@ int cmd_memreport(int argc, char **argv) {
     cli_model_opts m;
     cli_model_opts_init(&m);
     mem_ctx c = {NULL, STG_REPORT_TEXT, false, NULL};
-    if (parse_model_cmd(argc, argv, &m, mem_extra, &c, " [--mode train|forward] [--format text|md|json|svg] [-o FILE] [--device cuda] [--memory-budget BYTES|auto]"))
+    if (parse_model_cmd(argc, argv, &m, mem_extra, &c, " [--mode train|forward] [--format text|md|json|svg] [-o FILE] [--device cuda] [--memory-budget BYTES|auto] [--optimizer-in-backward]"))
         return 2;
     m.train = !c.forward;
     stg_graph *g = cli_build(&m);

@@ -476,13 +476,23 @@ static int run_global_norm(const stg_graph *g, const stg_op *op, void *const *da
     return 0;
 }
 
-// param, grad, m, v, norm (), sched (2) = [step, lr]: param, m, v updated in place
+// Writes element i of a float tensor by its dtype.
+static void cpu_write_scalar(const stg_tensor *t, void *p, int64_t i, double v) {
+    if (t->dtype == STG_F64)
+        ((double *)p)[i] = v;
+    else
+        ((float *)p)[i] = (float)v;
+}
+
+// param, grad, m, v, norm (), sched (2) = [step, lr] [, slots (k) when attribute slot > 0]: param,
+// m, v updated in place; with a slot, slots[slot - 1] = the sum of squares of grad (before the update).
 static int run_adamw(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
                      size_t scratch_bytes, int f64, stg_err *err) {
-    if (op->n_in != 6)
+    int slot = op->a.adamw.slot;
+    if (op->n_in != 6 + (slot > 0))
         return stg_errf(err, "%s has %d inputs; the form with master weights (bf16 "
-                        "training) is CUDA-only, the CPU backend takes param, grad, m, v, norm, sched",
-                        IN(g, op, 0)->name, op->n_in);
+                        "training) is CUDA-only, the CPU backend takes param, grad, m, v, norm, sched%s",
+                        IN(g, op, 0)->name, op->n_in, slot > 0 ? ", slots" : "");
     int64_t n = cpu_numel(IN(g, op, 0));
     for (int i = 1; i < 4; i++)
         if (cpu_numel(IN(g, op, i)) != n)
@@ -497,6 +507,12 @@ static int run_adamw(const stg_graph *g, const stg_op *op, void *const *data, vo
     double lr = cpu_read_scalar(ts, DIN(data, op, 5), 1);
     if (!(step >= 1.0))
         return stg_errf(err, "step %g in %s must be >= 1", step, ts->name);
+    if (slot > 0) {
+        const stg_tensor *sl = IN(g, op, 6);
+        if (sl->dtype != STG_F32 && sl->dtype != STG_F64) return stg_errf(err, "slots %s must be f32 or f64", sl->name);
+        if (slot > cpu_numel(sl)) return stg_errf(err, "slot %d is past the %lld slots of %s", slot, (long long)cpu_numel(sl), sl->name);
+        cpu_write_scalar(sl, DIN(data, op, 6), slot - 1, KCALL(f64, cpu_sumsq, DIN(data, op, 1), n));
+    }
     KCALL(f64, cpu_adamw, DIN(data, op, 0), DIN(data, op, 1), DIN(data, op, 2), DIN(data, op, 3), n, norm,
           step, lr, &op->a.adamw);
     return 0;
@@ -516,6 +532,18 @@ static int run_lr_schedule(const stg_graph *g, const stg_op *op, void *const *da
         ((float *)DIN(data, op, 0))[0] = (float)done;
         ((float *)DIN(data, op, 0))[1] = (float)lr;
     }
+    return 0;
+}
+
+// slots (k), norm (): norm = sqrt(slots[0] + ... + slots[k-1]) summed in order, in place
+static int run_slot_norm(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                         size_t scratch_bytes, int f64, stg_err *err) {
+    const stg_tensor *sl = IN(g, op, 0), *tn = IN(g, op, 1);
+    if (cpu_need_numel(tn, 1, err)) return -1;
+    if (tn->dtype != STG_F32 && tn->dtype != STG_F64) return stg_errf(err, "norm %s must be f32 or f64", tn->name);
+    double ss = 0.0;
+    for (int64_t i = 0; i < cpu_numel(sl); i++) ss += cpu_read_scalar(sl, DIN(data, op, 0), i);
+    cpu_write_scalar(tn, DIN(data, op, 1), 0, sqrt(ss));
     return 0;
 }
 

@@ -77,7 +77,7 @@ extern "C" int cuda_new(const stg_cuda_opts *o, stg_cuda **out, stg_err *err) {
     if (e == cudaSuccess) {
         snprintf(c->name, sizeof c->name, "%s", prop.name);
         c->sm_count = prop.multiProcessorCount;
-        for (int i = 0; i < CUDA_STREAMS && e == cudaSuccess; i++)
+        for (int i = 0; i <= CUDA_STREAMS && e == cudaSuccess; i++)
             e = cudaStreamCreateWithFlags(&c->streams[i], cudaStreamNonBlocking);
         c->stream = c->streams[0];
     }
@@ -139,11 +139,11 @@ static void cuda_release_prepared(stg_cuda *c) {
 extern "C" void cuda_free(stg_cuda *c) {
     if (!c) return;
     cudaSetDevice(c->device);
-    for (int i = 0; i < CUDA_STREAMS; i++)
+    for (int i = 0; i <= CUDA_STREAMS; i++)
         if (c->streams[i]) cudaStreamSynchronize(c->streams[i]);
     cuda_release_prepared(c);
     if (c->lt) cublasLtDestroy(c->lt);
-    for (int i = 0; i < CUDA_STREAMS; i++)
+    for (int i = 0; i <= CUDA_STREAMS; i++)
         if (c->streams[i]) cudaStreamDestroy(c->streams[i]);
     free(c);
 }
@@ -363,7 +363,7 @@ extern "C" int cuda_op_run(stg_cuda *c, const stg_graph *g, int op, void *const 
 
 extern "C" int cuda_stream_count(const stg_cuda *c) { return CUDA_STREAMS; }
 
-extern "C" void *cuda_stream_at(stg_cuda *c, int s) { return (void *)c->streams[s >= 0 && s < CUDA_STREAMS ? s : 0]; }
+extern "C" void *cuda_stream_at(stg_cuda *c, int s) { return (void *)c->streams[s >= 0 && s <= CUDA_STREAMS ? s : 0]; }
 
 extern "C" int cuda_op_lane(const stg_graph *g, int op) {
     switch (g->ops[op].kind) {
@@ -395,6 +395,7 @@ extern "C" int cuda_op_lane(const stg_graph *g, int op) {
     case STG_OP_GLOBAL_NORM: // multi-tensor launches over tensors the op does not name
     case STG_OP_ADAMW:
     case STG_OP_LR_SCHEDULE:
+    case STG_OP_SLOT_NORM: // reads the slots every adamw op writes in place
         return CUDA_LANE_BARRIER;
     default:
         return CUDA_LANE_MAIN;
@@ -403,15 +404,19 @@ extern "C" int cuda_op_lane(const stg_graph *g, int op) {
 
 extern "C" int cuda_op_run_on(stg_cuda *c, int s, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     if (s == 0) return cuda_op_run(c, g, op, ptr, err);
-    if (s < 0 || s >= CUDA_STREAMS) return stg_errf(err, "cuda: no stream %d", s);
-    if (op >= 0 && op < g->nops && cuda_op_lane(g, op) != CUDA_LANE_ANY)
-        return stg_errf(err, "cuda: op %s must run on the main stream", ops_name(g->ops[op].kind));
+    if (s < 0 || s > CUDA_STREAMS) return stg_errf(err, "cuda: no stream %d", s);
+    if (op < 0 || op >= g->nops) return stg_errf(err, "cuda: no op %d", op);
+    int lane = cuda_op_lane(g, op);
+    if (s == CUDA_STREAMS ? lane != CUDA_LANE_COMM : lane != CUDA_LANE_ANY)
+        return stg_errf(err, "cuda: op %s cannot run on stream %d", ops_name(g->ops[op].kind), s);
     cudaStream_t main = c->stream;
     void *ws = c->lt_workspace;
     size_t wsb = c->lt_workspace_bytes;
     c->stream = c->streams[s];
-    c->lt_workspace = c->side_ws[s];
-    c->lt_workspace_bytes = c->side_ws_bytes;
+    if (s < CUDA_STREAMS) {
+        c->lt_workspace = c->side_ws[s];
+        c->lt_workspace_bytes = c->side_ws_bytes;
+    }
     int r = cuda_op_run(c, g, op, ptr, err);
     c->stream = main;
     c->lt_workspace = ws;

@@ -1,13 +1,24 @@
 // The optimizer side of the step, kept on the device: the learning-rate schedule, the global
 // gradient norm and AdamW.
 //
+// Both multi-tensor kernels stream their bytes once and are written to run at the device's copy
+// bandwidth: 16-byte loads and stores, several of each in flight per thread before the first use
+// (an unrolled loop), streaming cache hints (the bytes are touched once per step, far more than L2
+// holds), and large per-block chunks so that each block's table lookup and constants cost little.
+//
 // global_norm: one multi-tensor launch over all of the op's inputs (a table built by cuda_prepare),
 // one block per CUDA_NORM_CHUNK elements writing its sum of squares into a partial, then one block
 // adding the partials in a fixed order (deterministic: no atomics).
 // adamw: one multi-tensor launch for every parameter, made by the first ADAMW op of the schedule;
 // the other ADAMW ops do nothing. Clipping by the global norm and the step / learning rate are read
 // from device memory, so the whole update can be captured in a CUDA Graph.
+// adamw with a slot (the optimizer in backward): each ADAMW op launches the same kernel over its
+// own table entry; the blocks also write their gradient chunk's sum of squares into partials, and a
+// one-block kernel adds them in order into the op's slot. slot_norm then adds the slots in order.
 #include <stdlib.h>
+#include <string.h>
+
+#include <type_traits>
 
 #include "ops/cuda/common.cuh"
 
@@ -54,11 +65,12 @@ extern "C" int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr
                                size_t *work_bytes, stg_err *err) {
     *table_bytes = 0;
     *work_bytes = 0;
-    c->norm_first = (int *)stg_malloc(sizeof(int) * (size_t)(g->nops > 0 ? g->nops : 1), err);
+    int nops = g->nops > 0 ? g->nops : 1;
+    c->norm_first = (int *)stg_malloc(sizeof(int) * 2 * (size_t)nops, err);
     if (!c->norm_first) return -1;
     int n_norm = 0, n_adamw = 0;
+    for (int i = 0; i < nops; i++) c->norm_first[i] = c->norm_first[nops + i] = -1;
     for (int i = 0; i < g->nops; i++) {
-        c->norm_first[i] = -1;
         if (g->ops[i].kind == STG_OP_GLOBAL_NORM) n_norm += g->ops[i].n_in;
         if (g->ops[i].kind == STG_OP_ADAMW) n_adamw++;
     }
@@ -92,9 +104,10 @@ extern "C" int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr
     }
     c->n_norm = n_norm;
     c->norm_blocks = (int)max_blocks;
-    *work_bytes = (size_t)max_blocks * sizeof(double);
+    size_t work = (size_t)max_blocks * sizeof(double);
 
-    // adamw: every parameter in schedule order; the first one's op launches the update.
+    // adamw: every parameter in schedule order; the first one's op launches the update (or, with
+    // slots, each op its own entry).
     if (n_adamw) {
         c->adamw_host = (cuda_adamw_entry *)stg_calloc((size_t)n_adamw, sizeof(cuda_adamw_entry), err);
         if (!c->adamw_host) return -1;
@@ -108,12 +121,16 @@ extern "C" int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr
         if (o->kind != STG_OP_ADAMW) continue;
         if (na == n_adamw) return stg_errf(err, "cuda: adamw op %d appears twice in the schedule", i);
         const char *pn = g->t[o->in[0]].name;
+        int slot = o->a.adamw.slot;
+        int nin = o->n_in - (slot > 0); // inputs before the slots
+        if (slot < 0 || nin < 6 || nin > 7) return stg_errf(err, "cuda: adamw (%s): %d inputs with slot %d", pn, o->n_in, slot);
         int pb = cuda_is_bf16(g, o, o->in[0], err);
         int gb = pb < 0 ? -1 : cuda_is_bf16(g, o, o->in[1], err);
         int nb = gb < 0 ? -1 : cuda_is_bf16(g, o, o->in[4], err);
         int sb = nb < 0 ? -1 : cuda_is_bf16(g, o, o->in[5], err);
-        if (sb < 0) return stg_err_prefix(err, "cuda: adamw (%s)", pn);
-        int state[3] = {o->in[2], o->in[3], o->n_in > 6 ? o->in[6] : -1};
+        int lb = sb < 0 || slot == 0 ? sb : cuda_is_bf16(g, o, o->in[nin], err);
+        if (lb < 0) return stg_err_prefix(err, "cuda: adamw (%s)", pn);
+        int state[3] = {o->in[2], o->in[3], nin > 6 ? o->in[6] : -1};
         for (int q = 0; q < 3; q++)
             if (state[q] >= 0 && g->t[state[q]].dtype != STG_F32)
                 return stg_errf(err, "cuda: adamw (%s): optimizer state %s must be f32, not %s", pn,
@@ -121,10 +138,13 @@ extern "C" int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr
         for (int q = 0; q < o->n_in; q++)
             if (!ptr[o->in[q]]) return stg_errf(err, "cuda: adamw (%s): tensor %s has no device memory", pn, g->t[o->in[q]].name);
         int64_t n = cuda_numel(&g->t[o->in[0]]);
-        for (int q = 1; q < o->n_in; q++)
+        for (int q = 1; q < nin; q++)
             if (q != 4 && q != 5 && cuda_numel(&g->t[o->in[q]]) != n)
                 return stg_errf(err, "cuda: adamw (%s): %s has %lld elements, expected %lld", pn, g->t[o->in[q]].name,
                                 (long long)cuda_numel(&g->t[o->in[q]]), (long long)n);
+        if (slot > 0 && slot > cuda_numel(&g->t[o->in[nin]]))
+            return stg_errf(err, "cuda: adamw (%s): slot %d is past the %lld slots of %s", pn, slot,
+                            (long long)cuda_numel(&g->t[o->in[nin]]), g->t[o->in[nin]].name);
         if (na == 0) {
             c->first_adamw_op = i;
             c->adamw_norm = ptr[o->in[4]];
@@ -133,13 +153,16 @@ extern "C" int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr
             c->adamw_sched_bf16 = sb;
         } else if (c->adamw_norm != ptr[o->in[4]] || c->adamw_sched != ptr[o->in[5]]) {
             return stg_errf(err, "cuda: adamw (%s): every adamw op must read the same norm and schedule state", pn);
+        } else if ((slot > 0) != (c->adamw_host[0].slot > 0)) {
+            return stg_errf(err, "cuda: adamw (%s): either every adamw op has a slot (optimizer in backward) or none", pn);
         }
-        cuda_adamw_entry *e = &c->adamw_host[na++];
+        cuda_adamw_entry *e = &c->adamw_host[na];
+        c->norm_first[nops + i] = na++;
         e->param = ptr[o->in[0]];
         e->grad = ptr[o->in[1]];
         e->m = (float *)ptr[o->in[2]];
         e->v = (float *)ptr[o->in[3]];
-        e->master = o->n_in > 6 ? (float *)ptr[o->in[6]] : NULL;
+        e->master = nin > 6 ? (float *)ptr[o->in[6]] : NULL;
         e->n = n;
         e->block0 = blocks;
         e->beta1 = (float)o->a.adamw.beta1;
@@ -152,10 +175,16 @@ extern "C" int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr
         e->vec = cu_aligned(e->param, pb ? 8 : 16) && cu_aligned(e->grad, gb ? 8 : 16) && cu_aligned(e->m, 16) &&
                  cu_aligned(e->v, 16) && (!e->master || cu_aligned(e->master, 16));
         e->op = i;
-        blocks += optim_blocks(n, CUDA_ADAMW_CHUNK);
+        e->slot = slot;
+        e->slots = slot > 0 ? ptr[o->in[nin]] : NULL;
+        e->slots_bf16 = slot > 0 ? lb : 0;
+        int64_t nb_e = optim_blocks(n, CUDA_ADAMW_CHUNK);
+        if (slot > 0 && (size_t)nb_e * sizeof(double) > work) work = (size_t)nb_e * sizeof(double);
+        blocks += nb_e;
     }
     c->n_adamw = na;
     c->adamw_blocks = blocks;
+    *work_bytes = work;
     *table_bytes = sizeof(cuda_norm_entry) * (size_t)n_norm + sizeof(cuda_adamw_entry) * (size_t)na;
     return 0;
 }
@@ -174,43 +203,105 @@ template <typename E> __device__ int optim_find(const E *tab, int ne, int64_t b)
     return lo;
 }
 
-// ---- global_norm --------------------------------------------------------------------------------------
+// ---- streaming vector access ------------------------------------------------------------------------
+// 4 elements: a float4 for float, 8 bytes for bf16; CS: the evict-first (streaming) cache hint.
 
-__device__ __forceinline__ float4 optim_load4(const void *p, int bf16_, int64_t i) {
-    return bf16_ ? cu_load4((const bf16 *)p + i) : cu_load4((const float *)p + i);
+template <bool CS> __device__ __forceinline__ float4 ld4(const float *p) {
+    return CS ? __ldcs((const float4 *)p) : *(const float4 *)p;
+}
+template <bool CS> __device__ __forceinline__ float4 ld4(const bf16 *p) {
+    uint2 raw = CS ? __ldcs((const uint2 *)p) : *(const uint2 *)p;
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw;
+    float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+template <bool CS> __device__ __forceinline__ void st4(float *p, float4 v) {
+    if (CS)
+        __stcs((float4 *)p, v);
+    else
+        *(float4 *)p = v;
+}
+template <bool CS> __device__ __forceinline__ void st4(bf16 *p, float4 v) {
+    uint2 raw;
+    __nv_bfloat162 *h = (__nv_bfloat162 *)&raw;
+    h[0] = __floats2bfloat162_rn(v.x, v.y);
+    h[1] = __floats2bfloat162_rn(v.z, v.w);
+    if (CS)
+        __stcs((uint2 *)p, raw);
+    else
+        *(uint2 *)p = raw;
 }
 
-__global__ void norm_partial_kernel(const cuda_norm_entry *tab, int ne, double *part) {
-    __shared__ int s_e;
+__device__ __forceinline__ float sq4(float4 v) { return v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w; }
+
+// ---- global_norm --------------------------------------------------------------------------------------
+
+// The tuned configuration (cuda_optim_bench times the others).
+#define NORM_UNROLL 4
+#define NORM_CS true
+#define ADAMW_UNROLL 2
+#define ADAMW_CS true
+
+// Sum of squares of p[start, end) by this thread's share: U vectors of 4 in flight per trip.
+template <int U, bool CS, typename T> __device__ __forceinline__ double norm_span(const T *__restrict__ p, int64_t start, int64_t end) {
+    const int64_t nv = (end - start) / 4;
+    const int bt = blockDim.x;
+    double acc = 0.0;
+    int64_t q = threadIdx.x;
+    for (; q + (int64_t)(U - 1) * bt < nv; q += (int64_t)U * bt) {
+        float4 x[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) x[u] = ld4<CS>(p + start + 4 * (q + (int64_t)u * bt));
+#pragma unroll
+        for (int u = 0; u < U; u++) acc += (double)sq4(x[u]);
+    }
+    for (; q < nv; q += bt) acc += (double)sq4(ld4<CS>(p + start + 4 * q));
+    for (int64_t i = start + 4 * nv + threadIdx.x; i < end; i += bt) {
+        float v = cu_f(p[i]);
+        acc += (double)(v * v);
+    }
+    return acc;
+}
+
+template <int U, bool CS>
+__global__ void __launch_bounds__(CUDA_OPTIM_THREADS) norm_partial_kernel(const cuda_norm_entry *tab, int ne, int64_t chunk, double *part) {
+    __shared__ cuda_norm_entry s_e;
     int64_t b = blockIdx.x;
-    if (threadIdx.x == 0) s_e = optim_find(tab, ne, b);
+    if (threadIdx.x == 0) s_e = tab[optim_find(tab, ne, b)];
     __syncthreads();
-    const cuda_norm_entry *e = &tab[s_e];
-    int64_t start = (b - e->block0) * CUDA_NORM_CHUNK;
-    int64_t end = start + CUDA_NORM_CHUNK < e->n ? start + CUDA_NORM_CHUNK : e->n;
-    float acc = 0.0f;
-    int64_t i0 = start;
-    if (e->vec) {
-        int64_t nq = (end - start) / 4;
-        for (int64_t q = threadIdx.x; q < nq; q += blockDim.x) {
-            float4 v = optim_load4(e->p, e->bf16, start + 4 * q);
-            acc += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    const cuda_norm_entry e = s_e;
+    int64_t start = (b - e.block0) * chunk;
+    int64_t end = start + chunk < e.n ? start + chunk : e.n;
+    double acc = 0.0;
+    if (e.vec && e.bf16)
+        acc = norm_span<U, CS>((const bf16 *)e.p, start, end);
+    else if (e.vec)
+        acc = norm_span<U, CS>((const float *)e.p, start, end);
+    else
+        for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
+            float v = cu_ldd(e.p, e.bf16, i);
+            acc += (double)(v * v);
         }
-        i0 = start + 4 * nq;
-    }
-    for (int64_t i = i0 + threadIdx.x; i < end; i += blockDim.x) {
-        float v = cu_ldd(e->p, e->bf16, i);
-        acc += v * v;
-    }
-    double s = cu_block_sum((double)acc);
+    double s = cu_block_sum(acc);
     if (threadIdx.x == 0) part[b] = s;
 }
 
-__global__ void norm_final_kernel(const double *part, int64_t nb, void *out, int ob) {
+// Adds part[0, nb) in a fixed order (thread i takes i, i + bd, ...; four loads in flight), then
+// writes sqrt of the sum (out_sqrt) or the sum itself into out[idx].
+__global__ void partials_final_kernel(const double *part, int64_t nb, void *out, int ob, int64_t idx, int out_sqrt) {
+    const int64_t bd = blockDim.x;
     double s = 0.0;
-    for (int64_t i = threadIdx.x; i < nb; i += blockDim.x) s += part[i];
+    int64_t i = threadIdx.x;
+    for (; i + 3 * bd < nb; i += 4 * bd) {
+        double a0 = part[i], a1 = part[i + bd], a2 = part[i + 2 * bd], a3 = part[i + 3 * bd];
+        s += a0;
+        s += a1;
+        s += a2;
+        s += a3;
+    }
+    for (; i < nb; i += bd) s += part[i];
     s = cu_block_sum(s);
-    if (threadIdx.x == 0) cu_std(out, ob, 0, (float)sqrt(s));
+    if (threadIdx.x == 0) cu_std(out, ob, idx, (float)(out_sqrt ? sqrt(s) : s));
 }
 
 extern "C" int cuda_run_global_norm(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
@@ -227,11 +318,11 @@ extern "C" int cuda_run_global_norm(stg_cuda *c, const stg_graph *g, int op, voi
     double *part = (double *)c->norm_partials;
     const cuda_norm_entry *tab = (const cuda_norm_entry *)c->norm_table + c->norm_first[op];
     if (nb > 0) {
-        norm_partial_kernel<<<(unsigned)nb, 256, 0, c->stream>>>(tab, o->n_in, part);
+        norm_partial_kernel<NORM_UNROLL, NORM_CS><<<(unsigned)nb, CUDA_OPTIM_THREADS, 0, c->stream>>>(tab, o->n_in, CUDA_NORM_CHUNK, part);
         CUDA_LAUNCH_CHECK(err, "norm_partial_kernel");
     }
-    norm_final_kernel<<<1, 1024, 0, c->stream>>>(part, nb, ptr[o->out[0]], ob);
-    CUDA_LAUNCH_CHECK(err, "norm_final_kernel");
+    partials_final_kernel<<<1, 1024, 0, c->stream>>>(part, nb, ptr[o->out[0]], ob, 0, 1);
+    CUDA_LAUNCH_CHECK(err, "partials_final_kernel");
     return 0;
 }
 
@@ -251,13 +342,101 @@ __device__ __forceinline__ float adamw_elem(const adamw_k &k, float gr, float &m
     return p;
 }
 
-__global__ void adamw_kernel(const cuda_adamw_entry *tab, int ne, const void *norm, int nb, const void *sched, int sb) {
-    __shared__ int s_e;
+__device__ __forceinline__ float4 adamw_elem4(const adamw_k &k, float4 gr, float4 &m, float4 &v, float4 p) {
+    p.x = adamw_elem(k, gr.x, m.x, v.x, p.x);
+    p.y = adamw_elem(k, gr.y, m.y, v.y, p.y);
+    p.z = adamw_elem(k, gr.z, m.z, v.z, p.z);
+    p.w = adamw_elem(k, gr.w, m.w, v.w, p.w);
+    return p;
+}
+
+// The update of elements [start, end) of one entry by this thread's share, U vectors of 4 in
+// flight per trip; returns the sum of squares of the raw gradient when SUMSQ (else 0).
+template <int U, bool CS, bool MASTER, bool PBF16, bool SUMSQ>
+__device__ __forceinline__ double adamw_span(const cuda_adamw_entry &e, const adamw_k &k, int64_t start, int64_t end) {
+    typedef typename std::conditional<PBF16, bf16, float>::type PT;
+    const float *__restrict__ gr = (const float *)e.grad;
+    float *__restrict__ mm = e.m;
+    float *__restrict__ vv = e.v;
+    float *__restrict__ ms = e.master;
+    PT *__restrict__ pw = (PT *)e.param;
+    const int64_t nv = (end - start) / 4;
+    const int bt = blockDim.x;
+    double acc = 0.0;
+    int64_t q = threadIdx.x;
+    for (; q + (int64_t)(U - 1) * bt < nv; q += (int64_t)U * bt) {
+        float4 g4[U], m4[U], v4[U], p4[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int64_t i = start + 4 * (q + (int64_t)u * bt);
+            g4[u] = ld4<CS>(gr + i);
+            m4[u] = ld4<CS>(mm + i);
+            v4[u] = ld4<CS>(vv + i);
+            p4[u] = MASTER ? ld4<CS>(ms + i) : ld4<CS>(pw + i);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int64_t i = start + 4 * (q + (int64_t)u * bt);
+            if (SUMSQ) acc += (double)sq4(g4[u]);
+            float4 p = adamw_elem4(k, g4[u], m4[u], v4[u], p4[u]);
+            st4<CS>(mm + i, m4[u]);
+            st4<CS>(vv + i, v4[u]);
+            if (MASTER) st4<CS>(ms + i, p);
+            st4<CS>(pw + i, p);
+        }
+    }
+    for (; q < nv; q += bt) {
+        int64_t i = start + 4 * q;
+        float4 g = ld4<CS>(gr + i), m = ld4<CS>(mm + i), v = ld4<CS>(vv + i);
+        float4 p0 = MASTER ? ld4<CS>(ms + i) : ld4<CS>(pw + i);
+        if (SUMSQ) acc += (double)sq4(g);
+        float4 p = adamw_elem4(k, g, m, v, p0);
+        st4<CS>(mm + i, m);
+        st4<CS>(vv + i, v);
+        if (MASTER) st4<CS>(ms + i, p);
+        st4<CS>(pw + i, p);
+    }
+    for (int64_t i = start + 4 * nv + threadIdx.x; i < end; i += bt) {
+        float g = gr[i], m = mm[i], v = vv[i];
+        float p = MASTER ? ms[i] : cu_f(pw[i]);
+        if (SUMSQ) acc += (double)(g * g);
+        p = adamw_elem(k, g, m, v, p);
+        mm[i] = m;
+        vv[i] = v;
+        if (MASTER) ms[i] = p;
+        cu_st(pw, i, p);
+    }
+    return acc;
+}
+
+// Any layout (unaligned pointers, bf16 gradients): one element at a time.
+template <bool SUMSQ>
+__device__ double adamw_span_any(const cuda_adamw_entry &e, const adamw_k &k, int64_t start, int64_t end) {
+    double acc = 0.0;
+    for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
+        float g = cu_ldd(e.grad, e.grad_bf16, i), m = e.m[i], v = e.v[i];
+        float p = e.master ? e.master[i] : cu_ldd(e.param, e.param_bf16, i);
+        if (SUMSQ) acc += (double)(g * g);
+        p = adamw_elem(k, g, m, v, p);
+        e.m[i] = m;
+        e.v[i] = v;
+        if (e.master) e.master[i] = p;
+        cu_std(e.param, e.param_bf16, i, p);
+    }
+    return acc;
+}
+
+// Blocks blk0 + blockIdx.x of the table's numbering (entries tab[0, ne)), CHUNK elements each.
+// SUMSQ: part[blockIdx.x] = the block's sum of squares of the raw gradient.
+template <int U, bool CS, bool SUMSQ>
+__global__ void __launch_bounds__(CUDA_OPTIM_THREADS)
+    adamw_kernel(const cuda_adamw_entry *tab, int ne, int64_t blk0, int64_t chunk, const void *norm, int nb, const void *sched,
+                 int sb, double *part) {
+    __shared__ cuda_adamw_entry s_e;
     __shared__ adamw_k s_k;
-    int64_t b = blockIdx.x;
+    int64_t b = blk0 + blockIdx.x;
     if (threadIdx.x == 0) {
-        int ei = optim_find(tab, ne, b);
-        const cuda_adamw_entry *e = &tab[ei];
+        const cuda_adamw_entry *e = &tab[optim_find(tab, ne, b)];
         double nrm = cu_ldd(norm, nb, 0), step = cu_ldd(sched, sb, 0), lr = cu_ldd(sched, sb, 1);
         double mx = e->max_norm;
         adamw_k k;
@@ -268,69 +447,368 @@ __global__ void adamw_kernel(const cuda_adamw_entry *tab, int ne, const void *no
         k.at = (float)(lr * sqrt(1.0 - pow((double)e->beta2, step)) / (1.0 - pow((double)e->beta1, step)));
         k.decay = (float)(lr * (double)e->weight_decay);
         s_k = k;
-        s_e = ei;
+        s_e = *e;
     }
     __syncthreads();
-    const cuda_adamw_entry *e = &tab[s_e];
+    const cuda_adamw_entry e = s_e;
     const adamw_k k = s_k;
-    int64_t start = (b - e->block0) * CUDA_ADAMW_CHUNK;
-    int64_t end = start + CUDA_ADAMW_CHUNK < e->n ? start + CUDA_ADAMW_CHUNK : e->n;
-    int64_t i0 = start;
-    if (e->vec) {
-        int64_t nq = (end - start) / 4;
-        for (int64_t q = threadIdx.x; q < nq; q += blockDim.x) {
-            int64_t i = start + 4 * q;
-            float4 gr = optim_load4(e->grad, e->grad_bf16, i);
-            float4 m = cu_load4(e->m + i), v = cu_load4(e->v + i);
-            float4 p = e->master ? cu_load4(e->master + i) : optim_load4(e->param, e->param_bf16, i);
-            p.x = adamw_elem(k, gr.x, m.x, v.x, p.x);
-            p.y = adamw_elem(k, gr.y, m.y, v.y, p.y);
-            p.z = adamw_elem(k, gr.z, m.z, v.z, p.z);
-            p.w = adamw_elem(k, gr.w, m.w, v.w, p.w);
-            cu_store4(e->m + i, m);
-            cu_store4(e->v + i, v);
-            if (e->master) cu_store4(e->master + i, p);
-            if (e->param_bf16)
-                cu_store4((bf16 *)e->param + i, p);
-            else
-                cu_store4((float *)e->param + i, p);
-        }
-        i0 = start + 4 * nq;
-    }
-    for (int64_t i = i0 + threadIdx.x; i < end; i += blockDim.x) {
-        float m = e->m[i], v = e->v[i];
-        float p = e->master ? e->master[i] : cu_ldd(e->param, e->param_bf16, i);
-        p = adamw_elem(k, cu_ldd(e->grad, e->grad_bf16, i), m, v, p);
-        e->m[i] = m;
-        e->v[i] = v;
-        if (e->master) e->master[i] = p;
-        cu_std(e->param, e->param_bf16, i, p);
+    int64_t start = (b - e.block0) * chunk;
+    int64_t end = start + chunk < e.n ? start + chunk : e.n;
+    double acc;
+    if (!e.vec || e.grad_bf16)
+        acc = adamw_span_any<SUMSQ>(e, k, start, end);
+    else if (e.master)
+        acc = e.param_bf16 ? adamw_span<U, CS, true, true, SUMSQ>(e, k, start, end)
+                           : adamw_span<U, CS, true, false, SUMSQ>(e, k, start, end);
+    else
+        acc = e.param_bf16 ? adamw_span<U, CS, false, true, SUMSQ>(e, k, start, end)
+                           : adamw_span<U, CS, false, false, SUMSQ>(e, k, start, end);
+    if (SUMSQ) {
+        double s = cu_block_sum(acc);
+        if (threadIdx.x == 0) part[blockIdx.x] = s;
     }
 }
 
-// param, grad, m, v, norm (), sched (2) [, master]: the first ADAMW op of the schedule updates
-// every parameter; the others were done by it.
+// param, grad, m, v, norm (), sched (2) [, master] [, slots]: without slots the first ADAMW op of
+// the schedule updates every parameter and the others were done by it; with slots each op updates
+// its own parameter and writes its gradient's sum of squares into its slot.
 extern "C" int cuda_run_adamw(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
-    if (!c->adamw_host || c->n_adamw == 0)
+    if (!c->adamw_host || c->n_adamw == 0 || !c->norm_first || op >= c->nops)
         return stg_errf(err, "no AdamW table: cuda_prepare was not called for this graph");
-    if (op != c->first_adamw_op) {
-        for (int i = 0; i < c->n_adamw; i++)
-            if (c->adamw_host[i].op == op) return 0; // updated by the first ADAMW op's launch
-        return stg_errf(err, "adamw op %d is not in the table cuda_prepare built", op);
-    }
-    for (int i = 0; i < c->n_adamw; i++) {
+    int idx = c->norm_first[c->nops + op];
+    if (idx < 0 || c->adamw_host[idx].op != op) return stg_errf(err, "adamw op %d is not in the table cuda_prepare built", op);
+    const cuda_adamw_entry *self = &c->adamw_host[idx];
+    bool per_op = self->slot > 0;
+    if (!per_op && op != c->first_adamw_op) return 0; // updated by the first ADAMW op's launch
+    for (int i = per_op ? idx : 0; i < (per_op ? idx + 1 : c->n_adamw); i++) {
         const cuda_adamw_entry *e = &c->adamw_host[i];
         const stg_op *o = &g->ops[e->op];
+        int nin = o->n_in - (e->slot > 0);
         if (ptr[o->in[0]] != e->param || ptr[o->in[1]] != e->grad || ptr[o->in[2]] != (void *)e->m ||
             ptr[o->in[3]] != (void *)e->v || (e->master && ptr[o->in[6]] != (void *)e->master) ||
-            ptr[o->in[4]] != c->adamw_norm || ptr[o->in[5]] != c->adamw_sched)
+            (e->slot > 0 && ptr[o->in[nin]] != e->slots) || ptr[o->in[4]] != c->adamw_norm || ptr[o->in[5]] != c->adamw_sched)
             return stg_errf(err, "the tensors of parameter %s moved since cuda_prepare: call cuda_prepare again",
                             g->t[o->in[0]].name);
     }
-    if (c->adamw_blocks == 0) return 0;
-    adamw_kernel<<<(unsigned)c->adamw_blocks, 256, 0, c->stream>>>((const cuda_adamw_entry *)c->adamw_table, c->n_adamw,
-                                                                  c->adamw_norm, c->adamw_norm_bf16, c->adamw_sched,
-                                                                  c->adamw_sched_bf16);
-    CUDA_LAUNCH_CHECK(err, "adamw_kernel");
+    const cuda_adamw_entry *dtab = (const cuda_adamw_entry *)c->adamw_table;
+    if (!per_op) {
+        if (c->adamw_blocks == 0) return 0;
+        adamw_kernel<ADAMW_UNROLL, ADAMW_CS, false><<<(unsigned)c->adamw_blocks, CUDA_OPTIM_THREADS, 0, c->stream>>>(
+            dtab, c->n_adamw, 0, CUDA_ADAMW_CHUNK, c->adamw_norm, c->adamw_norm_bf16, c->adamw_sched, c->adamw_sched_bf16, NULL);
+        CUDA_LAUNCH_CHECK(err, "adamw_kernel");
+        return 0;
+    }
+    int64_t nb = optim_blocks(self->n, CUDA_ADAMW_CHUNK);
+    double *part = (double *)c->work;
+    if (nb > 0 && (!part || c->work_bytes < (size_t)nb * sizeof(double)))
+        return stg_errf(err, "adamw (%s): the kernels' scratch holds %zu bytes, %lld needed", g->t[g->ops[op].in[0]].name,
+                        c->work_bytes, (long long)nb * (long long)sizeof(double));
+    if (nb > 0) {
+        adamw_kernel<ADAMW_UNROLL, ADAMW_CS, true><<<(unsigned)nb, CUDA_OPTIM_THREADS, 0, c->stream>>>(
+            dtab + idx, 1, self->block0, CUDA_ADAMW_CHUNK, c->adamw_norm, c->adamw_norm_bf16, c->adamw_sched,
+            c->adamw_sched_bf16, part);
+        CUDA_LAUNCH_CHECK(err, "adamw_kernel");
+    }
+    partials_final_kernel<<<1, 256, 0, c->stream>>>(part, nb, self->slots, self->slots_bf16, self->slot - 1, 0);
+    CUDA_LAUNCH_CHECK(err, "partials_final_kernel");
     return 0;
+}
+
+// ---- slot_norm ------------------------------------------------------------------------------------------
+
+// norm = sqrt(slots[0] + ... + slots[k-1]), added in order in double by one thread (k is the number
+// of parameters: small), as the CPU backend does.
+__global__ void slot_norm_kernel(const void *slots, int lb, int64_t k, void *norm, int nb) {
+    double s = 0.0;
+    for (int64_t i = 0; i < k; i++) s += (double)cu_ldd(slots, lb, i);
+    cu_std(norm, nb, 0, (float)sqrt(s));
+}
+
+extern "C" int cuda_run_slot_norm(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    int lb = cuda_is_bf16(g, o, o->in[0], err);
+    int nb = lb < 0 ? -1 : cuda_is_bf16(g, o, o->in[1], err);
+    if (nb < 0) return -1;
+    if (cuda_numel(&g->t[o->in[1]]) != 1) return stg_errf(err, "norm %s must be a scalar", g->t[o->in[1]].name);
+    slot_norm_kernel<<<1, 1, 0, c->stream>>>(ptr[o->in[0]], lb, cuda_numel(&g->t[o->in[0]]), ptr[o->in[1]], nb);
+    CUDA_LAUNCH_CHECK(err, "slot_norm_kernel");
+    return 0;
+}
+
+// ---- measurements -----------------------------------------------------------------------------------------
+
+// Deterministic pseudo-random fill: lo + (hi - lo) * u, u uniform in [0, 1) from a hash of i.
+__global__ void bench_fill_kernel(float *p, int64_t n, uint32_t seed, float lo, float hi) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 16;
+        h *= 0x7feb352du;
+        h ^= h >> 15;
+        h *= 0x846ca68bu;
+        h ^= h >> 16;
+        p[i] = lo + (hi - lo) * (float)(h >> 8) * (1.0f / 16777216.0f);
+    }
+}
+
+__global__ void bench_fill_bf16_kernel(bf16 *p, const float *src, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        p[i] = __float2bfloat16_rn(src[i]);
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+// Median milliseconds of `reps` timed launches of fn (one warm-up first).
+template <typename F> static int bench_time(stg_cuda *c, int reps, F fn, double *ms, stg_err *err) {
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    float *t = (float *)stg_calloc((size_t)reps, sizeof(float), err);
+    if (!t) return -1;
+    int rc = -1;
+    cudaError_t ce = cudaEventCreate(&e0);
+    if (ce == cudaSuccess) ce = cudaEventCreate(&e1);
+    if (ce != cudaSuccess) {
+        stg_errf(err, "cudaEventCreate: %s", cudaGetErrorString(ce));
+        goto out;
+    }
+    if (fn(err)) goto out;
+    for (int r = 0; r < reps; r++) {
+        ce = cudaEventRecord(e0, c->stream);
+        if (ce != cudaSuccess) break;
+        if (fn(err)) goto out;
+        ce = cudaEventRecord(e1, c->stream);
+        if (ce == cudaSuccess) ce = cudaEventSynchronize(e1);
+        if (ce == cudaSuccess) ce = cudaEventElapsedTime(&t[r], e0, e1);
+        if (ce != cudaSuccess) break;
+    }
+    if (ce != cudaSuccess) {
+        stg_errf(err, "timing: %s", cudaGetErrorString(ce));
+        goto out;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_float);
+    *ms = reps % 2 ? t[reps / 2] : 0.5 * ((double)t[reps / 2 - 1] + (double)t[reps / 2]);
+    rc = 0;
+out:
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    free(t);
+    return rc;
+}
+
+extern "C" int cuda_copy_bandwidth(stg_cuda *c, size_t bytes, int reps, double *bytes_per_s, stg_err *err) {
+    if (bytes < 16 || reps < 1) return stg_errf(err, "copy bandwidth: %zu bytes, %d repetitions", bytes, reps);
+    CUDA_CHECK(err, cudaSetDevice(c->device));
+    void *src = NULL, *dst = NULL;
+    int rc = -1;
+    double ms = 0;
+    cudaError_t ce = cudaMalloc(&src, bytes);
+    if (ce == cudaSuccess) ce = cudaMalloc(&dst, bytes);
+    if (ce != cudaSuccess) {
+        stg_errf(err, "copy bandwidth: cudaMalloc of 2 x %zu bytes: %s", bytes, cudaGetErrorString(ce));
+        goto out;
+    }
+    bench_fill_kernel<<<c->sm_count * 4, 256, 0, c->stream>>>((float *)src, (int64_t)(bytes / 4), 7u, -1.0f, 1.0f);
+    if ((ce = cudaGetLastError()) != cudaSuccess) {
+        stg_errf(err, "copy bandwidth: fill: %s", cudaGetErrorString(ce));
+        goto out;
+    }
+    if (bench_time(c, reps,
+                   [&](stg_err *e) -> int {
+                       cudaError_t r = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream);
+                       return r == cudaSuccess ? 0 : stg_errf(e, "cudaMemcpyAsync: %s", cudaGetErrorString(r));
+                   },
+                   &ms, err))
+        goto out;
+    *bytes_per_s = ms > 0 ? 2.0 * (double)bytes / (ms * 1e-3) : 0;
+    rc = 0;
+out:
+    if (src) cudaFree(src);
+    if (dst) cudaFree(dst);
+    return rc;
+}
+
+// Synthetic tensors shaped like one layer of the 2.7B model (d_model 2560, d_ff 10240), repeated.
+static const int64_t bench_shape[] = {2560 * 2560, 2560 * 2560, 2560 * 2560, 2560 * 2560, 10240 * 2560,
+                                      10240 * 2560, 10240 * 2560, 2560, 2560};
+#define BENCH_NSHAPE ((int)(sizeof bench_shape / sizeof bench_shape[0]))
+
+typedef struct bench_bufs {
+    float *grad, *m, *v, *master;
+    bf16 *param;
+    void *tabs;   // adamw entries, then norm entries
+    double *part; // partials
+    float *norm_sched; // [norm, steps done, lr]
+} bench_bufs;
+
+template <int U, bool CS>
+static int bench_adamw(stg_cuda *c, const bench_bufs *bb, cuda_adamw_entry *host, int ne, int64_t chunk, int reps, double *ms,
+                       stg_err *err) {
+    int64_t blocks = 0;
+    for (int i = 0; i < ne; i++) {
+        host[i].block0 = blocks;
+        blocks += optim_blocks(host[i].n, chunk);
+    }
+    CUDA_CHECK(err, cudaMemcpy(bb->tabs, host, sizeof(cuda_adamw_entry) * (size_t)ne, cudaMemcpyHostToDevice));
+    const cuda_adamw_entry *tab = (const cuda_adamw_entry *)bb->tabs;
+    return bench_time(
+        c, reps,
+        [&](stg_err *e) -> int {
+            adamw_kernel<U, CS, false><<<(unsigned)blocks, CUDA_OPTIM_THREADS, 0, c->stream>>>(tab, ne, 0, chunk, bb->norm_sched, 0,
+                                                                                          bb->norm_sched + 1, 0, NULL);
+            CUDA_LAUNCH_CHECK(e, "adamw_kernel");
+            return 0;
+        },
+        ms, err);
+}
+
+template <int U, bool CS>
+static int bench_norm(stg_cuda *c, const bench_bufs *bb, cuda_norm_entry *host, int ne, int64_t chunk, int reps, double *ms,
+                      stg_err *err) {
+    int64_t blocks = 0;
+    for (int i = 0; i < ne; i++) {
+        host[i].block0 = blocks;
+        blocks += optim_blocks(host[i].n, chunk);
+    }
+    CUDA_CHECK(err, cudaMemcpy(bb->tabs, host, sizeof(cuda_norm_entry) * (size_t)ne, cudaMemcpyHostToDevice));
+    const cuda_norm_entry *tab = (const cuda_norm_entry *)bb->tabs;
+    return bench_time(
+        c, reps,
+        [&](stg_err *e) -> int {
+            norm_partial_kernel<U, CS><<<(unsigned)blocks, CUDA_OPTIM_THREADS, 0, c->stream>>>(tab, ne, chunk, bb->part);
+            CUDA_LAUNCH_CHECK(e, "norm_partial_kernel");
+            partials_final_kernel<<<1, 1024, 0, c->stream>>>(bb->part, blocks, bb->norm_sched, 0, 0, 1);
+            CUDA_LAUNCH_CHECK(e, "partials_final_kernel");
+            return 0;
+        },
+        ms, err);
+}
+
+extern "C" int cuda_optim_bench(stg_cuda *c, int64_t n, int reps, cuda_optim_bench_row *rows, int max_rows, int *nrows,
+                                stg_err *err) {
+    *nrows = 0;
+    int64_t per = 0;
+    for (int i = 0; i < BENCH_NSHAPE; i++) per += bench_shape[i];
+    int layers = (int)((n + per - 1) / per);
+    if (layers < 1) layers = 1;
+    int ne = layers * BENCH_NSHAPE;
+    int64_t total = per * layers;
+    CUDA_CHECK(err, cudaSetDevice(c->device));
+    bench_bufs bb;
+    memset(&bb, 0, sizeof bb);
+    cuda_adamw_entry *ah = (cuda_adamw_entry *)stg_calloc((size_t)ne, sizeof *ah, err);
+    cuda_norm_entry *nh = ah ? (cuda_norm_entry *)stg_calloc((size_t)ne, sizeof *nh, err) : NULL;
+    int rc = -1;
+    size_t fb = sizeof(float) * (size_t)total;
+    cudaError_t ce = cudaSuccess;
+    if (!nh) goto out;
+    {
+        void **bufs[5] = {(void **)&bb.grad, (void **)&bb.m, (void **)&bb.v, (void **)&bb.master, (void **)&bb.param};
+        size_t sizes[5] = {fb, fb, fb, fb, fb / 2};
+        for (int i = 0; i < 5 && ce == cudaSuccess; i++) ce = cudaMalloc(bufs[i], sizes[i]);
+        if (ce == cudaSuccess) ce = cudaMalloc(&bb.tabs, sizeof(cuda_adamw_entry) * (size_t)ne + 256);
+        if (ce == cudaSuccess) ce = cudaMalloc((void **)&bb.part, sizeof(double) * (size_t)(total / 4096 + ne + 1));
+        if (ce == cudaSuccess) ce = cudaMalloc((void **)&bb.norm_sched, 3 * sizeof(float));
+        if (ce != cudaSuccess) {
+            stg_errf(err, "optim bench: cudaMalloc for %lld elements: %s", (long long)total, cudaGetErrorString(ce));
+            goto out;
+        }
+    }
+    {
+        unsigned fg = (unsigned)c->sm_count * 8;
+        bench_fill_kernel<<<fg, 256, 0, c->stream>>>(bb.grad, total, 1u, -0.3f, 0.3f);
+        bench_fill_kernel<<<fg, 256, 0, c->stream>>>(bb.m, total, 2u, -0.01f, 0.01f);
+        bench_fill_kernel<<<fg, 256, 0, c->stream>>>(bb.v, total, 3u, 1e-6f, 1e-3f);
+        bench_fill_kernel<<<fg, 256, 0, c->stream>>>(bb.master, total, 4u, -0.05f, 0.05f);
+        bench_fill_bf16_kernel<<<fg, 256, 0, c->stream>>>(bb.param, bb.master, total);
+        CUDA_LAUNCH_CHECK(err, "bench fill");
+        float ns[3] = {0.5f, 10.0f, 1e-4f}; // norm under max_norm, step 11, lr
+        CUDA_CHECK(err, cudaMemcpy(bb.norm_sched, ns, sizeof ns, cudaMemcpyHostToDevice));
+    }
+    {
+        int64_t off = 0;
+        for (int i = 0; i < ne; i++) {
+            int64_t len = bench_shape[i % BENCH_NSHAPE];
+            cuda_adamw_entry *e = &ah[i];
+            e->param = bb.param + off;
+            e->grad = bb.grad + off;
+            e->m = bb.m + off;
+            e->v = bb.v + off;
+            e->master = bb.master + off;
+            e->n = len;
+            e->beta1 = 0.9f;
+            e->beta2 = 0.95f;
+            e->eps = 1e-8f;
+            e->weight_decay = 0.1f;
+            e->max_norm = 1.0f;
+            e->param_bf16 = 1;
+            e->vec = 1;
+            nh[i].p = bb.grad + off;
+            nh[i].n = len;
+            nh[i].vec = 1;
+            off += len;
+        }
+        double ab = 30.0 * (double)total, nbytes = 4.0 * (double)total;
+        struct {
+            const char *name;
+            int (*fn)(stg_cuda *, const bench_bufs *, cuda_adamw_entry *, int, int64_t, int, double *, stg_err *);
+            int64_t chunk;
+        } av[] = {
+            {"adamw U=2 cs chunk 32768 (used)", bench_adamw<2, true>, 32768},
+            {"adamw U=1 cs chunk 32768", bench_adamw<1, true>, 32768},
+            {"adamw U=4 cs chunk 32768", bench_adamw<4, true>, 32768},
+            {"adamw U=2 plain chunk 32768", bench_adamw<2, false>, 32768},
+            {"adamw U=2 cs chunk 8192", bench_adamw<2, true>, 8192},
+            {"adamw U=2 cs chunk 131072", bench_adamw<2, true>, 131072},
+        };
+        struct {
+            const char *name;
+            int (*fn)(stg_cuda *, const bench_bufs *, cuda_norm_entry *, int, int64_t, int, double *, stg_err *);
+            int64_t chunk;
+        } nv[] = {
+            {"global_norm U=4 cs chunk 65536 (used)", bench_norm<4, true>, 65536},
+            {"global_norm U=2 cs chunk 65536", bench_norm<2, true>, 65536},
+            {"global_norm U=8 cs chunk 65536", bench_norm<8, true>, 65536},
+            {"global_norm U=4 plain chunk 65536", bench_norm<4, false>, 65536},
+            {"global_norm U=4 cs chunk 16384", bench_norm<4, true>, 16384},
+        };
+        double ms;
+        double bw;
+        if (*nrows < max_rows) {
+            if (cuda_copy_bandwidth(c, fb, reps, &bw, err)) goto out;
+            cuda_optim_bench_row *r = &rows[(*nrows)++];
+            snprintf(r->name, sizeof r->name, "copy (cudaMemcpyAsync D2D, %lld MiB)", (long long)(fb >> 20));
+            r->bytes = 2.0 * (double)fb;
+            r->ms = r->bytes / bw * 1e3;
+        }
+        for (size_t i = 0; i < sizeof av / sizeof av[0] && *nrows < max_rows; i++) {
+            if (av[i].fn(c, &bb, ah, ne, av[i].chunk, reps, &ms, err)) goto out;
+            cuda_optim_bench_row *r = &rows[(*nrows)++];
+            snprintf(r->name, sizeof r->name, "%s", av[i].name);
+            r->ms = ms;
+            r->bytes = ab;
+        }
+        for (size_t i = 0; i < sizeof nv / sizeof nv[0] && *nrows < max_rows; i++) {
+            if (nv[i].fn(c, &bb, nh, ne, nv[i].chunk, reps, &ms, err)) goto out;
+            cuda_optim_bench_row *r = &rows[(*nrows)++];
+            snprintf(r->name, sizeof r->name, "%s", nv[i].name);
+            r->ms = ms;
+            r->bytes = nbytes;
+        }
+    }
+    ce = cudaStreamSynchronize(c->stream);
+    if (ce != cudaSuccess) {
+        stg_errf(err, "optim bench: %s", cudaGetErrorString(ce));
+        goto out;
+    }
+    rc = 0;
+out:
+    cudaStreamSynchronize(c->stream);
+    void *all[7] = {bb.grad, bb.m, bb.v, bb.master, bb.param, bb.tabs, bb.part};
+    for (int i = 0; i < 7; i++)
+        if (all[i]) cudaFree(all[i]);
+    if (bb.norm_sched) cudaFree(bb.norm_sched);
+    free(ah);
+    free(nh);
+    return rc;
 }

@@ -170,6 +170,7 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
         rc = 0;
         goto done;
     }
+    if (oc->dp_world >= 1 && graph_data_parallel(g, oc, err) < 0) goto done;
     // optimizer: global norm over all gradients, then AdamW per parameter. In backward: no global
     // norm op; each AdamW op clips by the previous step's norm (a persistent scalar, 0 before the
     // first step: no clipping) and writes its gradient's sum of squares into its own slot; slot_norm

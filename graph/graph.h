@@ -196,6 +196,11 @@ typedef struct stg_optim_config {
     // the parameter has no reader left in the step (graph_schedule places it), so the gradient dies
     // there; clipping uses the previous step's global norm (none on a run's first step).
     bool in_backward;
+    // Data parallelism (graph/dp.c): with dp_world >= 1 the gradients are averaged over dp_world
+    // processes before clipping, in buckets of about dp_bucket_bytes (0: one bucket after the whole
+    // backward pass) whose first holds about dp_first_bucket_bytes; the loss is averaged too.
+    int dp_world;
+    int64_t dp_bucket_bytes, dp_first_bucket_bytes;
 } stg_optim_config;
 
 stg_optim_config graph_optim_defaults(void);
@@ -208,6 +213,12 @@ int graph_autodiff(stg_graph *g, const stg_optim_config *oc, stg_err *err);
 // The backward pass alone from output `out` with the given gradient tensor `seed` (same shape;
 // an INPUT, for benchmarks of a part of a model): parameter gradients, no optimizer.
 int graph_backward(stg_graph *g, int out, int seed, stg_err *err);
+
+// Data parallelism, called by graph_autodiff when oc->dp_world >= 1, after the gradients are final
+// and before the optimizer: the gradients go into buckets in the order the backward pass finishes
+// them (each bucket a contiguous placement group for the planner), each bucket gets one allreduce
+// op (mean over the ranks, in place), and the loss one more. Returns the number of buckets.
+int graph_data_parallel(stg_graph *g, const stg_optim_config *oc, stg_err *err);
 
 // Marks tensors written in forward and read later as ACTIVATION, the rest TEMPORARY. Called by
 // graph_autodiff; call it directly for forward-only graphs.

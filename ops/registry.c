@@ -357,6 +357,17 @@ static int infer_global_norm(stg_graph *g, int id, stg_err *err) {
     return 0;
 }
 
+// Data parallel: the tensors (one contiguous bucket of the planner's, or one scalar) become their
+// mean over the ranks, in place. All float, one dtype.
+static int infer_allreduce(stg_graph *g, int id, stg_err *err) {
+    for (int i = 0; i < OP(g, id)->n_in; i++) {
+        if (need_float(g, id, i, err)) return -1;
+        if (IN(g, id, i)->dtype != IN(g, id, 0)->dtype)
+            return bad(g, id, err, "'%s' and '%s' must have one dtype", IN(g, id, i)->name, IN(g, id, 0)->name);
+    }
+    return 0;
+}
+
 // slots (k), norm (): norm = sqrt(slots[0] + ... + slots[k-1]), in place (optimizer in backward).
 static int infer_slot_norm(stg_graph *g, int id, stg_err *err) {
     const stg_tensor *sl = IN(g, id, 0), *n = IN(g, id, 1);
@@ -764,6 +775,8 @@ static const stg_op_def defs[STG_OP_COUNT] = {
     [STG_OP_ADAMW] = {"adamw", 6, 8, 0, ATTRS(attrs_adamw), infer_adamw, NULL, flops_adamw,
                       .mutates_in = BIT(0) | BIT(2) | BIT(3) | BIT(6) | BIT(7), .inplace_in = -1},
     [STG_OP_SLOT_NORM] = {"slot_norm", 2, 2, 0, NULL, 0, infer_slot_norm, NULL, flops_slot_norm, .mutates_in = BIT(1),
+                          .inplace_in = -1},
+    [STG_OP_ALLREDUCE] = {"allreduce", 1, -1, 0, NULL, 0, infer_allreduce, NULL, flops_zero, .mutates_in = 0xffffffffu,
                           .inplace_in = -1},
 };
 

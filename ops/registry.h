@@ -45,8 +45,8 @@ typedef struct stg_op_def {
     int view;               // output 0 is a view of input 0 (same bytes)
 } stg_op_def;
 
-// Bit i of an input mask (inputs past 31, e.g. of the variadic global_norm, have no flags).
-static inline bool ops_bit(uint32_t mask, int i) { return i >= 0 && i < 32 && ((mask >> i) & 1u); }
+// Bit i of an input mask; inputs past 31 (of variadic ops: global_norm, allreduce) share bit 31.
+static inline bool ops_bit(uint32_t mask, int i) { return i >= 0 && ((mask >> (i < 32 ? i : 31)) & 1u); }
 
 // The lr_schedule op's learning rate for iteration t (0-based): CS336's get_lr_cosine_schedule.
 double ops_lr_at(const stg_lr_attrs *a, int64_t t);

@@ -53,7 +53,8 @@ typedef struct rt_backend_ops {
     // Names the phase the following work belongs to (NVTX ranges on CUDA); NULL ends it. May be NULL.
     void (*annotate)(rt_backend *b, const char *phase);
     // Concurrency inside captured runs; all NULL for a backend with one stream. streams: how many
-    // streams ops may be enqueued on (0 is the one everything above uses). op_lane: RT_LANE_*.
+    // streams ops may be enqueued on (0 is the one everything above uses), not counting the
+    // communication stream, whose index is streams(b). op_lane: RT_LANE_*.
     // run_op_on: run_op on stream s. events makes events 0..n-1 (outside capture); event_record marks
     // the point reached in stream s, event_wait makes stream s wait for the last mark of event ev.
     int (*streams)(rt_backend *b);
@@ -70,7 +71,8 @@ typedef struct rt_backend_ops {
 
 // Where an op may run (op_lane): on stream 0 only; on any stream; on stream 0 after everything
 // enqueued before it (ops that touch tensors they do not name, like a multi-tensor optimizer).
-enum { RT_LANE_MAIN = 0, RT_LANE_ANY = 1, RT_LANE_BARRIER = 2 };
+// RT_LANE_COMM: communication between processes, on its own stream, index streams(b).
+enum { RT_LANE_MAIN = 0, RT_LANE_ANY = 1, RT_LANE_BARRIER = 2, RT_LANE_COMM = 3 };
 
 struct rt_backend {
     const rt_backend_ops *ops;
@@ -79,5 +81,9 @@ struct rt_backend {
 
 // The CPU reference backend (ops/cpu kernels, host memory). fp32 and fp64 graphs.
 int rt_backend_cpu_new(rt_backend **out, stg_err *err);
+// Data parallelism on the CPU backend: allreduce ops average over the processes of d (a
+// connected group the caller keeps), through rank 0 in rank order (runtime/dist.h).
+struct rt_dist;
+int rt_backend_cpu_join(rt_backend *b, struct rt_dist *d, stg_err *err);
 
 #endif

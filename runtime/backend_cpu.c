@@ -5,6 +5,7 @@
 
 #include "ops/cpu/cpu.h"
 #include "runtime/backend.h"
+#include "runtime/dist.h"
 
 static int cpu_alloc(rt_backend *b, size_t n, void **out, stg_err *err) {
     void *p = NULL;
@@ -34,6 +35,7 @@ typedef struct {
     double t[2];          // timer marks 0 and 1 (ms)
     void *scratch;        // kernel scratch for the prepared graph: one allocation, made by prepare
     size_t scratch_bytes;
+    rt_dist *dist;        // the data-parallel group (rt_backend_cpu_join), NULL when none
 } cpu_impl;
 
 // Allocates the scratch every op of g may need (the max of cpu_op_scratch_bytes), once, before the
@@ -59,7 +61,24 @@ static int cpu_prepare(rt_backend *b, const stg_graph *g, void *const *ptr, stg_
 
 static int cpu_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     cpu_impl *im = b->impl;
+    const stg_op *o = &g->ops[op];
+    if (o->kind == STG_OP_ALLREDUCE) { // tensor by tensor (test modes give each its own buffer)
+        if (!im->dist) return stg_errf(err, "allreduce: the cpu backend has no data-parallel group (rt_backend_cpu_join)");
+        for (int i = 0; i < o->n_in; i++) {
+            const stg_tensor *t = &g->t[o->in[i]];
+            if (rt_dist_allreduce_mean(im->dist, ptr[o->in[i]], graph_numel(t), t->dtype, err))
+                return stg_err_prefix(err, "allreduce of %s", t->name);
+        }
+        return 0;
+    }
     return cpu_op_run(g, op, ptr, im->scratch, im->scratch_bytes, err);
+}
+
+int rt_backend_cpu_join(rt_backend *b, rt_dist *d, stg_err *err) {
+    if (b->ops->run_op != cpu_run) return stg_errf(err, "rt_backend_cpu_join: not a cpu backend");
+    if (!d->connected) return stg_errf(err, "rt_backend_cpu_join: the group is not connected");
+    ((cpu_impl *)b->impl)->dist = d;
+    return 0;
 }
 
 static double cpu_now_ms(void) {

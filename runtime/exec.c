@@ -297,16 +297,17 @@ int rt_exec_set_steps_done(rt_exec *e, int64_t done, stg_err *err) {
 // Results are bitwise those of one stream: every kernel is deterministic and no two unordered ops
 // touch the same bytes.
 
-#define MAX_STREAMS 8
+#define MAX_STREAMS 8                // compute streams and the communication stream
+#define WSTRIDE (MAX_STREAMS + 2)    // waits of one op: one per other stream, the start, the end mark
 
 typedef struct {
     int n;          // ops of the run, in schedule order
     int *op;        // (n) op ids
     int *stream;    // (n)
-    int *wait;      // (n * MAX_STREAMS) events to wait on before each op, -1 ends the list
+    int *wait;      // (n * WSTRIDE) events to wait on before each op, -1 ends the list
     bool *record;   // (n) record event i + 1 after op i (event 0 marks the start of the run)
     int nstreams;
-    int final_wait[MAX_STREAMS]; // events stream 0 waits on at the end, -1 ends the list
+    int final_wait[MAX_STREAMS + 1]; // events stream 0 waits on at the end, -1 ends the list
 } lanes;
 
 static void lanes_free(lanes *l) {
@@ -357,9 +358,10 @@ static int lanes_plan(rt_exec *e, unsigned mask, int nstreams, lanes *l, stg_err
         if (g->ops[o].n_in + g->ops[o].n_out > maxio) maxio = g->ops[o].n_in + g->ops[o].n_out;
     l->n = n;
     l->nstreams = nstreams;
+    int ns = nstreams + 1; // the last one: communication (RT_LANE_COMM)
     l->op = stg_calloc((size_t)n + 1, sizeof *l->op, err);
     l->stream = stg_calloc((size_t)n + 1, sizeof *l->stream, err);
-    l->wait = stg_calloc(((size_t)n + 1) * MAX_STREAMS, sizeof *l->wait, err);
+    l->wait = stg_calloc(((size_t)n + 1) * WSTRIDE, sizeof *l->wait, err);
     l->record = stg_calloc((size_t)n + 1, sizeof *l->record, err);
     int *clock = stg_calloc(((size_t)n + 1) * MAX_STREAMS, sizeof *clock, err); // per op: what its stream follows
     span *spans = stg_calloc(((size_t)n + 1) * (size_t)maxio, sizeof *spans, err);
@@ -370,20 +372,20 @@ static int lanes_plan(rt_exec *e, unsigned mask, int nstreams, lanes *l, stg_err
     for (int s = 0; s < g->nsched; s++)
         if (mask & (1u << g->ops[g->schedule[s]].phase)) l->op[n++] = g->schedule[s];
     for (int i = 0; i < n; i++) op_spans(e, l->op[i], spans + (size_t)i * (size_t)maxio, &nr[i], &nw[i]);
-    int tail[MAX_STREAMS], now[MAX_STREAMS][MAX_STREAMS];
-    bool started[MAX_STREAMS] = {false};
-    for (int k = 0; k < nstreams; k++) {
+    int tail[MAX_STREAMS + 1], now[MAX_STREAMS + 1][MAX_STREAMS + 1];
+    bool started[MAX_STREAMS + 1] = {false};
+    for (int k = 0; k < ns; k++) {
         tail[k] = -1;
-        for (int j = 0; j < nstreams; j++) now[k][j] = -1;
+        for (int j = 0; j < ns; j++) now[k][j] = -1;
     }
     started[0] = true;
     for (int i = 0; i < n; i++) {
         int lane = b->ops->op_lane(b, g, l->op[i]);
-        int dep[MAX_STREAMS];
-        for (int k = 0; k < nstreams; k++) dep[k] = -1;
+        int dep[MAX_STREAMS + 1];
+        for (int k = 0; k < ns; k++) dep[k] = -1;
         const span *ri = spans + (size_t)i * (size_t)maxio, *wi = ri + nr[i];
         if (lane == RT_LANE_BARRIER) {
-            for (int k = 0; k < nstreams; k++) dep[k] = tail[k];
+            for (int k = 0; k < ns; k++) dep[k] = tail[k];
         } else {
             for (int j = i - 1; j >= 0; j--) {
                 if (dep[l->stream[j]] >= 0) continue; // the latest one on that stream is known
@@ -392,7 +394,7 @@ static int lanes_plan(rt_exec *e, unsigned mask, int nstreams, lanes *l, stg_err
                     dep[l->stream[j]] = j;
             }
         }
-        int s = 0;
+        int s = lane == RT_LANE_COMM ? nstreams : 0;
         if (lane == RT_LANE_ANY) {
             int best = -1;
             for (int k = 0; k < nstreams; k++) // continue the chain of the latest dependency
@@ -402,27 +404,27 @@ static int lanes_plan(rt_exec *e, unsigned mask, int nstreams, lanes *l, stg_err
                     if (best < 0 || tail[k] < tail[best]) best = k;
             s = best;
         }
-        int *wl = l->wait + (size_t)i * MAX_STREAMS, nwait = 0;
+        int *wl = l->wait + (size_t)i * WSTRIDE, nwait = 0;
         if (!started[s]) {
             wl[nwait++] = 0;
             started[s] = true;
         }
-        for (int k = 0; k < nstreams; k++) {
+        for (int k = 0; k < ns; k++) {
             if (k == s || dep[k] < 0 || dep[k] <= now[s][k]) continue;
             wl[nwait++] = dep[k] + 1;
             l->record[dep[k]] = true;
             const int *cj = clock + (size_t)dep[k] * MAX_STREAMS;
-            for (int j = 0; j < nstreams; j++)
+            for (int j = 0; j < ns; j++)
                 if (cj[j] > now[s][j]) now[s][j] = cj[j];
         }
         wl[nwait] = -1;
         now[s][s] = i;
-        memcpy(clock + (size_t)i * MAX_STREAMS, now[s], sizeof now[s]);
+        memcpy(clock + (size_t)i * MAX_STREAMS, now[s], sizeof(int) * (size_t)ns);
         l->stream[i] = s;
         tail[s] = i;
     }
     int nf = 0;
-    for (int k = 1; k < nstreams; k++)
+    for (int k = 1; k < ns; k++)
         if (tail[k] > now[0][k]) {
             l->final_wait[nf++] = tail[k] + 1;
             l->record[tail[k]] = true;
@@ -448,9 +450,9 @@ static int enqueue_ops_concurrent(rt_exec *e, unsigned mask, int nstreams, stg_e
     int phase = -1;
     static const char *const names[] = {"stg forward", "stg backward", "stg optimizer"};
     for (int i = 0; i < l.n; i++) {
-        int o = l.op[i], s = l.stream[i];
+        int o = l.op[i], s = l.stream[i] == l.nstreams ? b->ops->streams(b) : l.stream[i]; // the backend's index
         if ((int)g->ops[o].phase != phase && b->ops->annotate) b->ops->annotate(b, names[phase = (int)g->ops[o].phase]);
-        for (const int *w = l.wait + (size_t)i * MAX_STREAMS; *w >= 0; w++)
+        for (const int *w = l.wait + (size_t)i * WSTRIDE; *w >= 0; w++)
             if (b->ops->event_wait(b, s, *w, err)) goto out;
         if (b->ops->run_op_on(b, s, g, o, e->ptr, err)) {
             const stg_op *op = &g->ops[o];
@@ -473,7 +475,7 @@ static int exec_streams(const rt_exec *e) {
     if (!e->o.graph || !b->ops->streams || !b->ops->capture_begin) return 1;
     int n = b->ops->streams(b);
     if (e->o.streams > 0 && e->o.streams < n) n = e->o.streams;
-    return n < 1 ? 1 : n > MAX_STREAMS ? MAX_STREAMS : n;
+    return n < 1 ? 1 : n > MAX_STREAMS - 1 ? MAX_STREAMS - 1 : n;
 }
 
 // Everything one run enqueues: staged inputs up, poison (tests), the ops, results down.

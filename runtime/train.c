@@ -31,14 +31,16 @@ struct rt_feed {
     rt_tokens *tokens;
     rt_markov *markov;
     rt_toy *toyd;
-    int32_t *a, *b;     // host staging (allocated once)
+    int32_t *a, *b;     // host staging (allocated once): the global batch, world x batch rows
     float *x;
+    int rank, world;    // data parallel: this process feeds rows [rank * batch, (rank + 1) * batch)
 };
 
 int rt_feed_new(const stg_graph *g, const char *data_path, int markov_k, uint64_t data_seed, rt_feed **out, stg_err *err) {
     *out = NULL;
     rt_feed *f = stg_calloc(1, sizeof *f, err);
     if (!f) return -1;
+    f->world = 1;
     f->in_a = graph_find_tensor(g, "tokens");
     f->in_t = graph_find_tensor(g, "targets");
     if (f->in_a < 0) {
@@ -111,28 +113,52 @@ double rt_feed_floor(const rt_feed *f) { return f->markov ? rt_markov_entropy(f-
 
 int64_t rt_feed_tokens_per_batch(const rt_feed *f) { return f->toy ? f->batch : f->batch * f->ctx; }
 
+int rt_feed_shard(rt_feed *f, int rank, int world, stg_err *err) {
+    if (world < 1 || rank < 0 || rank >= world) return stg_errf(err, "data: rank %d of %d", rank, world);
+    int64_t rows = f->batch * world, per = f->toy ? f->features : f->ctx;
+    int32_t *b = realloc(f->b, sizeof(int32_t) * (size_t)(rows * (f->toy ? 1 : per)));
+    if (!b) return stg_errf(err, "data: out of host memory for a global batch of %lld rows", (long long)rows);
+    f->b = b;
+    if (f->toy) {
+        float *x = realloc(f->x, sizeof(float) * (size_t)(rows * per));
+        if (!x) return stg_errf(err, "data: out of host memory for a global batch of %lld rows", (long long)rows);
+        f->x = x;
+    } else {
+        int32_t *a = realloc(f->a, sizeof(int32_t) * (size_t)(rows * per));
+        if (!a) return stg_errf(err, "data: out of host memory for a global batch of %lld rows", (long long)rows);
+        f->a = a;
+    }
+    f->rank = rank;
+    f->world = world;
+    return 0;
+}
+
+// Draws the global batch (world x batch rows, the same on every rank for the same rng) and writes
+// this rank's rows.
 int rt_feed_next(rt_feed *f, rt_exec *e, rt_rng *rng, stg_err *err) {
+    int64_t rows = f->batch * f->world, r0 = f->batch * f->rank;
     size_t n = (size_t)(f->batch * f->ctx);
     if (f->toy) {
-        if (rt_toy_batch(f->toyd, rng, f->batch, f->x, f->b, err)) return -1;
+        if (rt_toy_batch(f->toyd, rng, rows, f->x, f->b, err)) return -1;
+        const float *x = f->x + r0 * f->features;
         const stg_graph *g = rt_exec_graph(e);
         if (g->t[f->in_a].dtype == STG_F32) {
-            if (rt_exec_write(e, f->in_a, f->x, sizeof(float) * (size_t)(f->batch * f->features), err)) return -1;
+            if (rt_exec_write(e, f->in_a, x, sizeof(float) * (size_t)(f->batch * f->features), err)) return -1;
         } else {
             double *d = stg_malloc(sizeof(double) * (size_t)(f->batch * f->features), err);
             if (!d) return -1;
-            for (int64_t i = 0; i < f->batch * f->features; i++) d[i] = f->x[i];
+            for (int64_t i = 0; i < f->batch * f->features; i++) d[i] = x[i];
             int r = rt_exec_write_f64(e, f->in_a, d, err);
             free(d);
             if (r) return -1;
         }
-        return rt_exec_write(e, f->in_t, f->b, sizeof(int32_t) * (size_t)f->batch, err);
+        return rt_exec_write(e, f->in_t, f->b + r0, sizeof(int32_t) * (size_t)f->batch, err);
     }
-    int r = f->tokens ? rt_tokens_batch(f->tokens, rng, f->batch, f->ctx, f->a, f->b, err)
-                      : rt_markov_batch(f->markov, rng, f->batch, f->ctx, f->a, f->b, err);
+    int r = f->tokens ? rt_tokens_batch(f->tokens, rng, rows, f->ctx, f->a, f->b, err)
+                      : rt_markov_batch(f->markov, rng, rows, f->ctx, f->a, f->b, err);
     if (r) return -1;
-    if (rt_exec_write(e, f->in_a, f->a, sizeof(int32_t) * n, err)) return -1;
-    return rt_exec_write(e, f->in_t, f->b, sizeof(int32_t) * n, err);
+    if (rt_exec_write(e, f->in_a, f->a + r0 * f->ctx, sizeof(int32_t) * n, err)) return -1;
+    return rt_exec_write(e, f->in_t, f->b + r0 * f->ctx, sizeof(int32_t) * n, err);
 }
 
 // ---- the loop -------------------------------------------------------------------------------
@@ -179,6 +205,9 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
     int nq = 0;
     if (rt_feed_new(g, cfg->data, cfg->markov_k, cfg->seed ^ 0x5eedda7aULL, &feed, err)) goto out;
     if (cfg->val && rt_feed_new(g, cfg->val, cfg->markov_k, cfg->seed ^ 0x5eedda7aULL, &vfeed, err)) goto out;
+    int world = cfg->world > 1 ? cfg->world : 1;
+    bool lead = world == 1 || cfg->rank == 0; // writes the log and the checkpoints
+    if (world > 1 && rt_feed_shard(feed, cfg->rank, world, err)) goto out;
     res->floor = rt_feed_floor(feed);
     rt_rng data_rng;
     rt_rng_seed_stream(&data_rng, cfg->seed, 1);
@@ -198,7 +227,7 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
         if (rt_exec_init_params(e, cfg->seed, err)) goto out;
         if (cfg->init_path && rt_params_load(e, cfg->init_path, err)) goto out;
     }
-    if (cfg->log_path && !(log = fopen(cfg->log_path, cfg->resume ? "a" : "w"))) {
+    if (lead && cfg->log_path && !(log = fopen(cfg->log_path, cfg->resume ? "a" : "w"))) {
         stg_errf(err, "%s: cannot open the log: %s", cfg->log_path, strerror(errno));
         goto out;
     }
@@ -214,8 +243,8 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
         }
         queue[nq++] = step;
         bool val_due = cfg->val_every > 0 && (step % cfg->val_every == 0 || step == cfg->steps);
-        bool ckpt_due = cfg->ckpt_dir && ((cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0) || step == cfg->steps);
-        while (nq == 2 || (nq > 0 && (val_due || ckpt_due))) {
+        bool ckpt_due = lead && cfg->ckpt_dir && ((cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0) || step == cfg->steps);
+        while (nq == 2 || (nq > 0 && (val_due || ckpt_due || step == cfg->steps))) {
             int64_t done = queue[0];
             queue[0] = queue[1];
             nq--;
@@ -235,7 +264,7 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
             double t1 = now_s();
             // throughput over the run so far (reports arrive in pairs when steps are pipelined)
             rt_train_progress p = {done, cfg->steps, r.loss, r.lr, r.grad_norm, NAN,
-                                   (double)rt_feed_tokens_per_batch(feed) * (double)(done - start) / (t1 - t0 - tpaused), t1 - t0, res->floor};
+                                   (double)rt_feed_tokens_per_batch(feed) * world * (double)(done - start) / (t1 - t0 - tpaused), t1 - t0, res->floor};
             if (done == step && val_due) {
                 if (val_loss(e, vfeed ? vfeed : feed, cfg, &p.val_loss, err)) goto out;
                 res->last_val_loss = p.val_loss;

@@ -22,6 +22,8 @@ typedef struct rt_train_cfg {
     int64_t ckpt_every;       // steps between checkpoints (0: only at the end)
     bool resume;              // continue from ckpt_dir/ckpt.safetensors
     const char *init_path;    // start from these parameters (safetensors)
+    int rank, world;          // data parallel: this process's share of every batch; only rank 0
+                              // writes logs and checkpoints (world 0 or 1: one process)
 } rt_train_cfg;
 
 rt_train_cfg rt_train_defaults(void);
@@ -49,6 +51,10 @@ typedef struct rt_feed rt_feed;
 int rt_feed_new(const stg_graph *g, const char *data_path, int markov_k, uint64_t data_seed, rt_feed **out, stg_err *err);
 void rt_feed_free(rt_feed *f);
 int rt_feed_next(rt_feed *f, rt_exec *e, rt_rng *rng, stg_err *err);
+// Data parallel: every draw is a global batch of world x batch rows (the same on every rank) of
+// which this rank feeds rows [rank * batch, (rank + 1) * batch): together the ranks see exactly
+// the batch one process with world x batch rows would.
+int rt_feed_shard(rt_feed *f, int rank, int world, stg_err *err);
 double rt_feed_floor(const rt_feed *f); // entropy of the synthetic source, NAN otherwise
 int64_t rt_feed_tokens_per_batch(const rt_feed *f);
 

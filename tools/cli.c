@@ -10,6 +10,7 @@
 #include "planner/budget.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
+#include "runtime/dist.h"
 #ifdef STG_HAVE_CUDA
 #include "runtime/cuda/backend_cuda.h"
 #endif
@@ -19,6 +20,8 @@ void cli_model_opts_init(cli_model_opts *m) {
     m->precision = STG_PREC_FP32;
     m->train = true;
     m->optim = graph_optim_defaults();
+    m->optim.dp_bucket_bytes = (int64_t)25 << 20; // data parallel: 25 MiB buckets, a 1 MiB first one
+    m->optim.dp_first_bucket_bytes = (int64_t)1 << 20;
 }
 
 const char *cli_value(int argc, char **argv, int *i) {
@@ -55,6 +58,14 @@ int cli_double(const char *opt, const char *s, double lo, double hi, double *out
 
 int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
     const char *a = argv[*i];
+    if (strcmp(a, "--bucket-mb") == 0) {
+        const char *v = cli_value(argc, argv, i);
+        double mb;
+        if (!v || cli_double(a, v, 0, 1 << 20, &mb)) return -1;
+        m->optim.dp_bucket_bytes = (int64_t)(mb * (1 << 20));
+        if (m->optim.dp_first_bucket_bytes > m->optim.dp_bucket_bytes) m->optim.dp_first_bucket_bytes = m->optim.dp_bucket_bytes;
+        return 1;
+    }
     if (strcmp(a, "--set") == 0) {
         const char *v = cli_value(argc, argv, i);
         if (!v) return -1;
@@ -172,7 +183,39 @@ int cli_out_close(FILE *f, const char *path, const char *tmp) {
     return 0;
 }
 
-struct rt_backend *cli_open_backend(const char *name, stg_precision prec, bool tf32) {
+int cli_dist_env(cli_model_opts *m, rt_dist *d) {
+    stg_err err;
+    if (rt_dist_from_env(d, &err)) {
+        fprintf(stderr, "stg: %s\n", err.msg);
+        return -1;
+    }
+    if (rt_dist_launched()) m->optim.dp_world = d->world;
+    return 0;
+}
+
+int cli_dist_join(rt_dist *d, struct rt_backend *b) {
+    stg_err err;
+    if (!rt_dist_launched()) return 0;
+    if (rt_dist_connect(d, &err)) {
+        fprintf(stderr, "stg: rank %d of %d: %s\n", d->rank, d->world, err.msg);
+        return -1;
+    }
+    int r;
+    if (strcmp(b->ops->name, "cpu") == 0) r = rt_backend_cpu_join(b, d, &err);
+    else {
+#ifdef STG_HAVE_CUDA
+        r = rt_backend_cuda_join(b, d, &err);
+#else
+        r = stg_errf(&err, "no data-parallel support for the %s backend", b->ops->name);
+#endif
+    }
+    if (r) fprintf(stderr, "stg: rank %d of %d: %s\n", d->rank, d->world, err.msg);
+    return r ? -1 : 0;
+}
+
+struct rt_backend *cli_open_backend(const char *name, stg_precision prec, bool tf32) { return cli_open_backend_at(name, prec, tf32, 0); }
+
+struct rt_backend *cli_open_backend_at(const char *name, stg_precision prec, bool tf32, int device) {
     stg_err err;
     rt_backend *b = NULL;
 #ifdef STG_HAVE_CUDA
@@ -197,7 +240,7 @@ struct rt_backend *cli_open_backend(const char *name, stg_precision prec, bool t
             fprintf(stderr, "stg: fp64 runs on the cpu backend only\n");
             return NULL;
         }
-        if (rt_backend_cuda_new(0, tf32, &b, &err)) {
+        if (rt_backend_cuda_new(device, tf32, &b, &err)) {
             fprintf(stderr, "stg: %s\n", err.msg);
             return NULL;
         }

@@ -51,6 +51,14 @@ int cli_out_close(FILE *f, const char *path, const char *tmp);
 // A backend by name ("cpu" or "cuda"); NULL picks cuda when a GPU is present, else cpu. Prints
 // the reason and returns NULL when it cannot.
 struct rt_backend *cli_open_backend(const char *name, stg_precision prec, bool tf32);
+struct rt_backend *cli_open_backend_at(const char *name, stg_precision prec, bool tf32, int device);
+
+// Data parallelism from a launcher's environment (runtime/dist.h): cli_dist_env fills d (world 1
+// when not launched) and sets m->optim.dp_world under a launcher; cli_dist_join connects the
+// processes and joins backend b (NCCL on CUDA, sockets on the CPU). Print and return -1 on error.
+struct rt_dist;
+int cli_dist_env(cli_model_opts *m, struct rt_dist *d);
+int cli_dist_join(struct rt_dist *d, struct rt_backend *b);
 
 // Plans g: within the memory budget when one was given (recomputing activations as needed, and
 // saying so on stderr; `rep` gets the details), plainly otherwise. b may be NULL (no device: then
@@ -69,5 +77,6 @@ int cmd_step(int argc, char **argv);
 int cmd_tokens(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_attnbench(int argc, char **argv);
+int cmd_launch(int argc, char **argv);
 
 #endif

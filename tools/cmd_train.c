@@ -10,6 +10,7 @@
 #include "runtime/backend.h"
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
+#include "runtime/dist.h"
 #include "runtime/exec.h"
 #include "runtime/npy.h"
 #include "runtime/safetensors.h"
@@ -21,11 +22,13 @@ typedef struct {
     const char *device;
     bool tf32, eager;
     bool tty;
+    bool quiet; // data parallel: ranks other than 0 print nothing per step
     int64_t last_print;
 } train_ctx;
 
 static void progress(void *vctx, const rt_train_progress *p) {
     train_ctx *c = vctx;
+    if (c->quiet) return;
     double eta = p->step > 0 ? p->elapsed_s / (double)p->step * (double)(p->steps - p->step) : 0;
     char val[48] = "";
     if (!isnan(p->val_loss)) snprintf(val, sizeof val, " val %.4f", p->val_loss);
@@ -118,8 +121,18 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (m.optim.cosine_steps == 0) m.optim.cosine_steps = c.cfg.steps; // anneal over the whole run by default
-    rt_backend *b = cli_open_backend(c.device, m.precision, c.tf32);
+    rt_dist dist;
+    if (cli_dist_env(&m, &dist)) return 2;
+    c.cfg.rank = dist.rank;
+    c.cfg.world = dist.world;
+    if (dist.rank != 0) c.quiet = true; // rank 0 reports for all
+    rt_backend *b = cli_open_backend_at(c.device, m.precision, c.tf32, dist.local_rank);
     if (!b) return 2;
+    if (cli_dist_join(&dist, b)) {
+        b->ops->destroy(b);
+        rt_dist_close(&dist);
+        return 1;
+    }
     stg_graph *g = cli_build(&m);
     stg_plan *p = NULL;
     rt_exec *e = NULL;
@@ -134,24 +147,32 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "stg train: %s\n", err.msg);
         goto out;
     }
-    printf("stg train: %s, %lld parameters, %s on %s; step memory %.1f MiB (plan)\n", g->name, (long long)graph_param_count(g),
-           stg_precision_name(g->precision), b->ops->name, (double)p->peak_bytes / (1 << 20));
+    if (dist.rank == 0)
+        printf("stg train: %s, %lld parameters, %s on %s; step memory %.1f MiB (plan)%s\n", g->name, (long long)graph_param_count(g),
+               stg_precision_name(g->precision), b->ops->name, (double)p->peak_bytes / (1 << 20),
+               dist.world > 1 ? "; data parallel" : "");
+    if (dist.rank == 0 && m.optim.dp_world >= 1)
+        printf("data parallel: %d ranks, global batch = %d x the model's batch, gradients averaged in buckets of %.1f MiB\n", dist.world,
+               dist.world, (double)m.optim.dp_bucket_bytes / (1 << 20));
     rt_train_result res;
     if (rt_train(e, &c.cfg, progress, &c, &res, &err)) {
         if (c.tty) fprintf(stderr, "\n");
         fprintf(stderr, "stg train: %s\n", err.msg);
         goto out;
     }
-    printf("done: %lld steps, loss %.4f -> %.4f", (long long)res.steps_done, res.first_loss, res.last_loss);
-    if (!isnan(res.last_val_loss)) printf(", validation %.4f", res.last_val_loss);
-    if (!isnan(res.floor)) printf(" (the synthetic source's entropy, the floor, is %.4f)", res.floor);
-    printf("\n");
+    if (dist.rank == 0) {
+        printf("done: %lld steps, loss %.4f -> %.4f", (long long)res.steps_done, res.first_loss, res.last_loss);
+        if (!isnan(res.last_val_loss)) printf(", validation %.4f", res.last_val_loss);
+        if (!isnan(res.floor)) printf(" (the synthetic source's entropy, the floor, is %.4f)", res.floor);
+        printf("\n");
+    }
     rc = fflush(stdout) ? 1 : 0;
 out:
     rt_exec_free(e);
     plan_free(p);
     graph_free(g);
     b->ops->destroy(b);
+    rt_dist_close(&dist);
     return rc;
 }
 

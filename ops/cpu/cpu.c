@@ -547,6 +547,13 @@ static int run_slot_norm(const stg_graph *g, const stg_op *op, void *const *data
     return 0;
 }
 
+// Data-parallel all-reduce: the kernel table has no way to reach other processes; the CPU backend
+// (runtime/backend_cpu.c) runs this op with its communicator before it would get here.
+static int run_allreduce(const stg_graph *g, const stg_op *op, void *const *data, void *scratch, size_t scratch_bytes,
+                         int f64, stg_err *err) {
+    return stg_errf(err, "allreduce needs a communicator: run it through a backend made for data parallelism");
+}
+
 // ---- the table and the entry points -----------------------------------------------------------
 
 static const cpu_run_fn cpu_runners[STG_OP_COUNT] = {

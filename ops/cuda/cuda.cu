@@ -392,10 +392,10 @@ extern "C" int cuda_op_lane(const stg_graph *g, int op) {
     case STG_OP_RESHAPE:
     case STG_OP_TRANSPOSE:
         return CUDA_LANE_ANY;
+    case STG_OP_ADAMW: // with a slot (optimizer in backward): only its own tensors, and c->work
+        return g->ops[op].a.adamw.slot > 0 ? CUDA_LANE_MAIN : CUDA_LANE_BARRIER;
     case STG_OP_GLOBAL_NORM: // multi-tensor launches over tensors the op does not name
-    case STG_OP_ADAMW:
     case STG_OP_LR_SCHEDULE:
-    case STG_OP_SLOT_NORM: // reads the slots every adamw op writes in place
         return CUDA_LANE_BARRIER;
     default:
         return CUDA_LANE_MAIN;

@@ -51,7 +51,12 @@ int cuda_op_supported(stg_op_kind k);
 // use the context's shared scratch), CUDA_LANE_BARRIER for those that must also follow everything
 // enqueued before them (the multi-tensor global norm and AdamW touch tensors they do not name),
 // CUDA_LANE_ANY for the rest. cuda_op_run_on enqueues op on stream s.
-enum { CUDA_LANE_MAIN = 0, CUDA_LANE_ANY = 1, CUDA_LANE_BARRIER = 2 };
+// CUDA_LANE_COMM: communication (NCCL) ops, on their own stream, index cuda_stream_count(c).
+enum { CUDA_LANE_MAIN = 0, CUDA_LANE_ANY = 1, CUDA_LANE_BARRIER = 2, CUDA_LANE_COMM = 3 };
+// The NCCL communicator (an ncclComm_t) the allreduce op uses; the caller keeps it. 0, or -1 when
+// this build has no NCCL.
+int cuda_set_comm(stg_cuda *c, void *nccl_comm, stg_err *err);
+int cuda_have_nccl(void);
 int cuda_stream_count(const stg_cuda *c);
 void *cuda_stream_at(stg_cuda *c, int s);
 int cuda_op_lane(const stg_graph *g, int op);

@@ -99,7 +99,8 @@ struct stg_cuda {
     cudaStream_t stream;     // where runners enqueue: streams[0], or another for cuda_op_run_on
     // Concurrent streams for captured runs (streams[0] is the main one). Ops that use `work` or the
     // multi-tensor tables run on streams[0] only; matmuls on stream s > 0 use side_ws[s].
-    cudaStream_t streams[CUDA_STREAMS];
+    cudaStream_t streams[CUDA_STREAMS + 1]; // + the communication stream (cuda_op_lane: CUDA_LANE_COMM)
+    void *nccl;              // ncclComm_t for data parallelism (cuda_set_comm), NULL when none
     void *side_ws[CUDA_STREAMS];
     size_t side_ws_bytes;
     cublasLtHandle_t lt;

@@ -3,6 +3,11 @@
 #include <nvtx3/nvToolsExt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef STG_HAVE_NCCL
+#include <nccl.h>
+#endif
 
 #include "ops/cuda/cuda.h"
 #include "runtime/cuda/backend_cuda.h"
@@ -17,6 +22,10 @@ typedef struct {
     int nprof;
     cudaEvent_t *evs; // events ordering the streams of a captured run
     int nevs;
+    void *nccl;       // ncclComm_t of a data-parallel run (rt_backend_cuda_join), else NULL
+    double timeout_s; // how long a wait may see no progress before the communicator is aborted
+    int rank;
+    cudaEvent_t sync_ev;
     int device;
 } cuda_impl;
 
@@ -78,8 +87,12 @@ static int cb_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, s
 static int cb_streams(rt_backend *b) { return cuda_stream_count(impl(b)->c); }
 
 static int cb_op_lane(rt_backend *b, const stg_graph *g, int op) {
-    int l = cuda_op_lane(g, op);
-    return l == CUDA_LANE_ANY ? RT_LANE_ANY : l == CUDA_LANE_BARRIER ? RT_LANE_BARRIER : RT_LANE_MAIN;
+    switch (cuda_op_lane(g, op)) {
+    case CUDA_LANE_ANY: return RT_LANE_ANY;
+    case CUDA_LANE_BARRIER: return RT_LANE_BARRIER;
+    case CUDA_LANE_COMM: return RT_LANE_COMM;
+    default: return RT_LANE_MAIN;
+    }
 }
 
 static int cb_run_on(rt_backend *b, int s, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
@@ -115,13 +128,56 @@ static int cb_record(rt_backend *b, int slot, stg_err *err) {
     return 0;
 }
 
-static int cb_wait(rt_backend *b, int slot, stg_err *err) {
-    CK(err, cudaEventSynchronize(impl(b)->ev[slot & 1]));
-    return 0;
+static double cb_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+// Waits for ev. In a data-parallel run the wait polls, so that a rank that died or hangs (NCCL's
+// asynchronous error, or no progress for timeout_s) ends the wait with a message and the
+// communicator aborted instead of hanging forever.
+static int cb_wait_event(cuda_impl *im, cudaEvent_t ev, stg_err *err) {
+    if (!im->nccl) {
+        CK(err, cudaEventSynchronize(ev));
+        return 0;
+    }
+#ifdef STG_HAVE_NCCL
+    double t0 = cb_now();
+    for (unsigned spin = 0;; spin++) {
+        cudaError_t q = cudaEventQuery(ev);
+        if (q == cudaSuccess) return 0;
+        if (q != cudaErrorNotReady) return stg_errf(err, "cuda backend: waiting for the step: %s", cudaGetErrorString(q));
+        ncclResult_t ar = ncclSuccess;
+        ncclResult_t r = ncclCommGetAsyncError((ncclComm_t)im->nccl, &ar);
+        if (r != ncclSuccess || ar != ncclSuccess) {
+            ncclCommAbort((ncclComm_t)im->nccl);
+            im->nccl = NULL;
+            return stg_errf(err, "rank %d: NCCL reported an error (%s): another rank failed; communicator aborted", im->rank,
+                            ncclGetErrorString(r != ncclSuccess ? r : ar));
+        }
+        if (cb_now() - t0 > im->timeout_s) {
+            ncclCommAbort((ncclComm_t)im->nccl);
+            im->nccl = NULL;
+            return stg_errf(err, "rank %d: the step made no progress for %.0f s (STG_DIST_TIMEOUT): another rank died or hangs; "
+                            "communicator aborted", im->rank, im->timeout_s);
+        }
+        if (spin > 1000) usleep(100);
+    }
+#else
+    return stg_errf(err, "cuda backend: built without NCCL");
+#endif
+}
+
+static int cb_wait(rt_backend *b, int slot, stg_err *err) { return cb_wait_event(impl(b), impl(b)->ev[slot & 1], err); }
+
 static int cb_sync(rt_backend *b, stg_err *err) {
-    CK(err, cudaStreamSynchronize(impl(b)->stream));
+    cuda_impl *im = impl(b);
+    if (im->nccl) {
+        CK(err, cudaEventRecord(im->sync_ev, im->stream));
+        return cb_wait_event(im, im->sync_ev, err);
+    }
+    CK(err, cudaStreamSynchronize(im->stream));
     return 0;
 }
 
@@ -210,6 +266,15 @@ static int64_t cb_mem_free(rt_backend *b) {
 static void cb_destroy(rt_backend *b) {
     cuda_impl *im = impl(b);
     if (im) {
+#ifdef STG_HAVE_NCCL
+        if (im->nccl) {
+            stg_err ignored;
+            if (cb_sync(b, &ignored) == 0 && im->nccl) ncclCommDestroy((ncclComm_t)im->nccl);
+            else if (im->nccl) ncclCommAbort((ncclComm_t)im->nccl);
+            im->nccl = NULL;
+        }
+#endif
+        if (im->sync_ev) cudaEventDestroy(im->sync_ev);
         if (im->stream) cudaStreamSynchronize(im->stream);
         for (int i = 0; i < im->nprof; i++) cudaEventDestroy(im->prof[i]);
         free(im->prof);
@@ -292,5 +357,37 @@ int rt_backend_cuda_new(int device, bool tf32, rt_backend **out, stg_err *err) {
 }
 
 stg_cuda *rt_backend_cuda_context(rt_backend *b) { return impl(b)->c; }
+
+int rt_backend_cuda_join(rt_backend *b, rt_dist *d, stg_err *err) {
+    cuda_impl *im = impl(b);
+#ifdef STG_HAVE_NCCL
+    if (im->nccl) return stg_errf(err, "cuda backend: already joined a data-parallel group");
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (d->rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(&id);
+        if (r != ncclSuccess) return stg_errf(err, "rank 0: ncclGetUniqueId: %s", ncclGetErrorString(r));
+    }
+    // every rank is alive and has its device before NCCL's (blocking) initialisation starts
+    if (rt_dist_bcast(d, &id, sizeof id, err) || rt_dist_barrier(d, err)) return stg_err_prefix(err, "NCCL bootstrap");
+    CK(err, cudaSetDevice(im->device));
+    ncclComm_t comm = NULL;
+    ncclResult_t r = ncclCommInitRank(&comm, d->world, id, d->rank);
+    if (r != ncclSuccess) return stg_errf(err, "rank %d: ncclCommInitRank (world %d): %s", d->rank, d->world, ncclGetErrorString(r));
+    if (cuda_set_comm(im->c, comm, err)) {
+        ncclCommDestroy(comm);
+        return -1;
+    }
+    im->nccl = comm;
+    im->rank = d->rank;
+    im->timeout_s = d->timeout_s;
+    CK(err, cudaEventCreateWithFlags(&im->sync_ev, cudaEventDisableTiming));
+    return 0;
+#else
+    (void)im;
+    (void)d;
+    return stg_errf(err, "cuda backend: this stg was built without NCCL: data-parallel runs on CUDA are unavailable");
+#endif
+}
 
 bool rt_cuda_available(void) { return cuda_device_count() > 0; }

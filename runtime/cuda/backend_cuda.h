@@ -6,11 +6,16 @@
 
 #include "ops/cuda/cuda.h"
 #include "runtime/backend.h"
+#include "runtime/dist.h"
 
 // A backend on CUDA device `device`; tf32 allows TF32 tensor cores for fp32 matmuls.
 int rt_backend_cuda_new(int device, bool tf32, rt_backend **out, stg_err *err);
 // The kernel context behind a CUDA backend (device name, peak, workspace bytes).
 stg_cuda *rt_backend_cuda_context(rt_backend *b);
+// Joins the data-parallel group d (connected): rank 0 makes the NCCL unique id and sends it over
+// d; every rank creates its communicator on this backend's device. The allreduce op then runs on
+// the communication stream, and waits poll for NCCL errors and d->timeout_s without progress.
+int rt_backend_cuda_join(rt_backend *b, rt_dist *d, stg_err *err);
 // Whether a CUDA device is present (false without a driver or GPU).
 bool rt_cuda_available(void);
 

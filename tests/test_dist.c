@@ -1,0 +1,344 @@
+// Data parallelism on the CPU backend: the launcher's environment, the rendezvous, N processes
+// that together equal one process with the global batch, failures that end in messages (not
+// hangs), and `stg launch`.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "graph/loader.h"
+#include "planner/plan.h"
+#include "runtime/backend.h"
+#include "runtime/dist.h"
+#include "runtime/exec.h"
+#include "runtime/train.h"
+
+#define MODEL(p) STG_SOURCE_DIR "/models/" p
+#define STEPS 5
+
+static void clear_env(void) {
+    const char *v[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                       "OMPI_COMM_WORLD_LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "STG_DIST_TIMEOUT"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) unsetenv(v[i]);
+}
+
+static void test_env(void **s) {
+    rt_dist d;
+    stg_err err;
+    clear_env();
+    assert_int_equal(rt_dist_from_env(&d, &err), 0);
+    assert_int_equal(d.world, 1);
+    assert_int_equal(d.rank, 0);
+    assert_false(rt_dist_launched());
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "3", 1);
+    setenv("MASTER_PORT", "31234", 1);
+    assert_int_equal(rt_dist_from_env(&d, &err), 0);
+    assert_int_equal(d.rank, 1);
+    assert_int_equal(d.world, 3);
+    assert_int_equal(d.local_rank, 1);
+    assert_int_equal(d.port, 31234);
+    assert_string_equal(d.addr, "127.0.0.1");
+    setenv("OMPI_COMM_WORLD_RANK", "0", 1); // mpirun's variables win
+    setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
+    assert_int_equal(rt_dist_from_env(&d, &err), 0);
+    assert_int_equal(d.world, 2);
+    assert_int_equal(d.rank, 0);
+    clear_env();
+    setenv("RANK", "3", 1);
+    setenv("WORLD_SIZE", "3", 1);
+    assert_int_equal(rt_dist_from_env(&d, &err), -1);
+    assert_non_null(strstr(err.msg, "RANK=3"));
+    setenv("RANK", "x", 1);
+    assert_int_equal(rt_dist_from_env(&d, &err), -1);
+    assert_non_null(strstr(err.msg, "RANK='x'"));
+    unsetenv("RANK");
+    assert_int_equal(rt_dist_from_env(&d, &err), -1);
+    assert_non_null(strstr(err.msg, "RANK is not"));
+    setenv("RANK", "0", 1);
+    setenv("MASTER_PORT", "70000", 1);
+    assert_int_equal(rt_dist_from_env(&d, &err), -1);
+    assert_non_null(strstr(err.msg, "MASTER_PORT"));
+    clear_env();
+}
+
+static stg_graph *load(int batch, int world, int64_t bucket) {
+    char b[32];
+    snprintf(b, sizeof b, "batch=%d", batch);
+    const char *sets[] = {"d_model=32", "d_ff=48", "n_layers=2", "n_heads=2", "vocab=64", b, "ctx=16"};
+    stg_load_opts o = {STG_PREC_FP32, sets, 7};
+    stg_optim_config oc = graph_optim_defaults();
+    oc.lr = 1e-2;
+    oc.warmup = 1;
+    oc.cosine_steps = STEPS;
+    oc.max_norm = 0.5; // clipping is active: the norm must be of the averaged gradient
+    oc.dp_world = world;
+    oc.dp_bucket_bytes = bucket;
+    oc.dp_first_bucket_bytes = bucket / 4;
+    stg_graph *g;
+    stg_err err;
+    if (graph_load(MODEL("tiny.yaml"), &o, &g, &err) || graph_autodiff(g, &oc, &err) || graph_schedule(g, &err)) fail_msg("%s", err.msg);
+    return g;
+}
+
+// STEPS steps of rank `rank` of `world` (world 0: one process, no data parallelism) with batch
+// rows per process; losses and parameters into out (STEPS + params doubles).
+static int train(int rank, int world, int batch, int64_t bucket, double *out, int64_t *nout, stg_err *err) {
+    stg_graph *g = load(batch, world, bucket);
+    stg_plan *p = NULL;
+    rt_backend *b = NULL;
+    rt_exec *e = NULL;
+    rt_feed *f = NULL;
+    rt_dist d;
+    memset(&d, 0, sizeof d);
+    int rc = -1;
+    rt_exec_opts eo = {.poison = true};
+    if (plan_build(g, NULL, &p, err) || rt_backend_cpu_new(&b, err)) goto out;
+    if (world >= 1) {
+        if (rt_dist_from_env(&d, err) || rt_dist_connect(&d, err) || rt_backend_cpu_join(b, &d, err)) goto out;
+        if (d.rank != rank || d.world != world) {
+            stg_errf(err, "environment says rank %d of %d", d.rank, d.world);
+            goto out;
+        }
+    }
+    if (rt_exec_new(g, p, b, &eo, &e, err) || rt_exec_init_params(e, 4, err) || rt_exec_set_steps_done(e, 0, err) ||
+        rt_feed_new(g, NULL, 4, 3, &f, err) || (world > 1 && rt_feed_shard(f, rank, world, err)))
+        goto out;
+    rt_rng rng;
+    rt_rng_seed(&rng, 8);
+    for (int s = 0; s < STEPS; s++) {
+        rt_exec_results r;
+        if (rt_feed_next(f, e, &rng, err) || rt_exec_run_results(e, RT_PHASE_ALL, &r, err)) goto out;
+        out[s] = r.loss;
+    }
+    int64_t k = STEPS;
+    for (int t = 0; t < g->nt; t++) {
+        if (g->t[t].cls != STG_CLASS_PARAM) continue;
+        if (rt_exec_read_f64(e, t, out + k, err)) goto out;
+        k += graph_numel(&g->t[t]);
+    }
+    *nout = k;
+    rc = 0;
+out:
+    rt_feed_free(f);
+    rt_exec_free(e);
+    if (b) b->ops->destroy(b);
+    rt_dist_close(&d);
+    plan_free(p);
+    graph_free(g);
+    return rc;
+}
+
+#define MAXOUT (1 << 18)
+
+static int free_port(void) {
+    // a port from the process id, away from the usual ones; the rendezvous retries connecting
+    return 20000 + (int)(getpid() % 20000);
+}
+
+// Forks `world` ranks; each writes its doubles to its pipe. Returns per-rank results.
+static void run_ranks(int world, int batch, int64_t bucket, double **res, int64_t *n) {
+    char port[16];
+    snprintf(port, sizeof port, "%d", free_port());
+    int fds[8][2];
+    pid_t pid[8];
+    for (int r = 0; r < world; r++) {
+        assert_int_equal(pipe(fds[r]), 0);
+        pid[r] = fork();
+        assert_true(pid[r] >= 0);
+        if (pid[r] == 0) {
+            char rs[16], ws[16];
+            snprintf(rs, sizeof rs, "%d", r);
+            snprintf(ws, sizeof ws, "%d", world);
+            setenv("RANK", rs, 1);
+            setenv("WORLD_SIZE", ws, 1);
+            setenv("MASTER_PORT", port, 1);
+            setenv("STG_DIST_TIMEOUT", "30", 1);
+            double *out = malloc(sizeof(double) * MAXOUT);
+            int64_t k = 0;
+            stg_err err;
+            int rc = out ? train(r, world, batch, bucket, out, &k, &err) : -1;
+            if (rc) fprintf(stderr, "rank %d: %s\n", r, err.msg);
+            int64_t hdr = rc ? -1 : k;
+            if (write(fds[r][1], &hdr, sizeof hdr) != sizeof hdr) _exit(3);
+            if (!rc && write(fds[r][1], out, sizeof(double) * (size_t)k) != (ssize_t)(sizeof(double) * (size_t)k)) _exit(3);
+            _exit(rc ? 1 : 0);
+        }
+        close(fds[r][1]);
+    }
+    for (int r = 0; r < world; r++) {
+        int64_t k = -1;
+        res[r] = malloc(sizeof(double) * MAXOUT);
+        size_t got = 0;
+        if (read(fds[r][0], &k, sizeof k) == sizeof k && k > 0) {
+            while (got < sizeof(double) * (size_t)k) {
+                ssize_t m = read(fds[r][0], (char *)res[r] + got, sizeof(double) * (size_t)k - got);
+                if (m <= 0) break;
+                got += (size_t)m;
+            }
+        }
+        close(fds[r][0]);
+        int status;
+        waitpid(pid[r], &status, 0);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        assert_true(k > 0 && got == sizeof(double) * (size_t)k);
+        n[r] = k;
+    }
+}
+
+static double rel_err(const double *a, const double *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+// 2 and 3 ranks of batch 2 == one process of batch 4 / 6, in fp32 to 1e-5; every rank holds the
+// same parameters, bitwise. Small buckets: several allreduce ops per step.
+static void equal_global_batch(int world, int64_t bucket) {
+    int per = 2;
+    double *one = malloc(sizeof(double) * MAXOUT);
+    int64_t n1 = 0;
+    stg_err err;
+    if (train(0, 0, per * world, bucket, one, &n1, &err)) fail_msg("%s", err.msg);
+    double *res[8];
+    int64_t n[8];
+    run_ranks(world, per, bucket, res, n);
+    for (int r = 0; r < world; r++) {
+        assert_int_equal(n[r], n1);
+        if (r > 0) assert_memory_equal(res[r], res[0], sizeof(double) * (size_t)n1);
+    }
+    double el = rel_err(res[0], one, STEPS), ep = rel_err(res[0] + STEPS, one + STEPS, n1 - STEPS);
+    print_message("world %d: losses %.7f .. %.7f (one process %.7f .. %.7f); rel err losses %.2e params %.2e\n", world, res[0][0],
+                  res[0][STEPS - 1], one[0], one[STEPS - 1], el, ep);
+    assert_true(el < 1e-5);
+    assert_true(ep < 1e-5);
+    assert_true(one[STEPS - 1] < one[0]); // it trained
+    for (int r = 0; r < world; r++) free(res[r]);
+    free(one);
+}
+
+static void test_two_ranks(void **s) { equal_global_batch(2, 16 << 10); }
+static void test_three_ranks_one_bucket(void **s) { equal_global_batch(3, 0); }
+
+// The allreduce op groups each bucket's gradients for the planner (contiguous placement).
+static void test_buckets_are_groups(void **s) {
+    stg_graph *g = load(2, 2, 16 << 10);
+    int nb = 0, nloss = 0;
+    for (int o = 0; o < g->nops; o++) {
+        const stg_op *op = &g->ops[o];
+        if (op->kind != STG_OP_ALLREDUCE) continue;
+        if (op->n_in == 1 && op->in[0] == g->loss) {
+            nloss++;
+            continue;
+        }
+        nb++;
+        int grp = g->t[op->in[0]].group;
+        assert_true(grp >= 0);
+        for (int i = 0; i < op->n_in; i++) {
+            assert_int_equal(g->t[op->in[i]].cls, STG_CLASS_GRAD);
+            assert_int_equal(g->t[op->in[i]].group, grp);
+        }
+    }
+    assert_int_equal(nloss, 1);
+    assert_true(nb >= 2);
+    stg_plan *p;
+    stg_err err;
+    if (plan_build(g, NULL, &p, &err) || plan_verify(g, p, &err)) fail_msg("%s", err.msg);
+    plan_free(p);
+    graph_free(g);
+}
+
+// A rank that never comes: rank 0 stops with a message within the timeout.
+static void test_missing_rank(void **s) {
+    clear_env();
+    char port[16];
+    snprintf(port, sizeof port, "%d", free_port() + 1);
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_PORT", port, 1);
+    setenv("STG_DIST_TIMEOUT", "1", 1);
+    rt_dist d;
+    stg_err err;
+    assert_int_equal(rt_dist_from_env(&d, &err), 0);
+    assert_int_equal(rt_dist_connect(&d, &err), -1);
+    assert_non_null(strstr(err.msg, "only 1 of 2 ranks"));
+    rt_dist_close(&d);
+    clear_env();
+}
+
+// A rank that dies after the rendezvous: the other's next collective fails with a message.
+static void test_dead_rank(void **s) {
+    clear_env();
+    char port[16];
+    snprintf(port, sizeof port, "%d", free_port() + 2);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_PORT", port, 1);
+    setenv("STG_DIST_TIMEOUT", "5", 1);
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        setenv("RANK", "1", 1);
+        rt_dist d;
+        stg_err err;
+        if (rt_dist_from_env(&d, &err) || rt_dist_connect(&d, &err)) _exit(1);
+        _exit(0); // dies without taking part in the all-reduce
+    }
+    setenv("RANK", "0", 1);
+    rt_dist d;
+    stg_err err;
+    assert_int_equal(rt_dist_from_env(&d, &err), 0);
+    assert_int_equal(rt_dist_connect(&d, &err), 0);
+    float x[4] = {1, 2, 3, 4};
+    assert_int_equal(rt_dist_allreduce_mean(&d, x, 4, STG_F32, &err), -1);
+    assert_non_null(strstr(err.msg, "rank 1"));
+    rt_dist_close(&d);
+    int status;
+    waitpid(p, &status, 0);
+    clear_env();
+}
+
+static int sh(const char *cmd) {
+    int r = system(cmd);
+    return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
+}
+
+// `stg launch`: two ranks of stg train; a failing rank makes launch fail.
+static void test_launch(void **s) {
+    clear_env();
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && '%s' launch -n 2 -- '%s' train models/tiny.yaml --device cpu --steps 3 --set n_layers=1 --set ctx=16 "
+             "--set batch=2 >/dev/null 2>&1",
+             STG_SOURCE_DIR, STG_BINARY, STG_BINARY);
+    assert_int_equal(sh(cmd), 0);
+    snprintf(cmd, sizeof cmd, "'%s' launch -n 2 -- sh -c 'exit $((RANK * 3))' >/dev/null 2>&1", STG_BINARY);
+    assert_int_equal(sh(cmd), 3);
+    snprintf(cmd, sizeof cmd, "'%s' launch -n 0 -- true >/dev/null 2>&1", STG_BINARY);
+    assert_int_equal(sh(cmd), 2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_env),
+        cmocka_unit_test(test_buckets_are_groups),
+        cmocka_unit_test(test_two_ranks),
+        cmocka_unit_test(test_three_ranks_one_bucket),
+        cmocka_unit_test(test_missing_rank),
+        cmocka_unit_test(test_dead_rank),
+        cmocka_unit_test(test_launch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

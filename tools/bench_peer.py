@@ -188,6 +188,12 @@ def main():
                              peak_reserved_bytes=torch.cuda.max_memory_reserved())
                 except torch.OutOfMemoryError:
                     r.update(error="OOM")
+                if mode == "bf16c":  # how many graphs dynamo made so far: one per size means no recompilation per block or ctx
+                    try:
+                        from torch._dynamo.utils import counters
+                        r["dynamo_unique_graphs"] = int(counters["stats"]["unique_graphs"])
+                    except (ImportError, KeyError, TypeError):
+                        pass
                 if "error" in r:  # outside the handler, so the failed iteration's tensors are gone
                     free()
                 if what == "forward-backward":

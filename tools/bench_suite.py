@@ -228,8 +228,9 @@ def part_peer(a, outdir, meta):
     t0 = time.time()
     path = os.path.join(outdir, "peer.jsonl")
     wpath = os.path.join(outdir, "peer_warmup.jsonl")
-    for p in (path, wpath):
-        open(p, "w").close()
+    if not a.append:  # --append: a later command adds sizes to the same records (the 10-minute limit per command)
+        for p in (path, wpath):
+            open(p, "w").close()
     rc, out, err, _ = run([a.python, "-c", "import torch; print(torch.__version__, torch.cuda.is_available())"])
     if rc != 0 or not out.strip().endswith("True"):
         why = "PyTorch is not installed" if rc != 0 else "PyTorch sees no CUDA device"
@@ -450,6 +451,10 @@ def report(a, outdir, doc):
     P("Reproduce everything (on the GPU machine, from the repository root, after `source .deps/env.sh` and a Release build "
       "into `build-gpu`; `cp ../shared/peers/torch_lm.py peer/` for the peer):\n")
     P("```sh\npython3 tools/bench_suite.py --stg build-gpu/stg\n```\n")
+    ran = [ms_meta.get("argv")] + mp_meta.get("commands", [mp_meta.get("argv")])
+    ran = [" ".join(["python3"] + list(x)) for x in ran if x]
+    if ran:
+        P("This page's run, as the commands that made it (one GPU machine lease, in this order): " + "; ".join(f"`{x}`" for x in ran) + ".\n")
     P("It runs in two halves where one command may take at most 10 minutes (`--parts stg`, then `--parts peer`), and "
       "`--parts report` rewrites this page from the raw records in [bench/](bench/) (`stg.jsonl`, `stg_warmup.jsonl`, "
       "`memory.jsonl`, `answers.jsonl`, `peer.jsonl`, `peer_warmup.jsonl`); every record holds the exact command (`cmd`) "
@@ -507,6 +512,7 @@ def report(a, outdir, doc):
             else:
                 P(f"| {size} | {c} | {cell(sf)} | {cell(sb)} | {cell(ss)} | {cell(pf)} | {cell(pb)} | {cell(ps)} | {ratio(ss, ps)} |")
     P("")
+    P(whole_compile_reference(sizes))
     demo_s = next((r for r in D.stg if r.get("demo")), None)
     demo_p = next((r for r in D.peer if r.get("demo") and r.get("kind") == "bench"), None)
     if demo_s or demo_p:
@@ -527,10 +533,16 @@ def report(a, outdir, doc):
         P("torch.compile's price, paid in each size's first compiled iteration (forward at ctx "
           f"{min(ctxs)}; the later ctx values and the backward reuse or extend it): "
           + ", ".join(f"{s} {r['times_ms'][0] / 1000:.1f} s" for s, r in comp)
+          + " (dynamo graphs made per size process: " + ", ".join(
+              f"{s} {max((x.get('dynamo_unique_graphs', 0) for x in D.peer if x.get('size') == s and x.get('mode') == 'bf16c'), default=0)}"
+              for s, _ in comp) + ")"
           + ". stg plans, allocates and captures in " + ", ".join(
               f"{s} {D.s(s, min(ctxs), 'bf16')['setup_ms'] / 1000:.2f} s" for s, _ in comp
               if D.s(s, min(ctxs), 'bf16') and 'setup_ms' in D.s(s, min(ctxs), 'bf16'))
-          + " (`setup_ms`: process start to the first step) plus its first two steps (section 2).\n")
+          + " (`setup_ms`: process start to the first step) plus its first two steps (section 2)."
+          + (" small's compilation was mostly served from inductor's on-disk cache, filled by the warm-up process just before "
+             "(section 2 has the cold number)." if any(s == "small" for s, _ in comp) and any(r.get("kind") == "bench" for r in D.pwarm) else "")
+          + "\n")
     tp = [m for m in made if m.startswith("time-")]
     if tp:
         P("Step time against ctx, per size (log–log; solid bf16, dashed fp32; blue stg, red torch.compile, orange PyTorch eager):\n")
@@ -711,6 +723,30 @@ def warmup_paragraph(D, w, pw):
     return " ".join(parts)
 
 
+def whole_compile_reference(sizes):
+    """Whole-model torch.compile (static shapes) from docs/perf/, another day: a reference for the per-block compile."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "perf")
+    got = {}
+    for name in ("2026-11-22-h100-peer.json", "2026-11-22-h100-peer-ctx1024.json"):
+        try:
+            for r in json.load(open(os.path.join(root, name)))["runs"]:
+                if r.get("mode") == "bf16c" and "step_ms_median" in r:
+                    got[(r["size"], r["ctx"])] = r["step_ms_median"]
+        except (OSError, ValueError, KeyError):
+            pass
+    if not got:
+        return ""
+    rows = []
+    for c in (512, 1024):
+        vals = [f"{s} {got[(s, c)]:.1f}" for s in sizes if (s, c) in got]
+        if vals:
+            rows.append(f"ctx {c}: " + ", ".join(vals) + " ms")
+    return ("For scale, whole-model torch.compile (static shapes, one compilation per shape), median bf16 step on the same kind of "
+            "machine on 2026-11-22 ([perf/2026-11-22-h100-peer.json](perf/2026-11-22-h100-peer.json), "
+            "[perf/2026-11-22-h100-peer-ctx1024.json](perf/2026-11-22-h100-peer-ctx1024.json), commands in [PERF.md](PERF.md)) — "
+            + "; ".join(rows) + ". Compare it with this run's columns only loosely (another lease, another stg).\n")
+
+
 def memory_comment(D):
     """What the 2.7B plans say, from their own byte counts by class."""
     def rep(prec, mode, c=512):
@@ -826,6 +862,7 @@ def main():
     ap.add_argument("--warmup-ctx", type=int, default=512)
     ap.add_argument("--peer", default="peer/torch_lm.py")
     ap.add_argument("--python", default=sys.executable or "python3")
+    ap.add_argument("--append", action="store_true", help="peer: add to docs/bench/peer*.jsonl instead of starting them afresh")
     ap.add_argument("--source", default=None, help="what stg was built from (e.g. a commit), for the report")
     a = ap.parse_args()
     a.sizes = [s for s in a.sizes.split(",") if s]
@@ -846,8 +883,13 @@ def main():
         json.dump(m, open(os.path.join(a.out, "meta_stg.json"), "w"), indent=1)
     if "peer" in parts:
         m = dict(meta_common)
+        mp = os.path.join(a.out, "meta_peer.json")
         part_peer(a, a.out, m)
-        json.dump(m, open(os.path.join(a.out, "meta_peer.json"), "w"), indent=1)
+        if a.append and os.path.exists(mp):  # one peer run in several commands: add the times up
+            old = json.load(open(mp))
+            m["peer_s"] = round(old.get("peer_s", 0) + m["peer_s"], 1)
+            m["commands"] = old.get("commands", [old.get("argv")]) + [m["argv"]]
+        json.dump(m, open(mp, "w"), indent=1)
     if "report" in parts:
         report(a, a.out, a.doc)
     return 0

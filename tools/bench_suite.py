@@ -857,7 +857,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--fp32-warmup", type=int, default=2)
-    ap.add_argument("--fp32-iters", type=int, default=5)
+    ap.add_argument("--fp32-iters", type=int, default=8)
     ap.add_argument("--warmup-iters", type=int, default=12)
     ap.add_argument("--warmup-ctx", type=int, default=512)
     ap.add_argument("--peer", default="peer/torch_lm.py")

@@ -78,5 +78,6 @@ int cmd_tokens(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_attnbench(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
+int cmd_commbench(int argc, char **argv);
 
 #endif

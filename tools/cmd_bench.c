@@ -11,6 +11,7 @@
 #include "runtime/backend.h"
 #include "runtime/exec.h"
 #include "runtime/train.h"
+#include "runtime/dist.h"
 #include "tools/cli.h"
 #ifdef STG_HAVE_CUDA
 #include "runtime/cuda/backend_cuda.h"
@@ -26,7 +27,9 @@ static const char *usage =
     "       [--exec graph|eager] [--what forward|forward-backward|step[,...]] [--warmup N] [--iters N] [--tf32] [--json]\n"
     "       [--what A,B,...]  measure several in one process, in the order given (one report each)\n"
     "       [--profile]     device time per op kind\n"
+    "       [--streams N]   graph mode: spread independent ops over at most N streams (default: all; 1: one)\n"
     "       [--memory-budget BYTES|auto]  recompute activations so the step fits\n"
+    "       [--optimizer-in-backward]  each AdamW update runs once its gradient is final (clipping by the last step's norm)\n"
     "       [--real-init]   (default: parameters filled on the device with a constant; timing does not depend on them)\n";
 
 static double now_ms(void) {
@@ -71,6 +74,50 @@ static void print_list(const double *x, int64_t n) {
     putchar(']');
 }
 
+// Bytes the optimizer's memory-bound ops move (each read once, each write once).
+static double optim_op_bytes(const stg_graph *g, const stg_op *op) {
+    double by = 0;
+    if (op->kind == STG_OP_GLOBAL_NORM)
+        for (int i = 0; i < op->n_in; i++) by += (double)graph_bytes(&g->t[op->in[i]]);
+    if (op->kind == STG_OP_ADAMW) {
+        int nin = op->n_in - (op->a.adamw.slot > 0);
+        by = (double)graph_bytes(&g->t[op->in[1]]) + 2.0 * (double)(graph_bytes(&g->t[op->in[2]]) + graph_bytes(&g->t[op->in[3]]));
+        by += nin > 6 ? 2.0 * (double)graph_bytes(&g->t[op->in[6]]) + (double)graph_bytes(&g->t[op->in[0]])
+                      : 2.0 * (double)graph_bytes(&g->t[op->in[0]]);
+    }
+    return by;
+}
+
+// After --profile: the bandwidth of AdamW and the global norm, against the device's copy bandwidth.
+static void print_optim_bandwidth(const stg_graph *g, rt_backend *b, const double *pm) {
+    const stg_op_kind kinds[2] = {STG_OP_ADAMW, STG_OP_GLOBAL_NORM};
+    double ms[2] = {0, 0}, by[2] = {0, 0}, bw = 0;
+    for (int s = 0; s < g->nsched; s++)
+        for (int k = 0; k < 2; k++)
+            if (g->ops[g->schedule[s]].kind == kinds[k]) {
+                ms[k] += pm[s];
+                by[k] += optim_op_bytes(g, &g->ops[g->schedule[s]]);
+            }
+    if (ms[0] <= 0 && ms[1] <= 0) return;
+#ifdef STG_HAVE_CUDA
+    if (strcmp(b->ops->name, "cuda") == 0) {
+        stg_err err;
+        if (cuda_copy_bandwidth(rt_backend_cuda_context(b), (size_t)256 << 20, 20, &bw, &err)) {
+            fprintf(stderr, "stg bench: copy bandwidth: %s\n", err.msg);
+            bw = 0;
+        } else {
+            printf("  copy      %.3f TB/s (cudaMemcpyAsync device to device of 256 MiB, median of 20; bytes read + written)\n", bw / 1e12);
+        }
+    }
+#endif
+    for (int k = 0; k < 2; k++) {
+        if (ms[k] <= 0) continue;
+        printf("  %-9s %.3f ms moving %.2f GB: %.3f TB/s", ops_name(kinds[k]), ms[k], by[k] / 1e9, by[k] / (ms[k] * 1e-3) / 1e12);
+        if (bw > 0) printf(" (%.0f%% of copy; at copy bandwidth %.3f ms)", 100 * by[k] / (ms[k] * 1e-3) / bw, by[k] / bw * 1e3);
+        printf("\n");
+    }
+}
+
 int cmd_bench(int argc, char **argv) {
     double t_start = now_ms();
     cli_model_opts m;
@@ -80,7 +127,7 @@ int cmd_bench(int argc, char **argv) {
     const char *whats[BENCH_MAX_WHAT] = {"step"};
     int nwhat = 1;
     bool eager = false, json = false, tf32 = false, fast_init = true, profile = false;
-    int64_t warmup = 5, iters = 10;
+    int64_t warmup = 5, iters = 10, streams = 0;
     for (int i = 1; i < argc; i++) {
         int r = cli_model_arg(&m, argc, argv, &i);
         if (r < 0) return 2;
@@ -103,6 +150,8 @@ int cmd_bench(int argc, char **argv) {
             if (!(v = cli_value(argc, argv, &i)) || parse_what(v, masks, whats, &nwhat)) return 2;
         } else if (strcmp(a, "--warmup") == 0) {
             if (!(v = cli_value(argc, argv, &i)) || cli_int(a, v, 0, 100000, &warmup)) return 2;
+        } else if (strcmp(a, "--streams") == 0) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_int(a, v, 1, 8, &streams)) return 2;
         } else if (strcmp(a, "--iters") == 0) {
             if (!(v = cli_value(argc, argv, &i)) || cli_int(a, v, 1, 100000, &iters)) return 2;
         } else if (a[0] == '-' || m.model) {
@@ -116,8 +165,20 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     }
     double t0 = now_ms();
-    rt_backend *b = cli_open_backend(device, m.precision, tf32);
+    rt_dist dist; // under stg launch: a data-parallel step (allreduce ops); rank 0 reports
+    if (cli_dist_env(&m, &dist)) return 2;
+    rt_backend *b = cli_open_backend_at(device, m.precision, tf32, dist.local_rank);
     if (!b) return 2;
+    if (cli_dist_join(&dist, b)) {
+        b->ops->destroy(b);
+        rt_dist_close(&dist);
+        return 1;
+    }
+    if (dist.rank != 0 && !freopen("/dev/null", "w", stdout)) {
+        b->ops->destroy(b);
+        rt_dist_close(&dist);
+        return 1;
+    }
     double backend_ms = now_ms() - t0;
     stg_graph *g = cli_build(&m);
     stg_plan *p = NULL;
@@ -138,7 +199,7 @@ int cmd_bench(int argc, char **argv) {
                    (long long)graph_dim(g, "ctx", &(bool){0}), (long long)p->peak_bytes, (long long)free_before);
         goto out;
     }
-    rt_exec_opts eo = {.graph = !eager};
+    rt_exec_opts eo = {.graph = !eager, .streams = (int)streams};
     rt_rng rng;
     rt_rng_seed(&rng, 1);
     if (rt_exec_new(g, p, b, &eo, &e, &err) || (fast_init ? rt_exec_init_params_fast(e, &err) : rt_exec_init_params(e, 0, &err)) || rt_exec_set_steps_done(e, 0, &err) ||
@@ -254,6 +315,7 @@ int cmd_bench(int argc, char **argv) {
                 printf("            %6.2f%% %9.3f ms  %4d x %s\n", 100 * bykind[best] / total, bykind[best], count[best], ops_name((stg_op_kind)best));
                 bykind[best] = -1;
             }
+            print_optim_bandwidth(g, b, pm);
             free(pm);
         }
         if (fflush(stdout)) goto out;
@@ -268,5 +330,6 @@ out:
     plan_free(p);
     graph_free(g);
     b->ops->destroy(b);
+    rt_dist_close(&dist);
     return rc;
 }

@@ -18,6 +18,7 @@ static const command commands[] = {
     {"step", cmd_step, "MODEL       one forward and backward on a given batch; dump loss, logits, gradients"},
     {"bench", cmd_bench, "MODEL      time forward, forward+backward or whole steps (graph or eager)"},
     {"attn-bench", cmd_attnbench, "     CS336's attention study: naive vs flash, time and memory by d_head and seq"},
+    {"comm-bench", cmd_commbench, "     NCCL all-reduce time and bandwidth, 1 MB to 1 GB (under stg launch -n N)"},
     {"launch", cmd_launch, "-n N -- CMD  N local processes of CMD for data parallelism (RANK, WORLD_SIZE, ... set)"},
     {"tokens", cmd_tokens, "TEXT -o F  byte-level tokens of any file (vocab 256) as uint16 .bin"},
 };

@@ -358,6 +358,35 @@ int rt_backend_cuda_new(int device, bool tf32, rt_backend **out, stg_err *err) {
 
 stg_cuda *rt_backend_cuda_context(rt_backend *b) { return impl(b)->c; }
 
+int rt_backend_cuda_allreduce_bench(rt_backend *b, size_t bytes, bool bf16, int warmup, int iters, double *ms, stg_err *err) {
+    cuda_impl *im = impl(b);
+#ifdef STG_HAVE_NCCL
+    if (!im->nccl) return stg_errf(err, "cuda backend: no communicator (rt_backend_cuda_join)");
+    if (iters < 1) return stg_errf(err, "cuda backend: iters must be positive");
+    void *buf = NULL;
+    size_t esz = bf16 ? 2 : 4, n = bytes / esz;
+    CK(err, cudaMalloc(&buf, n * esz));
+    int rc = 0;
+    cudaError_t e = cudaMemsetAsync(buf, 0, n * esz, im->stream);
+    for (int i = 0; i < warmup + iters && e == cudaSuccess && !rc; i++) {
+        if (i == warmup) e = cudaEventRecord(im->timer[0], im->stream);
+        ncclResult_t r = ncclAllReduce(buf, buf, n, bf16 ? ncclBfloat16 : ncclFloat32, ncclSum, (ncclComm_t)im->nccl, im->stream);
+        if (r != ncclSuccess) rc = stg_errf(err, "ncclAllReduce of %zu bytes: %s", bytes, ncclGetErrorString(r));
+    }
+    if (!rc && e == cudaSuccess) e = cudaEventRecord(im->timer[1], im->stream);
+    if (!rc && e == cudaSuccess && cb_wait_event(im, im->timer[1], err)) rc = -1;
+    float f = 0;
+    if (!rc && e == cudaSuccess) e = cudaEventElapsedTime(&f, im->timer[0], im->timer[1]);
+    if (!rc && e != cudaSuccess) rc = stg_errf(err, "cuda backend: all-reduce benchmark: %s", cudaGetErrorString(e));
+    cudaFree(buf);
+    *ms = f / iters;
+    return rc;
+#else
+    (void)im;
+    return stg_errf(err, "cuda backend: this stg was built without NCCL");
+#endif
+}
+
 int rt_backend_cuda_join(rt_backend *b, rt_dist *d, stg_err *err) {
     cuda_impl *im = impl(b);
 #ifdef STG_HAVE_NCCL

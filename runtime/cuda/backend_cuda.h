@@ -16,6 +16,9 @@ stg_cuda *rt_backend_cuda_context(rt_backend *b);
 // d; every rank creates its communicator on this backend's device. The allreduce op then runs on
 // the communication stream, and waits poll for NCCL errors and d->timeout_s without progress.
 int rt_backend_cuda_join(rt_backend *b, rt_dist *d, stg_err *err);
+// After rt_backend_cuda_join: mean device time (ms) of one in-place ncclAllReduce (sum) of `bytes`
+// of f32 or bf16, after `warmup` untimed ones (a benchmark; allocates its own buffer).
+int rt_backend_cuda_allreduce_bench(rt_backend *b, size_t bytes, bool bf16, int warmup, int iters, double *ms, stg_err *err);
 // Whether a CUDA device is present (false without a driver or GPU).
 bool rt_cuda_available(void);
 

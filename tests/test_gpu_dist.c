@@ -1,0 +1,231 @@
+// Data parallelism on GPUs through NCCL, the allreduce ops captured in the step's CUDA Graph:
+//   - one rank (an NCCL communicator of one GPU) is bitwise the plain step, graph and eager;
+//   - with two GPUs: 5 steps of 2 ranks equal 5 steps of one GPU with the global batch (fp32,
+//     relative error under 1e-5), also with NCCL forced onto its socket transport (a stand-in for
+//     two nodes). Skipped with fewer GPUs.
+// Ranks are separate processes (this program started again with --child), as under stg launch.
+#ifdef STG_HAVE_CUDA
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "graph/loader.h"
+#include "ops/cuda/cuda.h"
+#include "planner/plan.h"
+#include "runtime/backend.h"
+#include "runtime/cuda/backend_cuda.h"
+#include "runtime/dist.h"
+#include "runtime/exec.h"
+#include "runtime/train.h"
+
+#define MODEL(p) STG_SOURCE_DIR "/models/" p
+#define STEPS 5
+#define MAXOUT (1 << 20)
+
+static const char *self_path;
+
+// STEPS steps on device `dev`; dp: 0 plain, else data parallel over the launcher's environment
+// (world from it). Losses then parameters into out.
+static int run(int dev, int dp, int batch, bool graph, stg_precision prec, double *out, int64_t *nout, stg_err *err) {
+    char b[32];
+    snprintf(b, sizeof b, "batch=%d", batch);
+    const char *sets[] = {"d_model=64", "d_ff=160", "n_layers=2", "n_heads=2", "vocab=256", b, "ctx=40"};
+    stg_load_opts o = {prec, sets, 7};
+    stg_optim_config oc = graph_optim_defaults();
+    oc.lr = 1e-2;
+    oc.warmup = 1;
+    oc.cosine_steps = STEPS;
+    oc.dp_bucket_bytes = 64 << 10; // several buckets
+    oc.dp_first_bucket_bytes = 16 << 10;
+    rt_dist d;
+    memset(&d, 0, sizeof d);
+    if (dp && rt_dist_from_env(&d, err)) return -1;
+    oc.dp_world = dp ? d.world : 0;
+    stg_graph *g = NULL;
+    stg_plan *p = NULL;
+    rt_backend *bk = NULL;
+    rt_exec *e = NULL;
+    rt_feed *f = NULL;
+    int rc = -1;
+    rt_exec_opts eo = {.graph = graph};
+    if (graph_load(MODEL("tiny.yaml"), &o, &g, err) || graph_autodiff(g, &oc, err) || graph_schedule(g, err) ||
+        plan_build(g, NULL, &p, err) || rt_backend_cuda_new(dev, false, &bk, err))
+        goto out;
+    if (dp && (rt_dist_connect(&d, err) || rt_backend_cuda_join(bk, &d, err))) goto out;
+    if (rt_exec_new(g, p, bk, &eo, &e, err) || rt_exec_init_params(e, 3, err) || rt_exec_set_steps_done(e, 0, err) ||
+        rt_feed_new(g, NULL, 4, 9, &f, err) || (dp && d.world > 1 && rt_feed_shard(f, d.rank, d.world, err)))
+        goto out;
+    rt_rng rng;
+    rt_rng_seed(&rng, 8);
+    for (int s = 0; s < STEPS; s++) {
+        rt_exec_results r;
+        if (rt_feed_next(f, e, &rng, err) || rt_exec_run_results(e, RT_PHASE_ALL, &r, err)) goto out;
+        out[s] = r.loss;
+    }
+    int64_t k = STEPS;
+    for (int t = 0; t < g->nt; t++) {
+        if (g->t[t].cls != STG_CLASS_PARAM) continue;
+        if (rt_exec_read_f64(e, rt_exec_param_truth(e, t), out + k, err)) goto out;
+        k += graph_numel(&g->t[t]);
+    }
+    *nout = k;
+    rc = 0;
+out:
+    rt_feed_free(f);
+    rt_exec_free(e);
+    if (bk) bk->ops->destroy(bk);
+    rt_dist_close(&d);
+    plan_free(p);
+    graph_free(g);
+    return rc;
+}
+
+static double rel_err(const double *a, const double *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+static void set_env1(const char *port) {
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "1", 1);
+    setenv("MASTER_PORT", port, 1);
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+}
+
+// One rank through NCCL == the plain step, bitwise, in graph and eager mode, fp32 and bf16.
+static void world1(stg_precision prec) {
+    double *a = malloc(sizeof(double) * MAXOUT), *b = malloc(sizeof(double) * MAXOUT), *c = malloc(sizeof(double) * MAXOUT);
+    int64_t na = 0, nb = 0, nc = 0;
+    stg_err err;
+    if (run(0, 0, 4, true, prec, a, &na, &err)) fail_msg("plain: %s", err.msg);
+    set_env1("29611");
+    if (run(0, 1, 4, true, prec, b, &nb, &err)) fail_msg("one rank, graph: %s", err.msg);
+    if (run(0, 1, 4, false, prec, c, &nc, &err)) fail_msg("one rank, eager: %s", err.msg);
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    assert_int_equal(na, nb);
+    assert_int_equal(na, nc);
+    assert_memory_equal(a, b, sizeof(double) * (size_t)na);
+    assert_memory_equal(a, c, sizeof(double) * (size_t)na);
+    assert_true(a[STEPS - 1] < a[0]);
+    free(a);
+    free(b);
+    free(c);
+}
+
+static void test_one_rank_fp32(void **s) { world1(STG_PREC_FP32); }
+static void test_one_rank_bf16(void **s) { world1(STG_PREC_BF16); }
+
+// Two ranks (processes, GPUs 0 and 1) == one GPU with the global batch.
+static void two_gpus(bool sockets) {
+    if (cuda_device_count() < 2) {
+        print_message("skipped: %d GPU(s); two are needed\n", cuda_device_count());
+        skip();
+    }
+    double *one = malloc(sizeof(double) * MAXOUT);
+    int64_t n1 = 0;
+    stg_err err;
+    if (run(0, 0, 4, true, STG_PREC_FP32, one, &n1, &err)) fail_msg("%s", err.msg);
+    char out[2][64];
+    pid_t pid[2];
+    for (int r = 0; r < 2; r++) {
+        snprintf(out[r], sizeof out[r], "/tmp/stg_gpu_dist_%d_%d.bin", (int)getpid(), r);
+        pid[r] = fork();
+        assert_true(pid[r] >= 0);
+        if (pid[r] == 0) { // a fresh process: CUDA state is not inherited across exec
+            char rs[8];
+            snprintf(rs, sizeof rs, "%d", r);
+            setenv("RANK", rs, 1);
+            setenv("LOCAL_RANK", rs, 1);
+            setenv("WORLD_SIZE", "2", 1);
+            setenv("MASTER_PORT", sockets ? "29613" : "29612", 1);
+            setenv("NCCL_NVLS_ENABLE", "0", 1);
+            setenv("STG_DIST_TIMEOUT", "60", 1);
+            if (sockets) {
+                setenv("NCCL_P2P_DISABLE", "1", 1);
+                setenv("NCCL_SHM_DISABLE", "1", 1);
+            }
+            execl(self_path, self_path, "--child", out[r], (char *)NULL);
+            _exit(127);
+        }
+    }
+    double *res[2];
+    for (int r = 0; r < 2; r++) {
+        int status;
+        waitpid(pid[r], &status, 0);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        FILE *fp = fopen(out[r], "rb");
+        assert_non_null(fp);
+        res[r] = malloc(sizeof(double) * MAXOUT);
+        size_t k = fread(res[r], sizeof(double), MAXOUT, fp);
+        fclose(fp);
+        remove(out[r]);
+        assert_int_equal((int64_t)k, n1);
+    }
+    assert_memory_equal(res[0], res[1], sizeof(double) * (size_t)n1);
+    double el = rel_err(res[0], one, STEPS), ep = rel_err(res[0] + STEPS, one + STEPS, n1 - STEPS);
+    print_message("2 GPUs%s: rel err losses %.2e params %.2e\n", sockets ? " (socket transport)" : "", el, ep);
+    assert_true(el < 1e-5);
+    assert_true(ep < 1e-5);
+    free(res[0]);
+    free(res[1]);
+    free(one);
+}
+
+static void test_two_gpus(void **s) { two_gpus(false); }
+static void test_two_gpus_sockets(void **s) { two_gpus(true); }
+
+// --child OUT: one rank of two_gpus (batch 2 per rank), results written to OUT.
+static int child(const char *path) {
+    double *out = malloc(sizeof(double) * MAXOUT);
+    int64_t n = 0;
+    stg_err err;
+    const char *lr = getenv("LOCAL_RANK");
+    if (!out || run(lr ? atoi(lr) : 0, 1, 2, true, STG_PREC_FP32, out, &n, &err)) {
+        fprintf(stderr, "rank %s: %s\n", getenv("RANK"), out ? err.msg : "out of memory");
+        return 1;
+    }
+    FILE *fp = fopen(path, "wb");
+    if (!fp || fwrite(out, sizeof(double), (size_t)n, fp) != (size_t)n || fclose(fp) != 0) return 1;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    self_path = argv[0];
+    if (argc == 3 && strcmp(argv[1], "--child") == 0) return child(argv[2]);
+    if (!rt_cuda_available()) {
+        printf("skipped: no GPU\n");
+        return 77;
+    }
+    if (!cuda_have_nccl()) {
+        printf("skipped: built without NCCL\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_rank_fp32),
+        cmocka_unit_test(test_one_rank_bf16),
+        cmocka_unit_test(test_two_gpus),
+        cmocka_unit_test(test_two_gpus_sockets),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+#else
+#include <stdio.h>
+int main(void) {
+    printf("skipped: built without CUDA\n");
+    return 77;
+}
+#endif

@@ -7,6 +7,7 @@
 #include "planner/budget.h"
 #include "planner/formula.h"
 #include "planner/plan.h"
+#include "planner/shard.h"
 #include "planner/report.h"
 #include "runtime/backend.h"
 #include "runtime/exec.h"
@@ -125,12 +126,17 @@ typedef struct {
     stg_report_format fmt;
     bool forward;
     const char *device;
+    int64_t world, zero; // --world N --zero K: per-device bytes under data parallelism (0: not asked)
+    double device_gib;   // --device-memory: capacity for "how many devices" (GiB)
 } mem_ctx;
 
 static int mem_extra(void *ctx, int argc, char **argv, int *i) {
     mem_ctx *c = ctx;
     const char *a = argv[*i], *v;
     if (strcmp(a, "-o") == 0) return (c->out = cli_value(argc, argv, i)) ? 1 : -1;
+    if (strcmp(a, "--world") == 0) return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 1, 1 << 20, &c->world) ? 1 : -1;
+    if (strcmp(a, "--zero") == 0) return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 0, 3, &c->zero) ? 1 : -1;
+    if (strcmp(a, "--device-memory") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0.001, 1e9, &c->device_gib) ? 1 : -1;
     if (strcmp(a, "--device") == 0) return (c->device = cli_value(argc, argv, i)) ? 1 : -1;
     if (strcmp(a, "--format") == 0) {
         if (!(v = cli_value(argc, argv, i))) return -1;
@@ -160,10 +166,18 @@ static int mem_extra(void *ctx, int argc, char **argv, int *i) {
 int cmd_memreport(int argc, char **argv) {
     cli_model_opts m;
     cli_model_opts_init(&m);
-    mem_ctx c = {NULL, STG_REPORT_TEXT, false, NULL};
-    if (parse_model_cmd(argc, argv, &m, mem_extra, &c, " [--mode train|forward] [--format text|md|json|svg] [-o FILE] [--device cuda] [--memory-budget BYTES|auto] [--optimizer-in-backward]"))
+    mem_ctx c = {NULL, STG_REPORT_TEXT, false, NULL, 0, 0, 80.0};
+    if (parse_model_cmd(argc, argv, &m, mem_extra, &c,
+                        " [--mode train|forward] [--format text|md|json|svg] [-o FILE] [--device cuda] [--memory-budget BYTES|auto]"
+                        " [--optimizer-in-backward] [--world N [--zero 0|1|2|3] [--device-memory GIB]]"))
         return 2;
     m.train = !c.forward;
+    if ((c.zero || c.world) && (c.fmt == STG_REPORT_JSON || c.fmt == STG_REPORT_SVG)) {
+        fprintf(stderr, "stg memreport: --world and --zero add a section to the text and md formats only\n");
+        return 2;
+    }
+    if (c.zero && !c.world) c.world = 1;
+    if (c.world > 1 && m.train) m.optim.dp_world = (int)c.world; // the step each rank runs: gradient buckets and their allreduce ops
     stg_graph *g = cli_build(&m);
     if (!g) return 1;
     stg_err err;
@@ -194,7 +208,18 @@ int cmd_memreport(int argc, char **argv) {
     char tmp[4200];
     FILE *f = cli_out_open(c.out, tmp, sizeof tmp);
     if (!f) goto out;
-    if (report_write(f, c.fmt, g, p, &fm, &x, &err)) {
+    stg_shard_report sr;
+    if (c.world && plan_shard(g, p, (int)c.world, (int)c.zero, m.optim.dp_bucket_bytes, &sr, &err)) {
+        fprintf(stderr, "stg memreport: %s\n", err.msg);
+        if (f != stdout) {
+            fclose(f);
+            remove(tmp);
+        }
+        goto out;
+    }
+    if (report_write(f, c.fmt, g, p, &fm, &x, &err) ||
+        (c.world && plan_shard_write(f, c.fmt == STG_REPORT_MD, g, p, &sr, m.optim.dp_bucket_bytes,
+                                     m.train ? (int64_t)(c.device_gib * (double)(1LL << 30)) : 0, &err))) {
         fprintf(stderr, "stg memreport: %s\n", err.msg);
         if (f != stdout) {
             fclose(f);

@@ -17,6 +17,7 @@
 
 #include "graph/loader.h"
 #include "planner/plan.h"
+#include "planner/shard.h"
 #include "runtime/backend.h"
 #include "runtime/dist.h"
 #include "runtime/exec.h"
@@ -330,10 +331,44 @@ static void test_launch(void **s) {
     assert_int_equal(sh(cmd), 2);
 }
 
+// ZeRO accounting: what each stage takes off a device, by class, and the devices needed.
+static void test_shard_accounting(void **s) {
+    stg_graph *g = load(2, 2, 16 << 10);
+    stg_plan *p;
+    stg_err err;
+    if (plan_build(g, NULL, &p, &err)) fail_msg("%s", err.msg);
+    int64_t opt = p->by_class[STG_CLASS_OPTIMIZER], gr = p->by_class[STG_CLASS_GRAD], par = p->by_class[STG_CLASS_PARAM];
+    assert_true(opt == 2 * par && gr == par); // fp32: m and v; gradients like the parameters
+    stg_shard_report r;
+    assert_int_equal(plan_shard(g, p, 1, 1, 1 << 10, &r, &err), 0);
+    assert_int_equal(r.per_device, p->peak_bytes); // one device: nothing changes
+    assert_int_equal(plan_shard(g, p, 4, 0, 1 << 10, &r, &err), 0);
+    assert_int_equal(r.per_device, p->peak_bytes);
+    assert_int_equal(plan_shard(g, p, 4, 1, 1 << 10, &r, &err), 0);
+    assert_int_equal(r.removed, opt - (opt + 3) / 4);
+    assert_int_equal(r.per_device, p->peak_bytes - r.removed);
+    assert_int_equal(plan_shard(g, p, 4, 2, 1 << 10, &r, &err), 0);
+    assert_int_equal(r.removed, opt - (opt + 3) / 4 + gr - (gr + 3) / 4);
+    assert_int_equal(r.transient, 2 << 10);
+    assert_int_equal(plan_shard(g, p, 4, 3, 1 << 10, &r, &err), 0);
+    assert_int_equal(r.removed, opt - (opt + 3) / 4 + gr - (gr + 3) / 4 + par - (par + 3) / 4);
+    assert_true(r.per_device < p->peak_bytes);
+    // a capacity between the stage-1 bytes on 2 and on 1 device: 2 devices
+    stg_shard_report r2;
+    assert_int_equal(plan_shard(g, p, 2, 1, 1 << 10, &r2, &err), 0);
+    assert_int_equal(plan_shard_devices_needed(g, p, 1, 1 << 10, r2.per_device, 64), 2);
+    assert_int_equal(plan_shard_devices_needed(g, p, 0, 1 << 10, p->peak_bytes - 1, 64), 0);
+    assert_int_equal(plan_shard(g, p, 0, 1, 0, &r, &err), -1);
+    assert_int_equal(plan_shard(g, p, 2, 4, 0, &r, &err), -1);
+    plan_free(p);
+    graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_env),
         cmocka_unit_test(test_buckets_are_groups),
+        cmocka_unit_test(test_shard_accounting),
         cmocka_unit_test(test_two_ranks),
         cmocka_unit_test(test_three_ranks_one_bucket),
         cmocka_unit_test(test_missing_rank),

@@ -580,7 +580,7 @@ static const char *const ag_out_name[O_COUNT] = {AG_OUTPUTS(AG_NAME)};
         memcpy(out[O_ADAM_P], in[I_PARAM], AG_R * AG_D * sizeof(T));                                   \
         memcpy(out[O_ADAM_M], in[I_MOM], AG_R * AG_D * sizeof(T));                                     \
         memcpy(out[O_ADAM_V], in[I_VAR], AG_R * AG_D * sizeof(T));                                     \
-        stg_adamw_attrs aw = {0.9, 0.95, 1e-8, 0.1, 1.0};                                              \
+        stg_adamw_attrs aw = {0.9, 0.95, 1e-8, 0.1, 1.0, 0};                                          \
         cpu_adamw_##S(out[O_ADAM_P], in[I_DY], out[O_ADAM_M], out[O_ADAM_V], AG_R * AG_D, 2.5, 3.0, 1e-3, &aw); \
         out[O_SUMSQ][0] = (T)cpu_sumsq_##S(in[I_XIN], AG_R * AG_D);                                      \
     }
@@ -780,7 +780,7 @@ static void test_cross_entropy(void **state) {
 
 static void adamw_steps(const double *grads, const double *norms, int steps, double max_norm, double *theta,
                         double *m, double *v) {
-    stg_adamw_attrs a = {0.9, 0.99, 1e-3, 0.1, max_norm};
+    stg_adamw_attrs a = {0.9, 0.99, 1e-3, 0.1, max_norm, 0};
     theta[0] = 1.0;
     theta[1] = -2.0;
     m[0] = m[1] = v[0] = v[1] = 0.0;
@@ -822,7 +822,7 @@ static void test_adamw_hand_example(void **state) {
 
     // the f32 kernel gives the same numbers to float precision
     float tf[2] = {1.0f, -2.0f}, mf[2] = {0, 0}, vf[2] = {0, 0}, gf[4] = {0.5f, -1.0f, -0.25f, 2.0f};
-    stg_adamw_attrs a = {0.9, 0.99, 1e-3, 0.1, 0.0};
+    stg_adamw_attrs a = {0.9, 0.99, 1e-3, 0.1, 0.0, 0};
     cpu_adamw_f32(tf, gf, mf, vf, 2, 0.5, 1.0, 0.01, &a);
     cpu_adamw_f32(tf, gf + 2, mf, vf, 2, 3.0, 2.0, 0.01, &a);
     assert_true(near(tf[0], 0.98559935760857150, 1e-6) && near(tf[1], -1.98975694542282564, 1e-6));
@@ -1312,7 +1312,7 @@ static void test_dispatch_run(void **state) {
     int nn = mini_tensor(&m, "grad_norm", STG_F64, 0, NULL), sch = mini_tensor(&m, "sched", STG_F64, 1, s2);
     int ms = mini_tensor(&m, "p.master", STG_F32, 1, s2);
     mini_op(&m, STG_OP_ADAMW, 6, (int[]){p, gr, mm, vv, nn, sch}, 0, NULL);
-    m.op.a.adamw = (stg_adamw_attrs){0.9, 0.99, 1e-3, 0.1, 0.0};
+    m.op.a.adamw = (stg_adamw_attrs){0.9, 0.99, 1e-3, 0.1, 0.0, 0};
     double pv[2] = {1, -2}, gv[2] = {0.5, -1}, mv[2] = {0, 0}, vv2[2] = {0, 0}, nv = 0.5, sv[2] = {1, 0.01};
     float master[2] = {1, -2};
     data[p] = pv;

@@ -1,0 +1,337 @@
+// The optimizer in backward on the CPU backend: with clipping that never triggers, steps equal the
+// ordinary step bitwise (fp32); with clipping, step k clips by step k-1's global norm (checked
+// against a hand computation from the ordinary path's gradients); each adamw op sits right after
+// the last op that needs it to wait; the plan's peak drops; recomputation composes with it.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "graph/loader.h"
+#include "ops/registry.h"
+#include "planner/budget.h"
+#include "planner/plan.h"
+#include "runtime/backend.h"
+#include "runtime/exec.h"
+#include "runtime/train.h"
+
+#define MODEL(p) STG_SOURCE_DIR "/models/" p
+
+// The tiny LM, in two shapes: "act" (activations dominate the peak) and "param" (batch 1, ctx 8:
+// the gradients dominate, so the ordinary plan peaks with all of them live at the end).
+static stg_graph *load(bool in_backward, double max_norm, bool param_heavy) {
+    const char *act[] = {"d_model=32", "d_ff=48", "n_layers=2", "n_heads=2", "vocab=64", "batch=2", "ctx=16", "attention=flash"};
+    const char *par[] = {"d_model=64", "d_ff=128", "n_layers=2", "n_heads=2", "vocab=256", "batch=1", "ctx=8", "attention=flash"};
+    stg_load_opts o = {STG_PREC_FP32, param_heavy ? par : act, 8};
+    stg_optim_config oc = graph_optim_defaults();
+    oc.lr = 1e-2;
+    oc.min_lr = 1e-3;
+    oc.warmup = 1;
+    oc.cosine_steps = 6;
+    oc.max_norm = max_norm;
+    oc.in_backward = in_backward;
+    stg_graph *g;
+    stg_err err;
+    if (graph_load(MODEL("tiny.yaml"), &o, &g, &err) || graph_autodiff(g, &oc, &err) || graph_schedule(g, &err) ||
+        graph_validate(g, &err))
+        fail_msg("%s", err.msg);
+    return g;
+}
+
+typedef struct {
+    stg_graph *g;
+    stg_plan *p;
+    rt_backend *b;
+    rt_exec *e;
+    rt_feed *f;
+    rt_rng rng;
+} rig;
+
+static void rig_open(rig *r, stg_graph *g, stg_plan *p) {
+    stg_err err;
+    memset(r, 0, sizeof *r);
+    r->g = g;
+    if (p)
+        r->p = p;
+    else if (plan_build(g, NULL, &r->p, &err))
+        fail_msg("%s", err.msg);
+    if (plan_verify(g, r->p, &err)) fail_msg("%s", err.msg);
+    rt_exec_opts eo = {.poison = true}; // NaN-poisoned arena: nothing may read what it did not write
+    if (rt_backend_cpu_new(&r->b, &err) || rt_exec_new(g, r->p, r->b, &eo, &r->e, &err) || rt_exec_init_params(r->e, 4, &err) ||
+        rt_exec_set_steps_done(r->e, 0, &err) || rt_feed_new(g, NULL, 4, 3, &r->f, &err))
+        fail_msg("%s", err.msg);
+    rt_rng_seed(&r->rng, 8);
+}
+
+static void rig_close(rig *r) {
+    rt_feed_free(r->f);
+    rt_exec_free(r->e);
+    r->b->ops->destroy(r->b);
+    plan_free(r->p);
+    graph_free(r->g);
+}
+
+static void step(rig *r, unsigned mask, rt_exec_results *res) {
+    stg_err err;
+    if (rt_feed_next(r->f, r->e, &r->rng, &err) || rt_exec_run_results(r->e, mask, res, &err)) fail_msg("%s", err.msg);
+}
+
+// Every parameter and AdamW moment as bytes, in tensor order.
+static char *state_bytes(rig *r, size_t *n) {
+    stg_err err;
+    size_t total = 0;
+    for (int t = 0; t < r->g->nt; t++)
+        if (r->g->t[t].cls == STG_CLASS_PARAM || r->g->t[t].cls == STG_CLASS_OPTIMIZER) total += (size_t)graph_bytes(&r->g->t[t]);
+    char *buf = malloc(total), *q = buf;
+    assert_non_null(buf);
+    for (int t = 0; t < r->g->nt; t++)
+        if (r->g->t[t].cls == STG_CLASS_PARAM || r->g->t[t].cls == STG_CLASS_OPTIMIZER) {
+            if (rt_exec_read(r->e, t, q, (size_t)graph_bytes(&r->g->t[t]), &err)) fail_msg("%s", err.msg);
+            q += graph_bytes(&r->g->t[t]);
+        }
+    *n = total;
+    return buf;
+}
+
+static void equal_to_ordinary(stg_plan *(*plan_b)(stg_graph *)) {
+    rig a, b;
+    stg_graph *gb = load(true, 1e30, false);
+    rig_open(&a, load(false, 1e30, false), NULL);
+    rig_open(&b, gb, plan_b ? plan_b(gb) : NULL);
+    for (int s = 0; s < 4; s++) {
+        rt_exec_results ra, rb;
+        step(&a, RT_PHASE_ALL, &ra);
+        step(&b, RT_PHASE_ALL, &rb);
+        assert_memory_equal(&ra.loss, &rb.loss, sizeof ra.loss);
+        assert_memory_equal(&ra.lr, &rb.lr, sizeof ra.lr);
+        // the same norm, from per-parameter slots added in order
+        assert_true(fabs(rb.grad_norm - ra.grad_norm) <= 1e-6 * ra.grad_norm);
+        assert_true(ra.grad_norm > 0);
+    }
+    size_t na, nb;
+    char *sa = state_bytes(&a, &na), *sb = state_bytes(&b, &nb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(sa, sb, na);
+    free(sa);
+    free(sb);
+    rig_close(&a);
+    rig_close(&b);
+}
+
+static void test_equal_without_clipping(void **s) { equal_to_ordinary(NULL); }
+
+// Everything recomputable recomputed (an impossible budget), then planned plainly.
+static stg_plan *recomputed_plan(stg_graph *g) {
+    stg_err err;
+    stg_plan *p;
+    stg_budget_report rep;
+    assert_int_equal(plan_fit_budget(g, 1, NULL, &p, &rep, &err), -1);
+    assert_true(rep.n_recomputed > 5);
+    if (plan_build(g, NULL, &p, &err)) fail_msg("%s", err.msg);
+    return p;
+}
+
+static void test_equal_with_recomputation(void **s) { equal_to_ordinary(recomputed_plan); }
+
+static int tensor_named(const stg_graph *g, int param, const char *suffix) {
+    char nm[STG_NAME_MAX + 16];
+    snprintf(nm, sizeof nm, "%s.%s", g->t[param].name, suffix);
+    int t = graph_find_tensor(g, nm);
+    if (t < 0) fail_msg("no tensor %s", nm);
+    return t;
+}
+
+static double *read_all(rig *r, int t) {
+    stg_err err;
+    double *v = malloc(sizeof(double) * (size_t)graph_numel(&r->g->t[t]));
+    assert_non_null(v);
+    if (rt_exec_read_f64(r->e, t, v, &err)) fail_msg("%s", err.msg);
+    return v;
+}
+
+// Step k of the in-backward run clips by step k-1's norm: the gradients come from the ordinary
+// graph's forward+backward at the same parameters and batch, the norm and the AdamW update are
+// computed here in double, and m, v and the weights must agree to float rounding. The same check
+// with this step's norm instead must fail (the test can tell the two apart).
+static void test_clips_by_previous_norm(void **s) {
+    const double max_norm = 0.05, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+    rig b, c;
+    rig_open(&b, load(true, max_norm, false), NULL);
+    rig_open(&c, load(false, 1e30, false), NULL);
+    stg_graph *gb = b.g, *gc = c.g;
+    double prev_norm = -1; // none before the first step
+    int distinguished = 0;
+    for (int k = 1; k <= 4; k++) {
+        stg_err err;
+        // the ordinary graph's gradients at the in-backward run's current parameters
+        for (int t = 0; t < gb->nt; t++) {
+            if (gb->t[t].cls != STG_CLASS_PARAM) continue;
+            int tc = graph_find_tensor(gc, gb->t[t].name);
+            assert_true(tc >= 0);
+            double *w = read_all(&b, t);
+            if (rt_exec_write_f64(c.e, tc, w, &err)) fail_msg("%s", err.msg);
+            free(w);
+        }
+        rt_exec_results rc, rb;
+        step(&c, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &rc);
+        double ss = 0;
+        for (int t = 0; t < gc->nt; t++) {
+            if (gc->t[t].cls != STG_CLASS_PARAM) continue;
+            double *gr = read_all(&c, gc->t[t].grad);
+            for (int64_t i = 0; i < graph_numel(&gc->t[t]); i++) ss += gr[i] * gr[i];
+            free(gr);
+        }
+        double norm = sqrt(ss);
+        // state before the step
+        int np = 0;
+        for (int t = 0; t < gb->nt; t++) np += gb->t[t].cls == STG_CLASS_PARAM;
+        double **w0 = calloc((size_t)np, sizeof *w0), **m0 = calloc((size_t)np, sizeof *m0), **v0 = calloc((size_t)np, sizeof *v0);
+        for (int t = 0, i = 0; t < gb->nt; t++)
+            if (gb->t[t].cls == STG_CLASS_PARAM) {
+                w0[i] = read_all(&b, t);
+                m0[i] = read_all(&b, tensor_named(gb, t, "adam_m"));
+                v0[i] = read_all(&b, tensor_named(gb, t, "adam_v"));
+                i++;
+            }
+        step(&b, RT_PHASE_ALL, &rb);
+        assert_memory_equal(&rb.loss, &rc.loss, sizeof rb.loss); // same weights, same batch
+        assert_true(fabs(rb.grad_norm - norm) <= 1e-5 * norm);   // this step's norm, reported
+        double clip = prev_norm >= 0 && prev_norm > max_norm ? max_norm / (prev_norm + 1e-6) : 1.0;
+        double clip_now = norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+        double at = rb.lr * sqrt(1.0 - pow(b2, k)) / (1.0 - pow(b1, k)), decay = rb.lr * wd;
+        double err_m = 0, err_v = 0, err_w = 0, err_now = 0, scale_m = 0, scale_w = 0;
+        for (int t = 0, i = 0; t < gb->nt; t++) {
+            if (gb->t[t].cls != STG_CLASS_PARAM) continue;
+            int tc = graph_find_tensor(gc, gb->t[t].name);
+            double *gr = read_all(&c, gc->t[tc].grad), *w1 = read_all(&b, t), *m1 = read_all(&b, tensor_named(gb, t, "adam_m")),
+                   *v1 = read_all(&b, tensor_named(gb, t, "adam_v"));
+            for (int64_t j = 0; j < graph_numel(&gb->t[t]); j++) {
+                double g = clip * gr[j];
+                double m = b1 * m0[i][j] + (1 - b1) * g, v = b2 * v0[i][j] + (1 - b2) * g * g;
+                double w = w0[i][j] - at * m / (sqrt(v) + eps);
+                w -= decay * w;
+                double m_now = b1 * m0[i][j] + (1 - b1) * clip_now * gr[j];
+                err_m = fmax(err_m, fabs(m1[j] - m));
+                err_v = fmax(err_v, fabs(v1[j] - v) / (v + 1e-30));
+                err_w = fmax(err_w, fabs(w1[j] - w));
+                err_now = fmax(err_now, fabs(m1[j] - m_now));
+                scale_m = fmax(scale_m, fabs(m));
+                scale_w = fmax(scale_w, fabs(w));
+            }
+            free(gr);
+            free(w1);
+            free(m1);
+            free(v1);
+            free(w0[i]);
+            free(m0[i]);
+            free(v0[i]);
+            i++;
+        }
+        free(w0);
+        free(m0);
+        free(v0);
+        print_message("step %d: norm %.6f (previous %.6f), clip %.5f (this step's would be %.5f): rel err m %.2e v %.2e w %.2e; "
+                      "with this step's norm m would be off by %.2e\n",
+                      k, norm, prev_norm, clip, clip_now, err_m / scale_m, err_v, err_w / scale_w, err_now / scale_m);
+        assert_true(err_m <= 1e-5 * scale_m);
+        assert_true(err_v <= 1e-5);
+        assert_true(err_w <= 1e-6 * scale_w);
+        if (err_now > 1e-3 * scale_m) distinguished++;
+        assert_true(k > 1 || clip == 1.0); // the first step does not clip
+        prev_norm = norm;
+    }
+    assert_true(distinguished >= 2); // the norms change between steps, so the two rules differ
+    rig_close(&b);
+    rig_close(&c);
+}
+
+// Each adamw op comes right after the last op it must wait for (the last writer of its gradient or
+// reader of its parameter), nothing after it reads the parameter, lr_schedule comes just before the
+// first adamw op and slot_norm is last.
+static void test_schedule(void **s) {
+    stg_graph *g = load(true, 1.0, false);
+    int *pos = malloc(sizeof(int) * (size_t)g->nops);
+    for (int i = 0; i < g->nsched; i++) pos[g->schedule[i]] = i;
+    int first_adam = -1, nadam = 0, nparams = 0;
+    for (int t = 0; t < g->nt; t++) nparams += g->t[t].cls == STG_CLASS_PARAM;
+    char *seen = calloc((size_t)nparams + 1, 1);
+    for (int i = 0; i < g->nsched; i++) {
+        const stg_op *op = &g->ops[g->schedule[i]];
+        if (op->kind != STG_OP_ADAMW) continue;
+        nadam++;
+        int sl = op->a.adamw.slot; // one slot per parameter
+        assert_true(sl >= 1 && sl <= nparams && !seen[sl]);
+        seen[sl] = 1;
+        if (first_adam < 0) first_adam = i;
+        int p = op->in[0], gr = op->in[1];
+        assert_int_equal(g->t[p].grad, gr);
+        int wait = pos[g->t[gr].producer];
+        for (int j = 0; j < g->nsched; j++) {
+            const stg_op *o2 = &g->ops[g->schedule[j]];
+            if (o2->kind == STG_OP_ADAMW) continue;
+            for (int k = 0; k < o2->n_in; k++) {
+                int r = o2->in[k];
+                while (g->t[r].base >= 0) r = g->t[r].base;
+                if (r == p && j > wait) wait = j;
+            }
+        }
+        assert_true(wait < i); // nothing after it reads p
+        for (int j = wait + 1; j < i; j++) { // only optimizer ops between what it waits for and it
+            stg_op_kind k = g->ops[g->schedule[j]].kind;
+            assert_true(k == STG_OP_ADAMW || k == STG_OP_LR_SCHEDULE);
+        }
+        assert_int_equal(g->ops[g->t[gr].producer].phase, STG_PHASE_BACKWARD);
+    }
+    assert_int_equal(nadam, nparams);
+    free(seen);
+    assert_true(first_adam > 0 && g->ops[g->schedule[first_adam - 1]].kind == STG_OP_LR_SCHEDULE);
+    assert_int_equal(g->ops[g->schedule[g->nsched - 1]].kind, STG_OP_SLOT_NORM);
+    // most updates run before the backward pass ends
+    int last_bwd = -1, before = 0;
+    for (int i = 0; i < g->nsched; i++)
+        if (g->ops[g->schedule[i]].phase == STG_PHASE_BACKWARD) last_bwd = i;
+    for (int i = 0; i < last_bwd; i++) before += g->ops[g->schedule[i]].kind == STG_OP_ADAMW;
+    assert_true(before * 2 > nadam);
+    free(pos);
+    graph_free(g);
+}
+
+// Gradients die at their adamw op: the plan's peak is lower where the gradients dominate it, and
+// gradients never hold more than the largest few at once.
+static void test_peak(void **s) {
+    stg_err err;
+    stg_graph *ga = load(false, 1.0, true), *gb = load(true, 1.0, true);
+    stg_plan *pa, *pb;
+    if (plan_build(ga, NULL, &pa, &err) || plan_build(gb, NULL, &pb, &err) || plan_verify(gb, pb, &err)) fail_msg("%s", err.msg);
+    int64_t grad_max_a = 0, grad_max_b = 0;
+    for (int st = 0; st < pa->nsched; st++)
+        if (plan_live_at(pa, st, STG_CLASS_GRAD) > grad_max_a) grad_max_a = plan_live_at(pa, st, STG_CLASS_GRAD);
+    for (int st = 0; st < pb->nsched; st++)
+        if (plan_live_at(pb, st, STG_CLASS_GRAD) > grad_max_b) grad_max_b = plan_live_at(pb, st, STG_CLASS_GRAD);
+    print_message("peak %lld -> %lld bytes; live gradients at most %lld -> %lld bytes\n", (long long)pa->peak_bytes,
+                  (long long)pb->peak_bytes, (long long)grad_max_a, (long long)grad_max_b);
+    assert_true(pb->peak_bytes < pa->peak_bytes);
+    assert_true(grad_max_b * 2 < grad_max_a);
+    assert_true(graph_optim_in_backward(gb) && !graph_optim_in_backward(ga));
+    plan_free(pa);
+    plan_free(pb);
+    graph_free(ga);
+    graph_free(gb);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_equal_without_clipping),
+        cmocka_unit_test(test_equal_with_recomputation),
+        cmocka_unit_test(test_clips_by_previous_norm),
+        cmocka_unit_test(test_schedule),
+        cmocka_unit_test(test_peak),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

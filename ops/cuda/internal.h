@@ -62,7 +62,7 @@ typedef struct cuda_mm_plan cuda_mm_plan;
 // entry's last chunk has a remainder. Large chunks amortise each block's table lookup and constants.
 #define CUDA_OPTIM_THREADS 256
 #define CUDA_NORM_CHUNK 65536
-#define CUDA_ADAMW_CHUNK 32768
+#define CUDA_ADAMW_CHUNK 8192
 
 // One input of a global_norm op.
 typedef struct cuda_norm_entry {
@@ -89,6 +89,7 @@ typedef struct cuda_adamw_entry {
                        // squares; 0 in the ordinary form (one launch for every parameter)
     void *slots;       // (k) F32 or BF16 slots (optimizer in backward), else NULL
     int slots_bf16;
+    int64_t grid;      // with a slot: blocks of the op's own launch (a few per SM), else 0
 } cuda_adamw_entry;
 
 struct stg_cuda {

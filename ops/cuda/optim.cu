@@ -12,9 +12,11 @@
 // adamw: one multi-tensor launch for every parameter, made by the first ADAMW op of the schedule;
 // the other ADAMW ops do nothing. Clipping by the global norm and the step / learning rate are read
 // from device memory, so the whole update can be captured in a CUDA Graph.
-// adamw with a slot (the optimizer in backward): each ADAMW op launches the same kernel over its
-// own table entry; the blocks also write their gradient chunk's sum of squares into partials, and a
-// one-block kernel adds them in order into the op's slot. slot_norm then adds the slots in order.
+// adamw with a slot (the optimizer in backward): each ADAMW op launches the same update over its
+// own table entry, on a grid of a few blocks per SM striding over the tensor (a launch per
+// parameter has no other parameters to fill the GPU's tail); the blocks also write their sums of
+// squares of the gradient into partials, and a one-block kernel adds them in order into the op's
+// slot. slot_norm then adds the slots in order. The grid is fixed per device: deterministic.
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +60,16 @@ extern "C" int cuda_run_lr_schedule(stg_cuda *c, const stg_graph *g, int op, voi
 }
 
 // ---- tables -----------------------------------------------------------------------------------------
+
+// The tuned configuration (cuda_optim_bench times the others).
+#define NORM_UNROLL 4
+#define NORM_CS true
+#define ADAMW_UNROLL 2
+#define ADAMW_CS true
+
+template <int U, bool CS>
+__global__ void __launch_bounds__(CUDA_OPTIM_THREADS)
+    adamw_one_kernel(const cuda_adamw_entry *ent, const void *norm, int nb, const void *sched, int sb, double *part);
 
 static int64_t optim_blocks(int64_t n, int64_t chunk) { return (n + chunk - 1) / chunk; }
 
@@ -112,7 +124,7 @@ extern "C" int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr
         c->adamw_host = (cuda_adamw_entry *)stg_calloc((size_t)n_adamw, sizeof(cuda_adamw_entry), err);
         if (!c->adamw_host) return -1;
     }
-    int na = 0;
+    int na = 0, occ = 0;
     int64_t blocks = 0;
     int count = g->nsched > 0 ? g->nsched : g->nops;
     for (int s = 0; s < count; s++) {
@@ -178,9 +190,20 @@ extern "C" int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr
         e->slot = slot;
         e->slots = slot > 0 ? ptr[o->in[nin]] : NULL;
         e->slots_bf16 = slot > 0 ? lb : 0;
-        int64_t nb_e = optim_blocks(n, CUDA_ADAMW_CHUNK);
-        if (slot > 0 && (size_t)nb_e * sizeof(double) > work) work = (size_t)nb_e * sizeof(double);
-        blocks += nb_e;
+        e->grid = 0;
+        if (slot > 0) { // a few blocks per SM, no more than there are trips of one block's threads
+            if (occ == 0) {
+                cudaError_t ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, adamw_one_kernel<ADAMW_UNROLL, ADAMW_CS>,
+                                                                               CUDA_OPTIM_THREADS, 0);
+                if (ce != cudaSuccess) return stg_errf(err, "cuda: adamw occupancy: %s", cudaGetErrorString(ce));
+                if (occ < 1) occ = 1;
+            }
+            int64_t trips = optim_blocks(n, 4 * ADAMW_UNROLL * CUDA_OPTIM_THREADS);
+            int64_t full = (int64_t)(c->sm_count > 0 ? c->sm_count : 1) * occ;
+            e->grid = trips < full ? trips : full;
+            if ((size_t)e->grid * sizeof(double) > work) work = (size_t)e->grid * sizeof(double);
+        }
+        blocks += optim_blocks(n, CUDA_ADAMW_CHUNK);
     }
     c->n_adamw = na;
     c->adamw_blocks = blocks;
@@ -235,12 +258,6 @@ template <bool CS> __device__ __forceinline__ void st4(bf16 *p, float4 v) {
 __device__ __forceinline__ float sq4(float4 v) { return v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w; }
 
 // ---- global_norm --------------------------------------------------------------------------------------
-
-// The tuned configuration (cuda_optim_bench times the others).
-#define NORM_UNROLL 4
-#define NORM_CS true
-#define ADAMW_UNROLL 2
-#define ADAMW_CS true
 
 // Sum of squares of p[start, end) by this thread's share: U vectors of 4 in flight per trip.
 template <int U, bool CS, typename T> __device__ __forceinline__ double norm_span(const T *__restrict__ p, int64_t start, int64_t end) {
@@ -350,10 +367,12 @@ __device__ __forceinline__ float4 adamw_elem4(const adamw_k &k, float4 gr, float
     return p;
 }
 
-// The update of elements [start, end) of one entry by this thread's share, U vectors of 4 in
-// flight per trip; returns the sum of squares of the raw gradient when SUMSQ (else 0).
+// The update of elements [start, end) of one entry by this thread's share: the vectors of 4
+// q0, q0 + bt, q0 + 2 bt, ... (then the last < 4 elements the same way), U vectors in flight per
+// trip; returns the sum of squares of the raw gradient when SUMSQ (else 0).
 template <int U, bool CS, bool MASTER, bool PBF16, bool SUMSQ>
-__device__ __forceinline__ double adamw_span(const cuda_adamw_entry &e, const adamw_k &k, int64_t start, int64_t end) {
+__device__ __forceinline__ double adamw_span(const cuda_adamw_entry &e, const adamw_k &k, int64_t start, int64_t end, int64_t q0,
+                                             int64_t bt) {
     typedef typename std::conditional<PBF16, bf16, float>::type PT;
     const float *__restrict__ gr = (const float *)e.grad;
     float *__restrict__ mm = e.m;
@@ -361,14 +380,13 @@ __device__ __forceinline__ double adamw_span(const cuda_adamw_entry &e, const ad
     float *__restrict__ ms = e.master;
     PT *__restrict__ pw = (PT *)e.param;
     const int64_t nv = (end - start) / 4;
-    const int bt = blockDim.x;
     double acc = 0.0;
-    int64_t q = threadIdx.x;
-    for (; q + (int64_t)(U - 1) * bt < nv; q += (int64_t)U * bt) {
+    int64_t q = q0;
+    for (; q + (U - 1) * bt < nv; q += U * bt) {
         float4 g4[U], m4[U], v4[U], p4[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            int64_t i = start + 4 * (q + (int64_t)u * bt);
+            int64_t i = start + 4 * (q + u * bt);
             g4[u] = ld4<CS>(gr + i);
             m4[u] = ld4<CS>(mm + i);
             v4[u] = ld4<CS>(vv + i);
@@ -376,7 +394,7 @@ __device__ __forceinline__ double adamw_span(const cuda_adamw_entry &e, const ad
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            int64_t i = start + 4 * (q + (int64_t)u * bt);
+            int64_t i = start + 4 * (q + u * bt);
             if (SUMSQ) acc += (double)sq4(g4[u]);
             float4 p = adamw_elem4(k, g4[u], m4[u], v4[u], p4[u]);
             st4<CS>(mm + i, m4[u]);
@@ -396,7 +414,7 @@ __device__ __forceinline__ double adamw_span(const cuda_adamw_entry &e, const ad
         if (MASTER) st4<CS>(ms + i, p);
         st4<CS>(pw + i, p);
     }
-    for (int64_t i = start + 4 * nv + threadIdx.x; i < end; i += bt) {
+    for (int64_t i = start + 4 * nv + q0; i < end; i += bt) {
         float g = gr[i], m = mm[i], v = vv[i];
         float p = MASTER ? ms[i] : cu_f(pw[i]);
         if (SUMSQ) acc += (double)(g * g);
@@ -411,9 +429,9 @@ __device__ __forceinline__ double adamw_span(const cuda_adamw_entry &e, const ad
 
 // Any layout (unaligned pointers, bf16 gradients): one element at a time.
 template <bool SUMSQ>
-__device__ double adamw_span_any(const cuda_adamw_entry &e, const adamw_k &k, int64_t start, int64_t end) {
+__device__ double adamw_span_any(const cuda_adamw_entry &e, const adamw_k &k, int64_t start, int64_t end, int64_t q0, int64_t bt) {
     double acc = 0.0;
-    for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
+    for (int64_t i = start + q0; i < end; i += bt) {
         float g = cu_ldd(e.grad, e.grad_bf16, i), m = e.m[i], v = e.v[i];
         float p = e.master ? e.master[i] : cu_ldd(e.param, e.param_bf16, i);
         if (SUMSQ) acc += (double)(g * g);
@@ -426,8 +444,34 @@ __device__ double adamw_span_any(const cuda_adamw_entry &e, const adamw_k &k, in
     return acc;
 }
 
-// Blocks blk0 + blockIdx.x of the table's numbering (entries tab[0, ne)), CHUNK elements each.
-// SUMSQ: part[blockIdx.x] = the block's sum of squares of the raw gradient.
+// The step's constants of entry e (clipping, bias corrections, decay).
+__device__ adamw_k adamw_consts(const cuda_adamw_entry *e, const void *norm, int nb, const void *sched, int sb) {
+    double nrm = cu_ldd(norm, nb, 0), step = cu_ldd(sched, sb, 0), lr = cu_ldd(sched, sb, 1);
+    double mx = e->max_norm;
+    adamw_k k;
+    k.c = (float)((mx > 0 && nrm > mx) ? mx / (nrm + 1e-6) : 1.0);
+    k.b1 = e->beta1;
+    k.b2 = e->beta2;
+    k.eps = e->eps;
+    k.at = (float)(lr * sqrt(1.0 - pow((double)e->beta2, step)) / (1.0 - pow((double)e->beta1, step)));
+    k.decay = (float)(lr * (double)e->weight_decay);
+    return k;
+}
+
+// The update of e's elements [start, end), vectors q0, q0 + bt, ... (the layout picks the path).
+template <int U, bool CS, bool SUMSQ>
+__device__ __forceinline__ double adamw_any_span(const cuda_adamw_entry &e, const adamw_k &k, int64_t start, int64_t end, int64_t q0,
+                                                 int64_t bt) {
+    if (!e.vec || e.grad_bf16) return adamw_span_any<SUMSQ>(e, k, start, end, q0, bt);
+    if (e.master)
+        return e.param_bf16 ? adamw_span<U, CS, true, true, SUMSQ>(e, k, start, end, q0, bt)
+                            : adamw_span<U, CS, true, false, SUMSQ>(e, k, start, end, q0, bt);
+    return e.param_bf16 ? adamw_span<U, CS, false, true, SUMSQ>(e, k, start, end, q0, bt)
+                        : adamw_span<U, CS, false, false, SUMSQ>(e, k, start, end, q0, bt);
+}
+
+// The multi-tensor form: blocks blk0 + blockIdx.x of the table's numbering (entries tab[0, ne)),
+// CHUNK elements each. SUMSQ: part[blockIdx.x] = the block's sum of squares of the raw gradient.
 template <int U, bool CS, bool SUMSQ>
 __global__ void __launch_bounds__(CUDA_OPTIM_THREADS)
     adamw_kernel(const cuda_adamw_entry *tab, int ne, int64_t blk0, int64_t chunk, const void *norm, int nb, const void *sched,
@@ -437,36 +481,38 @@ __global__ void __launch_bounds__(CUDA_OPTIM_THREADS)
     int64_t b = blk0 + blockIdx.x;
     if (threadIdx.x == 0) {
         const cuda_adamw_entry *e = &tab[optim_find(tab, ne, b)];
-        double nrm = cu_ldd(norm, nb, 0), step = cu_ldd(sched, sb, 0), lr = cu_ldd(sched, sb, 1);
-        double mx = e->max_norm;
-        adamw_k k;
-        k.c = (float)((mx > 0 && nrm > mx) ? mx / (nrm + 1e-6) : 1.0);
-        k.b1 = e->beta1;
-        k.b2 = e->beta2;
-        k.eps = e->eps;
-        k.at = (float)(lr * sqrt(1.0 - pow((double)e->beta2, step)) / (1.0 - pow((double)e->beta1, step)));
-        k.decay = (float)(lr * (double)e->weight_decay);
-        s_k = k;
+        s_k = adamw_consts(e, norm, nb, sched, sb);
         s_e = *e;
     }
     __syncthreads();
     const cuda_adamw_entry e = s_e;
-    const adamw_k k = s_k;
     int64_t start = (b - e.block0) * chunk;
     int64_t end = start + chunk < e.n ? start + chunk : e.n;
-    double acc;
-    if (!e.vec || e.grad_bf16)
-        acc = adamw_span_any<SUMSQ>(e, k, start, end);
-    else if (e.master)
-        acc = e.param_bf16 ? adamw_span<U, CS, true, true, SUMSQ>(e, k, start, end)
-                           : adamw_span<U, CS, true, false, SUMSQ>(e, k, start, end);
-    else
-        acc = e.param_bf16 ? adamw_span<U, CS, false, true, SUMSQ>(e, k, start, end)
-                           : adamw_span<U, CS, false, false, SUMSQ>(e, k, start, end);
+    double acc = adamw_any_span<U, CS, SUMSQ>(e, s_k, start, end, threadIdx.x, blockDim.x);
     if (SUMSQ) {
         double s = cu_block_sum(acc);
         if (threadIdx.x == 0) part[blockIdx.x] = s;
     }
+}
+
+// One entry (the optimizer in backward: one parameter per launch) over a grid of a few blocks per
+// SM, each thread striding over the whole tensor (no tail of half-empty waves on a small launch);
+// part[blockIdx.x] = the block's sum of squares of the raw gradient.
+template <int U, bool CS>
+__global__ void __launch_bounds__(CUDA_OPTIM_THREADS)
+    adamw_one_kernel(const cuda_adamw_entry *ent, const void *norm, int nb, const void *sched, int sb, double *part) {
+    __shared__ cuda_adamw_entry s_e;
+    __shared__ adamw_k s_k;
+    if (threadIdx.x == 0) {
+        s_k = adamw_consts(ent, norm, nb, sched, sb);
+        s_e = *ent;
+    }
+    __syncthreads();
+    const cuda_adamw_entry e = s_e;
+    double acc = adamw_any_span<U, CS, true>(e, s_k, 0, e.n, blockIdx.x * (int64_t)blockDim.x + threadIdx.x,
+                                              (int64_t)gridDim.x * blockDim.x);
+    double s = cu_block_sum(acc);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
 // param, grad, m, v, norm (), sched (2) [, master] [, slots]: without slots the first ADAMW op of
@@ -498,17 +544,14 @@ extern "C" int cuda_run_adamw(stg_cuda *c, const stg_graph *g, int op, void *con
         CUDA_LAUNCH_CHECK(err, "adamw_kernel");
         return 0;
     }
-    int64_t nb = optim_blocks(self->n, CUDA_ADAMW_CHUNK);
+    int64_t nb = self->grid;
     double *part = (double *)c->work;
-    if (nb > 0 && (!part || c->work_bytes < (size_t)nb * sizeof(double)))
+    if (nb < 1 || !part || c->work_bytes < (size_t)nb * sizeof(double))
         return stg_errf(err, "adamw (%s): the kernels' scratch holds %zu bytes, %lld needed", g->t[g->ops[op].in[0]].name,
                         c->work_bytes, (long long)nb * (long long)sizeof(double));
-    if (nb > 0) {
-        adamw_kernel<ADAMW_UNROLL, ADAMW_CS, true><<<(unsigned)nb, CUDA_OPTIM_THREADS, 0, c->stream>>>(
-            dtab + idx, 1, self->block0, CUDA_ADAMW_CHUNK, c->adamw_norm, c->adamw_norm_bf16, c->adamw_sched,
-            c->adamw_sched_bf16, part);
-        CUDA_LAUNCH_CHECK(err, "adamw_kernel");
-    }
+    adamw_one_kernel<ADAMW_UNROLL, ADAMW_CS><<<(unsigned)nb, CUDA_OPTIM_THREADS, 0, c->stream>>>(
+        dtab + idx, c->adamw_norm, c->adamw_norm_bf16, c->adamw_sched, c->adamw_sched_bf16, part);
+    CUDA_LAUNCH_CHECK(err, "adamw_one_kernel");
     partials_final_kernel<<<1, 256, 0, c->stream>>>(part, nb, self->slots, self->slots_bf16, self->slot - 1, 0);
     CUDA_LAUNCH_CHECK(err, "partials_final_kernel");
     return 0;
@@ -754,12 +797,12 @@ extern "C" int cuda_optim_bench(stg_cuda *c, int64_t n, int reps, cuda_optim_ben
             int (*fn)(stg_cuda *, const bench_bufs *, cuda_adamw_entry *, int, int64_t, int, double *, stg_err *);
             int64_t chunk;
         } av[] = {
-            {"adamw U=2 cs chunk 32768 (used)", bench_adamw<2, true>, 32768},
-            {"adamw U=1 cs chunk 32768", bench_adamw<1, true>, 32768},
-            {"adamw U=4 cs chunk 32768", bench_adamw<4, true>, 32768},
-            {"adamw U=2 plain chunk 32768", bench_adamw<2, false>, 32768},
-            {"adamw U=2 cs chunk 8192", bench_adamw<2, true>, 8192},
-            {"adamw U=2 cs chunk 131072", bench_adamw<2, true>, 131072},
+            {"adamw U=2 cs chunk 8192 (used)", bench_adamw<2, true>, 8192},
+            {"adamw U=1 cs chunk 8192", bench_adamw<1, true>, 8192},
+            {"adamw U=4 cs chunk 8192", bench_adamw<4, true>, 8192},
+            {"adamw U=2 plain chunk 8192", bench_adamw<2, false>, 8192},
+            {"adamw U=2 cs chunk 32768", bench_adamw<2, true>, 32768},
+            {"adamw U=2 cs chunk 2048", bench_adamw<2, true>, 2048},
         };
         struct {
             const char *name;

@@ -63,6 +63,7 @@ void graph_classify(stg_graph *g) {
 // The backward pass from `out` with gradient `seed` (STG_GRAD_SEED for the loss), parameter
 // gradients, and (when oc is given) the global norm and AdamW.
 static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config *oc, stg_err *err) {
+    int *owner = NULL; // ZeRO-1 owners of the parameters (graph_dp_owners)
     if (out < 0) return stg_errf(err, "the model has no loss");
     if (g->nops != g->n_fwd_ops) return stg_errf(err, "autodiff runs once, on a forward graph");
     const int nf = g->nops, ntf = g->nt;
@@ -210,8 +211,18 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
     la.lr.cosine_steps = oc->cosine_steps;
     if (graph_add_op(g, STG_OP_LR_SCHEDULE, &sched, 1, &la, STG_PHASE_OPTIMIZER, "lr_schedule", none, NULL, err) < 0) goto done;
     int slot = 0;
+    // ZeRO-1: AdamW state and update only for this rank's parameters (owner: freed at done)
+    if (oc->dp_zero >= 1 && oc->dp_world >= 1) {
+        if (oc->dp_zero > 1) {
+            stg_errf(err, "ZeRO stage %d is not executed by stg (stages 0 and 1 are; memreport accounts for 2 and 3)", oc->dp_zero);
+            goto done;
+        }
+        if (!(owner = stg_malloc(sizeof *owner * (size_t)g->nt, err))) goto done;
+        graph_dp_owners(g, oc, owner);
+    }
     for (int p = 0; p < ntf; p++) {
         if (g->t[p].cls != STG_CLASS_PARAM) continue;
+        if (owner && owner[p] != oc->dp_rank) continue;
         int state[3];
         const char *suffix[3] = {"adam_m", "adam_v", "master"};
         int nstate = g->precision == STG_PREC_BF16 ? 3 : 2;
@@ -240,8 +251,17 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
         char nm[STG_NAME_MAX + 16];
         snprintf(nm, sizeof nm, "adamw.%s", g->t[p].name);
         nm[STG_NAME_MAX - 1] = 0;
-        if (graph_add_op(g, STG_OP_ADAMW, in, nin, &a, STG_PHASE_OPTIMIZER, nm, g->t[p].loc, NULL, err) < 0)
-            goto done;
+        if (graph_add_op(g, STG_OP_ADAMW, in, nin, &a, STG_PHASE_OPTIMIZER, nm, g->t[p].loc, NULL, err) < 0) goto done;
+    }
+    for (int p = 0; owner && p < ntf; p++) { // every rank gets each parameter from its owner
+        if (g->t[p].cls != STG_CLASS_PARAM) continue;
+        stg_attrs a;
+        memset(&a, 0, sizeof a);
+        a.comm.root = owner[p];
+        char nm[STG_NAME_MAX + 16];
+        snprintf(nm, sizeof nm, "broadcast.%s", g->t[p].name);
+        nm[STG_NAME_MAX - 1] = 0;
+        if (graph_add_op(g, STG_OP_BROADCAST, &p, 1, &a, STG_PHASE_OPTIMIZER, nm, g->t[p].loc, NULL, err) < 0) goto done;
     }
     if (slots >= 0) {
         int in[2] = {slots, norm[0]};
@@ -250,6 +270,7 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
     graph_classify(g);
     rc = 0;
 done:
+    free(owner);
     free(gsum_uses);
     free(gsum);
     free(needs);

@@ -78,3 +78,44 @@ out:
     free(in);
     return rc;
 }
+
+typedef struct {
+    int64_t n;
+    int t;
+} dp_size;
+
+static int cmp_size(const void *a, const void *b) {
+    const dp_size *x = a, *y = b;
+    return x->n != y->n ? (x->n > y->n ? -1 : 1) : (x->t < y->t ? -1 : x->t > y->t);
+}
+
+void graph_dp_owners(const stg_graph *g, const stg_optim_config *oc, int *owner) {
+    int world = oc->dp_world > 0 ? oc->dp_world : 1, np = 0;
+    for (int t = 0; t < g->nt; t++) {
+        owner[t] = -1;
+        if (g->t[t].cls == STG_CLASS_PARAM) np++;
+    }
+    dp_size *s = malloc(sizeof *s * (size_t)(np ? np : 1));
+    int64_t *load = calloc((size_t)world, sizeof *load);
+    if (!s || !load) { // no memory for the balance: round robin (still the same on every rank)
+        int k = 0;
+        for (int t = 0; t < g->nt; t++)
+            if (g->t[t].cls == STG_CLASS_PARAM) owner[t] = k++ % world;
+        free(s);
+        free(load);
+        return;
+    }
+    np = 0;
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].cls == STG_CLASS_PARAM) s[np++] = (dp_size){graph_numel(&g->t[t]), t};
+    qsort(s, (size_t)np, sizeof *s, cmp_size);
+    for (int i = 0; i < np; i++) {
+        int best = 0;
+        for (int r = 1; r < world; r++)
+            if (load[r] < load[best]) best = r;
+        owner[s[i].t] = best;
+        load[best] += s[i].n;
+    }
+    free(s);
+    free(load);
+}

@@ -70,6 +70,7 @@ typedef struct { double beta1, beta2, eps, weight_decay, max_norm; int slot; } s
 // CS336's cosine schedule with linear warm-up, advanced on the device: step += 1, lr = f(step - 1).
 // cosine_steps 0: constant lr after the warm-up.
 typedef struct { double lr, min_lr; int64_t warmup, cosine_steps; } stg_lr_attrs;
+typedef struct { int64_t root; } stg_comm_attrs; // broadcast: the rank whose values everyone gets
 
 typedef union stg_attrs {
     stg_no_attrs none;
@@ -84,6 +85,7 @@ typedef union stg_attrs {
     stg_transpose_attrs transpose;
     stg_adamw_attrs adamw;
     stg_lr_attrs lr;
+    stg_comm_attrs comm;
 } stg_attrs;
 
 typedef struct stg_tensor {
@@ -201,6 +203,10 @@ typedef struct stg_optim_config {
     // backward pass) whose first holds about dp_first_bucket_bytes; the loss is averaged too.
     int dp_world;
     int64_t dp_bucket_bytes, dp_first_bucket_bytes;
+    // ZeRO stage 1 (dp_zero 1): each parameter has one owner rank (graph_dp_owners), which alone
+    // keeps its AdamW state (and fp32 master weight) and updates it; a broadcast op from the owner
+    // then gives every rank the new values. dp_rank: this process.
+    int dp_zero, dp_rank;
 } stg_optim_config;
 
 stg_optim_config graph_optim_defaults(void);
@@ -219,6 +225,10 @@ int graph_backward(stg_graph *g, int out, int seed, stg_err *err);
 // them (each bucket a contiguous placement group for the planner), each bucket gets one allreduce
 // op (mean over the ranks, in place), and the loss one more. Returns the number of buckets.
 int graph_data_parallel(stg_graph *g, const stg_optim_config *oc, stg_err *err);
+// ZeRO-1 owners: owner[t] for every PARAM tensor t (-1 for other tensors), balancing parameter
+// elements over oc->dp_world ranks (largest first, each to the least loaded rank; the same on every
+// rank). owner has g->nt entries.
+void graph_dp_owners(const stg_graph *g, const stg_optim_config *oc, int *owner);
 
 // Marks tensors written in forward and read later as ACTIVATION, the rest TEMPORARY. Called by
 // graph_autodiff; call it directly for forward-only graphs.

@@ -37,7 +37,8 @@
     X(LR_SCHEDULE, lr_schedule, stg_lr_attrs)           \
     X(ADAMW, adamw, stg_adamw_attrs)                   \
     X(SLOT_NORM, slot_norm, stg_no_attrs)             \
-    X(ALLREDUCE, allreduce, stg_no_attrs)
+    X(ALLREDUCE, allreduce, stg_no_attrs)             \
+    X(BROADCAST, broadcast, stg_comm_attrs)
 
 typedef enum stg_op_kind {
 #define STG_X_ENUM(e, n, a) STG_OP_##e,

@@ -357,8 +357,8 @@ static int infer_global_norm(stg_graph *g, int id, stg_err *err) {
     return 0;
 }
 
-// Data parallel: the tensors (one contiguous bucket of the planner's, or one scalar) become their
-// mean over the ranks, in place. All float, one dtype.
+// Data parallel: allreduce: the tensors (one contiguous bucket of the planner's, or one scalar)
+// become their mean over the ranks, in place; broadcast: the tensor becomes rank `root`'s. Float.
 static int infer_allreduce(stg_graph *g, int id, stg_err *err) {
     for (int i = 0; i < OP(g, id)->n_in; i++) {
         if (need_float(g, id, i, err)) return -1;
@@ -721,6 +721,7 @@ static const stg_attr_def attrs_adamw[] = {
     ATTR(adamw, eps, STG_ATTR_FLOAT, 1e-8, 0),         ATTR(adamw, weight_decay, STG_ATTR_FLOAT, 0.1, 0),
     ATTR(adamw, max_norm, STG_ATTR_FLOAT, 1.0, 0),     ATTR(adamw, slot, STG_ATTR_INT, 0, 0),
 };
+static const stg_attr_def attrs_comm[] = {ATTR(comm, root, STG_ATTR_I64, 0, 1)};
 #define ATTRS(x) x, (int)(sizeof x / sizeof x[0])
 #define BIT(i) (1u << (i))
 
@@ -777,6 +778,8 @@ static const stg_op_def defs[STG_OP_COUNT] = {
     [STG_OP_SLOT_NORM] = {"slot_norm", 2, 2, 0, NULL, 0, infer_slot_norm, NULL, flops_slot_norm, .mutates_in = BIT(1),
                           .inplace_in = -1},
     [STG_OP_ALLREDUCE] = {"allreduce", 1, -1, 0, NULL, 0, infer_allreduce, NULL, flops_zero, .mutates_in = 0xffffffffu,
+                          .inplace_in = -1},
+    [STG_OP_BROADCAST] = {"broadcast", 1, 1, 0, ATTRS(attrs_comm), infer_allreduce, NULL, flops_zero, .mutates_in = BIT(0),
                           .inplace_in = -1},
 };
 

@@ -5,7 +5,8 @@
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int plan_shard(const stg_graph *g, const stg_plan *p, int world, int zero, int64_t bucket_bytes, stg_shard_report *r, stg_err *err) {
+int plan_shard(const stg_graph *g, const stg_plan *p, int world, int zero, int done, int64_t bucket_bytes, stg_shard_report *r,
+               stg_err *err) {
     memset(r, 0, sizeof *r);
     if (world < 1) return stg_errf(err, "--world must be at least 1, not %d", world);
     if (zero < 0 || zero > 3) return stg_errf(err, "--zero must be 0, 1, 2 or 3, not %d", zero);
@@ -19,7 +20,7 @@ int plan_shard(const stg_graph *g, const stg_plan *p, int world, int zero, int64
     int64_t largest = 0;
     for (int t = 0; t < g->nt; t++)
         if (g->t[t].cls == STG_CLASS_PARAM && p->size[t] > largest) largest = p->size[t];
-    if (zero >= 1) r->removed += r->optimizer - ceil_div(r->optimizer, world);
+    if (zero >= 1 && done < 1) r->removed += r->optimizer - ceil_div(r->optimizer, world);
     if (zero >= 2) {
         r->removed += r->grads - ceil_div(r->grads, world);
         if (world > 1) r->transient += 2 * (bucket_bytes < r->grads ? bucket_bytes : r->grads);
@@ -36,7 +37,7 @@ int plan_shard_devices_needed(const stg_graph *g, const stg_plan *p, int zero, i
     stg_err err;
     for (int n = 1; n <= max_world; n++) {
         stg_shard_report r;
-        if (plan_shard(g, p, n, zero, bucket_bytes, &r, &err)) return 0;
+        if (plan_shard(g, p, n, zero, 0, bucket_bytes, &r, &err)) return 0;
         if (r.per_device <= capacity) return n;
     }
     return 0;

@@ -31,7 +31,10 @@ typedef struct stg_shard_report {
     int64_t per_device;       // peak - removed + transient
 } stg_shard_report;
 
-int plan_shard(const stg_graph *g, const stg_plan *p, int world, int zero, int64_t bucket_bytes, stg_shard_report *r, stg_err *err);
+// `done`: the stage the plan's graph already runs (1: it is rank 0's ZeRO-1 step, its optimizer
+// state already this rank's share; nothing is taken off it again). 0 for a one-device plan.
+int plan_shard(const stg_graph *g, const stg_plan *p, int world, int zero, int done, int64_t bucket_bytes, stg_shard_report *r,
+               stg_err *err);
 // The fewest devices (1..max_world) whose per-device bytes fit `capacity`, 0 when none does.
 int plan_shard_devices_needed(const stg_graph *g, const stg_plan *p, int zero, int64_t bucket_bytes, int64_t capacity, int max_world);
 // A text (or Markdown) section: the classes, what is sharded, the per-device bytes, and for each

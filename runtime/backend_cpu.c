@@ -71,6 +71,13 @@ static int cpu_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, 
         }
         return 0;
     }
+    if (o->kind == STG_OP_BROADCAST) {
+        if (!im->dist) return stg_errf(err, "broadcast: the cpu backend has no data-parallel group (rt_backend_cpu_join)");
+        const stg_tensor *t = &g->t[o->in[0]];
+        if (rt_dist_bcast_root(im->dist, ptr[o->in[0]], (size_t)graph_bytes(t), (int)o->a.comm.root, err))
+            return stg_err_prefix(err, "broadcast of %s", t->name);
+        return 0;
+    }
     return cpu_op_run(g, op, ptr, im->scratch, im->scratch_bytes, err);
 }
 

@@ -244,6 +244,23 @@ int rt_dist_bcast(rt_dist *d, void *buf, size_t n, stg_err *err) {
     return recv_all(d, d->fd[0], buf, n, 0, err);
 }
 
+int rt_dist_bcast_root(rt_dist *d, void *buf, size_t n, int root, stg_err *err) {
+    if (!d->connected) return stg_errf(err, "rt_dist_bcast_root: not connected");
+    if (root < 0 || root >= d->world) return stg_errf(err, "broadcast from rank %d of %d", root, d->world);
+    if (d->world == 1 || root == 0) return rt_dist_bcast(d, buf, n, err);
+    if (d->rank == root) {
+        if (send_all(d, d->fd[0], buf, n, 0, err)) return -1;
+        return 0;
+    }
+    if (d->rank == 0) {
+        if (recv_all(d, d->fd[root], buf, n, root, err)) return -1;
+        for (int k = 1; k < d->world; k++)
+            if (k != root && send_all(d, d->fd[k], buf, n, k, err)) return -1;
+        return 0;
+    }
+    return recv_all(d, d->fd[0], buf, n, 0, err);
+}
+
 int rt_dist_barrier(rt_dist *d, stg_err *err) {
     uint32_t token = DIST_MAGIC;
     if (!d->connected) return stg_errf(err, "rt_dist_barrier: not connected");

@@ -40,6 +40,8 @@ int rt_dist_connect(rt_dist *d, stg_err *err);
 void rt_dist_close(rt_dist *d);
 
 int rt_dist_bcast(rt_dist *d, void *buf, size_t n, stg_err *err);
+// From rank `root` to every rank (through rank 0 when root is another rank).
+int rt_dist_bcast_root(rt_dist *d, void *buf, size_t n, int root, stg_err *err);
 int rt_dist_barrier(rt_dist *d, stg_err *err);
 // In place: every rank ends with the mean over ranks of buf (n elements of dtype f32, f64 or
 // bf16), summed in double on rank 0 in rank order.

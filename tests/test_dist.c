@@ -73,7 +73,7 @@ static void test_env(void **s) {
     clear_env();
 }
 
-static stg_graph *load(int batch, int world, int64_t bucket) {
+static stg_graph *load_z(int batch, int world, int64_t bucket, int zero, int rank) {
     char b[32];
     snprintf(b, sizeof b, "batch=%d", batch);
     const char *sets[] = {"d_model=32", "d_ff=48", "n_layers=2", "n_heads=2", "vocab=64", b, "ctx=16"};
@@ -86,16 +86,22 @@ static stg_graph *load(int batch, int world, int64_t bucket) {
     oc.dp_world = world;
     oc.dp_bucket_bytes = bucket;
     oc.dp_first_bucket_bytes = bucket / 4;
+    oc.dp_zero = zero;
+    oc.dp_rank = rank;
     stg_graph *g;
     stg_err err;
     if (graph_load(MODEL("tiny.yaml"), &o, &g, &err) || graph_autodiff(g, &oc, &err) || graph_schedule(g, &err)) fail_msg("%s", err.msg);
     return g;
 }
 
+static stg_graph *load(int batch, int world, int64_t bucket) { return load_z(batch, world, bucket, 0, 0); }
+
 // STEPS steps of rank `rank` of `world` (world 0: one process, no data parallelism) with batch
 // rows per process; losses and parameters into out (STEPS + params doubles).
+static int zero_stage; // ZeRO stage of the data-parallel runs (0 or 1)
+
 static int train(int rank, int world, int batch, int64_t bucket, double *out, int64_t *nout, stg_err *err) {
-    stg_graph *g = load(batch, world, bucket);
+    stg_graph *g = load_z(batch, world, bucket, world >= 1 ? zero_stage : 0, rank);
     stg_plan *p = NULL;
     rt_backend *b = NULL;
     rt_exec *e = NULL;
@@ -234,6 +240,29 @@ static void equal_global_batch(int world, int64_t bucket) {
 static void test_two_ranks(void **s) { equal_global_batch(2, 16 << 10); }
 static void test_three_ranks_one_bucket(void **s) { equal_global_batch(3, 0); }
 
+// ZeRO-1: each rank keeps the AdamW state of its own parameters only, and the result is the same.
+static void test_zero1(void **s) {
+    zero_stage = 1;
+    equal_global_batch(2, 16 << 10);
+    equal_global_batch(3, 16 << 10);
+    zero_stage = 0;
+    stg_graph *g1 = load_z(2, 3, 16 << 10, 1, 1), *g0 = load_z(2, 3, 16 << 10, 0, 0);
+    int64_t o1 = 0, o0 = 0;
+    int nb = 0;
+    for (int t = 0; t < g1->nt; t++)
+        if (g1->t[t].cls == STG_CLASS_OPTIMIZER) o1 += graph_numel(&g1->t[t]);
+    for (int t = 0; t < g0->nt; t++)
+        if (g0->t[t].cls == STG_CLASS_OPTIMIZER) o0 += graph_numel(&g0->t[t]);
+    for (int o = 0; o < g1->nops; o++) nb += g1->ops[o].kind == STG_OP_BROADCAST;
+    print_message("ZeRO-1, rank 1 of 3: %lld of %lld optimizer elements\n", (long long)o1, (long long)o0);
+    assert_true(o1 > 0 && o1 * 3 < o0 * 12 / 10 + 1 && o1 * 3 > o0 * 8 / 10); // about a third
+    int np = 0;
+    for (int t = 0; t < g1->nt; t++) np += g1->t[t].cls == STG_CLASS_PARAM;
+    assert_int_equal(nb, np); // every parameter comes from its owner
+    graph_free(g1);
+    graph_free(g0);
+}
+
 // The allreduce op groups each bucket's gradients for the planner (contiguous placement).
 static void test_buckets_are_groups(void **s) {
     stg_graph *g = load(2, 2, 16 << 10);
@@ -340,26 +369,26 @@ static void test_shard_accounting(void **s) {
     int64_t opt = p->by_class[STG_CLASS_OPTIMIZER], gr = p->by_class[STG_CLASS_GRAD], par = p->by_class[STG_CLASS_PARAM];
     assert_true(opt == 2 * par && gr == par); // fp32: m and v; gradients like the parameters
     stg_shard_report r;
-    assert_int_equal(plan_shard(g, p, 1, 1, 1 << 10, &r, &err), 0);
+    assert_int_equal(plan_shard(g, p, 1, 1, 0, 1 << 10, &r, &err), 0);
     assert_int_equal(r.per_device, p->peak_bytes); // one device: nothing changes
-    assert_int_equal(plan_shard(g, p, 4, 0, 1 << 10, &r, &err), 0);
+    assert_int_equal(plan_shard(g, p, 4, 0, 0, 1 << 10, &r, &err), 0);
     assert_int_equal(r.per_device, p->peak_bytes);
-    assert_int_equal(plan_shard(g, p, 4, 1, 1 << 10, &r, &err), 0);
+    assert_int_equal(plan_shard(g, p, 4, 1, 0, 1 << 10, &r, &err), 0);
     assert_int_equal(r.removed, opt - (opt + 3) / 4);
     assert_int_equal(r.per_device, p->peak_bytes - r.removed);
-    assert_int_equal(plan_shard(g, p, 4, 2, 1 << 10, &r, &err), 0);
+    assert_int_equal(plan_shard(g, p, 4, 2, 0, 1 << 10, &r, &err), 0);
     assert_int_equal(r.removed, opt - (opt + 3) / 4 + gr - (gr + 3) / 4);
     assert_int_equal(r.transient, 2 << 10);
-    assert_int_equal(plan_shard(g, p, 4, 3, 1 << 10, &r, &err), 0);
+    assert_int_equal(plan_shard(g, p, 4, 3, 0, 1 << 10, &r, &err), 0);
     assert_int_equal(r.removed, opt - (opt + 3) / 4 + gr - (gr + 3) / 4 + par - (par + 3) / 4);
     assert_true(r.per_device < p->peak_bytes);
     // a capacity between the stage-1 bytes on 2 and on 1 device: 2 devices
     stg_shard_report r2;
-    assert_int_equal(plan_shard(g, p, 2, 1, 1 << 10, &r2, &err), 0);
+    assert_int_equal(plan_shard(g, p, 2, 1, 0, 1 << 10, &r2, &err), 0);
     assert_int_equal(plan_shard_devices_needed(g, p, 1, 1 << 10, r2.per_device, 64), 2);
     assert_int_equal(plan_shard_devices_needed(g, p, 0, 1 << 10, p->peak_bytes - 1, 64), 0);
-    assert_int_equal(plan_shard(g, p, 0, 1, 0, &r, &err), -1);
-    assert_int_equal(plan_shard(g, p, 2, 4, 0, &r, &err), -1);
+    assert_int_equal(plan_shard(g, p, 0, 1, 0, 0, &r, &err), -1);
+    assert_int_equal(plan_shard(g, p, 2, 4, 0, 0, &r, &err), -1);
     plan_free(p);
     graph_free(g);
 }
@@ -371,6 +400,7 @@ int main(void) {
         cmocka_unit_test(test_shard_accounting),
         cmocka_unit_test(test_two_ranks),
         cmocka_unit_test(test_three_ranks_one_bucket),
+        cmocka_unit_test(test_zero1),
         cmocka_unit_test(test_missing_rank),
         cmocka_unit_test(test_dead_rank),
         cmocka_unit_test(test_launch),

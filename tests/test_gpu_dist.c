@@ -32,6 +32,7 @@
 #define MAXOUT (1 << 20)
 
 static const char *self_path;
+static int zero_stage; // ZeRO stage of the data-parallel runs (children: from STG_TEST_ZERO)
 
 // STEPS steps on device `dev`; dp: 0 plain, else data parallel over the launcher's environment
 // (world from it). Losses then parameters into out.
@@ -50,6 +51,8 @@ static int run(int dev, int dp, int batch, bool graph, stg_precision prec, doubl
     memset(&d, 0, sizeof d);
     if (dp && rt_dist_from_env(&d, err)) return -1;
     oc.dp_world = dp ? d.world : 0;
+    oc.dp_zero = dp ? zero_stage : 0;
+    oc.dp_rank = dp ? d.rank : 0;
     stg_graph *g = NULL;
     stg_plan *p = NULL;
     rt_backend *bk = NULL;
@@ -128,9 +131,15 @@ static void world1(stg_precision prec) {
 
 static void test_one_rank_fp32(void **s) { world1(STG_PREC_FP32); }
 static void test_one_rank_bf16(void **s) { world1(STG_PREC_BF16); }
+static void test_one_rank_zero1(void **s) {
+    zero_stage = 1; // one owner of everything; broadcasts from rank 0 to itself
+    world1(STG_PREC_FP32);
+    world1(STG_PREC_BF16);
+    zero_stage = 0;
+}
 
 // Two ranks (processes, GPUs 0 and 1) == one GPU with the global batch.
-static void two_gpus(bool sockets) {
+static void two_gpus(bool sockets, int zero) {
     if (cuda_device_count() < 2) {
         print_message("skipped: %d GPU(s); two are needed\n", cuda_device_count());
         skip();
@@ -154,6 +163,7 @@ static void two_gpus(bool sockets) {
             setenv("MASTER_PORT", sockets ? "29613" : "29612", 1);
             setenv("NCCL_NVLS_ENABLE", "0", 1);
             setenv("STG_DIST_TIMEOUT", "60", 1);
+            setenv("STG_TEST_ZERO", zero ? "1" : "0", 1);
             if (sockets) {
                 setenv("NCCL_P2P_DISABLE", "1", 1);
                 setenv("NCCL_SHM_DISABLE", "1", 1);
@@ -177,7 +187,8 @@ static void two_gpus(bool sockets) {
     }
     assert_memory_equal(res[0], res[1], sizeof(double) * (size_t)n1);
     double el = rel_err(res[0], one, STEPS), ep = rel_err(res[0] + STEPS, one + STEPS, n1 - STEPS);
-    print_message("2 GPUs%s: rel err losses %.2e params %.2e\n", sockets ? " (socket transport)" : "", el, ep);
+    print_message("2 GPUs%s%s: rel err losses %.2e params %.2e\n", sockets ? " (socket transport)" : "", zero ? ", ZeRO-1" : "", el,
+                  ep);
     assert_true(el < 1e-5);
     assert_true(ep < 1e-5);
     free(res[0]);
@@ -185,15 +196,18 @@ static void two_gpus(bool sockets) {
     free(one);
 }
 
-static void test_two_gpus(void **s) { two_gpus(false); }
-static void test_two_gpus_sockets(void **s) { two_gpus(true); }
+static void test_two_gpus(void **s) { two_gpus(false, 0); }
+static void test_two_gpus_sockets(void **s) { two_gpus(true, 0); }
+static void test_two_gpus_zero1(void **s) { two_gpus(false, 1); }
+static void test_two_gpus_zero1_sockets(void **s) { two_gpus(true, 1); }
 
 // --child OUT: one rank of two_gpus (batch 2 per rank), results written to OUT.
 static int child(const char *path) {
     double *out = malloc(sizeof(double) * MAXOUT);
     int64_t n = 0;
     stg_err err;
-    const char *lr = getenv("LOCAL_RANK");
+    const char *lr = getenv("LOCAL_RANK"), *z = getenv("STG_TEST_ZERO");
+    zero_stage = z && strcmp(z, "1") == 0;
     if (!out || run(lr ? atoi(lr) : 0, 1, 2, true, STG_PREC_FP32, out, &n, &err)) {
         fprintf(stderr, "rank %s: %s\n", getenv("RANK"), out ? err.msg : "out of memory");
         return 1;
@@ -219,6 +233,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_one_rank_bf16),
         cmocka_unit_test(test_two_gpus),
         cmocka_unit_test(test_two_gpus_sockets),
+        cmocka_unit_test(test_one_rank_zero1),
+        cmocka_unit_test(test_two_gpus_zero1),
+        cmocka_unit_test(test_two_gpus_zero1_sockets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

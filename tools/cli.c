@@ -58,6 +58,13 @@ int cli_double(const char *opt, const char *s, double lo, double hi, double *out
 
 int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
     const char *a = argv[*i];
+    if (strcmp(a, "--zero") == 0) {
+        const char *v = cli_value(argc, argv, i);
+        int64_t z;
+        if (!v || cli_int(a, v, 0, 3, &z)) return -1;
+        m->optim.dp_zero = (int)z;
+        return 1;
+    }
     if (strcmp(a, "--bucket-mb") == 0) {
         const char *v = cli_value(argc, argv, i);
         double mb;
@@ -189,7 +196,19 @@ int cli_dist_env(cli_model_opts *m, rt_dist *d) {
         fprintf(stderr, "stg: %s\n", err.msg);
         return -1;
     }
-    if (rt_dist_launched()) m->optim.dp_world = d->world;
+    if (rt_dist_launched()) {
+        m->optim.dp_world = d->world;
+        m->optim.dp_rank = d->rank;
+    }
+    if (m->optim.dp_zero > 1) {
+        fprintf(stderr, "stg: --zero %d: stg runs ZeRO stages 0 and 1 (memreport --world N --zero 2|3 accounts for the others)\n",
+                m->optim.dp_zero);
+        return -1;
+    }
+    if (m->optim.dp_zero == 1 && !rt_dist_launched()) {
+        fprintf(stderr, "stg: --zero 1 shards the optimizer over data-parallel ranks: run under stg launch -n N (or mpirun)\n");
+        return -1;
+    }
     return 0;
 }
 

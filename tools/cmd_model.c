@@ -135,7 +135,6 @@ static int mem_extra(void *ctx, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v;
     if (strcmp(a, "-o") == 0) return (c->out = cli_value(argc, argv, i)) ? 1 : -1;
     if (strcmp(a, "--world") == 0) return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 1, 1 << 20, &c->world) ? 1 : -1;
-    if (strcmp(a, "--zero") == 0) return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 0, 3, &c->zero) ? 1 : -1;
     if (strcmp(a, "--device-memory") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0.001, 1e9, &c->device_gib) ? 1 : -1;
     if (strcmp(a, "--device") == 0) return (c->device = cli_value(argc, argv, i)) ? 1 : -1;
     if (strcmp(a, "--format") == 0) {
@@ -172,12 +171,16 @@ int cmd_memreport(int argc, char **argv) {
                         " [--optimizer-in-backward] [--world N [--zero 0|1|2|3] [--device-memory GIB]]"))
         return 2;
     m.train = !c.forward;
+    c.zero = m.optim.dp_zero; // --zero is a model option (cli_model_arg)
+    m.optim.dp_zero = 0;
     if ((c.zero || c.world) && (c.fmt == STG_REPORT_JSON || c.fmt == STG_REPORT_SVG)) {
         fprintf(stderr, "stg memreport: --world and --zero add a section to the text and md formats only\n");
         return 2;
     }
     if (c.zero && !c.world) c.world = 1;
-    if (c.world > 1 && m.train) m.optim.dp_world = (int)c.world; // the step each rank runs: gradient buckets and their allreduce ops
+    // the step of one rank before sharding (gradient buckets and their allreduce ops); the ZeRO stage
+    // is then accounted for by planner/shard.c
+    if (c.world > 1 && m.train) m.optim.dp_world = (int)c.world;
     stg_graph *g = cli_build(&m);
     if (!g) return 1;
     stg_err err;
@@ -209,7 +212,7 @@ int cmd_memreport(int argc, char **argv) {
     FILE *f = cli_out_open(c.out, tmp, sizeof tmp);
     if (!f) goto out;
     stg_shard_report sr;
-    if (c.world && plan_shard(g, p, (int)c.world, (int)c.zero, m.optim.dp_bucket_bytes, &sr, &err)) {
+    if (c.world && plan_shard(g, p, (int)c.world, (int)c.zero, m.optim.dp_zero, m.optim.dp_bucket_bytes, &sr, &err)) {
         fprintf(stderr, "stg memreport: %s\n", err.msg);
         if (f != stdout) {
             fclose(f);

@@ -554,6 +554,11 @@ static int run_allreduce(const stg_graph *g, const stg_op *op, void *const *data
     return stg_errf(err, "allreduce needs a communicator: run it through a backend made for data parallelism");
 }
 
+static int run_broadcast(const stg_graph *g, const stg_op *op, void *const *data, void *scratch, size_t scratch_bytes,
+                         int f64, stg_err *err) {
+    return run_allreduce(g, op, data, scratch, scratch_bytes, f64, err);
+}
+
 // ---- the table and the entry points -----------------------------------------------------------
 
 static const cpu_run_fn cpu_runners[STG_OP_COUNT] = {

@@ -53,3 +53,19 @@ extern "C" int cuda_run_allreduce(stg_cuda *c, const stg_graph *g, int op, void 
     return stg_errf(err, "allreduce: this stg was built without NCCL");
 #endif
 }
+
+// A parameter from its ZeRO-1 owner to every rank, in place.
+extern "C" int cuda_run_broadcast(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    int bf16 = cuda_is_bf16(g, o, o->in[0], err);
+    if (bf16 < 0) return -1;
+#ifdef STG_HAVE_NCCL
+    if (!c->nccl) return stg_errf(err, "broadcast: no NCCL communicator (not a data-parallel run)");
+    ncclResult_t r = ncclBroadcast(ptr[o->in[0]], ptr[o->in[0]], (size_t)cuda_numel(&g->t[o->in[0]]), bf16 ? ncclBfloat16 : ncclFloat32,
+                                   (int)o->a.comm.root, (ncclComm_t)c->nccl, c->stream);
+    if (r != ncclSuccess) return stg_errf(err, "ncclBroadcast: %s", ncclGetErrorString(r));
+    return 0;
+#else
+    return stg_errf(err, "broadcast: this stg was built without NCCL");
+#endif
+}

@@ -397,6 +397,9 @@ extern "C" int cuda_op_lane(const stg_graph *g, int op) {
     case STG_OP_GLOBAL_NORM: // multi-tensor launches over tensors the op does not name
     case STG_OP_LR_SCHEDULE:
         return CUDA_LANE_BARRIER;
+    case STG_OP_ALLREDUCE: // NCCL, on the communication stream
+    case STG_OP_BROADCAST:
+        return CUDA_LANE_COMM;
     default:
         return CUDA_LANE_MAIN;
     }

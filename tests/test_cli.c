@@ -67,6 +67,9 @@ static void test_bad_command_lines(void **s) {
     expect_fail("cannot open the model file", "check %s", "/nonexistent.yaml");
     expect_fail("bf16 needs --device cuda", "train models/tiny.yaml --device cpu --precision %s", "bf16");
     expect_fail("usage: stg step", "step models/tiny.yaml %s", "--device cpu");
+    expect_fail("--optimizer-in-backward updates each parameter as soon as its local gradient is final",
+                "memreport models/tiny.yaml --world 2 %s", "--optimizer-in-backward");
+    expect_fail("stg step dumps the gradients", "step models/tiny.yaml --init a --batch b --dump c %s", "--optimizer-in-backward");
 }
 
 static void test_bad_model_file(void **s) {

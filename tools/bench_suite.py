@@ -189,12 +189,15 @@ def stg_answers(a, W):
             for z in (0, 1, 3):
                 cmds.append(("xxl-dp", 1, 1024, n, z,
                              [a.stg, "memreport", "models/cs336/ffn.yaml", "--precision", "bf16", *XXL, "--set", "batch=1",
-                              "--set", "ctx=1024", "--world", n, "--zero", z, "--format", "json"]))
+                              "--set", "ctx=1024", "--world", n, "--zero", z, "--format", "md"]))
     else:
         W.put(dict(kind="note", note="stg memreport has no --world/--zero in this build"))
     for name, batch, ctx, n, z, cmd in cmds:
         rc, out, err, wall = run(cmd)
         base = dict(kind=name, batch=batch, ctx=ctx, world=n, zero=z, cmd=cmd_text(cmd), rc=rc)
+        if n is not None:  # --world/--zero add a section to the text and md formats only: keep the report as text
+            W.put(dict(base, text=out, stderr=err[-2000:]) if rc == 0 else dict(base, error="failed", stderr=err[-2000:]))
+            continue
         try:
             W.put(dict(base, report=json.loads(out)))
         except json.JSONDecodeError:

@@ -31,7 +31,7 @@ MEM_CTXS = [128, 256, 512]
 D_MODEL = {"small": 768, "medium": 1024, "large": 1280, "xl": 1600, "2.7B": 2560}
 XXL = ["--set", "d_model=16384", "--set", "d_ff=53248", "--set", "n_layers=126"]
 GiB = 2 ** 30
-SETTINGS = ("warmup", "iters", "fp32_warmup", "fp32_iters", "warmup_iters", "warmup_ctx")  # kept in meta_*.json
+SETTINGS = ("warmup", "iters", "fp32_warmup", "fp32_iters", "warmup_iters", "warmup_ctx", "peer_step_only")  # kept in meta_*.json
 
 
 def sh(cmd):
@@ -255,7 +255,7 @@ def part_peer(a, outdir, meta):
         print(f"  peer warm-up: rc {rc}, {wall:.1f} s", flush=True)
     for size in a.sizes:
         cmd = [a.python, rel, "--peer", a.peer, "--size", size, "--ctx", ",".join(map(str, a.ctx)), "--modes", "fp32,bf16,bf16c",
-               "--what", ",".join(WHATS), "--step-only", "bf16", "--warmup", a.warmup, "--iters", a.iters,
+               "--what", ",".join(WHATS), "--step-only", a.peer_step_only, "--warmup", a.warmup, "--iters", a.iters,
                "--fp32-warmup", a.fp32_warmup, "--fp32-iters", a.fp32_iters, "--out", path]
         if size == "2.7B":
             cmd += ["--mem-ctx", ",".join(map(str, [c for c in MEM_CTXS if c in a.ctx] or MEM_CTXS))]
@@ -485,7 +485,7 @@ def report(a, outdir, doc):
     P("stg cells: `stg bench models/cs336/{size}.yaml --set ctx={ctx} --precision bf16 --what forward,forward-backward,step "
       f"--warmup {a.warmup} --iters {a.iters} --json` (fp32: `--precision fp32 --warmup {a.fp32_warmup} --iters {a.fp32_iters}`). "
       "Peer cells: `python3 tools/bench_peer.py --peer peer/torch_lm.py --size {size} --ctx "
-      f"{','.join(map(str, ctxs))} --modes fp32,bf16,bf16c --what forward,forward-backward,step --step-only bf16 "
+      f"{','.join(map(str, ctxs))} --modes fp32,bf16,bf16c --what forward,forward-backward,step --step-only {a.peer_step_only} "
       f"--warmup {a.warmup} --iters {a.iters} --fp32-warmup {a.fp32_warmup} --fp32-iters {a.fp32_iters} --out F.jsonl`. "
       "Milliseconds, mean ± sd. A stg cell that does not fit says so before allocating anything: the plan's bytes "
       "against the device's free bytes, and the largest ctx that would fit (`stg bench` refuses with that message; "
@@ -865,6 +865,7 @@ def main():
     ap.add_argument("--warmup-ctx", type=int, default=512)
     ap.add_argument("--peer", default="peer/torch_lm.py")
     ap.add_argument("--python", default=sys.executable or "python3")
+    ap.add_argument("--peer-step-only", default="bf16", help="peer modes timed for the full step only (bf16 eager by default)")
     ap.add_argument("--append", action="store_true", help="peer: add to docs/bench/peer*.jsonl instead of starting them afresh")
     ap.add_argument("--source", default=None, help="what stg was built from (e.g. a commit), for the report")
     a = ap.parse_args()

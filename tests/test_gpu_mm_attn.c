@@ -11,7 +11,7 @@
 //
 // STG_GPU_TEST_SMALL=1 leaves out the large shapes (for compute-sanitizer).
 // STG_BENCH_ATTN=1 instead only prints attention timings at B=4, H=16, Dh=64, S=4096 (f32, bf16)
-// and B=4, H=32, Dh=80, S=512 (bf16), no check.
+// and B=4, H=32, Dh=80, S=512 (bf16), no check; STG_BENCH_ATTN=bf16 leaves out the f32 one.
 #ifdef STG_HAVE_CUDA
 #include <setjmp.h>
 #include <stdarg.h>
@@ -368,8 +368,9 @@ static void test_attention_model_shapes(void **state) {
             }
 }
 
-// bf16 on the tensor-core path: every head dim that is a multiple of 16 the users run or might,
-// at one token, a partial tile, several tiles with a partial last one, and many full tiles.
+// bf16 on the tensor-core paths (wgmma forward at head dims 64 and 128 on an H100, mma.sync else):
+// every head dim that is a multiple of 16 the users run or might, at one token, a partial tile,
+// several tiles with a partial last one, and many full tiles; then the other multiples of 8.
 static void test_attention_bf16_tensor_cores(void **state) {
     (void)state;
     const int64_t dhs[6] = {16, 32, 48, 64, 80, 128}, ss[4] = {1, 17, 200, 1024};
@@ -379,7 +380,13 @@ static void test_attention_bf16_tensor_cores(void **state) {
             attn_case(STG_PREC_BF16, 2, ss[j], 3, dhs[i], 0.0);
         }
     attn_case(STG_PREC_BF16, 1, 129, 2, 64, 0.3); // explicit scale, one row past a 128-query tile
-    attn_case(STG_PREC_BF16, 1, 100, 2, 40, 0.0); // head dim not a multiple of 16: CUDA cores
+    attn_case(STG_PREC_BF16, 1, 300, 2, 128, 0.0); // several 128-query tiles at the largest head dim
+    // head dims that are multiples of 8 but not 16: padded with zeros inside the kernels
+    const int64_t odd[5] = {8, 24, 40, 72, 120};
+    for (int i = 0; i < 5; i++) {
+        attn_case(STG_PREC_BF16, 2, 17, 3, odd[i], 0.0);
+        attn_case(STG_PREC_BF16, 1, 200, 2, odd[i], 0.0);
+    }
 }
 
 static void test_attention_odd_shapes(void **state) {
@@ -518,7 +525,8 @@ static void bench_attention(stg_precision prec, int64_t B, int64_t S, int64_t H,
 
 static void test_bench(void **state) {
     (void)state;
-    bench_attention(STG_PREC_FP32, 4, 4096, 16, 64);
+    const char *b = getenv("STG_BENCH_ATTN");
+    if (!b || strcmp(b, "bf16") != 0) bench_attention(STG_PREC_FP32, 4, 4096, 16, 64);
     bench_attention(STG_PREC_BF16, 4, 4096, 16, 64);
     bench_attention(STG_PREC_BF16, 4, 512, 32, 80); // the 2.7B model's attention shape
 }

@@ -24,7 +24,9 @@ static stg_graph *build(stg_precision prec, int64_t B, int64_t S, int64_t H, int
     int q = graph_add_tensor(g, "q", 4, shape, g->act_dtype, STG_CLASS_PARAM, none, err);
     int k = graph_add_tensor(g, "k", 4, shape, g->act_dtype, STG_CLASS_PARAM, none, err);
     int v = graph_add_tensor(g, "v", 4, shape, g->act_dtype, STG_CLASS_PARAM, none, err);
-    int dout = graph_add_tensor(g, "d.o", 4, shape, g->act_dtype, STG_CLASS_INPUT, none, err);
+    // The backward seed is written once and stays on the device (a batch input would be copied up
+    // from the host inside every timed run).
+    int dout = graph_add_tensor(g, "d.o", 4, shape, g->act_dtype, STG_CLASS_WORKSPACE, none, err);
     if (q < 0 || k < 0 || v < 0 || dout < 0) goto fail;
     int o;
     stg_attrs a;
@@ -56,6 +58,10 @@ static stg_graph *build(stg_precision prec, int64_t B, int64_t S, int64_t H, int
         if (graph_add_op(g, STG_OP_TRANSPOSE, &x, 1, &a, STG_PHASE_FORWARD, "o", none, &o, err) < 0) goto fail;
     }
     g->n_fwd_ops = g->nops;
+    // q, k, v stand for activations: their gradients stay in the working precision (no optimizer and
+    // no f32 master copies here; in bf16 the kernels write bf16 dq, dk, dv). Set after the forward
+    // ops, whose outputs (the f32 log-sum-exp) keep the graph's own types.
+    g->grad_dtype = g->act_dtype;
     if (graph_backward(g, o, dout, err) || graph_schedule(g, err)) goto fail;
     return g;
 fail:
@@ -72,6 +78,16 @@ static int parse_list(const char *opt, const char *s, int64_t *v, int max) {
         n++;
     }
     return n;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int64_t n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static int time_run(rt_exec *e, rt_backend *b, unsigned mask, double *ms, stg_err *err) {
@@ -125,7 +141,7 @@ int cmd_attnbench(int argc, char **argv) {
                 stg_graph *g = build(prec, batch, S, heads, D, naive, &err);
                 stg_plan *p = NULL;
                 rt_exec *e = NULL;
-                double *buf = NULL;
+                double *buf = NULL, *tf = NULL, *tb = NULL;
                 const char *name = naive ? "naive" : "flash";
                 if (!g || plan_build(g, NULL, &p, &err)) {
                     fprintf(stderr, "stg attn-bench: %s d=%lld S=%lld: %s\n", name, (long long)D, (long long)S, err.msg);
@@ -142,26 +158,35 @@ int cmd_attnbench(int argc, char **argv) {
                                (double)p->peak_bytes / (1 << 30), (double)fr / (1 << 30));
                     goto next;
                 }
-                if (rt_exec_new(g, p, b, NULL, &e, &err)) goto fail;
+                if (rt_exec_new(g, p, b, NULL, &e, &err)) {
+                    if (!strstr(err.msg, "out of memory")) goto fail;
+                    if (json)
+                        printf("{\"attention\": \"%s\", \"d_head\": %lld, \"seq\": %lld, \"oom\": true, \"planned_bytes\": %lld}\n", name,
+                               (long long)D, (long long)S, (long long)p->peak_bytes);
+                    else
+                        printf("| %s | %lld | %lld | OOM | OOM | | | %.2f (allocation failed) | |\n", name, (long long)D, (long long)S,
+                               (double)p->peak_bytes / (1 << 30));
+                    goto next;
+                }
                 int64_t n = batch * S * heads * D;
                 buf = malloc(sizeof(double) * (size_t)n);
-                if (!buf) goto fail;
+                tf = malloc(sizeof(double) * (size_t)iters);
+                tb = malloc(sizeof(double) * (size_t)iters);
+                if (!buf || !tf || !tb) {
+                    snprintf(err.msg, sizeof err.msg, "out of host memory");
+                    goto fail;
+                }
                 rt_rng rng;
                 rt_rng_seed(&rng, 1);
                 for (int t = 0; t < g->nt; t++) {
-                    if (g->t[t].cls != STG_CLASS_PARAM && g->t[t].cls != STG_CLASS_INPUT) continue;
+                    if (g->t[t].cls != STG_CLASS_PARAM && strcmp(g->t[t].name, "d.o") != 0) continue;
                     for (int64_t i = 0; i < n; i++) buf[i] = rt_rng_normal(&rng);
                     if (rt_exec_write_f64(e, t, buf, &err)) goto fail;
                 }
-                double f = 0, bw = 0, t1, t2;
                 if (rt_exec_run(e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &err)) goto fail; // warm-up
-                for (int64_t it = 0; it < iters; it++) {
-                    if (time_run(e, b, RT_PHASE_FORWARD, &t1, &err) || time_run(e, b, RT_PHASE_BACKWARD, &t2, &err)) goto fail;
-                    f += t1;
-                    bw += t2;
-                }
-                f /= (double)iters;
-                bw /= (double)iters;
+                for (int64_t it = 0; it < iters; it++)
+                    if (time_run(e, b, RT_PHASE_FORWARD, &tf[it], &err) || time_run(e, b, RT_PHASE_BACKWARD, &tb[it], &err)) goto fail;
+                double f = median(tf, iters), bw = median(tb, iters); // ms
                 // causal FLOPs: half of 4·B·H·S²·D forward; backward 2.5× forward
                 double ff = 2.0 * (double)batch * (double)heads * (double)S * (double)S * (double)D, fb = 2.5 * ff;
                 int64_t meas = rt_exec_measured_bytes(e);
@@ -179,6 +204,8 @@ int cmd_attnbench(int argc, char **argv) {
                 rc = 1;
             next:
                 free(buf);
+                free(tf);
+                free(tb);
                 rt_exec_free(e);
                 plan_free(p);
                 graph_free(g);

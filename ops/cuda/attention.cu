@@ -1,7 +1,8 @@
-// Fused causal attention, flash style. bf16 storage with a head dim that is a multiple of 16 runs on
-// tensor cores (the att_tc_* kernels below: mma.sync m16n8k16, f32 accumulation and softmax, the
-// same three-launch deterministic backward); f32 storage and other head dims run the CUDA-core
-// kernels described here (fp32 arithmetic; f32 or bf16 storage).
+// Fused causal attention, flash style. bf16 storage runs on tensor cores: the forward on wgmma
+// (ops/cuda/sm90a/attention_wgmma.cu) at head dims 64 and 128 on compute capability 9.0, else the
+// att_tc_* kernels below (mma.sync m16n8k16, f32 accumulation and softmax, the same three-launch
+// deterministic backward; head dims that are multiples of 8 but not 16 are padded with zeros to the
+// next multiple of 16 inside the kernels). f32 storage runs the CUDA-core kernels described here.
 //
 // Layout (B, S, H, Dh) for q, k, v, o, do, dq, dk, dv: head h of token s of batch b starts at
 // ((b S + s) H + h) Dh. lse (B, H, S) f32. scale = attrs scale, or 1/sqrt(Dh) when 0.
@@ -25,6 +26,9 @@
 #include <stdint.h>
 
 #include "ops/cuda/internal.h"
+#ifdef STG_ATT_WGMMA
+#include "ops/cuda/sm90a/attention_wgmma.h"
+#endif
 
 #define ATT_BQ 64      // queries per tile
 #define ATT_BK 64      // keys per tile (equal to ATT_BQ: the diagonal tiles line up)
@@ -517,12 +521,12 @@ __device__ __forceinline__ uint32_t att_pack(float lo, float hi) {
 
 // sh (ROWS, DP + 8) <- rows [0, valid) of the tile at base (row stride `stride`); zeros below.
 template <int DP, int ROWS, int NT>
-__device__ __forceinline__ void att_tc_load(att_bf16 *sh, const att_bf16 *base, int64_t stride, int valid) {
+__device__ __forceinline__ void att_tc_load(att_bf16 *sh, const att_bf16 *base, int64_t stride, int valid, int D) {
     constexpr int G = DP / 8, LDS = DP + 8;
 #pragma unroll
     for (int idx = threadIdx.x; idx < ROWS * G; idx += NT) {
         int r = idx / G, c = (idx % G) * 8;
-        bool ok = r < valid;
+        bool ok = r < valid && c < D; // D is a multiple of 8: 8-element chunks are all in or all out
         att_cp16(sh + r * LDS + c, base + (ok ? (int64_t)r * stride + c : 0), ok);
     }
 }
@@ -551,10 +555,11 @@ static size_t att_tc_fwd_smem(void) {
 
 // Forward. Grid (query tiles of 16 MT NW, H, B); NW warps of MT m-tiles of 16 queries (the K and V
 // fragments loaded from shared memory serve all MT); key tiles of BK.
-template <int DP, int NW, int MT, int BK>
+template <int DP, int NW, int MT, int BK, bool PAD>
 __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__restrict__ q, const att_bf16 *__restrict__ k,
                                                              const att_bf16 *__restrict__ v, att_bf16 *__restrict__ o,
-                                                             float *__restrict__ lse, int S, int H, float scale2) {
+                                                             float *__restrict__ lse, int S, int H, int Dr, float scale2) {
+    const int D = PAD ? Dr : DP; // head dim (padded with zeros to DP in shared memory when PAD)
     constexpr int BQ = 16 * MT * NW, NT = 32 * NW, LDS = DP + 8, KD = DP / 16, NB = BK / 8, ND = DP / 8;
     extern __shared__ __align__(16) unsigned char att_smraw[];
     att_bf16 *Qs = (att_bf16 *)att_smraw, *Ks = Qs + BQ * LDS, *Vs = Ks + 2 * BK * LDS;
@@ -562,14 +567,14 @@ __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__r
     const int h = blockIdx.y, b = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const int q0 = qt * BQ, r0 = q0 + 16 * MT * warp; // first query of the block, of the warp
-    const int64_t stride = (int64_t)H * DP;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * DP;
+    const int64_t stride = (int64_t)H * D;
+    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D;
     const int last = min(q0 + BQ, S) - 1;
     const int ntiles = last / BK + 1;
 
-    att_tc_load<DP, BQ, NT>(Qs, q + head0 + (int64_t)q0 * stride, stride, S - q0);
-    att_tc_load<DP, BK, NT>(Ks, k + head0, stride, S);
-    att_tc_load<DP, BK, NT>(Vs, v + head0, stride, S);
+    att_tc_load<DP, BQ, NT>(Qs, q + head0 + (int64_t)q0 * stride, stride, S - q0, D);
+    att_tc_load<DP, BK, NT>(Ks, k + head0, stride, S, D);
+    att_tc_load<DP, BK, NT>(Vs, v + head0, stride, S, D);
     att_cp_commit();
 
     uint32_t qf[MT][KD][4];
@@ -587,8 +592,8 @@ __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__r
         const int k0 = t * BK;
         if (t + 1 < ntiles) {
             const int st = (t + 1) & 1;
-            att_tc_load<DP, BK, NT>(Ks + st * BK * LDS, k + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK);
-            att_tc_load<DP, BK, NT>(Vs + st * BK * LDS, v + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK);
+            att_tc_load<DP, BK, NT>(Ks + st * BK * LDS, k + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK, D);
+            att_tc_load<DP, BK, NT>(Vs + st * BK * LDS, v + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK, D);
             att_cp_commit();
             att_cp_wait<1>();
         } else {
@@ -703,7 +708,7 @@ __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__r
             att_bf16 *orow = o + head0 + (int64_t)row * stride;
 #pragma unroll
             for (int n = 0; n < ND; n++)
-                *(uint32_t *)(orow + n * 8 + 2 * t4) = att_pack(acc[mt][n][2 * i] * inv, acc[mt][n][2 * i + 1] * inv);
+                if (n * 8 < D) *(uint32_t *)(orow + n * 8 + 2 * t4) = att_pack(acc[mt][n][2 * i] * inv, acc[mt][n][2 * i + 1] * inv);
             if (t4 == 0) lse[((int64_t)b * H + h) * S + row] = (m[mt][i] + log2f(li)) * (float)ATT_LN2;
         }
 }
@@ -716,13 +721,14 @@ static size_t att_tc_dkdv_smem(void) {
 // dk, dv. Grid (key tiles of 16 NW, H, B); NW warps of 16 keys; query tiles of BQ from the block's
 // first key on. Per warp and query tile: sT = K Qᵀ, pT = exp2(scale2 sT - lse2), dpT = V dOᵀ,
 // dsT = pT (dpT - D); dv += pT dO, dk += dsT Q.
-template <int DP, int NW, int BQ>
+template <int DP, int NW, int BQ, bool PAD>
 __global__ void __launch_bounds__(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__restrict__ q, const att_bf16 *__restrict__ k,
                                                               const att_bf16 *__restrict__ v, const float *__restrict__ lse,
                                                               const att_bf16 *__restrict__ dout,
                                                               const float *__restrict__ Dsum, att_bf16 *__restrict__ dk,
-                                                              att_bf16 *__restrict__ dv, int S, int H, float scale,
+                                                              att_bf16 *__restrict__ dv, int S, int H, int Dr, float scale,
                                                               float scale2) {
+    const int D = PAD ? Dr : DP; // head dim (padded with zeros to DP in shared memory when PAD)
     constexpr int BKB = 16 * NW, NT = 32 * NW, LDS = DP + 8, KD = DP / 16, NB = BQ / 8, ND = DP / 8;
     extern __shared__ __align__(16) unsigned char att_smraw[];
     att_bf16 *Ks = (att_bf16 *)att_smraw, *Vs = Ks + BKB * LDS, *Qs = Vs + BKB * LDS, *dOs = Qs + 2 * BQ * LDS;
@@ -730,15 +736,15 @@ __global__ void __launch_bounds__(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__
     const int h = blockIdx.y, b = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const int k0 = blockIdx.x * BKB, kw0 = k0 + 16 * warp;
-    const int64_t stride = (int64_t)H * DP;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * DP;
+    const int64_t stride = (int64_t)H * D;
+    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D;
     const int64_t row0 = ((int64_t)b * H + h) * S;
     const int ntiles = (S - k0 + BQ - 1) / BQ; // query tiles k0, k0 + BQ, ... below S
 
-    att_tc_load<DP, BKB, NT>(Ks, k + head0 + (int64_t)k0 * stride, stride, S - k0);
-    att_tc_load<DP, BKB, NT>(Vs, v + head0 + (int64_t)k0 * stride, stride, S - k0);
-    att_tc_load<DP, BQ, NT>(Qs, q + head0 + (int64_t)k0 * stride, stride, S - k0);
-    att_tc_load<DP, BQ, NT>(dOs, dout + head0 + (int64_t)k0 * stride, stride, S - k0);
+    att_tc_load<DP, BKB, NT>(Ks, k + head0 + (int64_t)k0 * stride, stride, S - k0, D);
+    att_tc_load<DP, BKB, NT>(Vs, v + head0 + (int64_t)k0 * stride, stride, S - k0, D);
+    att_tc_load<DP, BQ, NT>(Qs, q + head0 + (int64_t)k0 * stride, stride, S - k0, D);
+    att_tc_load<DP, BQ, NT>(dOs, dout + head0 + (int64_t)k0 * stride, stride, S - k0, D);
     att_cp_commit();
     for (int i = threadIdx.x; i < BQ; i += NT) {
         bool in = k0 + i < S; // queries past S get lse = inf: p = 0
@@ -756,8 +762,8 @@ __global__ void __launch_bounds__(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__
         const int q0 = k0 + t * BQ;
         if (t + 1 < ntiles) {
             const int st = (t + 1) & 1, qn = q0 + BQ;
-            att_tc_load<DP, BQ, NT>(Qs + st * BQ * LDS, q + head0 + (int64_t)qn * stride, stride, S - qn);
-            att_tc_load<DP, BQ, NT>(dOs + st * BQ * LDS, dout + head0 + (int64_t)qn * stride, stride, S - qn);
+            att_tc_load<DP, BQ, NT>(Qs + st * BQ * LDS, q + head0 + (int64_t)qn * stride, stride, S - qn, D);
+            att_tc_load<DP, BQ, NT>(dOs + st * BQ * LDS, dout + head0 + (int64_t)qn * stride, stride, S - qn, D);
             att_cp_commit();
             for (int i = threadIdx.x; i < BQ; i += NT) {
                 bool in = qn + i < S;
@@ -834,8 +840,10 @@ __global__ void __launch_bounds__(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__
         att_bf16 *krow = dk + head0 + (int64_t)key * stride, *vrow = dv + head0 + (int64_t)key * stride;
 #pragma unroll
         for (int n = 0; n < ND; n++) {
-            *(uint32_t *)(krow + n * 8 + 2 * t4) = att_pack(acc_k[n][2 * i] * scale, acc_k[n][2 * i + 1] * scale);
-            *(uint32_t *)(vrow + n * 8 + 2 * t4) = att_pack(acc_v[n][2 * i], acc_v[n][2 * i + 1]);
+            if (n * 8 < D) {
+                *(uint32_t *)(krow + n * 8 + 2 * t4) = att_pack(acc_k[n][2 * i] * scale, acc_k[n][2 * i + 1] * scale);
+                *(uint32_t *)(vrow + n * 8 + 2 * t4) = att_pack(acc_v[n][2 * i], acc_v[n][2 * i + 1]);
+            }
         }
     }
 }
@@ -847,11 +855,12 @@ static size_t att_tc_dq_smem(void) {
 
 // dq. Grid (query tiles of 16 NW, H, B); NW warps of 16 queries; key tiles of BK up to the diagonal.
 // Per warp and key tile: s = Q Kᵀ, p = exp2(scale2 s - lse2), dp = dO Vᵀ, ds = p (dp - D); dq += ds K.
-template <int DP, int NW, int BK>
+template <int DP, int NW, int BK, bool PAD>
 __global__ void __launch_bounds__(NW * 32) att_tc_dq_kernel(const att_bf16 *__restrict__ q, const att_bf16 *__restrict__ k,
                                                             const att_bf16 *__restrict__ v, const float *__restrict__ lse,
                                                             const att_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
-                                                            att_bf16 *__restrict__ dq, int S, int H, float scale, float scale2) {
+                                                            att_bf16 *__restrict__ dq, int S, int H, int Dr, float scale, float scale2) {
+    const int D = PAD ? Dr : DP; // head dim (padded with zeros to DP in shared memory when PAD)
     constexpr int BQ = 16 * NW, NT = 32 * NW, LDS = DP + 8, KD = DP / 16, NB = BK / 8, ND = DP / 8;
     extern __shared__ __align__(16) unsigned char att_smraw[];
     att_bf16 *Qs = (att_bf16 *)att_smraw, *dOs = Qs + BQ * LDS, *Ks = dOs + BQ * LDS, *Vs = Ks + 2 * BK * LDS;
@@ -859,16 +868,16 @@ __global__ void __launch_bounds__(NW * 32) att_tc_dq_kernel(const att_bf16 *__re
     const int h = blockIdx.y, b = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const int q0 = qt * BQ, r0 = q0 + 16 * warp;
-    const int64_t stride = (int64_t)H * DP;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * DP;
+    const int64_t stride = (int64_t)H * D;
+    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D;
     const int64_t row0 = ((int64_t)b * H + h) * S;
     const int last = min(q0 + BQ, S) - 1;
     const int ntiles = last / BK + 1;
 
-    att_tc_load<DP, BQ, NT>(Qs, q + head0 + (int64_t)q0 * stride, stride, S - q0);
-    att_tc_load<DP, BQ, NT>(dOs, dout + head0 + (int64_t)q0 * stride, stride, S - q0);
-    att_tc_load<DP, BK, NT>(Ks, k + head0, stride, S);
-    att_tc_load<DP, BK, NT>(Vs, v + head0, stride, S);
+    att_tc_load<DP, BQ, NT>(Qs, q + head0 + (int64_t)q0 * stride, stride, S - q0, D);
+    att_tc_load<DP, BQ, NT>(dOs, dout + head0 + (int64_t)q0 * stride, stride, S - q0, D);
+    att_tc_load<DP, BK, NT>(Ks, k + head0, stride, S, D);
+    att_tc_load<DP, BK, NT>(Vs, v + head0, stride, S, D);
     att_cp_commit();
     float lrow[2], drow[2];
 #pragma unroll
@@ -885,8 +894,8 @@ __global__ void __launch_bounds__(NW * 32) att_tc_dq_kernel(const att_bf16 *__re
         const int k0 = t * BK;
         if (t + 1 < ntiles) {
             const int st = (t + 1) & 1;
-            att_tc_load<DP, BK, NT>(Ks + st * BK * LDS, k + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK);
-            att_tc_load<DP, BK, NT>(Vs + st * BK * LDS, v + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK);
+            att_tc_load<DP, BK, NT>(Ks + st * BK * LDS, k + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK, D);
+            att_tc_load<DP, BK, NT>(Vs + st * BK * LDS, v + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK, D);
             att_cp_commit();
             att_cp_wait<1>();
         } else {
@@ -950,7 +959,7 @@ __global__ void __launch_bounds__(NW * 32) att_tc_dq_kernel(const att_bf16 *__re
         att_bf16 *qrow = dq + head0 + (int64_t)row * stride;
 #pragma unroll
         for (int n = 0; n < ND; n++)
-            *(uint32_t *)(qrow + n * 8 + 2 * t4) = att_pack(acc[n][2 * i] * scale, acc[n][2 * i + 1] * scale);
+            if (n * 8 < D) *(uint32_t *)(qrow + n * 8 + 2 * t4) = att_pack(acc[n][2 * i] * scale, acc[n][2 * i + 1] * scale);
     }
 }
 
@@ -971,22 +980,32 @@ __global__ void __launch_bounds__(NW * 32) att_tc_dq_kernel(const att_bf16 *__re
 #define ATT_TC_FWD_BK 64
 #define ATT_TC_BWD_NW 4
 
-template <int DP>
+template <int DP, bool PAD>
 static int att_tc_fwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const stg_op *op, stg_err *err) {
+#ifdef STG_ATT_WGMMA
+    if (att_wgmma_fwd_supported(s->D, s->scale)) { // wgmma on compute capability 9.0 (the sm_90a build)
+        int major = 0, minor = 0;
+        CUDA_CHECK(err, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device));
+        CUDA_CHECK(err, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->device));
+        if (major == 9 && minor == 0)
+            return att_wgmma_fwd(c->stream, ptr[op->in[0]], ptr[op->in[1]], ptr[op->in[2]], ptr[op->out[0]],
+                                 (float *)ptr[op->out[1]], s->B, s->S, s->H, s->D, (float)(s->scale * ATT_LOG2E), err);
+    }
+#endif
     constexpr int MT = DP <= 64 ? ATT_TC_FWD_MT : 1, NW = DP <= 64 ? ATT_TC_FWD_NW : ATT_TC_FWD_NW_BIG, BK = ATT_TC_FWD_BK;
     size_t smem = att_tc_fwd_smem<DP, NW, MT, BK>();
-    CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_fwd_kernel<DP, NW, MT, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_fwd_kernel<DP, NW, MT, BK, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem));
     dim3 grid((unsigned)((s->S + 16 * MT * NW - 1) / (16 * MT * NW)), (unsigned)s->H, (unsigned)s->B);
-    att_tc_fwd_kernel<DP, NW, MT, BK><<<grid, NW * 32, smem, c->stream>>>(
+    att_tc_fwd_kernel<DP, NW, MT, BK, PAD><<<grid, NW * 32, smem, c->stream>>>(
         (const att_bf16 *)ptr[op->in[0]], (const att_bf16 *)ptr[op->in[1]], (const att_bf16 *)ptr[op->in[2]],
-        (att_bf16 *)ptr[op->out[0]], (float *)ptr[op->out[1]], s->S, s->H, (float)(s->scale * ATT_LOG2E));
+        (att_bf16 *)ptr[op->out[0]], (float *)ptr[op->out[1]], s->S, s->H, s->D, (float)(s->scale * ATT_LOG2E));
     CUDA_LAUNCH_CHECK(err, "attention forward (tensor cores)");
     return 0;
 }
 
 // dk, dv and dq launches (after the D kernel).
-template <int DP>
+template <int DP, bool PAD>
 static int att_tc_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const stg_op *op, const float *Dsum,
                              stg_err *err) {
     constexpr int NW = ATT_TC_BWD_NW, BQ = DP <= 64 ? 64 : 32, BK = DP <= 64 ? 64 : 32;
@@ -997,14 +1016,14 @@ static int att_tc_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, 
     float scale2 = (float)(s->scale * ATT_LOG2E);
     dim3 grid((unsigned)((s->S + 16 * NW - 1) / (16 * NW)), (unsigned)s->H, (unsigned)s->B);
     size_t smem = att_tc_dkdv_smem<DP, NW, BQ>();
-    CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_dkdv_kernel<DP, NW, BQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_dkdv_kernel<DP, NW, BQ, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem));
-    att_tc_dkdv_kernel<DP, NW, BQ><<<grid, NW * 32, smem, c->stream>>>(q, k, v, lse, dout, Dsum, dk, dv, s->S, s->H,
-                                                                       s->scale, scale2);
+    att_tc_dkdv_kernel<DP, NW, BQ, PAD><<<grid, NW * 32, smem, c->stream>>>(q, k, v, lse, dout, Dsum, dk, dv, s->S, s->H,
+                                                                       s->D, s->scale, scale2);
     CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, tensor cores)");
     smem = att_tc_dq_smem<DP, NW, BK>();
-    CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_dq_kernel<DP, NW, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    att_tc_dq_kernel<DP, NW, BK><<<grid, NW * 32, smem, c->stream>>>(q, k, v, lse, dout, Dsum, dq, s->S, s->H, s->scale,
+    CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_dq_kernel<DP, NW, BK, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    att_tc_dq_kernel<DP, NW, BK, PAD><<<grid, NW * 32, smem, c->stream>>>(q, k, v, lse, dout, Dsum, dq, s->S, s->H, s->D, s->scale,
                                                                      scale2);
     CUDA_LAUNCH_CHECK(err, "attention backward (dq, tensor cores)");
     return 0;
@@ -1012,16 +1031,18 @@ static int att_tc_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, 
 
 template <typename T, int DP>
 static int att_fwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const stg_op *op, stg_err *err) {
-    if constexpr (sizeof(T) == 2) // bf16 with a head dim that is a multiple of 16: tensor cores
-        if (s->D == DP) return att_tc_fwd_launch<DP>(c, s, ptr, op, err);
-    size_t smem = att_fwd_smem<DP>();
-    CUDA_CHECK(err, cudaFuncSetAttribute(att_fwd_kernel<T, DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((unsigned)((s->S + ATT_BQ - 1) / ATT_BQ), (unsigned)s->H, (unsigned)s->B);
-    att_fwd_kernel<T, DP><<<grid, ATT_NT, smem, c->stream>>>(
-        (const T *)ptr[op->in[0]], (const T *)ptr[op->in[1]], (const T *)ptr[op->in[2]], (T *)ptr[op->out[0]],
-        (float *)ptr[op->out[1]], s->S, s->H, s->D, (float)(s->scale * ATT_LOG2E));
-    CUDA_LAUNCH_CHECK(err, "attention forward");
-    return 0;
+    if constexpr (sizeof(T) == 2) { // bf16: tensor cores (head dims padded with zeros to DP in the kernels)
+        return s->D == DP ? att_tc_fwd_launch<DP, false>(c, s, ptr, op, err) : att_tc_fwd_launch<DP, true>(c, s, ptr, op, err);
+    } else {
+        size_t smem = att_fwd_smem<DP>();
+        CUDA_CHECK(err, cudaFuncSetAttribute(att_fwd_kernel<T, DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        dim3 grid((unsigned)((s->S + ATT_BQ - 1) / ATT_BQ), (unsigned)s->H, (unsigned)s->B);
+        att_fwd_kernel<T, DP><<<grid, ATT_NT, smem, c->stream>>>(
+            (const T *)ptr[op->in[0]], (const T *)ptr[op->in[1]], (const T *)ptr[op->in[2]], (T *)ptr[op->out[0]],
+            (float *)ptr[op->out[1]], s->S, s->H, s->D, (float)(s->scale * ATT_LOG2E));
+        CUDA_LAUNCH_CHECK(err, "attention forward");
+        return 0;
+    }
 }
 
 template <typename T, int DP>
@@ -1034,20 +1055,24 @@ static int att_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, con
     unsigned nb = cuda_blocks(c, rows, 8); // 8 warps (rows) per 256-thread block
     att_bwd_dot_kernel<T><<<nb, 256, 0, c->stream>>>(o, dout, Dsum, s->B, s->S, s->H, s->D);
     CUDA_LAUNCH_CHECK(err, "attention backward (do . o)");
-    if constexpr (sizeof(T) == 2)
-        if (s->D == DP) return att_tc_bwd_launch<DP>(c, s, ptr, op, Dsum, err);
-    dim3 grid((unsigned)((s->S + ATT_BQ - 1) / ATT_BQ), (unsigned)s->H, (unsigned)s->B);
-    float scale2 = (float)(s->scale * ATT_LOG2E);
-    size_t smem = att_dkdv_smem<DP>();
-    CUDA_CHECK(err, cudaFuncSetAttribute(att_dkdv_kernel<T, DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    att_dkdv_kernel<T, DP><<<grid, ATT_NT, smem, c->stream>>>(q, k, v, lse, dout, Dsum, dk, dv, s->S, s->H, s->D, s->scale,
-                                                              scale2);
-    CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv)");
-    smem = att_dq_smem<DP>();
-    CUDA_CHECK(err, cudaFuncSetAttribute(att_dq_kernel<T, DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    att_dq_kernel<T, DP><<<grid, ATT_NT, smem, c->stream>>>(q, k, v, lse, dout, Dsum, dq, s->S, s->H, s->D, s->scale, scale2);
-    CUDA_LAUNCH_CHECK(err, "attention backward (dq)");
-    return 0;
+    if constexpr (sizeof(T) == 2) {
+        return s->D == DP ? att_tc_bwd_launch<DP, false>(c, s, ptr, op, Dsum, err)
+                          : att_tc_bwd_launch<DP, true>(c, s, ptr, op, Dsum, err);
+    } else {
+        dim3 grid((unsigned)((s->S + ATT_BQ - 1) / ATT_BQ), (unsigned)s->H, (unsigned)s->B);
+        float scale2 = (float)(s->scale * ATT_LOG2E);
+        size_t smem = att_dkdv_smem<DP>();
+        CUDA_CHECK(err, cudaFuncSetAttribute(att_dkdv_kernel<T, DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        att_dkdv_kernel<T, DP><<<grid, ATT_NT, smem, c->stream>>>(q, k, v, lse, dout, Dsum, dk, dv, s->S, s->H, s->D,
+                                                                  s->scale, scale2);
+        CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv)");
+        smem = att_dq_smem<DP>();
+        CUDA_CHECK(err, cudaFuncSetAttribute(att_dq_kernel<T, DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        att_dq_kernel<T, DP><<<grid, ATT_NT, smem, c->stream>>>(q, k, v, lse, dout, Dsum, dq, s->S, s->H, s->D, s->scale,
+                                                                scale2);
+        CUDA_LAUNCH_CHECK(err, "attention backward (dq)");
+        return 0;
+    }
 }
 
 // Calls F<T, DP>(args...) with DP the head dim rounded up to 16.

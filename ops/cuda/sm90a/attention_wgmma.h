@@ -1,0 +1,21 @@
+// The bf16 causal attention forward on Hopper's warpgroup matrix instructions (wgmma, sm_90a),
+// built as its own object for the sm_90a target (CMakeLists.txt); ops/cuda/attention.cu calls it on
+// devices of compute capability 9.0 and keeps the mma.sync kernels for every other case.
+#ifndef STG_OPS_CUDA_SM90A_ATTENTION_WGMMA_H
+#define STG_OPS_CUDA_SM90A_ATTENTION_WGMMA_H
+
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "graph/err.h" // C: stg_errf has C linkage
+}
+
+// Whether att_wgmma_fwd handles head dim D with this scale (D 64 or 128, scale > 0).
+bool att_wgmma_fwd_supported(int D, float scale);
+
+// q, k, v (B, S, H, D) bf16 -> o (B, S, H, D) bf16, lse (B, H, S) f32 (natural log), causal;
+// scale2 = scale log2(e). Pointers 16-byte aligned. Returns 0, or -1 with err set.
+int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, void *o, float *lse, int B, int S,
+                  int H, int D, float scale2, stg_err *err);
+
+#endif

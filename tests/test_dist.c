@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "tests/testutil.h"
+
 #include "graph/loader.h"
 #include "planner/plan.h"
 #include "planner/shard.h"
@@ -203,14 +205,6 @@ static void run_ranks(int world, int batch, int64_t bucket, double **res, int64_
     }
 }
 
-static double rel_err(const double *a, const double *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        num += (a[i] - b[i]) * (a[i] - b[i]);
-        den += b[i] * b[i];
-    }
-    return sqrt(num / (den > 0 ? den : 1));
-}
 
 // 2 and 3 ranks of batch 2 == one process of batch 4 / 6, in fp32 to 1e-5; every rank holds the
 // same parameters, bitwise. Small buckets: several allreduce ops per step.

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "tests/testutil.h"
+
 #include "graph/loader.h"
 #include "ops/cuda/cuda.h"
 #include "planner/plan.h"
@@ -92,14 +94,6 @@ out:
     return rc;
 }
 
-static double rel_err(const double *a, const double *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        num += (a[i] - b[i]) * (a[i] - b[i]);
-        den += b[i] * b[i];
-    }
-    return sqrt(num / (den > 0 ? den : 1));
-}
 
 static void set_env1(const char *port) {
     setenv("RANK", "0", 1);

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "tests/testutil.h"
+
 #include "graph/loader.h"
 #include "planner/budget.h"
 #include "planner/plan.h"
@@ -27,15 +29,6 @@
 
 #define MODEL(p) STG_SOURCE_DIR "/models/" p
 
-static double rel_err(const double *a, const double *ref, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (isnan(a[i]) || isnan(ref[i])) return INFINITY;
-        num = fmax(num, fabs(a[i] - ref[i]));
-        den = fmax(den, fabs(ref[i]));
-    }
-    return num / (den > 0 ? den : 1);
-}
 
 static double *read_all(rt_exec *e, int t) {
     stg_err err;

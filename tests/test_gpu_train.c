@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "tests/testutil.h"
+
 #include "graph/loader.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
@@ -85,15 +87,6 @@ static void train(rig *r, int steps, double *losses, double **params, int64_t *n
     *n = total;
 }
 
-static double rel_err(const double *a, const double *ref, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (isnan(a[i]) || isnan(ref[i])) return INFINITY;
-        num = fmax(num, fabs(a[i] - ref[i]));
-        den = fmax(den, fabs(ref[i]));
-    }
-    return num / (den > 0 ? den : 1);
-}
 
 static void against_cpu(stg_precision prec, const char *attention, double tol) {
     rig c, g;

@@ -426,12 +426,14 @@ def fmt_ms(v):
 
 def report(a, outdir, doc):
     D = Data(outdir)
-    run_settings = D.meta.get("meta_stg.json", D.meta.get("meta_peer.json", {})).get("settings", {})
+    run_settings = dict(D.meta.get("meta_stg.json", D.meta.get("meta_peer.json", {})).get("settings", {}))
+    run_settings.pop("peer_step_only", None)  # the peer's own setting: from meta_peer.json, else from this command line
+    run_settings.update({k: v for k, v in D.meta.get("meta_peer.json", {}).get("settings", {}).items() if k == "peer_step_only"})
     for k in SETTINGS:  # the report describes the settings of the run that made the records
         if k in run_settings:
             setattr(a, k, run_settings[k])
     sizes = [s for s in SIZES if any(r.get("size") == s for r in D.stg + D.peer)] or SIZES
-    ctxs = sorted({r["ctx"] for r in D.stg if "ctx" in r}) or CTXS
+    ctxs = sorted({r["ctx"] for r in D.stg if "ctx" in r and not r.get("demo")}) or CTXS
     dev = first_device(D)
     pdev, ptorch = peer_device(D)
     ms_meta = D.meta.get("meta_stg.json", {})
@@ -446,16 +448,32 @@ def report(a, outdir, doc):
     P(f"Device: **{dev}**. Date: {date} (UTC). stg built from {ms_meta.get('source', 'the working tree')}; "
       + (f"PyTorch {ptorch} on {pdev} for the peer, in the same machine lease." if pdev else f"PyTorch peer: {unavailable}.") + "\n")
     wall_stg, wall_peer = ms_meta.get("stg_s"), mp_meta.get("peer_s")
+    if wall_peer is None:  # no meta_peer.json (the peer command was stopped): the commands that finished
+        wall_peer = sum(r.get("wall_s", 0) for r in D.peer + D.pwarm if r.get("kind") == "command") or None
     if wall_stg is not None:
         tot = (wall_stg or 0) + (wall_peer or 0)
-        P(f"The whole suite ran in **{tot / 60:.1f} minutes** of wall time: stg {wall_stg / 60:.1f} min "
+        missing_peer = [x for x in SIZES if any(r.get("size") == x for r in D.stg)
+                        and not any(r.get("kind") == "bench" and r.get("size") == x for r in D.peer)]
+        P(f"The suite ran in **{tot / 60:.1f} minutes** of wall time"
+          + (f" (without the peer's {', '.join(missing_peer)}, which did not run)" if missing_peer and D.peer else "")
+          + f": stg {wall_stg / 60:.1f} min "
           f"(cells {ms_meta.get('stg_cells_s', 0) / 60:.1f}, warm-up {ms_meta.get('stg_warmup_s', 0):.0f} s, memory and answers "
           f"{ms_meta.get('stg_memory_s', 0):.0f} s), PyTorch peer {(wall_peer or 0) / 60:.1f} min.\n")
     P("Reproduce everything (on the GPU machine, from the repository root, after `source .deps/env.sh` and a Release build "
       "into `build-gpu`; `cp ../shared/peers/torch_lm.py peer/` for the peer):\n")
     P("```sh\npython3 tools/bench_suite.py --stg build-gpu/stg\n```\n")
     ran = [ms_meta.get("argv")] + mp_meta.get("commands", [mp_meta.get("argv")])
-    ran = [" ".join(["python3"] + list(x)) for x in ran if x]
+    def without_label(argv):  # --source is a label for this page, not part of the measurement
+        out, skip = [], False
+        for x in argv:
+            if skip:
+                skip = False
+            elif x == "--source":
+                skip = True
+            else:
+                out.append(x)
+        return out
+    ran = [sh(["python3"] + without_label(x)) for x in ran if x]
     if ran:
         P("This page's run, as the commands that made it (one GPU machine lease, in this order): " + "; ".join(f"`{x}`" for x in ran) + ".\n")
     P("It runs in two halves where one command may take at most 10 minutes (`--parts stg`, then `--parts peer`), and "
@@ -474,11 +492,18 @@ def report(a, outdir, doc):
       "step on, and the suite must finish in 15 minutes).\n")
     P("**torch.compile.** Compiling the whole model costs 30–120 s per (size, ctx) on this machine "
       "(`../shared/peers/NUMBERS.md`), 20 shapes here. The peer instead compiles each Transformer block "
-      "(`torch.compile(block, dynamic=True)`): all blocks share one compiled graph, dynamic shapes serve every ctx, so "
-      "each size compiles once (the embedding, final norm, LM head and loss stay eager). The compile time is in each "
-      "size's first torch.compile iteration (`first_ms` in `peer.jsonl`).\n")
+      "(`torch.compile(block, dynamic=True)`, CS336's regional compilation): all blocks of a size share one compiled graph, "
+      "and dynamic shapes let several ctx values share it (the number of graphs dynamo made per size is given in section 1); "
+      "the embedding, final norm, LM head and loss stay eager. Compilation happens in the first torch.compile iterations "
+      "(`times_ms` in `peer.jsonl`), inside the warm-up steps.\n")
     if unavailable:
         P(f"**Peer:** {unavailable}; the PyTorch columns are empty.\n")
+    missing = [x for x in sizes if not any(r.get("kind") == "bench" and r.get("size") == x for r in D.peer)]
+    if missing and not unavailable:
+        P(f"**Not measured in this run:** the PyTorch peer's cells for {', '.join(missing)} (their columns are empty in "
+          "sections 1 and 3).\n")
+    if a.note:
+        P(a.note + "\n")
 
     # 1. sizes x ctx
     P("## 1. Model sizes × context length\n")
@@ -680,47 +705,48 @@ def warmup_paragraph(D, w, pw):
         return "(The warm-up runs are missing; no paragraph.)"
     gs, es = g["submit_ms"], e["submit_ms"]
     gt, et = g["times_ms"], e["times_ms"]
-    steady_g, steady_e = statistics.median(gt[3:]), statistics.median(et[3:])
-    first_use = es[0] - statistics.median(es[2:])
-    capture = gs[1] - statistics.median(gs[2:])
+    g_st, e_st = statistics.median(gs[2:]), statistics.median(es[2:])
     parts = [f"**What the first step pays for** (small, bf16, ctx {g['ctx']}). With graph replay the first step took {gt[0]:.1f} ms "
-             f"against {steady_g:.2f} ms in steady state, and {gs[0]:.1f} ms of it was host time inside the first submit. "
-             f"Launched op by op (eager), with nothing to capture, the first step took {et[0]:.1f} ms ({es[0]:.1f} ms of host time, "
-             f"against {statistics.median(es[2:]):.2f} ms per later step): ≈{first_use:.1f} ms of first-use costs — CUDA's lazy "
-             "loading of each kernel's module on its first launch and cuBLASLt's heuristic query for each new matmul shape "
-             "(stg caches the chosen algorithm per shape)."]
-    if ee and "submit_ms" in ee:
-        mod = es[0] - ee["submit_ms"][0]
-        parts.append(f"With `CUDA_MODULE_LOADING=EAGER` (every module loaded when the context is made: backend start "
-                     f"{ee['backend_ms']:.0f} ms instead of {e['backend_ms']:.0f} ms) the first eager submit took {ee['submit_ms'][0]:.1f} ms, "
-                     f"so lazy module loading was ≈{mod:.1f} ms of the first step and cuBLASLt's heuristics and other first-use work "
-                     f"the remaining ≈{ee['submit_ms'][0] - statistics.median(es[2:]):.1f} ms.")
-    parts.append(f"In graph mode the second step still pays: stg double-buffers its inputs and keeps one captured graph per "
-                 f"buffer, so the second submit captures and instantiates the second graph ({gs[1]:.1f} ms of host time, step "
-                 f"time {gt[1]:.1f} ms): capture and instantiation of the small model's step cost ≈{capture:.1f} ms. From the third "
-                 f"step on a submit is one graph launch ({statistics.median(gs[2:]):.3f} ms of host time).")
-    sd2 = warm_stats(gt, 2)
-    sd0 = warm_stats(gt, 0)
+             f"against {statistics.median(gt[3:]):.2f} ms in steady state, {gs[0]:.1f} ms of it host time inside the first submit; "
+             f"launched op by op (eager) the first step took {et[0]:.1f} ms ({es[0]:.1f} ms in submit, against {e_st:.2f} ms per later "
+             "step). The runs above take it apart:"]
+    if ge and ee and "submit_ms" in ge and "submit_ms" in ee:
+        parts.append(f"(1) *module loading*: with `CUDA_MODULE_LOADING=EAGER` every kernel module is loaded when the context is made "
+                     f"(backend start {ee['backend_ms']:.0f} ms instead of {e['backend_ms']:.0f} ms) and the first submit falls from "
+                     f"{gs[0]:.1f} to {ge['submit_ms'][0]:.1f} ms with graph replay and from {es[0]:.1f} to {ee['submit_ms'][0]:.1f} ms eager: "
+                     f"CUDA's default lazy loading costs ≈{gs[0] - ge['submit_ms'][0]:.1f} ms when the first launches happen inside a "
+                     f"stream capture and ≈{es[0] - ee['submit_ms'][0]:.1f} ms outside one. (2) *first use* of everything else: with the "
+                     f"modules already loaded, the first eager submit still takes {ee['submit_ms'][0]:.1f} ms against "
+                     f"{statistics.median(ee['submit_ms'][2:]):.2f} ms later, ≈{ee['submit_ms'][0] - statistics.median(ee['submit_ms'][2:]):.1f} ms "
+                     "of one-time work, chiefly cuBLASLt's heuristic query for each new matmul shape (stg keeps the chosen algorithm "
+                     "per shape, so it is asked once).")
+    parts.append(f"(3) *graph capture and instantiation*: stg double-buffers its inputs and keeps one captured graph per buffer, so "
+                 f"the second step captures and instantiates the second graph: {gs[1]:.1f} ms of host time in submit 2, step time "
+                 f"{gt[1]:.1f} ms. From the third step on a submit is one graph launch ({g_st:.3f} ms of host time; eager launching "
+                 f"costs {e_st:.2f} ms of host time per step, which is why eager's steady step is "
+                 f"{statistics.median(et[3:]):.2f} ms against replay's {statistics.median(gt[3:]):.2f}).")
+    sd2, sd0 = warm_stats(gt, 2), warm_stats(gt, 0)
     if sd2 and sd0:
-        parts.append(f"That is why 0 warm-up steps gives {sd0[0]:.2f} ± {sd0[1]:.2f} ms and 2 give {sd2[0]:.2f} ± {sd2[1]:.2f} ms. "
+        parts.append(f"Hence 0 warm-up steps give {sd0[0]:.2f} ± {sd0[1]:.2f} ms and 2 give {sd2[0]:.2f} ± {sd2[1]:.2f} ms. "
                      "The steady state has almost no variance because a step is one graph launch: no per-op host work, no "
-                     "allocator (every byte was placed by the plan before the first step), no Python, and the same kernels "
-                     "with the same algorithms in the same order every time; what remains is the GPU's own jitter.")
+                     "allocator (every byte was placed by the plan before the first step), no Python, the same kernels with the same "
+                     "algorithms in the same order every time; what is left is the GPU's own jitter.")
     big = w.get(("2.7B", "bf16", "graph", False))
     if big:
-        t = big["times_ms"]
-        parts.append(f"For 2.7B (bf16) the first step took {t[0]:.1f} ms against {statistics.median(t[3:]):.1f} ms steady: the fixed "
-                     f"first-use and capture costs ({big['submit_ms'][0]:.1f} ms of host time in submit 1) matter less as the step grows.")
+        t, sm = big["times_ms"], big["submit_ms"]
+        parts.append(f"For 2.7B (bf16) the first step took {t[0]:.1f} ms against {statistics.median(t[3:]):.1f} ms steady "
+                     f"({sm[0]:.1f} ms in submit 1, {sm[1]:.1f} ms to capture and instantiate the second graph): the one-time costs "
+                     "grow with the number of ops and shapes but matter less as the step grows.")
     pe = next((r for r in pw if r.get("mode") == "bf16" and "times_ms" in r), None)
     pc = next((r for r in pw if r.get("mode") == "bf16c" and "times_ms" in r), None)
     if pe:
         t = pe["times_ms"]
-        sdp, sdg = warm_stats(t, 2), warm_stats(gt, 2)
-        parts.append(f"PyTorch eager's first step ({t[0]:.1f} ms against {statistics.median(t[3:]):.1f} ms) pays the same kind of "
-                     "first-use costs on a larger scale (loading PyTorch's kernels, cuBLAS handle and workspace creation, the "
+        sdp = warm_stats(t, 2)
+        parts.append(f"PyTorch eager's first step ({t[0]:.1f} ms against {statistics.median(t[3:]):.1f} ms; the first in its process) "
+                     "pays the same kinds of first-use costs on a larger scale (PyTorch's kernels, cuBLAS handles and workspaces, the "
                      "caching allocator's first cudaMallocs)"
-                     + (f"; over 10 steady steps its sd is {sdp[1]:.2f} ms against stg's {sdg[1]:.2f} ms, every op being "
-                        "dispatched from Python." if sdp and sdg else "."))
+                     + (f"; over 10 steady steps its sd is {sdp[1]:.2f} ms against stg's {sd2[1]:.2f} ms, every op being dispatched "
+                        "from Python." if sdp and sd2 else "."))
     if pc:
         parts.append(f"torch.compile's first step includes compiling: {pc['times_ms'][0] / 1000:.1f} s.")
     return " ".join(parts)
@@ -764,6 +790,14 @@ def memory_comment(D):
            f"{(bb['activation'] + bb['temporary']) / GiB:.2f} GiB (all tensors of those classes), but bf16 mode keeps a bf16 working copy of "
            f"the weights ({bb['param'] / GiB:.2f} GiB) beside the fp32 master weights, which sit with the AdamW moments in the "
            f"optimizer class ({bb['optimizer'] / GiB:.2f} GiB against fp32's {bf['optimizer'] / GiB:.2f})."]
+    pf16 = next((r for r in D.peer if r.get("kind") == "forward_memory" and r.get("ctx") == 512 and r.get("mode") == "bf16"
+                 and "peak_alloc_bytes" in r), None)
+    fw16 = rep("bf16", "forward")
+    if pf16 and fw16:
+        out.append(f"For inference the bf16 plan holds {fw16['plan']['peak_bytes'] / GiB:.2f} GiB (bf16 weights, no master copy in "
+                   f"forward mode), where PyTorch's autocast forward peaks at {pf16['peak_alloc_bytes'] / GiB:.2f} GiB: its fp32 "
+                   f"parameters ({pf16['params_bytes'] / GiB:.2f} GiB allocated before the forward) plus the bf16 copies autocast "
+                   "makes of them and the activations.")
     if lo32 and lo16:
         out.append(f"From ctx 128 to 512 the planned step peak grows only from {lo32['plan']['peak_bytes'] / GiB:.2f} to "
                    f"{f32['plan']['peak_bytes'] / GiB:.2f} GiB (fp32): at batch 4 the {(bf['param'] + bf['optimizer']) / GiB:.1f} GiB of "
@@ -834,13 +868,26 @@ def answers_section(D, a):
                  f"({per_tok / 2**20:.2f} MiB); by hand, each block saves its input (d_model) and its hidden (d_ff) in bf16: "
                  f"126 · (16384 + 53248) · 2 = {formula:,} B{' — the same' if abs(per_tok - formula) < 64 else ''} (the rest "
                  "of the plan's activation bytes is the loss's log-sum-exp, 4 B per token).\n")
-    dp = [r for r in D.ans if r.get("kind") == "xxl-dp" and "report" in r]
+    dp = [r for r in D.ans if r.get("kind") == "xxl-dp" and "text" in r]
     if dp:
-        o.append("Per-device bytes with N data-parallel devices (`--world N --zero 0|1|3`), batch 1 × ctx 1024 per device:\n")
-        o.append("| N | ZeRO | planned peak per device (GiB) | command |")
-        o.append("|---:|---:|---:|---|")
+        o.append("Per-device bytes with N data-parallel devices: `--world N --zero 0|1|3` adds a section to the text/md report "
+                 "(batch 1 × ctx 1024 per device; the command is the one above with `--format md --world N --zero Z` in place of "
+                 "`--format json`; the table quotes the section's *per device* line):\n")
+        o.append("| N | ZeRO | per device (GiB) | per device (bytes) | what is sharded |")
+        o.append("|---:|---:|---:|---:|---|")
+        need = None
         for r in dp:
-            o.append(f"| {r['world']} | {r['zero']} | {r['report']['plan']['peak_bytes'] / GiB:.1f} | `{r['cmd']}` |")
+            m = re.search(r"per device: ([\d.]+) GiB \((\d+) bytes\)", r["text"])
+            sh_ = re.search(r"sharded over \d+: ([^;\n]+)", r["text"])
+            nd = re.search(r"devices needed for [^\n]*", r["text"])
+            need = need or (nd.group(0) if nd else None)
+            o.append(f"| {r['world']} | {r['zero']} | {m.group(1) if m else '?'} | {int(m.group(2)):,} | {sh_.group(1) if sh_ else 'nothing'} |"
+                     if m else f"| {r['world']} | {r['zero']} | (no per-device line) | | |")
+        o.append("")
+        o.append("Example: `" + dp[0]["cmd"] + "`.")
+        if need:
+            o.append(f"\nThe report's own answer to \"how many devices\": {need.rstrip(';')}. "
+                     "(memreport says that stages 2 and 3 are accounting only: stg runs stages 0 and 1.)")
     elif note:
         o.append("**Data parallel:** this build of `stg memreport` has no `--world N --zero 0|1|3` yet (it comes with the "
                  "data-parallel issue), so the per-device answers are not given here. By hand, for reference only: with "
@@ -866,6 +913,7 @@ def main():
     ap.add_argument("--peer", default="peer/torch_lm.py")
     ap.add_argument("--python", default=sys.executable or "python3")
     ap.add_argument("--peer-step-only", default="bf16", help="peer modes timed for the full step only (bf16 eager by default)")
+    ap.add_argument("--note", default="", help="report: a paragraph about this run, printed in the introduction")
     ap.add_argument("--append", action="store_true", help="peer: add to docs/bench/peer*.jsonl instead of starting them afresh")
     ap.add_argument("--source", default=None, help="what stg was built from (e.g. a commit), for the report")
     a = ap.parse_args()

@@ -70,6 +70,9 @@ out:
     rt_dist_close(&d);
     return rc;
 #else
+    (void)json;
+    (void)iters;
+    (void)warmup;
     fprintf(stderr, "stg comm-bench: this stg was built without CUDA\n");
     return 2;
 #endif

@@ -128,11 +128,13 @@ static int cb_record(rt_backend *b, int slot, stg_err *err) {
     return 0;
 }
 
+#ifdef STG_HAVE_NCCL
 static double cb_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+#endif
 
 // Waits for ev. In a data-parallel run the wait polls, so that a rank that died or hangs (NCCL's
 // asynchronous error, or no progress for timeout_s) ends the wait with a message and the

@@ -1,5 +1,6 @@
 #include "planner/report.h"
 #include "planner/budget.h"
+#include "planner/shard.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -688,6 +689,23 @@ static int write_json(wr *w, const stg_graph *g, const stg_plan *p, const stg_fo
            bu->extra_flops, bu->step_flops);
     } else {
         pr(w, ",\n  \"budget\": null");
+    }
+    if (x && x->shard) {
+        const stg_shard_report *r = x->shard;
+        pr(w, ",\n  \"data_parallel\": {\"world\": %d, \"zero\": %d, \"peak_bytes\": %lld, \"param_bytes\": %lld, \"grad_bytes\": %lld, "
+              "\"optimizer_bytes\": %lld, \"removed_bytes\": %lld, \"transient_bytes\": %lld, \"per_device_bytes\": %lld",
+           r->world, r->zero, (long long)r->peak, (long long)r->params, (long long)r->grads, (long long)r->optimizer, (long long)r->removed,
+           (long long)r->transient, (long long)r->per_device);
+        if (x->shard_capacity > 0) {
+            pr(w, ", \"capacity_bytes\": %lld, \"devices_needed\": [", (long long)x->shard_capacity);
+            for (int z = 0; z <= 3; z++) {
+                int n = plan_shard_devices_needed(g, p, z, x->shard_bucket, x->shard_capacity, 1 << 16);
+                if (n) pr(w, "%s%d", z ? ", " : "", n);
+                else pr(w, "%snull", z ? ", " : "");
+            }
+            pr(w, "]");
+        }
+        pr(w, "}");
     }
     pr(w, "\n}\n");
     return 0;

@@ -21,6 +21,8 @@ typedef struct {
     const char *model_path;
     const char *command;
     const struct stg_budget_report *budget; // the memory budget and what was recomputed; NULL when none
+    const struct stg_shard_report *shard;   // JSON: per-device bytes under data parallelism (planner/shard.h); NULL when none
+    int64_t shard_bucket, shard_capacity;   // with shard: bucket bytes, and device capacity for "devices needed" (0: none)
 } stg_report_extra;
 
 // Writes the report of plan p for graph g into f. fm may be NULL or unavailable; x may be NULL.

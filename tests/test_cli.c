@@ -188,8 +188,28 @@ static void test_bench_json(void **s) {
     expect_fail("--what 'forward,'", "bench models/tiny.yaml --device cpu --what %s", "forward,");
 }
 
+// stg memreport --world N --zero K: the per-device section in text and JSON; bad values refused.
+static void test_memreport_world(void **s) {
+    char out[1 << 17];
+    int rc = stg(out, sizeof out, "memreport models/tiny.yaml --world 4 --zero 1 --device-memory 0.001");
+    if (rc != 0) fail_msg("%s", out);
+    assert_non_null(strstr(out, "Data parallel: 4 devices, ZeRO stage 1"));
+    assert_non_null(strstr(out, "devices needed for"));
+    rc = stg(out, sizeof out, "memreport models/tiny.yaml --world 2 --zero 3 --format json");
+    if (rc != 0) fail_msg("%s", out);
+    const char *dp = strstr(out, "\"data_parallel\": {\"world\": 2, \"zero\": 3");
+    assert_non_null(dp);
+    assert_non_null(strstr(dp, "\"per_device_bytes\": "));
+    assert_non_null(strstr(dp, "\"devices_needed\": ["));
+    expect_fail("--zero", "memreport models/tiny.yaml --world 2 --zero %s", "4");
+    expect_fail("--world", "memreport models/tiny.yaml --world %s", "0");
+    expect_fail("not svg", "memreport models/tiny.yaml --world 2 --format %s", "svg");
+    expect_fail("stg launch", "train models/tiny.yaml --device cpu --zero %s", "1");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_memreport_world),
         cmocka_unit_test(test_bad_command_lines), cmocka_unit_test(test_bad_model_file),
         cmocka_unit_test(test_output_not_clobbered), cmocka_unit_test(test_happy_paths), cmocka_unit_test(test_bench_json),
     };

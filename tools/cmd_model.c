@@ -173,8 +173,8 @@ int cmd_memreport(int argc, char **argv) {
     m.train = !c.forward;
     c.zero = m.optim.dp_zero; // --zero is a model option (cli_model_arg)
     m.optim.dp_zero = 0;
-    if ((c.zero || c.world) && (c.fmt == STG_REPORT_JSON || c.fmt == STG_REPORT_SVG)) {
-        fprintf(stderr, "stg memreport: --world and --zero add a section to the text and md formats only\n");
+    if ((c.zero || c.world) && c.fmt == STG_REPORT_SVG) {
+        fprintf(stderr, "stg memreport: --world and --zero add to the text, md and json formats, not svg\n");
         return 2;
     }
     if (c.zero && !c.world) c.world = 1;
@@ -195,7 +195,7 @@ int cmd_memreport(int argc, char **argv) {
         fprintf(stderr, "stg memreport: %s\n", err.msg);
         goto out;
     }
-    stg_report_extra x = {-1, c.forward ? "forward" : "train", m.model, NULL, m.budget ? &brep : NULL};
+    stg_report_extra x = {.measured_bytes = -1, .mode = c.forward ? "forward" : "train", .model_path = m.model, .budget = m.budget ? &brep : NULL};
     if (dev) { // allocate the plan on the device and measure what it really holds
         rt_backend *b = dev;
         dev = NULL;
@@ -220,8 +220,13 @@ int cmd_memreport(int argc, char **argv) {
         }
         goto out;
     }
+    if (c.world) {
+        x.shard = &sr;
+        x.shard_bucket = m.optim.dp_bucket_bytes;
+        x.shard_capacity = m.train ? (int64_t)(c.device_gib * (double)(1LL << 30)) : 0;
+    }
     if (report_write(f, c.fmt, g, p, &fm, &x, &err) ||
-        (c.world && plan_shard_write(f, c.fmt == STG_REPORT_MD, g, p, &sr, m.optim.dp_bucket_bytes,
+        (c.world && c.fmt != STG_REPORT_JSON && plan_shard_write(f, c.fmt == STG_REPORT_MD, g, p, &sr, m.optim.dp_bucket_bytes,
                                      m.train ? (int64_t)(c.device_gib * (double)(1LL << 30)) : 0, &err))) {
         fprintf(stderr, "stg memreport: %s\n", err.msg);
         if (f != stdout) {

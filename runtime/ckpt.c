@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/dist.h"
 #include "runtime/safetensors.h"
 
 #define CKPT_FORMAT "stg-checkpoint-1"
@@ -38,6 +39,22 @@ static void *read_host(rt_exec *e, int t, stg_err *err) {
     return f;
 }
 
+// The checkpoint's metadata: format, model, precision, step, data RNG state, dims.
+static int write_meta(rt_st_writer *w, const stg_graph *g, const rt_ckpt_state *st, stg_err *err) {
+    char dims[4096], num[64], rng_hex[2 * RT_RNG_STATE_BYTES + 1];
+    uint8_t rs[RT_RNG_STATE_BYTES];
+    rt_rng_save(&st->data_rng, rs);
+    for (int i = 0; i < RT_RNG_STATE_BYTES; i++) snprintf(rng_hex + 2 * i, 3, "%02x", rs[i]);
+    rt_dims_string(g, dims, sizeof dims);
+    snprintf(num, sizeof num, "%" PRId64, st->step);
+    if (rt_st_writer_meta(w, "format", CKPT_FORMAT, err) || rt_st_writer_meta(w, "model", g->name, err) ||
+        rt_st_writer_meta(w, "precision", stg_precision_name(g->precision), err) ||
+        rt_st_writer_meta(w, "step", num, err) || rt_st_writer_meta(w, "data_rng", rng_hex, err) ||
+        rt_st_writer_meta(w, "dims", dims, err))
+        return -1;
+    return 0;
+}
+
 int rt_ckpt_save(rt_exec *e, const char *path, const rt_ckpt_state *st, stg_err *err) {
     const stg_graph *g = rt_exec_graph(e);
     rt_st_writer *w = rt_st_writer_new(err);
@@ -60,23 +77,86 @@ int rt_ckpt_save(rt_exec *e, const char *path, const rt_ckpt_state *st, stg_err 
         if (!(bufs[t] = read_host(e, src, err))) goto out;
         if (rt_st_writer_add(w, name, host_dtype(g), x->ndim, x->shape, bufs[t], err)) goto out;
     }
-    char dims[4096], num[64], rng_hex[2 * RT_RNG_STATE_BYTES + 1];
-    uint8_t rs[RT_RNG_STATE_BYTES];
-    rt_rng_save(&st->data_rng, rs);
-    for (int i = 0; i < RT_RNG_STATE_BYTES; i++) snprintf(rng_hex + 2 * i, 3, "%02x", rs[i]);
-    rt_dims_string(g, dims, sizeof dims);
-    snprintf(num, sizeof num, "%" PRId64, st->step);
-    if (rt_st_writer_meta(w, "format", CKPT_FORMAT, err) || rt_st_writer_meta(w, "model", g->name, err) ||
-        rt_st_writer_meta(w, "precision", stg_precision_name(g->precision), err) ||
-        rt_st_writer_meta(w, "step", num, err) || rt_st_writer_meta(w, "data_rng", rng_hex, err) ||
-        rt_st_writer_meta(w, "dims", dims, err))
-        goto out;
+    if (write_meta(w, g, st, err)) goto out;
     rc = rt_st_writer_write(w, path, err);
 out:
     if (bufs)
         for (int t = 0; t < g->nt; t++) free(bufs[t]);
     free(bufs);
     rt_st_writer_free(w);
+    return rc;
+}
+
+// The owner rank of parameter p in a ZeRO-1 graph (the root of its broadcast op), -1 when none.
+static int zero_owner(const stg_graph *g, int p) {
+    for (int o = 0; o < g->nops; o++)
+        if (g->ops[o].kind == STG_OP_BROADCAST && g->ops[o].in[0] == p) return (int)g->ops[o].a.comm.root;
+    return -1;
+}
+
+// This rank's AdamW state tensor "<param>.<suffix>" of parameter p, -1 when it holds none.
+static int state_of(const stg_graph *g, int p, const char *suffix) {
+    char nm[STG_NAME_MAX + 16];
+    snprintf(nm, sizeof nm, "%s.%s", g->t[p].name, suffix);
+    nm[STG_NAME_MAX - 1] = 0;
+    int t = graph_find_tensor(g, nm);
+    return t >= 0 && g->t[t].cls == STG_CLASS_OPTIMIZER && g->t[t].param == p ? t : -1;
+}
+
+int rt_ckpt_save_dist(rt_exec *e, const char *path, const rt_ckpt_state *st, rt_dist *d, stg_err *err) {
+    const stg_graph *g = rt_exec_graph(e);
+    bool zero = false;
+    for (int o = 0; o < g->nops; o++) zero |= g->ops[o].kind == STG_OP_BROADCAST;
+    if (!d || d->world <= 1) return rt_ckpt_save(e, path, st, err);
+    if (!zero) return d->rank == 0 ? rt_ckpt_save(e, path, st, err) : 0; // every rank holds everything
+    static const char *const names[3] = {NULL, "adam_m", "adam_v"};
+    size_t hsz = host_dtype(g) == RT_DT_F64 ? 8 : 4;
+    rt_st_writer *w = d->rank == 0 ? rt_st_writer_new(err) : NULL;
+    if (d->rank == 0 && !w) return -1;
+    void **bufs = stg_calloc((size_t)g->nt * 3, sizeof *bufs, err);
+    int rc = -1;
+    if (!bufs) goto out;
+    for (int p = 0; p < g->nt; p++) {
+        const stg_tensor *x = &g->t[p];
+        if (x->cls != STG_CLASS_PARAM) continue;
+        int owner = zero_owner(g, p);
+        if (owner < 0) owner = 0;
+        size_t bytes = hsz * (size_t)graph_numel(x);
+        for (int k = 0; k < 3; k++) {
+            void **b = &bufs[3 * p + k];
+            if (d->rank == owner) {
+                int src = k == 0 ? rt_exec_param_truth(e, p) : state_of(g, p, names[k]);
+                if (src < 0) {
+                    stg_errf(err, "rank %d: no AdamW state '%s.%s' for a parameter it owns", d->rank, x->name, names[k]);
+                    goto out;
+                }
+                if (!(*b = read_host(e, src, err))) goto out;
+            } else if (d->rank == 0 && !(*b = stg_malloc(bytes ? bytes : 1, err)))
+                goto out;
+            if (owner != 0 && rt_dist_to_root(d, *b, bytes, owner, err)) goto out;
+            if (d->rank == 0) {
+                char nm[STG_NAME_MAX + 16];
+                if (k == 0) snprintf(nm, sizeof nm, "%s", x->name);
+                else snprintf(nm, sizeof nm, "%s.%s", x->name, names[k]);
+                if (rt_st_writer_add(w, nm, host_dtype(g), x->ndim, x->shape, *b, err)) goto out;
+            }
+            if (d->rank != 0) { // sent
+                free(*b);
+                *b = NULL;
+            }
+        }
+    }
+    if (d->rank != 0) {
+        rc = 0;
+        goto out;
+    }
+    if (write_meta(w, g, st, err)) goto out;
+    rc = rt_st_writer_write(w, path, err);
+out:
+    if (bufs)
+        for (int t = 0; t < 3 * g->nt; t++) free(bufs[t]);
+    free(bufs);
+    if (w) rt_st_writer_free(w);
     return rc;
 }
 

@@ -18,6 +18,12 @@ typedef struct rt_ckpt_state {
 } rt_ckpt_state;
 
 int rt_ckpt_save(rt_exec *e, const char *path, const rt_ckpt_state *st, stg_err *err);
+// Data parallel, called by every rank at the same step: rank 0 writes the checkpoint. With ZeRO-1
+// (the graph has broadcast ops) each parameter's owner sends rank 0 its fp32 value and AdamW
+// moments, so the file is the same as one process's; each rank loads its own share of it with
+// rt_ckpt_load. d NULL or a world of 1: rt_ckpt_save.
+struct rt_dist;
+int rt_ckpt_save_dist(rt_exec *e, const char *path, const rt_ckpt_state *st, struct rt_dist *d, stg_err *err);
 // Restores parameters, AdamW state, step and RNG; fails (nothing changed in `e` on a mismatch
 // found before loading) when the file is from a different model, dims or options.
 int rt_ckpt_load(rt_exec *e, const char *path, rt_ckpt_state *st, stg_err *err);

@@ -261,6 +261,14 @@ int rt_dist_bcast_root(rt_dist *d, void *buf, size_t n, int root, stg_err *err) 
     return recv_all(d, d->fd[0], buf, n, 0, err);
 }
 
+int rt_dist_to_root(rt_dist *d, void *buf, size_t n, int from, stg_err *err) {
+    if (!d->connected) return stg_errf(err, "rt_dist_to_root: not connected");
+    if (from < 0 || from >= d->world) return stg_errf(err, "a message from rank %d of %d", from, d->world);
+    if (from == 0 || (d->rank != 0 && d->rank != from)) return 0;
+    if (d->rank == from) return send_all(d, d->fd[0], buf, n, 0, err);
+    return recv_all(d, d->fd[from], buf, n, from, err);
+}
+
 int rt_dist_barrier(rt_dist *d, stg_err *err) {
     uint32_t token = DIST_MAGIC;
     if (!d->connected) return stg_errf(err, "rt_dist_barrier: not connected");

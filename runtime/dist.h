@@ -43,6 +43,9 @@ int rt_dist_bcast(rt_dist *d, void *buf, size_t n, stg_err *err);
 // From rank `root` to every rank (through rank 0 when root is another rank).
 int rt_dist_bcast_root(rt_dist *d, void *buf, size_t n, int root, stg_err *err);
 int rt_dist_barrier(rt_dist *d, stg_err *err);
+// Point to point with rank 0: rank `from` sends n bytes, rank 0 receives them (both call it; other
+// ranks return at once).
+int rt_dist_to_root(rt_dist *d, void *buf, size_t n, int from, stg_err *err);
 // In place: every rank ends with the mean over ranks of buf (n elements of dtype f32, f64 or
 // bf16), summed in double on rank 0 in rank order.
 int rt_dist_allreduce_mean(rt_dist *d, void *buf, int64_t n, stg_dtype dt, stg_err *err);

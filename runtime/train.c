@@ -184,13 +184,15 @@ static int val_loss(rt_exec *e, rt_feed *vf, const rt_train_cfg *cfg, double *ou
     return 0;
 }
 
+// Every rank calls it at the same step; rank 0 writes (with ZeRO-1 the owners send it their
+// parameters' AdamW state first: rt_ckpt_save_dist).
 static int write_ckpt(rt_exec *e, const rt_train_cfg *cfg, int64_t step, const rt_rng *data_rng, stg_err *err) {
-    if (mkdir(cfg->ckpt_dir, 0777) != 0 && errno != EEXIST)
+    if (cfg->rank == 0 && mkdir(cfg->ckpt_dir, 0777) != 0 && errno != EEXIST)
         return stg_errf(err, "%s: cannot create the checkpoint directory: %s", cfg->ckpt_dir, strerror(errno));
     char path[4096];
     snprintf(path, sizeof path, "%s/ckpt.safetensors", cfg->ckpt_dir);
     rt_ckpt_state st = {step, *data_rng};
-    return rt_ckpt_save(e, path, &st, err);
+    return rt_ckpt_save_dist(e, path, &st, cfg->world > 1 ? cfg->dist : NULL, err);
 }
 
 int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, rt_train_result *res, stg_err *err) {
@@ -243,7 +245,7 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
         }
         queue[nq++] = step;
         bool val_due = cfg->val_every > 0 && (step % cfg->val_every == 0 || step == cfg->steps);
-        bool ckpt_due = lead && cfg->ckpt_dir && ((cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0) || step == cfg->steps);
+        bool ckpt_due = cfg->ckpt_dir && ((cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0) || step == cfg->steps);
         while (nq == 2 || (nq > 0 && (val_due || ckpt_due || step == cfg->steps))) {
             int64_t done = queue[0];
             queue[0] = queue[1];

@@ -24,6 +24,7 @@ typedef struct rt_train_cfg {
     const char *init_path;    // start from these parameters (safetensors)
     int rank, world;          // data parallel: this process's share of every batch; only rank 0
                               // writes logs and checkpoints (world 0 or 1: one process)
+    struct rt_dist *dist;     // data parallel: the group (checkpoints with ZeRO-1 gather over it)
 } rt_train_cfg;
 
 rt_train_cfg rt_train_defaults(void);

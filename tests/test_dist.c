@@ -23,6 +23,7 @@
 #include "runtime/backend.h"
 #include "runtime/dist.h"
 #include "runtime/exec.h"
+#include "runtime/safetensors.h"
 #include "runtime/train.h"
 
 #define MODEL(p) STG_SOURCE_DIR "/models/" p
@@ -387,6 +388,52 @@ static void test_shard_accounting(void **s) {
     graph_free(g);
 }
 
+// Two tensors files hold the same tensors (names, shapes, bytes), whatever their order.
+static void same_tensors(const char *a, const char *b) {
+    rt_st *x, *y;
+    stg_err err;
+    if (rt_st_open(a, &x, &err) || rt_st_open(b, &y, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(rt_st_count(x), rt_st_count(y));
+    for (size_t i = 0; i < rt_st_count(x); i++) {
+        const rt_st_tensor *s = rt_st_at(x, i), *t = rt_st_find(y, s->name);
+        if (!t) fail_msg("%s lacks %s", b, s->name);
+        assert_int_equal(s->nbytes, t->nbytes);
+        if (s->nbytes && memcmp(s->data, t->data, s->nbytes) != 0) fail_msg("%s differs between %s and %s", s->name, a, b);
+    }
+    rt_st_free(x);
+    rt_st_free(y);
+}
+
+// Checkpoints under data parallelism: with ZeRO-1 the owners' AdamW state is gathered to rank 0,
+// so the file equals plain data parallelism's, and 3 steps + resume + 3 steps == 6 steps, bitwise.
+static void test_checkpoints(void **s) {
+    clear_env();
+    char dir[] = "/tmp/stg_dist_ckptXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const char *run = "cd '%s' && '%s' launch -n 2 -- '%s' train models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 "
+                      "--set batch=2 --lr 1e-2 --warmup 1 --cosine-steps 6 --steps %d --ckpt %s/%s --log %s/%s.jsonl %s >/dev/null 2>&1";
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, run, STG_SOURCE_DIR, STG_BINARY, STG_BINARY, 6, dir, "plain", dir, "plain", "");
+    assert_int_equal(sh(cmd), 0);
+    snprintf(cmd, sizeof cmd, run, STG_SOURCE_DIR, STG_BINARY, STG_BINARY, 6, dir, "zero", dir, "zero", "--zero 1");
+    assert_int_equal(sh(cmd), 0);
+    snprintf(cmd, sizeof cmd, run, STG_SOURCE_DIR, STG_BINARY, STG_BINARY, 3, dir, "resumed", dir, "resumed", "--zero 1");
+    assert_int_equal(sh(cmd), 0);
+    snprintf(cmd, sizeof cmd, run, STG_SOURCE_DIR, STG_BINARY, STG_BINARY, 6, dir, "resumed", dir, "resumed", "--zero 1 --resume");
+    assert_int_equal(sh(cmd), 0);
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/plain/ckpt.safetensors", dir);
+    snprintf(b, sizeof b, "%s/zero/ckpt.safetensors", dir);
+    same_tensors(a, b);
+    snprintf(a, sizeof a, "%s/resumed/ckpt.safetensors", dir);
+    same_tensors(a, b);
+    // the logs: steps 4..6 of the resumed run are the straight run's, loss for loss
+    snprintf(cmd, sizeof cmd, "cd %s && tail -n 3 zero.jsonl | cut -d, -f1-2 > z && tail -n 3 resumed.jsonl | cut -d, -f1-2 > r && cmp -s z r", dir);
+    assert_int_equal(sh(cmd), 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    sh(cmd);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_env),
@@ -398,6 +445,7 @@ int main(void) {
         cmocka_unit_test(test_missing_rank),
         cmocka_unit_test(test_dead_rank),
         cmocka_unit_test(test_launch),
+        cmocka_unit_test(test_checkpoints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -123,12 +123,8 @@ int cmd_train(int argc, char **argv) {
     if (m.optim.cosine_steps == 0) m.optim.cosine_steps = c.cfg.steps; // anneal over the whole run by default
     rt_dist dist;
     if (cli_dist_env(&m, &dist)) return 2;
-    if (m.optim.dp_zero && (c.cfg.ckpt_dir || c.cfg.resume)) {
-        fprintf(stderr, "stg train: checkpoints with --zero 1 are not supported: each rank holds the AdamW state of its own "
-                        "parameters only, and nothing gathers it to rank 0 yet\n");
-        return 2;
-    }
     c.cfg.rank = dist.rank;
+    c.cfg.dist = &dist;
     c.cfg.world = dist.world;
     if (dist.rank != 0) c.quiet = true; // rank 0 reports for all
     rt_backend *b = cli_open_backend_at(c.device, m.precision, c.tf32, dist.local_rank);

@@ -353,6 +353,17 @@ static void test_launch(void **s) {
     assert_int_equal(sh(cmd), 3);
     snprintf(cmd, sizeof cmd, "'%s' launch -n 0 -- true >/dev/null 2>&1", STG_BINARY);
     assert_int_equal(sh(cmd), 2);
+    // two "nodes" of one process each on this machine: ranks 0 and 1 of 2
+    int port = free_port() + 3;
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && ('%s' launch -n 1 --nnodes 2 --node-rank 1 --port %d -- sh -c 'test $RANK = 1 && test $LOCAL_RANK = 0 && test "
+             "$WORLD_SIZE = 2 && exec \"$0\" \"$@\"' '%s' train models/tiny.yaml --device cpu --steps 2 --set n_layers=1 --set ctx=16 "
+             "--set batch=2 >/dev/null 2>&1 & '%s' launch -n 1 --nnodes 2 --node-rank 0 --port %d -- '%s' train models/tiny.yaml "
+             "--device cpu --steps 2 --set n_layers=1 --set ctx=16 --set batch=2 >/dev/null 2>&1; a=$?; wait $!; b=$?; exit $((a + b)))",
+             STG_SOURCE_DIR, STG_BINARY, port, STG_BINARY, STG_BINARY, port, STG_BINARY);
+    assert_int_equal(sh(cmd), 0);
+    snprintf(cmd, sizeof cmd, "'%s' launch -n 1 --nnodes 2 --node-rank 0 -- true >/dev/null 2>&1", STG_BINARY);
+    assert_int_equal(sh(cmd), 2);
 }
 
 // ZeRO accounting: what each stage takes off a device, by class, and the devices needed.

@@ -16,9 +16,11 @@
 #include "tools/cli.h"
 
 static const char *launch_usage =
-    "usage: stg launch -n N [--port P] [--addr A] -- COMMAND [ARGS...]\n"
+    "usage: stg launch -n N [--nnodes M --node-rank K] [--port P] [--addr A] -- COMMAND [ARGS...]\n"
     "  starts N processes of COMMAND with RANK, WORLD_SIZE, LOCAL_RANK (0..N-1), MASTER_ADDR (default 127.0.0.1)\n"
-    "  and MASTER_PORT (default: a free port) set; e.g. stg launch -n 2 -- stg train models/cs336/small.yaml\n";
+    "  and MASTER_PORT (default: a free port; give --port with --nnodes) set; e.g. stg launch -n 2 -- stg train MODEL\n"
+    "  several nodes: on node K of M, stg launch -n N --nnodes M --node-rank K --addr NODE0 --port P -- ...\n"
+    "  (RANK = K * N + LOCAL_RANK, WORLD_SIZE = M * N)\n";
 
 // A port nothing listens on now (the kernel's choice for port 0).
 static int free_port(void) {
@@ -38,13 +40,17 @@ static int free_port(void) {
 static int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0); }
 
 int cmd_launch(int argc, char **argv) {
-    int64_t n = 0, port = 0;
+    int64_t n = 0, port = 0, nnodes = 1, node = 0;
     const char *addr = "127.0.0.1";
     int i = 1;
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         const char *v;
         if (strcmp(argv[i], "-n") == 0 || strcmp(argv[i], "--nproc") == 0) {
             if (!(v = cli_value(argc, argv, &i)) || cli_int("-n", v, 1, 1024, &n)) return 2;
+        } else if (strcmp(argv[i], "--nnodes") == 0) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_int("--nnodes", v, 1, 65536, &nnodes)) return 2;
+        } else if (strcmp(argv[i], "--node-rank") == 0) {
+            if (!(v = cli_value(argc, argv, &i)) || cli_int("--node-rank", v, 0, 65535, &node)) return 2;
         } else if (strcmp(argv[i], "--port") == 0) {
             if (!(v = cli_value(argc, argv, &i)) || cli_int("--port", v, 1, 65535, &port)) return 2;
         } else if (strcmp(argv[i], "--addr") == 0) {
@@ -59,6 +65,14 @@ int cmd_launch(int argc, char **argv) {
         return 2;
     }
     char **cmd = argv + i + 1;
+    if (node >= nnodes) {
+        fprintf(stderr, "stg launch: --node-rank %lld is not below --nnodes %lld\n", (long long)node, (long long)nnodes);
+        return 2;
+    }
+    if (nnodes > 1 && !port) {
+        fprintf(stderr, "stg launch: with --nnodes, give every node the same --port (and --addr of node 0)\n");
+        return 2;
+    }
     if (!port && (port = free_port()) < 0) {
         fprintf(stderr, "stg launch: cannot find a free port (give --port): %s\n", strerror(errno));
         return 1;
@@ -69,7 +83,7 @@ int cmd_launch(int argc, char **argv) {
         return 1;
     }
     char buf[32];
-    snprintf(buf, sizeof buf, "%lld", (long long)n);
+    snprintf(buf, sizeof buf, "%lld", (long long)(n * nnodes));
     if (setenv("WORLD_SIZE", buf, 1) || setenv("MASTER_ADDR", addr, 1) || (snprintf(buf, sizeof buf, "%lld", (long long)port), setenv("MASTER_PORT", buf, 1)) ||
         (!getenv("NCCL_NVLS_ENABLE") && setenv("NCCL_NVLS_ENABLE", "0", 1))) {
         fprintf(stderr, "stg launch: setenv: %s\n", strerror(errno));
@@ -88,9 +102,10 @@ int cmd_launch(int argc, char **argv) {
             break;
         }
         if (p == 0) {
-            char r[32];
-            snprintf(r, sizeof r, "%lld", (long long)started);
-            if (setenv("RANK", r, 1) || setenv("LOCAL_RANK", r, 1)) _exit(127);
+            char r[32], l[32];
+            snprintf(r, sizeof r, "%lld", (long long)(node * n + started));
+            snprintf(l, sizeof l, "%lld", (long long)started);
+            if (setenv("RANK", r, 1) || setenv("LOCAL_RANK", l, 1)) _exit(127);
             execvp(cmd[0], cmd);
             fprintf(stderr, "stg launch: cannot run '%s': %s\n", cmd[0], strerror(errno));
             _exit(127);

@@ -290,6 +290,10 @@ int cmd_bench(int argc, char **argv) {
             if (peak > 0) printf(" (MFU %.1f%% of %.0f)", 100 * tflops / peak, peak);
             printf("\n  memory    planned %.3f GiB", (double)p->peak_bytes / (1 << 30));
             if (measured >= 0) printf(", measured %.3f GiB (%+.2f%%)", (double)measured / (1 << 30), 100.0 * ((double)measured / (double)p->peak_bytes - 1));
+#ifdef STG_HAVE_CUDA
+            if (strcmp(b->ops->name, "cuda") == 0 && rt_backend_cuda_comm_bytes(b) != 0)
+                printf("; NCCL communicator %.3f GiB beside the plan", (double)rt_backend_cuda_comm_bytes(b) / (1 << 30));
+#endif
             printf("\n");
         }
         if (profile) { // device time per op kind (eager, one mark around every op)

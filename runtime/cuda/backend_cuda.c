@@ -26,6 +26,7 @@ typedef struct {
     double timeout_s; // how long a wait may see no progress before the communicator is aborted
     int rank;
     cudaEvent_t sync_ev;
+    int64_t nccl_bytes; // device bytes NCCL's communicator took (measured around its creation)
     int device;
 } cuda_impl;
 
@@ -389,6 +390,8 @@ int rt_backend_cuda_allreduce_bench(rt_backend *b, size_t bytes, bool bf16, int 
 #endif
 }
 
+int64_t rt_backend_cuda_comm_bytes(rt_backend *b) { return impl(b)->nccl ? impl(b)->nccl_bytes : 0; }
+
 int rt_backend_cuda_join(rt_backend *b, rt_dist *d, stg_err *err) {
     cuda_impl *im = impl(b);
 #ifdef STG_HAVE_NCCL
@@ -402,6 +405,7 @@ int rt_backend_cuda_join(rt_backend *b, rt_dist *d, stg_err *err) {
     // every rank is alive and has its device before NCCL's (blocking) initialisation starts
     if (rt_dist_bcast(d, &id, sizeof id, err) || rt_dist_barrier(d, err)) return stg_err_prefix(err, "NCCL bootstrap");
     CK(err, cudaSetDevice(im->device));
+    int64_t before = cb_mem_used(b);
     ncclComm_t comm = NULL;
     ncclResult_t r = ncclCommInitRank(&comm, d->world, id, d->rank);
     if (r != ncclSuccess) return stg_errf(err, "rank %d: ncclCommInitRank (world %d): %s", d->rank, d->world, ncclGetErrorString(r));
@@ -411,6 +415,8 @@ int rt_backend_cuda_join(rt_backend *b, rt_dist *d, stg_err *err) {
     }
     im->nccl = comm;
     im->rank = d->rank;
+    int64_t after = cb_mem_used(b);
+    im->nccl_bytes = before >= 0 && after >= before ? after - before : -1;
     im->timeout_s = d->timeout_s;
     CK(err, cudaEventCreateWithFlags(&im->sync_ev, cudaEventDisableTiming));
     return 0;

@@ -19,6 +19,9 @@ int rt_backend_cuda_join(rt_backend *b, rt_dist *d, stg_err *err);
 // After rt_backend_cuda_join: mean device time (ms) of one in-place ncclAllReduce (sum) of `bytes`
 // of f32 or bf16, after `warmup` untimed ones (a benchmark; allocates its own buffer).
 int rt_backend_cuda_allreduce_bench(rt_backend *b, size_t bytes, bool bf16, int warmup, int iters, double *ms, stg_err *err);
+// Device bytes the NCCL communicator took when it was created (outside the plan; -1 when not
+// measurable, 0 without one).
+int64_t rt_backend_cuda_comm_bytes(rt_backend *b);
 // Whether a CUDA device is present (false without a driver or GPU).
 bool rt_cuda_available(void);
 

@@ -1,0 +1,390 @@
+// The executor's concurrent streams (graph mode), checked without a GPU: a recording backend
+// wraps the CPU backend, offers 3 streams and events, records what a capture enqueues and replays
+// it on the CPU. From the recorded stream order and event waits (vector clocks) the test proves
+// that every two ops that touch the same bytes (one writing) are ordered, that every stream joins
+// stream 0 before the capture ends, that more than one stream was used, and that replay gives
+// bitwise the losses and parameters of one-stream eager execution.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "graph/loader.h"
+#include "ops/registry.h"
+#include "planner/plan.h"
+#include "runtime/backend.h"
+#include "runtime/exec.h"
+#include "runtime/train.h"
+
+#define MODEL(p) STG_SOURCE_DIR "/models/" p
+#define NS 3      // compute streams
+#define NSTR (NS + 1)
+#define MAXREC 200000
+
+typedef enum { R_UPLOAD, R_DOWNLOAD, R_FILL, R_OP } rec_kind;
+
+typedef struct {
+    rec_kind kind;
+    void *dst;
+    const void *src;
+    size_t n;
+    int v;
+    const stg_graph *g;
+    int op, stream;
+    void *const *ptr;
+    int seq;              // R_OP: position of the op on its stream (1-based)
+    int clock[NSTR];      // R_OP: what its stream had completed when it ran (vector clock)
+} rec;
+
+static struct {
+    rt_backend *cpu;
+    bool capturing;
+    rec *r;
+    int nr;
+    int seq[NSTR];
+    int vc[NSTR][NSTR];
+    int (*evc)[NSTR];
+    int nev;
+    int streams_used;
+    int violations, graphs;
+} M;
+
+static rt_backend *inner(void) { return M.cpu; }
+
+static int m_alloc(rt_backend *b, size_t n, void **out, stg_err *err) { return inner()->ops->alloc(inner(), n, out, err); }
+static void m_release(rt_backend *b, void *p) { inner()->ops->release(inner(), p); }
+static int m_alloc_host(rt_backend *b, size_t n, void **out, stg_err *err) { return inner()->ops->alloc_host(inner(), n, out, err); }
+static void m_release_host(rt_backend *b, void *p) { inner()->ops->release_host(inner(), p); }
+
+static rec *push(void) {
+    assert_true(M.nr < MAXREC);
+    rec *x = &M.r[M.nr++];
+    memset(x, 0, sizeof *x);
+    return x;
+}
+
+static int m_upload(rt_backend *b, void *dst, const void *src, size_t n, stg_err *err) {
+    if (!M.capturing) return inner()->ops->upload(inner(), dst, src, n, err);
+    rec *x = push();
+    *x = (rec){.kind = R_UPLOAD, .dst = dst, .src = src, .n = n};
+    return 0;
+}
+
+static int m_download(rt_backend *b, void *dst, const void *src, size_t n, stg_err *err) {
+    if (!M.capturing) return inner()->ops->download(inner(), dst, src, n, err);
+    rec *x = push();
+    *x = (rec){.kind = R_DOWNLOAD, .dst = dst, .src = src, .n = n};
+    return 0;
+}
+
+static int m_fill(rt_backend *b, void *dst, int v, size_t n, stg_err *err) {
+    if (!M.capturing) return inner()->ops->fill(inner(), dst, v, n, err);
+    rec *x = push();
+    *x = (rec){.kind = R_FILL, .dst = dst, .v = v, .n = n};
+    return 0;
+}
+
+static int m_prepare(rt_backend *b, const stg_graph *g, void *const *ptr, stg_err *err) {
+    return inner()->ops->prepare(inner(), g, ptr, err);
+}
+
+static int m_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    if (M.capturing) return stg_errf(err, "mock: run_op during a capture (all ops should go through run_op_on)");
+    return inner()->ops->run_op(inner(), g, op, ptr, err);
+}
+
+static int m_streams(rt_backend *b) { return NS; }
+
+// The same policy as the CUDA backend's: ops that would use shared scratch stay on stream 0, the
+// optimizer's multi-tensor ops wait for everything, communication has its own stream.
+static int m_lane(rt_backend *b, const stg_graph *g, int op) {
+    switch (g->ops[op].kind) {
+    case STG_OP_GLOBAL_NORM:
+    case STG_OP_ADAMW:
+    case STG_OP_LR_SCHEDULE:
+        return RT_LANE_BARRIER;
+    case STG_OP_RMSNORM_BWD:
+    case STG_OP_LAYERNORM_BWD:
+    case STG_OP_ATTENTION_BWD:
+    case STG_OP_CROSS_ENTROPY:
+    case STG_OP_CROSS_ENTROPY_BWD:
+    case STG_OP_EMBEDDING_BWD:
+        return RT_LANE_MAIN;
+    case STG_OP_ALLREDUCE:
+    case STG_OP_BROADCAST:
+        return RT_LANE_COMM;
+    default:
+        return RT_LANE_ANY;
+    }
+}
+
+static int m_run_on(rt_backend *b, int s, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    if (!M.capturing) return stg_errf(err, "mock: run_op_on outside a capture");
+    if (s < 0 || s > NS) return stg_errf(err, "mock: no stream %d", s);
+    int lane = m_lane(b, g, op);
+    if ((lane == RT_LANE_MAIN || lane == RT_LANE_BARRIER) && s != 0) return stg_errf(err, "mock: %s on stream %d", ops_name(g->ops[op].kind), s);
+    if (lane == RT_LANE_COMM && s != NS) return stg_errf(err, "mock: communication on stream %d", s);
+    if (lane == RT_LANE_ANY && s == NS) return stg_errf(err, "mock: compute on the communication stream");
+    rec *x = push();
+    M.seq[s]++;
+    M.vc[s][s] = M.seq[s];
+    *x = (rec){.kind = R_OP, .g = g, .op = op, .stream = s, .ptr = ptr, .seq = M.seq[s]};
+    memcpy(x->clock, M.vc[s], sizeof x->clock);
+    M.streams_used |= 1 << s;
+    return 0;
+}
+
+static int m_events(rt_backend *b, int n, stg_err *err) {
+    if (n <= M.nev) return 0;
+    int(*e)[NSTR] = realloc(M.evc, sizeof *e * (size_t)n);
+    if (!e) return stg_errf(err, "mock: out of memory");
+    M.evc = e;
+    for (; M.nev < n; M.nev++) memset(M.evc[M.nev], 0, sizeof M.evc[0]);
+    return 0;
+}
+
+static int m_record_ev(rt_backend *b, int s, int ev, stg_err *err) {
+    if (ev < 0 || ev >= M.nev) return stg_errf(err, "mock: event %d of %d", ev, M.nev);
+    memcpy(M.evc[ev], M.vc[s], sizeof M.evc[ev]);
+    return 0;
+}
+
+static int m_wait_ev(rt_backend *b, int s, int ev, stg_err *err) {
+    if (ev < 0 || ev >= M.nev) return stg_errf(err, "mock: event %d of %d", ev, M.nev);
+    for (int k = 0; k < NSTR; k++)
+        if (M.evc[ev][k] > M.vc[s][k]) M.vc[s][k] = M.evc[ev][k];
+    return 0;
+}
+
+static int m_capture_begin(rt_backend *b, stg_err *err) {
+    M.capturing = true;
+    M.nr = 0;
+    memset(M.seq, 0, sizeof M.seq);
+    memset(M.vc, 0, sizeof M.vc);
+    return 0;
+}
+
+typedef struct {
+    uintptr_t lo, hi;
+} span;
+
+static int spans_of(const rec *x, span *r, int *nr, span *w, int *nw) {
+    const stg_op *op = &x->g->ops[x->op];
+    uint32_t mut = ops_def(op->kind)->mutates_in;
+    assert_true(op->n_in + op->n_out <= 64);
+    *nr = *nw = 0;
+    for (int k = 0; k < op->n_in + op->n_out; k++) {
+        int t = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
+        if (!x->ptr[t]) continue;
+        span sp = {(uintptr_t)x->ptr[t], (uintptr_t)x->ptr[t] + (uintptr_t)graph_bytes(&x->g->t[t])};
+        if (k >= op->n_in || ops_bit(mut, k)) w[(*nw)++] = sp;
+        else r[(*nr)++] = sp;
+    }
+    return 0;
+}
+
+static bool meet(const span *a, int na, const span *b, int nb) {
+    for (int i = 0; i < na; i++)
+        for (int j = 0; j < nb; j++)
+            if (a[i].lo < b[j].hi && b[j].lo < a[i].hi) return true;
+    return false;
+}
+
+// Every conflicting pair of recorded ops ordered (i happened before j); every stream joined.
+static void check_order(void) {
+    span (*r)[64] = calloc((size_t)M.nr, sizeof *r), (*w)[64] = calloc((size_t)M.nr, sizeof *w);
+    int *nr = calloc((size_t)M.nr, sizeof *nr), *nw = calloc((size_t)M.nr, sizeof *nw);
+    assert_non_null(r);
+    assert_non_null(w);
+    for (int i = 0; i < M.nr; i++)
+        if (M.r[i].kind == R_OP) spans_of(&M.r[i], r[i], &nr[i], w[i], &nw[i]);
+    for (int j = 0; j < M.nr; j++) {
+        if (M.r[j].kind != R_OP) continue;
+        for (int i = 0; i < j; i++) {
+            if (M.r[i].kind != R_OP) continue;
+            bool conflict = meet(w[i], nw[i], r[j], nr[j]) || meet(w[i], nw[i], w[j], nw[j]) || meet(r[i], nr[i], w[j], nw[j]);
+            if (conflict && M.r[j].clock[M.r[i].stream] < M.r[i].seq) {
+                if (M.violations++ < 5)
+                    print_message("unordered: %s (stream %d) and %s (stream %d)\n", ops_name(M.r[i].g->ops[M.r[i].op].kind), M.r[i].stream,
+                                  ops_name(M.r[j].g->ops[M.r[j].op].kind), M.r[j].stream);
+            }
+        }
+    }
+    for (int k = 1; k < NSTR; k++) assert_true(M.vc[0][k] >= M.seq[k]); // joined
+    free(r);
+    free(w);
+    free(nr);
+    free(nw);
+}
+
+typedef struct {
+    rec *r;
+    int n;
+} mgraph;
+
+static int m_capture_end(rt_backend *b, void **out, stg_err *err) {
+    M.capturing = false;
+    check_order();
+    mgraph *gr = malloc(sizeof *gr);
+    if (!gr || !(gr->r = malloc(sizeof(rec) * (size_t)(M.nr ? M.nr : 1)))) {
+        free(gr);
+        return stg_errf(err, "mock: out of memory");
+    }
+    memcpy(gr->r, M.r, sizeof(rec) * (size_t)M.nr);
+    gr->n = M.nr;
+    M.graphs++;
+    *out = gr;
+    return 0;
+}
+
+static int m_launch(rt_backend *b, void *graph, stg_err *err) {
+    mgraph *gr = graph;
+    rt_backend *c = inner();
+    for (int i = 0; i < gr->n; i++) { // the recorded order is one valid order of the captured graph
+        rec *x = &gr->r[i];
+        int rc = x->kind == R_UPLOAD     ? c->ops->upload(c, x->dst, x->src, x->n, err)
+                 : x->kind == R_DOWNLOAD ? c->ops->download(c, x->dst, x->src, x->n, err)
+                 : x->kind == R_FILL     ? c->ops->fill(c, x->dst, x->v, x->n, err)
+                                         : c->ops->run_op(c, x->g, x->op, x->ptr, err);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+static void m_graph_destroy(rt_backend *b, void *graph) {
+    mgraph *gr = graph;
+    if (gr) free(gr->r);
+    free(gr);
+}
+
+static int m_slot(rt_backend *b, int slot, stg_err *err) { return 0; }
+static int m_sync(rt_backend *b, stg_err *err) { return 0; }
+static int64_t m_mem(rt_backend *b) { return -1; }
+static void m_destroy(rt_backend *b) { free(b); }
+
+static const rt_backend_ops mock_ops = {
+    .name = "mock",
+    .alloc = m_alloc,
+    .release = m_release,
+    .alloc_host = m_alloc_host,
+    .release_host = m_release_host,
+    .upload = m_upload,
+    .download = m_download,
+    .fill = m_fill,
+    .prepare = m_prepare,
+    .run_op = m_run,
+    .record = m_slot,
+    .wait = m_slot,
+    .sync = m_sync,
+    .capture_begin = m_capture_begin,
+    .capture_end = m_capture_end,
+    .graph_launch = m_launch,
+    .graph_destroy = m_graph_destroy,
+    .streams = m_streams,
+    .op_lane = m_lane,
+    .run_op_on = m_run_on,
+    .events = m_events,
+    .event_record = m_record_ev,
+    .event_wait = m_wait_ev,
+    .mem_used = m_mem,
+    .mem_free = m_mem,
+    .destroy = m_destroy,
+};
+
+static stg_graph *load(const char *attention) {
+    const char *sets[] = {"d_model=32", "d_ff=48", "n_layers=2", "n_heads=2", "vocab=64", "batch=2", "ctx=16", attention};
+    stg_load_opts o = {STG_PREC_FP32, sets, 8};
+    stg_optim_config oc = graph_optim_defaults();
+    oc.lr = 1e-2;
+    oc.warmup = 1;
+    oc.cosine_steps = 5;
+    stg_graph *g;
+    stg_err err;
+    if (graph_load(MODEL("tiny.yaml"), &o, &g, &err) || graph_autodiff(g, &oc, &err) || graph_schedule(g, &err)) fail_msg("%s", err.msg);
+    return g;
+}
+
+// 4 steps; losses and parameters (and AdamW state) as bytes.
+static void run(rt_backend *b, const char *attention, bool graph, bool poison, double *loss, char **state, size_t *n) {
+    stg_graph *g = load(attention);
+    stg_plan *p;
+    stg_err err;
+    rt_exec *e;
+    rt_feed *f;
+    rt_exec_opts eo = {.graph = graph, .poison = poison};
+    if (plan_build(g, NULL, &p, &err) || rt_exec_new(g, p, b, &eo, &e, &err) || rt_exec_init_params(e, 4, &err) ||
+        rt_exec_set_steps_done(e, 0, &err) || rt_feed_new(g, NULL, 4, 3, &f, &err))
+        fail_msg("%s", err.msg);
+    rt_rng rng;
+    rt_rng_seed(&rng, 8);
+    for (int s = 0; s < 4; s++) {
+        rt_exec_results r;
+        if (rt_feed_next(f, e, &rng, &err) || rt_exec_run_results(e, RT_PHASE_ALL, &r, &err)) fail_msg("%s", err.msg);
+        loss[s] = r.loss;
+    }
+    size_t total = 0;
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].cls == STG_CLASS_PARAM || g->t[t].cls == STG_CLASS_OPTIMIZER) total += (size_t)graph_bytes(&g->t[t]);
+    char *buf = malloc(total), *q = buf;
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].cls == STG_CLASS_PARAM || g->t[t].cls == STG_CLASS_OPTIMIZER) {
+            if (rt_exec_read(e, t, q, (size_t)graph_bytes(&g->t[t]), &err)) fail_msg("%s", err.msg);
+            q += graph_bytes(&g->t[t]);
+        }
+    *state = buf;
+    *n = total;
+    rt_feed_free(f);
+    rt_exec_free(e);
+    plan_free(p);
+    graph_free(g);
+}
+
+static void streams_equal_eager(const char *attention) {
+    stg_err err;
+    rt_backend *cpu, *mock = calloc(1, sizeof *mock);
+    assert_non_null(mock);
+    if (rt_backend_cpu_new(&cpu, &err)) fail_msg("%s", err.msg);
+    memset(&M, 0, sizeof M);
+    M.cpu = cpu;
+    M.r = malloc(sizeof(rec) * MAXREC);
+    assert_non_null(M.r);
+    mock->ops = &mock_ops;
+    double l0[4], l1[4], l2[4];
+    char *s0, *s1, *s2;
+    size_t n0, n1, n2;
+    run(cpu, attention, false, false, l0, &s0, &n0);   // one stream, eager
+    run(mock, attention, true, false, l1, &s1, &n1);   // captured on 3 + 1 streams, replayed
+    run(mock, attention, true, true, l2, &s2, &n2);    // the same with a NaN-poisoned arena
+    print_message("%s: %d captures, streams used 0x%x, %d unordered pairs\n", attention, M.graphs, M.streams_used, M.violations);
+    assert_int_equal(M.violations, 0);
+    assert_true(M.graphs >= 2);
+    assert_true((M.streams_used & 0x6) != 0); // some op left stream 0
+    assert_memory_equal(l0, l1, sizeof l0);
+    assert_memory_equal(l0, l2, sizeof l0);
+    assert_int_equal(n0, n1);
+    assert_memory_equal(s0, s1, n0);
+    assert_memory_equal(s0, s2, n0);
+    free(s0);
+    free(s1);
+    free(s2);
+    free(M.r);
+    free(M.evc);
+    cpu->ops->destroy(cpu);
+    free(mock);
+}
+
+static void test_flash(void **s) { streams_equal_eager("attention=flash"); }
+static void test_naive(void **s) { streams_equal_eager("attention=naive"); }
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flash),
+        cmocka_unit_test(test_naive),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -18,6 +18,7 @@
 #include "ops/registry.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
+#include "runtime/dist.h"
 #include "runtime/exec.h"
 #include "runtime/train.h"
 
@@ -296,6 +297,8 @@ static const rt_backend_ops mock_ops = {
     .destroy = m_destroy,
 };
 
+static int dp_world; // data parallel graphs (allreduce ops on the communication stream) when >= 1
+
 static stg_graph *load(const char *attention) {
     const char *sets[] = {"d_model=32", "d_ff=48", "n_layers=2", "n_heads=2", "vocab=64", "batch=2", "ctx=16", attention};
     stg_load_opts o = {STG_PREC_FP32, sets, 8};
@@ -303,6 +306,9 @@ static stg_graph *load(const char *attention) {
     oc.lr = 1e-2;
     oc.warmup = 1;
     oc.cosine_steps = 5;
+    oc.dp_world = dp_world;
+    oc.dp_bucket_bytes = 8 << 10;
+    oc.dp_first_bucket_bytes = 2 << 10;
     stg_graph *g;
     stg_err err;
     if (graph_load(MODEL("tiny.yaml"), &o, &g, &err) || graph_autodiff(g, &oc, &err) || graph_schedule(g, &err)) fail_msg("%s", err.msg);
@@ -349,6 +355,10 @@ static void streams_equal_eager(const char *attention) {
     rt_backend *cpu, *mock = calloc(1, sizeof *mock);
     assert_non_null(mock);
     if (rt_backend_cpu_new(&cpu, &err)) fail_msg("%s", err.msg);
+    rt_dist d; // one rank: the allreduce ops average over one process
+    memset(&d, 0, sizeof d);
+    if (dp_world && (rt_dist_from_env(&d, &err) || rt_dist_connect(&d, &err) || rt_backend_cpu_join(cpu, &d, &err)))
+        fail_msg("%s", err.msg);
     memset(&M, 0, sizeof M);
     M.cpu = cpu;
     M.r = malloc(sizeof(rec) * MAXREC);
@@ -360,10 +370,12 @@ static void streams_equal_eager(const char *attention) {
     run(cpu, attention, false, false, l0, &s0, &n0);   // one stream, eager
     run(mock, attention, true, false, l1, &s1, &n1);   // captured on 3 + 1 streams, replayed
     run(mock, attention, true, true, l2, &s2, &n2);    // the same with a NaN-poisoned arena
-    print_message("%s: %d captures, streams used 0x%x, %d unordered pairs\n", attention, M.graphs, M.streams_used, M.violations);
+    print_message("%s%s: %d captures, streams used 0x%x, %d unordered pairs\n", attention, dp_world ? ", data parallel" : "", M.graphs,
+                  M.streams_used, M.violations);
     assert_int_equal(M.violations, 0);
     assert_true(M.graphs >= 2);
     assert_true((M.streams_used & 0x6) != 0); // some op left stream 0
+    if (dp_world) assert_true(M.streams_used & (1 << NS)); // the allreduce ops on the communication stream
     assert_memory_equal(l0, l1, sizeof l0);
     assert_memory_equal(l0, l2, sizeof l0);
     assert_int_equal(n0, n1);
@@ -375,16 +387,23 @@ static void streams_equal_eager(const char *attention) {
     free(M.r);
     free(M.evc);
     cpu->ops->destroy(cpu);
+    rt_dist_close(&d);
     free(mock);
 }
 
 static void test_flash(void **s) { streams_equal_eager("attention=flash"); }
 static void test_naive(void **s) { streams_equal_eager("attention=naive"); }
+static void test_data_parallel(void **s) {
+    dp_world = 1;
+    streams_equal_eager("attention=flash");
+    dp_world = 0;
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flash),
         cmocka_unit_test(test_naive),
+        cmocka_unit_test(test_data_parallel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

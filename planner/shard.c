@@ -1,6 +1,7 @@
 #include "planner/shard.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -20,7 +21,29 @@ int plan_shard(const stg_graph *g, const stg_plan *p, int world, int zero, int d
     int64_t largest = 0;
     for (int t = 0; t < g->nt; t++)
         if (g->t[t].cls == STG_CLASS_PARAM && p->size[t] > largest) largest = p->size[t];
-    if (zero >= 1 && done < 1) r->removed += r->optimizer - ceil_div(r->optimizer, world);
+    if (zero >= 1 && done < 1) {
+        // what stg runs: each parameter's AdamW state on its owner rank (graph_dp_owners); a device
+        // keeps the busiest rank's share
+        int *owner = malloc(sizeof *owner * (size_t)(g->nt ? g->nt : 1));
+        int64_t *held = calloc((size_t)world, sizeof *held);
+        if (!owner || !held) {
+            free(owner);
+            free(held);
+            return stg_errf(err, "out of host memory for the ZeRO accounting");
+        }
+        stg_optim_config oc;
+        memset(&oc, 0, sizeof oc);
+        oc.dp_world = world;
+        graph_dp_owners(g, &oc, owner);
+        int64_t busiest = 0;
+        for (int t = 0; t < g->nt; t++)
+            if (g->t[t].cls == STG_CLASS_OPTIMIZER && g->t[t].param >= 0 && owner[g->t[t].param] >= 0) held[owner[g->t[t].param]] += p->size[t];
+        for (int k = 0; k < world; k++)
+            if (held[k] > busiest) busiest = held[k];
+        free(owner);
+        free(held);
+        r->removed += r->optimizer - busiest;
+    }
     if (zero >= 2) {
         r->removed += r->grads - ceil_div(r->grads, world);
         if (world > 1) r->transient += 2 * (bucket_bytes < r->grads ? bucket_bytes : r->grads);

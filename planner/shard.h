@@ -3,7 +3,8 @@
 // devices does a configuration need).
 //
 // ZeRO stage k over N devices shards, of the persistent state:
-//   k >= 1: the optimizer state (AdamW moments; fp32 master weights in bf16 mode)
+//   k >= 1: the optimizer state (AdamW moments; fp32 master weights in bf16 mode), as stg runs it:
+//           each parameter's state on its owner rank (graph_dp_owners), the busiest rank counted
 //   k >= 2: the gradients
 //   k >= 3: the parameters (working weights)
 // each to ceil(bytes / N) per device, and adds the transient buffers a device then needs:

@@ -205,6 +205,15 @@ static void test_memreport_world(void **s) {
     expect_fail("--world", "memreport models/tiny.yaml --world %s", "0");
     expect_fail("not svg", "memreport models/tiny.yaml --world 2 --format %s", "svg");
     expect_fail("stg launch", "train models/tiny.yaml --device cpu --zero %s", "1");
+    // the other data-parallel and stream options: bad values are refused with the option named
+    expect_fail("--bucket-mb", "train models/tiny.yaml --device cpu --bucket-mb %s", "-1");
+    expect_fail("--zero", "bench models/tiny.yaml --device cpu --zero %s", "x");
+    expect_fail("--streams", "bench models/tiny.yaml --device cpu --streams %s", "0");
+    expect_fail("-n", "launch -n %s -- true", "x");
+    expect_fail("unexpected argument '--bogus'", "launch -n 1 %s -- true", "--bogus");
+    expect_fail("--node-rank 2 is not below --nnodes 2", "launch -n 1 --nnodes 2 --node-rank 2 --port 1234 %s", "-- true");
+    expect_fail("--iters", "comm-bench --iters %s", "0");
+    expect_fail("unexpected argument", "comm-bench %s", "--bogus");
 }
 
 int main(void) {

@@ -118,6 +118,53 @@ static void print_optim_bandwidth(const stg_graph *g, rt_backend *b, const doubl
     }
 }
 
+// After --profile: device time by op name with layer numbers folded ("layers.#.attn.q"), the
+// largest first, with the FLOPs rate where the op has FLOPs.
+static int print_by_name(const stg_graph *g, const double *pm, int top) {
+    int n = g->nsched;
+    char (*key)[STG_NAME_MAX] = malloc(sizeof *key * (size_t)(n ? n : 1));
+    double *ms = calloc((size_t)(n ? n : 1), sizeof *ms), *fl = calloc((size_t)(n ? n : 1), sizeof *fl);
+    int *cnt = calloc((size_t)(n ? n : 1), sizeof *cnt), nk = 0;
+    if (!key || !ms || !fl || !cnt) {
+        free(key), free(ms), free(fl), free(cnt);
+        return -1;
+    }
+    for (int s = 0; s < n; s++) {
+        if (pm[s] <= 0) continue;
+        const stg_op *op = &g->ops[g->schedule[s]];
+        char k[STG_NAME_MAX], full[2 * STG_NAME_MAX];
+        snprintf(full, sizeof full, "%s %s", ops_name(op->kind), op->n_out > 0 ? g->t[op->out[0]].name : "");
+        size_t j = 0;
+        for (const char *c = full; *c && j + 1 < sizeof k; c++) {
+            if (*c >= '0' && *c <= '9') {
+                if (j == 0 || k[j - 1] != '#') k[j++] = '#';
+            } else {
+                k[j++] = *c;
+            }
+        }
+        k[j] = 0;
+        int i = 0;
+        while (i < nk && strcmp(key[i], k) != 0) i++;
+        if (i == nk) memcpy(key[nk++], k, sizeof k);
+        ms[i] += pm[s];
+        fl[i] += graph_op_flops(g, g->schedule[s]);
+        cnt[i]++;
+    }
+    printf("  by op name (layer numbers folded), the %d largest:\n", top);
+    for (int r = 0; r < top; r++) {
+        int best = -1;
+        for (int i = 0; i < nk; i++)
+            if (ms[i] > 0 && (best < 0 || ms[i] > ms[best])) best = i;
+        if (best < 0) break;
+        printf("            %9.3f ms %4d x %-56s", ms[best], cnt[best], key[best]);
+        if (fl[best] > 0) printf(" %7.1f TFLOP/s", fl[best] / (ms[best] * 1e-3) / 1e12);
+        printf("\n");
+        ms[best] = -1;
+    }
+    free(key), free(ms), free(fl), free(cnt);
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
     double t_start = now_ms();
     cli_model_opts m;
@@ -318,6 +365,11 @@ int cmd_bench(int argc, char **argv) {
                 if (best < 0) break;
                 printf("            %6.2f%% %9.3f ms  %4d x %s\n", 100 * bykind[best] / total, bykind[best], count[best], ops_name((stg_op_kind)best));
                 bykind[best] = -1;
+            }
+            if (print_by_name(g, pm, 30)) {
+                fprintf(stderr, "stg bench: --profile: out of memory\n");
+                free(pm);
+                goto out;
             }
             print_optim_bandwidth(g, b, pm);
             free(pm);

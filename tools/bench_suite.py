@@ -149,6 +149,38 @@ def stg_warmup(a, W):
         print(f"  warm-up {size} {prec} {ex} {env}: rc {rc}, {wall:.1f} s", flush=True)
 
 
+EXEC_CTX = 512        # graph replay against eager launch, every size (CUDA backend issue's table)
+RATIO_CELL = ("small", "bf16", 128, 10, 30)  # graph vs eager where launches matter most: warm-up, iterations
+NAIVE_CELL = ("2.7B", "fp32", 512)  # written-out attention: the step's device bytes against PyTorch eager's
+
+
+def stg_exec_cells(a, W):
+    """Eager launch (op by op on one stream) beside the graph cells of stg.jsonl, the graph/eager pair
+    where launches matter most, and the written-out attention's memory."""
+    cells = []
+    for size in a.sizes:
+        for prec in ("bf16", "fp32"):
+            warm, iters = (a.fp32_warmup, a.fp32_iters) if prec == "fp32" else (a.warmup, a.iters)
+            cells.append(("eager", size, prec, EXEC_CTX, warm, iters, []))
+    size, prec, ctx, warm, iters = RATIO_CELL
+    if size in a.sizes:
+        for ex in ("graph", "eager"):
+            cells.append((ex, size, prec, ctx, warm, iters, ["--ratio"]))
+    size, prec, ctx = NAIVE_CELL
+    if size in a.sizes:
+        cells.append(("graph", size, prec, ctx, 1, 2, ["--attention", "naive"]))
+    for ex, size, prec, ctx, warm, iters, extra in cells:
+        role = "ratio" if "--ratio" in extra else "naive" if "naive" in extra else "eager"
+        extra = [x for x in extra if x != "--ratio"]
+        cmd = [a.stg, "bench", f"models/cs336/{size}.yaml", "--set", f"ctx={ctx}", "--precision", prec, "--exec", ex, *extra,
+               "--what", "step", "--warmup", warm, "--iters", iters, "--json"]
+        rc, out, err, wall = run(cmd)
+        recs = json_lines(out)
+        base = dict(size=size, ctx=ctx, precision=prec, exec_mode=ex, role=role, cmd=cmd_text(cmd), wall_s=round(wall, 2), rc=rc)
+        W.put(dict(recs[0], **base) if rc == 0 and recs else dict(base, error="failed", stderr=err[-2000:]))
+        print(f"  stg {role} {size} {prec} ctx {ctx} {ex}: rc {rc}, {wall:.1f} s", flush=True)
+
+
 def stg_memory(a, W, outdir):
     if "2.7B" not in a.sizes:
         return
@@ -213,6 +245,10 @@ def part_stg(a, outdir, meta):
     stg_bench_cells(a, w)
     stg_oom_demo(a, w)
     meta["stg_cells_s"] = round(time.time() - t0, 1)
+    t1 = time.time()
+    print("stg: eager launch", flush=True)
+    stg_exec_cells(a, Writer(os.path.join(outdir, "stg_exec.jsonl")))
+    meta["stg_exec_s"] = round(time.time() - t1, 1)
     t1 = time.time()
     print("stg: warm-up", flush=True)
     stg_warmup(a, Writer(os.path.join(outdir, "stg_warmup.jsonl")))
@@ -294,6 +330,7 @@ class Data:
     def __init__(self, outdir):
         self.stg = read_jsonl(os.path.join(outdir, "stg.jsonl"))
         self.warm = read_jsonl(os.path.join(outdir, "stg_warmup.jsonl"))
+        self.exe = read_jsonl(os.path.join(outdir, "stg_exec.jsonl"))
         self.mem = read_jsonl(os.path.join(outdir, "memory.jsonl"))
         self.ans = read_jsonl(os.path.join(outdir, "answers.jsonl"))
         self.peer = read_jsonl(os.path.join(outdir, "peer.jsonl"))
@@ -311,6 +348,12 @@ class Data:
                     return r
                 if r.get("what") == what:
                     return r
+        return None
+
+    def e(self, size, ctx, prec, role, exec_mode):
+        for r in self.exe:
+            if (r.get("size"), r.get("ctx"), r.get("precision"), r.get("role"), r.get("exec_mode")) == (size, ctx, prec, role, exec_mode):
+                return r
         return None
 
     def p(self, size, ctx, mode, what="step"):
@@ -457,7 +500,7 @@ def report(a, outdir, doc):
         P(f"The suite ran in **{tot / 60:.1f} minutes** of wall time"
           + (f" (without the peer's {', '.join(missing_peer)}, which did not run)" if missing_peer and D.peer else "")
           + f": stg {wall_stg / 60:.1f} min "
-          f"(cells {ms_meta.get('stg_cells_s', 0) / 60:.1f}, warm-up {ms_meta.get('stg_warmup_s', 0):.0f} s, memory and answers "
+          f"(cells {ms_meta.get('stg_cells_s', 0) / 60:.1f}, eager cells {ms_meta.get('stg_exec_s', 0):.0f} s, warm-up {ms_meta.get('stg_warmup_s', 0):.0f} s, memory and answers "
           f"{ms_meta.get('stg_memory_s', 0):.0f} s), PyTorch peer {(wall_peer or 0) / 60:.1f} min.\n")
     P("Reproduce everything (on the GPU machine, from the repository root, after `source .deps/env.sh` and a Release build "
       "into `build-gpu`; `cp ../shared/peers/torch_lm.py peer/` for the peer):\n")
@@ -477,7 +520,7 @@ def report(a, outdir, doc):
     if ran:
         P("This page's run, as the commands that made it (one GPU machine lease, in this order): " + "; ".join(f"`{x}`" for x in ran) + ".\n")
     P("It runs in two halves where one command may take at most 10 minutes (`--parts stg`, then `--parts peer`), and "
-      "`--parts report` rewrites this page from the raw records in [bench/](bench/) (`stg.jsonl`, `stg_warmup.jsonl`, "
+      "`--parts report` rewrites this page from the raw records in [bench/](bench/) (`stg.jsonl`, `stg_exec.jsonl`, `stg_warmup.jsonl`, "
       "`memory.jsonl`, `answers.jsonl`, `peer.jsonl`, `peer_warmup.jsonl`); every record holds the exact command (`cmd`) "
       "that produced it.\n")
     P("**How it measures.** Batch 4, random tokens, vocab 10000, the CS336 models of `models/cs336/`, flash attention "
@@ -688,6 +731,11 @@ def report(a, outdir, doc):
     P("## 5. Answers by memreport\n")
     P(answers_section(D, a))
     P("")
+    # 6. graph vs eager, the plan's fit
+    if D.exe:
+        P("## 6. Graph replay against eager launch, and the plan against the device\n")
+        P(exec_section(D, a))
+        P("")
     P("## Notes\n")
     P("- Absolute times move between machines and runs; compare columns of one run. Earlier numbers: [PERF.md](PERF.md).")
     P("- The peer's torch.compile is per block with dynamic shapes (above); whole-model compilation at ctx 512 and 1024 is in "
@@ -696,6 +744,68 @@ def report(a, outdir, doc):
     with open(doc, "w") as f:
         f.write("\n".join(L).rstrip() + "\n")
     print(f"wrote {doc} and {len(made)} plots in {outdir}")
+
+
+def exec_section(D, a):
+    """stg's two executor modes beside the peer at ctx EXEC_CTX (every size, fp32 and bf16), the
+    graph/eager ratio where launches matter most, and measured against planned device bytes."""
+    L = []
+    P = L.append
+    c = EXEC_CTX
+    P(f"stg eager cells: `stg bench models/cs336/{{size}}.yaml --set ctx={c} --precision bf16|fp32 --exec eager --what step "
+      f"--warmup {a.warmup}|{a.fp32_warmup} --iters {a.iters}|{a.fp32_iters} --json` ([bench/stg_exec.jsonl](bench/stg_exec.jsonl)); "
+      "graph cells and the peer's from section 1 (same run). Eager launch issues the step op by op on one stream; graph "
+      "replay launches the captured step (three compute streams inside it). Step time in ms, mean ± sd; planned and "
+      "measured device bytes of the bf16 graph cell (measured: cudaMemGetInfo before the first allocation and after the "
+      "cuBLASLt workspaces and the kernels' scratch exist).\n")
+    P("| size | stg bf16 graph | stg bf16 eager | peer bf16 eager (SDPA) | peer torch.compile | stg fp32 graph | stg fp32 eager | "
+      "peer fp32 eager (SDPA) | planned / measured GiB (bf16) | measured − planned |")
+    P("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    worst = 0.0
+    for size in SIZES:
+        gb, eb = D.s(size, c, "bf16"), D.e(size, c, "bf16", "eager", "eager")
+        gf, ef = D.s(size, c, "fp32"), D.e(size, c, "fp32", "eager", "eager")
+        if not (gb or eb or gf or ef):
+            continue
+        mem, diff = "—", "—"
+        if gb and gb.get("planned_bytes") and gb.get("measured_bytes"):
+            pl, me = gb["planned_bytes"], gb["measured_bytes"]
+            mem = f"{gib(pl)} / {gib(me)}"
+            diff = f"{(me - pl) / pl * 100:+.2f}%"
+            worst = max(worst, abs(me - pl) / pl)
+        P(f"| {size} | {cell(gb)} | {cell(eb)} | {cell(D.p(size, c, 'bf16'))} | {cell(D.p(size, c, 'bf16c'))} | {cell(gf)} | "
+          f"{cell(ef)} | {cell(D.p(size, c, 'fp32'))} | {mem} | {diff} |")
+    P("")
+    slower = []
+    for size in SIZES:
+        for prec, mode in (("bf16", "bf16"), ("fp32", "fp32")):
+            s_, p_ = D.s(size, c, prec), D.p(size, c, mode)
+            if s_ and p_ and "mean_ms" in s_ and "mean_ms" in p_ and s_["mean_ms"] > p_["mean_ms"]:
+                slower.append(f"{size} {prec}")
+    if any(D.p(x, c, "bf16") for x in SIZES):
+        P("stg's graph step against PyTorch eager of the same precision: "
+          + ("no slower at every size, bf16 and fp32." if not slower else "slower at " + ", ".join(slower) + ".")
+          + f" Largest gap between measured and planned device bytes: {worst * 100:.2f}%.\n")
+    size, prec, ctx, warm, iters = RATIO_CELL
+    g, e = D.e(size, ctx, prec, "ratio", "graph"), D.e(size, ctx, prec, "ratio", "eager")
+    if g and e and "mean_ms" in g and "mean_ms" in e:
+        P(f"**Graph replay against eager launch where launches matter most** ({size}, {prec}, ctx {ctx}, batch 4; "
+          f"warm-up {warm}, {iters} iterations; `{g['cmd']}` and the same with `--exec eager`): graph "
+          f"{g['mean_ms']:.3f} ± {g['std_ms']:.3f} ms (median {g['median_ms']:.3f}), eager {e['mean_ms']:.3f} ± {e['std_ms']:.3f} ms "
+          f"(median {e['median_ms']:.3f}): replay is **{e['mean_ms'] / g['mean_ms']:.2f}×** faster "
+          f"({e['median_ms'] / g['median_ms']:.2f}× by medians). Eager launch is bound by the host (the launches of "
+          "about 870 ops, cuBLASLt calls included), replay by the device, so this ratio moves with the host's speed "
+          "from machine to machine.\n")
+    size, prec, ctx = NAIVE_CELL
+    n = D.e(size, ctx, prec, "naive", "graph")
+    if n and n.get("measured_bytes"):
+        P(f"**Written-out attention's memory** ({size}, {prec}, ctx {ctx}, batch 4, `{n['cmd']}`): the step holds "
+          f"{gib(n['measured_bytes'])} GiB of device memory (planned {gib(n['planned_bytes'])}), against the 59.0 GiB peak of "
+          f"PyTorch eager fp32 with written-out attention for the same step (`../shared/peers/NUMBERS.md`); step "
+          f"{n['mean_ms']:.0f} ms.\n")
+    elif n:
+        P(f"**Written-out attention's memory** ({size}, {prec}, ctx {ctx}): the cell failed (`{n['cmd']}`).\n")
+    return "\n".join(L)
 
 
 def warmup_paragraph(D, w, pw):

@@ -414,9 +414,20 @@ static int write_text(wr *w, bool md, const stg_graph *g, const stg_plan *p, con
     t->ncols = 2;
     tab_row(t, "", "bytes");
     tab_row(t, "planned peak (persistent + arena)", gib(b1, sizeof b1, p->peak_bytes));
+    int64_t beside = 0;
+    for (int i = 0; x && i < x->nbeside && i < 8; i++) {
+        char k[128];
+        snprintf(k, sizeof k, "beside the plan: %s", x->beside_name[i]);
+        tab_row(t, k, gib(b2, sizeof b2, x->beside_bytes[i]));
+        beside += x->beside_bytes[i];
+    }
+    if (x && x->nbeside > 0) tab_row(t, "planned peak + beside the plan", gib(b2, sizeof b2, p->peak_bytes + beside));
     if (x && x->measured_bytes >= 0) {
-        char m[96];
-        snprintf(m, sizeof m, "%s (%+.1f%% vs planned)", gib(b2, sizeof b2, x->measured_bytes), pct(x->measured_bytes, p->peak_bytes));
+        char m[160];
+        int n = snprintf(m, sizeof m, "%s (%+.1f%% vs planned", gib(b2, sizeof b2, x->measured_bytes), pct(x->measured_bytes, p->peak_bytes));
+        if (x->nbeside > 0 && n > 0 && (size_t)n < sizeof m)
+            n += snprintf(m + n, sizeof m - (size_t)n, "; %+.2f%% vs planned + beside", pct(x->measured_bytes, p->peak_bytes + beside));
+        if (n > 0 && (size_t)n < sizeof m) snprintf(m + n, sizeof m - (size_t)n, ")");
         tab_row(t, "measured on the device", m);
     }
     if (hf) {
@@ -679,6 +690,9 @@ static int write_json(wr *w, const stg_graph *g, const stg_plan *p, const stg_fo
     }
     pr(w, "%s]\n  },\n  \"measured_bytes\": ", hf && fm->nterms ? "\n    " : "");
     json_num_or_null(w, x && x->measured_bytes >= 0, x ? x->measured_bytes : 0);
+    pr(w, ",\n  \"beside_plan\": {");
+    for (int i = 0; x && i < x->nbeside && i < 8; i++) pr(w, "%s\"%s\": %lld", i ? ", " : "", x->beside_name[i], (long long)x->beside_bytes[i]);
+    pr(w, "}");
     pr(w, ",\n  \"optimizer_in_backward\": %s", graph_optim_in_backward(g) ? "true" : "false");
     pr(w, ",\n  \"clipping_norm\": \"%s\"", graph_optim_in_backward(g) ? "previous step" : "this step");
     if (x && x->budget) {

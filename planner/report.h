@@ -17,6 +17,9 @@ typedef enum { STG_REPORT_TEXT, STG_REPORT_MD, STG_REPORT_JSON, STG_REPORT_SVG }
 
 typedef struct {
     int64_t measured_bytes; // device bytes measured by a backend, -1 when none
+    int nbeside;            // what the backend holds beside the plan (library workspaces, scratch), named
+    const char *beside_name[8];
+    int64_t beside_bytes[8];
     const char *mode;       // "train" | "forward"
     const char *model_path;
     const char *command;

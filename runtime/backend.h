@@ -66,6 +66,9 @@ typedef struct rt_backend_ops {
     // Device bytes in use by this process (measured), and free; -1 when unknown.
     int64_t (*mem_used)(rt_backend *b);
     int64_t (*mem_free)(rt_backend *b);
+    // Device memory the backend holds beyond the plan (library workspaces, kernel scratch), named:
+    // up to max entries into names/bytes; returns how many. May be NULL (none).
+    int (*workspaces)(rt_backend *b, const char **names, int64_t *bytes, int max);
     void (*destroy)(rt_backend *b);
 } rt_backend_ops;
 

@@ -312,6 +312,11 @@ int cmd_bench(int argc, char **argv) {
         // Device bytes the process gained from before the executor's allocation to the end of these
         // runs: the plan's regions plus what running adds (captured graphs, lazily loaded kernels).
         int64_t grown = free_before >= 0 && free_after >= 0 ? free_before - free_after : -1;
+        // what the backend holds beside the plan, by name (library workspaces, scratch)
+        const char *wname[8];
+        int64_t wbytes[8], wsum = 0;
+        int nw = b->ops->workspaces ? b->ops->workspaces(b, wname, wbytes, 8) : 0;
+        for (int i = 0; i < nw; i++) wsum += wbytes[i];
         if (json) {
             printf("{\"model\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"attention\": \"%s\", \"exec\": \"%s\", \"what\": \"%s\", "
                    "\"batch\": %g, \"ctx\": %g, \"params\": %lld, \"warmup\": %lld, \"iters\": %lld, \"first_ms\": %.4f, \"mean_ms\": %.4f, "
@@ -326,7 +331,9 @@ int cmd_bench(int argc, char **argv) {
             print_list(all, warmup + iters);
             printf(", \"submit_ms\": ");
             print_list(host, warmup + iters);
-            printf("}\n");
+            printf(", \"workspace_bytes\": %lld, \"workspaces\": {", (long long)wsum);
+            for (int i = 0; i < nw; i++) printf("%s\"%s\": %lld", i ? ", " : "", wname[i], (long long)wbytes[i]);
+            printf("}}\n");
         } else {
             printf("%s on %s: %s, %s attention, %s, %s; batch %g ctx %g\n", g->name, devname, stg_precision_name(g->precision),
                    graph_option(g, "attention") ? graph_option(g, "attention") : "-", eager || !b->ops->capture_begin ? "eager launch" : "graph replay", what,
@@ -336,12 +343,18 @@ int cmd_bench(int argc, char **argv) {
             printf("  speed     %.0f tokens/s, %.1f TFLOP/s", tokens / (med * 1e-3), tflops);
             if (peak > 0) printf(" (MFU %.1f%% of %.0f)", 100 * tflops / peak, peak);
             printf("\n  memory    planned %.3f GiB", (double)p->peak_bytes / (1 << 30));
-            if (measured >= 0) printf(", measured %.3f GiB (%+.2f%%)", (double)measured / (1 << 30), 100.0 * ((double)measured / (double)p->peak_bytes - 1));
+            if (nw > 0) printf(" + %.1f MiB beside it = %.3f GiB", (double)wsum / (1 << 20), (double)(p->peak_bytes + wsum) / (1 << 30));
+            if (measured >= 0) {
+                printf(", measured %.3f GiB (%+.2f%% vs the plan", (double)measured / (1 << 30), 100.0 * ((double)measured / (double)p->peak_bytes - 1));
+                if (nw > 0) printf(", %+.2f%% vs the plan and what is beside it", 100.0 * ((double)measured / (double)(p->peak_bytes + wsum) - 1));
+                printf(")");
+            }
 #ifdef STG_HAVE_CUDA
             if (strcmp(b->ops->name, "cuda") == 0 && rt_backend_cuda_comm_bytes(b) != 0)
                 printf("; NCCL communicator %.3f GiB beside the plan", (double)rt_backend_cuda_comm_bytes(b) / (1 << 30));
 #endif
             printf("\n");
+            for (int i = 0; i < nw; i++) printf("            beside the plan: %-40s %8.1f MiB\n", wname[i], (double)wbytes[i] / (1 << 20));
         }
         if (profile) { // device time per op kind (eager, one mark around every op)
             double *pm = calloc((size_t)g->nsched, sizeof *pm), bykind[STG_OP_COUNT] = {0}, total = 0;

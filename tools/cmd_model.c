@@ -203,6 +203,7 @@ int cmd_memreport(int argc, char **argv) {
         int fit = cli_check_fit(&m, g, p, b);
         if (!fit && rt_exec_new(g, p, b, NULL, &e, &err)) fprintf(stderr, "stg memreport: %s\n", err.msg);
         if (e) x.measured_bytes = rt_exec_measured_bytes(e);
+        if (e && b->ops->workspaces) x.nbeside = b->ops->workspaces(b, x.beside_name, x.beside_bytes, 8);
         if (e && x.measured_bytes < 0) fprintf(stderr, "stg memreport: the %s backend cannot measure device bytes\n", b->ops->name);
         rt_exec_free(e);
         b->ops->destroy(b);

@@ -179,6 +179,17 @@ extern "C" size_t cuda_workspace_bytes(const stg_cuda *c) {
     return c->lt_workspace_bytes + c->scratch_bytes + (CUDA_STREAMS - 1) * c->side_ws_bytes;
 }
 
+extern "C" int cuda_workspace_parts(const stg_cuda *c, const char **names, int64_t *bytes, int max) {
+    const char *nm[3] = {"cuBLASLt workspace, stream 0", "cuBLASLt workspaces, streams 1-2", "kernel scratch and optimizer tables"};
+    int64_t by[3] = {(int64_t)c->lt_workspace_bytes, (int64_t)((CUDA_STREAMS - 1) * c->side_ws_bytes), (int64_t)c->scratch_bytes};
+    int n = 0;
+    for (int i = 0; i < 3 && n < max; i++) {
+        names[n] = nm[i];
+        bytes[n++] = by[i];
+    }
+    return n;
+}
+
 // ---- preparation --------------------------------------------------------------------------------
 
 static size_t cuda_align256(size_t n) { return (n + 255) & ~(size_t)255; }

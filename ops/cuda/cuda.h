@@ -41,6 +41,8 @@ double cuda_peak_tflops(const stg_cuda *c, stg_precision p);
 int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, stg_err *err);
 // Device bytes the context holds beyond the plan: cuBLASLt workspace, kernel scratch, tables.
 size_t cuda_workspace_bytes(const stg_cuda *c);
+// The same bytes by purpose: up to max named parts into names/bytes; returns how many.
+int cuda_workspace_parts(const stg_cuda *c, const char **names, int64_t *bytes, int max);
 
 // Enqueues op `op` of g on the context's stream; ptr[t] is tensor t's device address.
 int cuda_op_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);

@@ -260,6 +260,12 @@ static int64_t cb_mem_used(rt_backend *b) {
     return (int64_t)(tot - fr);
 }
 
+// What cuda_prepare allocates beside the plan (the NCCL communicator, made before any plan, is
+// reported apart: rt_backend_cuda_comm_bytes).
+static int cb_workspaces(rt_backend *b, const char **names, int64_t *bytes, int max) {
+    return cuda_workspace_parts(impl(b)->c, names, bytes, max);
+}
+
 static int64_t cb_mem_free(rt_backend *b) {
     size_t fr = 0, tot = 0;
     if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return -1;
@@ -325,6 +331,7 @@ static const rt_backend_ops cuda_ops = {
     .event_wait = cb_event_wait,
     .mem_used = cb_mem_used,
     .mem_free = cb_mem_free,
+    .workspaces = cb_workspaces,
     .destroy = cb_destroy,
 };
 

@@ -57,13 +57,23 @@ int plan_shard(const stg_graph *g, const stg_plan *p, int world, int zero, int d
 }
 
 int plan_shard_devices_needed(const stg_graph *g, const stg_plan *p, int zero, int64_t bucket_bytes, int64_t capacity, int max_world) {
+    // One device's bytes do not grow with the device count (stages 0, 2 and 3 divide evenly; stage 1
+    // keeps the busiest owner's share, which only falls as owners are added, up to the greedy
+    // balance's slack of under one parameter), so: none if max_world does not fit, else bisection.
+    // Each probe is a whole plan_shard (stage 1 balances every parameter over n owners).
     stg_err err;
-    for (int n = 1; n <= max_world; n++) {
-        stg_shard_report r;
-        if (plan_shard(g, p, n, zero, 0, bucket_bytes, &r, &err)) return 0;
-        if (r.per_device <= capacity) return n;
+    stg_shard_report r;
+    if (max_world < 1 || plan_shard(g, p, max_world, zero, 0, bucket_bytes, &r, &err) || r.per_device > capacity) return 0;
+    int lo = 1, hi = max_world; // the answer is in [lo, hi]; hi fits
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (plan_shard(g, p, mid, zero, 0, bucket_bytes, &r, &err)) return 0;
+        if (r.per_device <= capacity)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
-    return 0;
+    return lo;
 }
 
 static double gib(int64_t b) { return (double)b / (double)(1LL << 30); }

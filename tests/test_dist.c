@@ -400,6 +400,23 @@ static void test_shard_accounting(void **s) {
     assert_int_equal(plan_shard(g, p, 2, 1, 0, 1 << 10, &r2, &err), 0);
     assert_int_equal(plan_shard_devices_needed(g, p, 1, 1 << 10, r2.per_device, 64), 2);
     assert_int_equal(plan_shard_devices_needed(g, p, 0, 1 << 10, p->peak_bytes - 1, 64), 0);
+    // the bisection gives what a scan over every device count gives: the fewest that fit, for every
+    // stage and a range of capacities (and 0 where even the most devices do not fit)
+    for (int z = 0; z <= 3; z++) {
+        stg_shard_report r1, rmax;
+        assert_int_equal(plan_shard(g, p, 1, z, 0, 1 << 10, &r1, &err), 0);
+        assert_int_equal(plan_shard(g, p, 64, z, 0, 1 << 10, &rmax, &err), 0);
+        for (int k = 0; k <= 16; k++) {
+            int64_t cap = rmax.per_device - 1 + (r1.per_device - rmax.per_device + 1) * k / 16;
+            int scan = 0;
+            for (int n = 1; n <= 64 && !scan; n++) {
+                stg_shard_report rn;
+                assert_int_equal(plan_shard(g, p, n, z, 0, 1 << 10, &rn, &err), 0);
+                if (rn.per_device <= cap) scan = n;
+            }
+            assert_int_equal(plan_shard_devices_needed(g, p, z, 1 << 10, cap, 64), scan);
+        }
+    }
     assert_int_equal(plan_shard(g, p, 0, 1, 0, 0, &r, &err), -1);
     assert_int_equal(plan_shard(g, p, 2, 4, 0, 0, &r, &err), -1);
     plan_free(p);

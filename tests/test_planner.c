@@ -783,7 +783,34 @@ static void test_report(void **state) {
     free(js);
     char *txt = report_string(STG_REPORT_TEXT, g, p, &fm, &x);
     assert_non_null(strstr(txt, "measured on the device"));
+    assert_null(strstr(txt, "beside the plan"));
     free(txt);
+    // What a backend holds beside the plan: one row each, their sum with the plan, the measured bytes
+    // against both; the JSON names them.
+    x.nbeside = 2;
+    x.beside_name[0] = "lib workspace";
+    x.beside_bytes[0] = 600;
+    x.beside_name[1] = "scratch";
+    x.beside_bytes[1] = 400;
+    txt = report_string(STG_REPORT_TEXT, g, p, &fm, &x);
+    assert_non_null(strstr(txt, "beside the plan: lib workspace"));
+    assert_non_null(strstr(txt, "beside the plan: scratch"));
+    char digits[32], want[64];
+    int nd = snprintf(digits, sizeof digits, "%lld", (long long)(p->peak_bytes + 1000)), k = 0;
+    want[k++] = '(';
+    for (int i = 0; i < nd; i++) { // the report writes thousands separated by commas
+        if (i > 0 && (nd - i) % 3 == 0) want[k++] = ',';
+        want[k++] = digits[i];
+    }
+    snprintf(want + k, sizeof want - (size_t)k, " B)");
+    assert_non_null(strstr(strstr(txt, "planned peak + beside the plan"), want));
+    assert_non_null(strstr(txt, "+0.00% vs planned + beside"));
+    free(txt);
+    js = report_string(STG_REPORT_JSON, g, p, &fm, &x);
+    assert_true(json_valid(js));
+    assert_non_null(strstr(js, "\"beside_plan\": {\"lib workspace\": 600, \"scratch\": 400}"));
+    free(js);
+    x.nbeside = 0;
     // A failing stream is an error, not a silent partial report.
     FILE *ro = fopen("/dev/null", "r");
     assert_non_null(ro);

@@ -194,9 +194,13 @@ int cmd_attnbench(int argc, char **argv) {
                     printf("{\"attention\": \"%s\", \"d_head\": %lld, \"seq\": %lld, \"forward_ms\": %.4f, \"backward_ms\": %.4f, "
                            "\"forward_tflops\": %.2f, \"backward_tflops\": %.2f, \"planned_bytes\": %lld, \"measured_bytes\": %lld}\n",
                            name, (long long)D, (long long)S, f, bw, ff / f / 1e9, fb / bw / 1e9, (long long)p->peak_bytes, (long long)meas);
-                else
-                    printf("| %s | %lld | %lld | %.3f | %.3f | %.1f | %.1f | %.3f | %.3f |\n", name, (long long)D, (long long)S, f, bw,
-                           ff / f / 1e9, fb / bw / 1e9, (double)p->peak_bytes / (1 << 30), meas >= 0 ? (double)meas / (1 << 30) : NAN);
+                else { // measured: "-" where the device's free bytes did not drop (small plans fit in memory the
+                       // driver kept from the previous row: below what cudaMemGetInfo resolves)
+                    char mb[32] = "-";
+                    if (meas >= 0) snprintf(mb, sizeof mb, "%.3f", (double)meas / (1 << 30));
+                    printf("| %s | %lld | %lld | %.3f | %.3f | %.1f | %.1f | %.3f | %s |\n", name, (long long)D, (long long)S, f, bw,
+                           ff / f / 1e9, fb / bw / 1e9, (double)p->peak_bytes / (1 << 30), mb);
+                }
                 fflush(stdout);
                 goto next;
             fail:

@@ -38,10 +38,22 @@ def sh(cmd):
     return " ".join(shlex.quote(str(c)) for c in cmd)
 
 
+CMD_TIMEOUT = [300.0]  # seconds one command may take (--cmd-timeout); a stuck one must not eat the suite's time
+
+
 def run(cmd, env=None, timeout=None):
+    """rc, stdout, stderr, wall seconds; a command still running after the timeout is killed (rc 124,
+    its output so far kept, the reason in stderr) and the suite carries on."""
     t0 = time.time()
     e = dict(os.environ, **(env or {}))
-    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=e, timeout=timeout)
+    limit = timeout if timeout is not None else CMD_TIMEOUT[0]
+    try:
+        p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=e, timeout=limit)
+    except subprocess.TimeoutExpired as x:
+        def text(b):
+            return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+        print(f"  timed out after {limit:.0f} s: {sh(cmd)}", flush=True)
+        return 124, text(x.stdout), text(x.stderr) + f"\nbench_suite: killed after {limit:.0f} s", time.time() - t0
     return p.returncode, p.stdout, p.stderr, time.time() - t0
 
 
@@ -226,6 +238,7 @@ def stg_answers(a, W):
         W.put(dict(kind="note", note="stg memreport has no --world/--zero in this build"))
     for name, batch, ctx, n, z, cmd in cmds:
         rc, out, err, wall = run(cmd)
+        print(f"  memreport {name} batch {batch} ctx {ctx}" + (f" world {n} zero {z}" if n else "") + f": rc {rc}, {wall:.1f} s", flush=True)
         base = dict(kind=name, batch=batch, ctx=ctx, world=n, zero=z, cmd=cmd_text(cmd), rc=rc)
         if n is not None:  # --world/--zero add a section to the text and md formats only: keep the report as text
             W.put(dict(base, text=out, stderr=err[-2000:]) if rc == 0 else dict(base, error="failed", stderr=err[-2000:]))
@@ -1009,6 +1022,7 @@ def answers_section(D, a):
 def main():
     ap = argparse.ArgumentParser(description="The CS336 systems study with stg: benchmarks, plots and docs/benchmarks.md.")
     ap.add_argument("--stg", default="build-gpu/stg")
+    ap.add_argument("--cmd-timeout", type=float, default=300.0, help="seconds one command may take before it is killed")
     ap.add_argument("--out", default="docs/bench")
     ap.add_argument("--doc", default="docs/benchmarks.md")
     ap.add_argument("--parts", default="stg,peer,report")
@@ -1027,6 +1041,7 @@ def main():
     ap.add_argument("--append", action="store_true", help="peer: add to docs/bench/peer*.jsonl instead of starting them afresh")
     ap.add_argument("--source", default=None, help="what stg was built from (e.g. a commit), for the report")
     a = ap.parse_args()
+    CMD_TIMEOUT[0] = a.cmd_timeout
     a.sizes = [s for s in a.sizes.split(",") if s]
     a.ctx = [int(c) for c in a.ctx.split(",") if c]
     for s in a.sizes:

@@ -180,6 +180,7 @@ extern "C" size_t cuda_workspace_bytes(const stg_cuda *c) {
 }
 
 extern "C" int cuda_workspace_parts(const stg_cuda *c, const char **names, int64_t *bytes, int max) {
+    static_assert(CUDA_STREAMS == 3, "the second name counts the side streams");
     const char *nm[3] = {"cuBLASLt workspace, stream 0", "cuBLASLt workspaces, streams 1-2", "kernel scratch and optimizer tables"};
     int64_t by[3] = {(int64_t)c->lt_workspace_bytes, (int64_t)((CUDA_STREAMS - 1) * c->side_ws_bytes), (int64_t)c->scratch_bytes};
     int n = 0;

@@ -182,6 +182,10 @@ static void test_bench_json(void **s) {
         for (const char *c = t + 13; *c && *c != ']'; c++) n += *c == ',';
         assert_int_equal(n, 5);
         assert_non_null(strstr(line, "\"submit_ms\": ["));
+        // the CPU backend holds nothing beside the plan: an empty, well-formed list closes the record
+        const char *w = strstr(line, "\"workspace_bytes\": 0, \"workspaces\": {}}");
+        assert_non_null(w);
+        assert_true(!nl || w < nl);
     }
     expect_fail("'step' is named twice", "bench models/tiny.yaml --device cpu --what %s", "step,step");
     expect_fail("--what 'backward'", "bench models/tiny.yaml --device cpu --what %s", "backward");

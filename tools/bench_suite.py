@@ -1041,6 +1041,8 @@ def main():
     ap.add_argument("--append", action="store_true", help="peer: add to docs/bench/peer*.jsonl instead of starting them afresh")
     ap.add_argument("--source", default=None, help="what stg was built from (e.g. a commit), for the report")
     a = ap.parse_args()
+    if not a.cmd_timeout > 0:
+        sys.exit(f"bench_suite: --cmd-timeout must be a positive number of seconds, not {a.cmd_timeout}")
     CMD_TIMEOUT[0] = a.cmd_timeout
     a.sizes = [s for s in a.sizes.split(",") if s]
     a.ctx = [int(c) for c in a.ctx.split(",") if c]

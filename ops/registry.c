@@ -154,6 +154,12 @@ static int infer_matmul(stg_graph *g, int id, stg_err *err) {
     s[A->ndim - 2] = m;
     s[A->ndim - 1] = n;
     set_shape(OUT(g, id, 0), A->ndim, s, a->grad_out ? g->grad_dtype : A->dtype);
+    if (OP(g, id)->n_in == 3) { // an addend: C = op(A) op(B) + acc, acc of C's shape and dtype
+        const stg_tensor *acc = IN(g, id, 2), *C = OUT(g, id, 0);
+        bool same = acc->ndim == C->ndim && acc->dtype == C->dtype;
+        for (int i = 0; same && i < C->ndim; i++) same = acc->shape[i] == C->shape[i];
+        if (!same) return bad(g, id, err, "the addend '%s' must have the product's shape and dtype%s", acc->name, "");
+    }
     return 0;
 }
 
@@ -578,6 +584,7 @@ static int grad_matmul(stg_graph *g, int id, const int *dout, const bool *want, 
         }
         if ((din[1] = emit1(g, id, STG_OP_MATMUL, in, 2, &a, B, err)) < 0) return -1;
     }
+    if (f.n_in == 3 && want[2]) din[2] = dC; // the addend's gradient is the product's
     return 0;
 }
 
@@ -732,7 +739,7 @@ static const stg_op_def defs[STG_OP_COUNT] = {
                               .inplace_in = -1},
     [STG_OP_LINEAR] = {"linear", 2, 2, 1, NULL, 0, infer_linear, grad_linear, flops_linear, .saves_in = BIT(0) | BIT(1),
                        .inplace_in = -1},
-    [STG_OP_MATMUL] = {"matmul", 2, 2, 1, ATTRS(attrs_matmul), infer_matmul, grad_matmul, flops_matmul,
+    [STG_OP_MATMUL] = {"matmul", 2, 3, 1, ATTRS(attrs_matmul), infer_matmul, grad_matmul, flops_matmul,
                        .saves_in = BIT(0) | BIT(1), .inplace_in = -1},
     [STG_OP_RMSNORM] = {"rmsnorm", 2, 2, 2, ATTRS(attrs_norm), infer_rmsnorm, grad_norm, flops_elem4,
                         .saves_in = BIT(0) | BIT(1), .saves_out = BIT(1), .no_decay_in = BIT(1), .inplace_in = -1},

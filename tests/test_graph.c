@@ -68,6 +68,26 @@ static void test_autodiff_invariants(void **state) {
                 ngrads += x->cls == STG_CLASS_GRAD;
             }
             for (int o = 0; o < g->nops; o++) nadam += g->ops[o].kind == STG_OP_ADAMW;
+            // gradient sums fed by a matmul are added by that matmul (an addend input): d.h of q, k, v
+            // (two) and d.h2 of w1, w3 (one) per layer, and no add of a two-input matmul's fresh output
+            int fused = 0;
+            for (int o = g->n_fwd_ops; o < g->nops; o++) {
+                const stg_op *op = &g->ops[o];
+                if (op->kind == STG_OP_MATMUL && op->n_in == 3) {
+                    fused++;
+                    assert_int_equal(g->t[op->in[2]].dtype, g->t[op->out[0]].dtype);
+                    assert_true(strncmp(g->t[op->out[0]].name, "d.", 2) == 0);
+                }
+                if (op->kind != STG_OP_ADD) continue;
+                for (int i = 0; i < 2; i++) {
+                    int pr = g->t[op->in[i]].producer;
+                    int uses = 0;
+                    for (int q = 0; q < g->nops; q++)
+                        for (int k = 0; k < g->ops[q].n_in; k++) uses += g->ops[q].in[k] == op->in[i];
+                    assert_false(pr >= g->n_fwd_ops && g->ops[pr].kind == STG_OP_MATMUL && g->ops[pr].n_in == 2 && uses == 1);
+                }
+            }
+            assert_int_equal(fused, 3 * 12);
             assert_int_equal(nparams, 111);
             assert_int_equal(ngrads, nparams);
             assert_int_equal(nadam, nparams);
@@ -218,6 +238,8 @@ static const bad_case bad[] = {
      NULL, "m.yaml:5:9: rope: 'x/reshape': head_dim (the last dim) must be even"},
     {"backward op in a model file", HEAD "graph:\n  - param e [10, d] init=embedding\n  - x = softmax_bwd(e, e)\n" TAIL, NULL,
      "m.yaml:5:9: 'softmax_bwd' is a backward or optimizer op"},
+    {"matmul addend of another shape", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [d, 3] init=linear\n"
+     "  - x = matmul(e, w, e)\n" TAIL, NULL, "m.yaml:6:9: matmul: the addend 'e' must have the product's shape and dtype"},
     {"missing graph", HEAD TAIL, NULL, "no 'graph:' section"},
     {"empty file", "", NULL, "the model file is empty"},
 };

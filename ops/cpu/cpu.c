@@ -236,8 +236,10 @@ static size_t scratch_linear(const stg_graph *g, const stg_op *op, int f64) {
 static int run_matmul(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
                       size_t scratch_bytes, int f64, stg_err *err) {
     cpu_mm_dims d = {0};
-    if (cpu_matmul_dims(g, op, &d, err)) return -1;
-    return cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, err);
+    if (cpu_matmul_dims(g, op, &d, err) || cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, err)) return -1;
+    if (op->n_in == 3) // the addend, after the product (its own buffer: matmul runs in place of no input)
+        KCALL(f64, cpu_add, DOUT(data, op, 0), DIN(data, op, 2), DOUT(data, op, 0), cpu_numel(OUT(g, op, 0)));
+    return 0;
 }
 
 static size_t scratch_matmul(const stg_graph *g, const stg_op *op, int f64) {

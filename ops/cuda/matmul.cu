@@ -239,8 +239,10 @@ int cuda_mm_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_e
         return stg_errf(err, "cuda matmul: op %d needs %zu workspace bytes, the context has %zu", op, p->ws_bytes,
                         c->lt_workspace_bytes);
     const float one = 1.0f, zero = 0.0f;
-    // cuBLASLt's A is our B, its B our A; C and D are our output (beta 0: C is not read).
-    CUBLAS_CHECK(err, cublasLtMatmul(c->lt, p->desc, &one, ptr[p->in1], p->la, ptr[p->in0], p->lb, &zero, ptr[p->out], p->lc,
-                                     ptr[p->out], p->lc, &p->algo, c->lt_workspace, c->lt_workspace_bytes, c->stream));
+    // cuBLASLt's A is our B, its B our A; D is our output, C the addend (a third input, beta 1) or
+    // the output itself with beta 0 (not read).
+    const void *cc = o->n_in == 3 ? ptr[o->in[2]] : ptr[p->out];
+    CUBLAS_CHECK(err, cublasLtMatmul(c->lt, p->desc, &one, ptr[p->in1], p->la, ptr[p->in0], p->lb, o->n_in == 3 ? &one : &zero, cc,
+                                     p->lc, ptr[p->out], p->lc, &p->algo, c->lt_workspace, c->lt_workspace_bytes, c->stream));
     return 0;
 }

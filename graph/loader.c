@@ -679,7 +679,7 @@ static int parse_attr(S *s, const stg_op_def *def, const char *key, size_t key_a
     return 0;
 }
 
-static int parse_value(S *s, const char *target, int *out);
+static int parse_value(S *s, const char *target, int *out, bool *call);
 
 static int parse_call_body(S *s, const char *opname, size_t name_at, const char *target, int *outs, int *n_out);
 
@@ -712,6 +712,7 @@ static int parse_call_body(S *s, const char *opname, size_t name_at, const char 
     const stg_op_def *def = ops_def((stg_op_kind)kind);
     if (expect(s, '(', "after the op name")) return -1;
     int in[64];
+    bool call[64]; // input i is the result of a call nested here (nothing else can read it)
     int n_in = 0;
     stg_attrs a;
     memset(&a, 0, sizeof a);
@@ -740,7 +741,7 @@ static int parse_call_body(S *s, const char *opname, size_t name_at, const char 
             continue;
         }
         if (n_in == 64) return serr(s, at, "too many inputs%s%s", NULL, NULL);
-        if (parse_value(s, s->target, &in[n_in])) return -1;
+        if (parse_value(s, s->target, &in[n_in], &call[n_in])) return -1;
         n_in++;
     }
     s->i++;
@@ -753,6 +754,16 @@ static int parse_call_body(S *s, const char *opname, size_t name_at, const char 
     if (!def->grad) return serr(s, name_at, "'%s' is a backward or optimizer op; model files declare the forward graph only%s", opname, NULL);
     if (l->g->nops >= MAX_OPS)
         return serr(s, name_at, "the forward graph has more than %s ops (repeats expanded); check the repeat counts%s", "30000", NULL);
+    // add(x, linear(...)): the nested product adds x itself (one pass over the bytes fewer)
+    for (int i = n_in - 1; kind == STG_OP_ADD && n_in == 2 && i >= 0; i--) {
+        int r = call[i] ? graph_fold_add(l->g, in[i], in[1 - i], target, l->err) : 0;
+        if (r < 0) return -1;
+        if (r) {
+            outs[0] = in[i];
+            *n_out = 1;
+            return 0;
+        }
+    }
     int id = graph_add_op(l->g, (stg_op_kind)kind, in, n_in, &a, STG_PHASE_FORWARD, target, sloc(s, name_at), outs, l->err);
     if (id < 0) return -1;
     *n_out = def->n_out;
@@ -760,7 +771,7 @@ static int parse_call_body(S *s, const char *opname, size_t name_at, const char 
 }
 
 // A value: a call or a bound name. Its result tensor goes to *out.
-static int parse_value(S *s, const char *target, int *out) {
+static int parse_value(S *s, const char *target, int *out, bool *call) {
     sws(s);
     size_t at = s->i;
     char name[STG_NAME_MAX];
@@ -772,10 +783,12 @@ static int parse_value(S *s, const char *target, int *out) {
         int outs[STG_MAX_OUT], n;
         if (parse_call(s, name, at, hint, outs, &n)) return -1;
         *out = outs[0];
+        if (call) *call = true;
         return 0;
     }
     sym *y = find_sym(s->l, name);
     if (!y) return serr(s, at, "'%s' is used before it is defined%s", name, NULL);
+    if (call) *call = false;
     *out = y->tensor;
     return 0;
 }
@@ -871,7 +884,7 @@ static int statement(L *l, ydoc *d, yaml_node_t *n) {
         if (parse_call(&s, first, vat, disp, outs, &n_out)) return -1;
     } else {
         s.i = save;
-        if (parse_value(&s, disp, &outs[0])) return -1;
+        if (parse_value(&s, disp, &outs[0], NULL)) return -1;
     }
     sws(&s);
     if (s.i < s.len) return serr(&s, s.i, "unexpected text after the statement%s%s", NULL, NULL);

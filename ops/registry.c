@@ -111,6 +111,16 @@ static int infer_embedding_bwd(stg_graph *g, int id, stg_err *err) {
     return 0;
 }
 
+// An optional third input of matmul and linear: C = product + addend, the addend of C's shape and dtype.
+static int check_addend(stg_graph *g, int id, stg_err *err) {
+    if (OP(g, id)->n_in != 3) return 0;
+    const stg_tensor *acc = IN(g, id, 2), *C = OUT(g, id, 0);
+    bool same = acc->ndim == C->ndim && acc->dtype == C->dtype;
+    for (int i = 0; same && i < C->ndim; i++) same = acc->shape[i] == C->shape[i];
+    if (!same) return bad(g, id, err, "the addend '%s' must have the product's shape and dtype%s", acc->name, "");
+    return 0;
+}
+
 static int infer_linear(stg_graph *g, int id, stg_err *err) {
     if (need_ndim(g, id, 0, 1, STG_MAX_DIMS, err) || need_ndim(g, id, 1, 2, 2, err)) return -1;
     if (need_float(g, id, 0, err) || need_float(g, id, 1, err)) return -1;
@@ -126,7 +136,7 @@ static int infer_linear(stg_graph *g, int id, stg_err *err) {
     for (int i = 0; i < x->ndim; i++) s[i] = x->shape[i];
     s[x->ndim - 1] = w->shape[0];
     set_shape(OUT(g, id, 0), x->ndim, s, x->dtype);
-    return 0;
+    return check_addend(g, id, err);
 }
 
 static int infer_matmul(stg_graph *g, int id, stg_err *err) {
@@ -154,13 +164,7 @@ static int infer_matmul(stg_graph *g, int id, stg_err *err) {
     s[A->ndim - 2] = m;
     s[A->ndim - 1] = n;
     set_shape(OUT(g, id, 0), A->ndim, s, a->grad_out ? g->grad_dtype : A->dtype);
-    if (OP(g, id)->n_in == 3) { // an addend: C = op(A) op(B) + acc, acc of C's shape and dtype
-        const stg_tensor *acc = IN(g, id, 2), *C = OUT(g, id, 0);
-        bool same = acc->ndim == C->ndim && acc->dtype == C->dtype;
-        for (int i = 0; same && i < C->ndim; i++) same = acc->shape[i] == C->shape[i];
-        if (!same) return bad(g, id, err, "the addend '%s' must have the product's shape and dtype%s", acc->name, "");
-    }
-    return 0;
+    return check_addend(g, id, err);
 }
 
 static int infer_norm_common(stg_graph *g, int id, int n_params, stg_err *err) {
@@ -536,6 +540,7 @@ static int grad_linear(stg_graph *g, int id, const int *dout, const bool *want, 
         int in[2] = {dyf, xf};
         if ((din[1] = emit1(g, id, STG_OP_MATMUL, in, 2, &a, w, err)) < 0) return -1;
     }
+    if (g->ops[id].n_in == 3 && want[2]) din[2] = dy; // the addend's gradient is the output's
     return 0;
 }
 
@@ -737,7 +742,7 @@ static const stg_op_def defs[STG_OP_COUNT] = {
                           .saves_in = BIT(0), .no_grad_in = BIT(0), .no_decay_in = BIT(1), .inplace_in = -1},
     [STG_OP_EMBEDDING_BWD] = {"embedding_bwd", 2, 2, 1, ATTRS(attrs_embedding_bwd), infer_embedding_bwd, NULL, flops_elem1,
                               .inplace_in = -1},
-    [STG_OP_LINEAR] = {"linear", 2, 2, 1, NULL, 0, infer_linear, grad_linear, flops_linear, .saves_in = BIT(0) | BIT(1),
+    [STG_OP_LINEAR] = {"linear", 2, 3, 1, NULL, 0, infer_linear, grad_linear, flops_linear, .saves_in = BIT(0) | BIT(1),
                        .inplace_in = -1},
     [STG_OP_MATMUL] = {"matmul", 2, 3, 1, ATTRS(attrs_matmul), infer_matmul, grad_matmul, flops_matmul,
                        .saves_in = BIT(0) | BIT(1), .inplace_in = -1},

@@ -88,6 +88,19 @@ static void test_autodiff_invariants(void **state) {
                 }
             }
             assert_int_equal(fused, 3 * 12);
+            // the residual adds of the forward are folded into the products that feed them (wo and w2):
+            // no add is left in the forward, two linears with an addend per layer, named after the sum
+            int folded = 0;
+            for (int o = 0; o < g->n_fwd_ops; o++) {
+                const stg_op *op = &g->ops[o];
+                assert_int_not_equal(op->kind, STG_OP_ADD);
+                if (op->kind != STG_OP_LINEAR || op->n_in != 3) continue;
+                folded++;
+                const char *w = g->t[op->in[1]].name, *nm = g->t[op->out[0]].name;
+                assert_true(strstr(w, ".wo") || strstr(w, ".w2"));
+                assert_true(strncmp(nm, "blocks.", 7) == 0 && strstr(nm, ".x"));
+            }
+            assert_int_equal(folded, 2 * 12);
             assert_int_equal(nparams, 111);
             assert_int_equal(ngrads, nparams);
             assert_int_equal(nadam, nparams);
@@ -265,6 +278,45 @@ static void test_bad_input(void **state) {
     }
 }
 
+// Which adds fold into the product that feeds them: only a nested call's result (nothing else can
+// read it) made by a two-input matmul or linear, of the other operand's shape and dtype.
+static void test_fold_add(void **state) {
+    static const struct {
+        const char *stmts;
+        int adds, folded; // forward add ops left; linear/matmul ops with an addend
+    } c[] = {
+        {"  - y = add(x, linear(x, w))\n", 0, 1},
+        {"  - y = add(linear(x, w), x)\n", 0, 1},
+        {"  - y = add(linear(x, w), linear(x, w))\n", 0, 1},           // the second takes the first
+        {"  - z = linear(x, w)\n  - y = add(x, z)\n", 1, 0},            // a name may be read again
+        {"  - y = add(x, add(x, linear(x, w)))\n", 1, 1},               // the outer add's operand is an add
+        {"  - y = add(x, matmul(x, w, tb=1))\n", 0, 1},
+        {"  - y = add(x, linear(x, w, x))\n", 1, 1},                    // already has an addend
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        char yaml[1024];
+        snprintf(yaml, sizeof yaml,
+                 "dims: {n: 4, d: 8}\ninputs: {x: [n, d, f32], t: [n, i32]}\ngraph:\n  - param w [d, d] init=linear\n"
+                 "%s  - loss = cross_entropy(y, t)\nloss: loss\n",
+                 c[i].stmts);
+        stg_load_opts o = {STG_PREC_FP64, NULL, 0};
+        stg_graph *g = NULL;
+        stg_err err;
+        if (graph_load_string(yaml, strlen(yaml), "m.yaml", &o, &g, &err)) fail_msg("case %zu: %s", i, err.msg);
+        int adds = 0, folded = 0;
+        for (int k = 0; k < g->nops; k++) {
+            adds += g->ops[k].kind == STG_OP_ADD;
+            folded += (g->ops[k].kind == STG_OP_LINEAR || g->ops[k].kind == STG_OP_MATMUL) && g->ops[k].n_in == 3;
+        }
+        if (adds != c[i].adds || folded != c[i].folded)
+            fail_msg("case %zu (%s): %d adds, %d folded; expected %d, %d", i, c[i].stmts, adds, folded, c[i].adds, c[i].folded);
+        int y = graph_find_tensor(g, "y");
+        assert_true(y >= 0);
+        assert_int_equal(g->t[y].ndim, 2);
+        graph_free(g);
+    }
+}
+
 static void test_missing_file(void **state) {
     stg_graph *g;
     stg_err err;
@@ -289,7 +341,8 @@ int main(void) {
         cmocka_unit_test(test_param_counts),       cmocka_unit_test(test_autodiff_invariants),
         cmocka_unit_test(test_shapes_and_names),   cmocka_unit_test(test_naive_keeps_probabilities),
         cmocka_unit_test(test_toy),                cmocka_unit_test(test_bf16_dtypes),
-        cmocka_unit_test(test_bad_input),          cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_bad_input),          cmocka_unit_test(test_fold_add),
+        cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_include_error_position), cmocka_unit_test(test_weight_decay_exemption),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

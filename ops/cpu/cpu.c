@@ -221,11 +221,18 @@ static size_t cpu_mm_scratch(const cpu_mm_dims *d, int f64) {
     return KCALL(f64, cpu_matmul_scratch, d->batch, d->m, d->n, d->k, d->ta, d->tb, d->b_batched);
 }
 
+// The optional addend of matmul and linear (a third input), after the product: the output is its
+// own buffer (the planner runs neither op in place of an input).
+static void mm_addend(const stg_graph *g, const stg_op *op, void *const *data, int f64) {
+    if (op->n_in == 3) KCALL(f64, cpu_add, DOUT(data, op, 0), DIN(data, op, 2), DOUT(data, op, 0), cpu_numel(OUT(g, op, 0)));
+}
+
 static int run_linear(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
                       size_t scratch_bytes, int f64, stg_err *err) {
     cpu_mm_dims d = {0};
-    if (cpu_linear_dims(g, op, &d, err)) return -1;
-    return cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, err);
+    if (cpu_linear_dims(g, op, &d, err) || cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, err)) return -1;
+    mm_addend(g, op, data, f64);
+    return 0;
 }
 
 static size_t scratch_linear(const stg_graph *g, const stg_op *op, int f64) {
@@ -237,8 +244,7 @@ static int run_matmul(const stg_graph *g, const stg_op *op, void *const *data, v
                       size_t scratch_bytes, int f64, stg_err *err) {
     cpu_mm_dims d = {0};
     if (cpu_matmul_dims(g, op, &d, err) || cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, err)) return -1;
-    if (op->n_in == 3) // the addend, after the product (its own buffer: matmul runs in place of no input)
-        KCALL(f64, cpu_add, DOUT(data, op, 0), DIN(data, op, 2), DOUT(data, op, 0), cpu_numel(OUT(g, op, 0)));
+    mm_addend(g, op, data, f64);
     return 0;
 }
 

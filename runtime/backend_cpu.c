@@ -33,6 +33,8 @@ static int64_t cpu_unknown(rt_backend *b) { return -1; }
 
 typedef struct {
     double t[2];          // timer marks 0 and 1 (ms)
+    double *prof;         // profiling marks (ms; prof_begin)
+    int nprof;
     void *scratch;        // kernel scratch for the prepared graph: one allocation, made by prepare
     size_t scratch_bytes;
     rt_dist *dist;        // the data-parallel group (rt_backend_cpu_join), NULL when none
@@ -105,9 +107,34 @@ static int cpu_elapsed(rt_backend *b, double *ms, stg_err *err) {
     return 0;
 }
 
+// Profiling marks: ops run synchronously, so a mark is the time it is made.
+static int cpu_prof_begin(rt_backend *b, int n, stg_err *err) {
+    cpu_impl *im = b->impl;
+    if (n <= im->nprof) return 0;
+    double *p = stg_realloc(im->prof, sizeof *p * (size_t)n, err);
+    if (!p) return -1;
+    im->prof = p;
+    im->nprof = n;
+    return 0;
+}
+
+static int cpu_prof_mark(rt_backend *b, int i, stg_err *err) {
+    cpu_impl *im = b->impl;
+    if (i < 0 || i >= im->nprof) return stg_errf(err, "cpu backend: profiling mark %d of %d", i, im->nprof);
+    im->prof[i] = cpu_now_ms();
+    return 0;
+}
+
+static int cpu_prof_elapsed(rt_backend *b, int i, int j, double *ms, stg_err *err) {
+    cpu_impl *im = b->impl;
+    if (i < 0 || j < 0 || i >= im->nprof || j >= im->nprof) return stg_errf(err, "cpu backend: profiling marks %d, %d of %d", i, j, im->nprof);
+    *ms = im->prof[j] - im->prof[i];
+    return 0;
+}
+
 static void cpu_destroy(rt_backend *b) {
     cpu_impl *im = b->impl;
-    if (im) free(im->scratch);
+    if (im) free(im->scratch), free(im->prof);
     free(b->impl);
     free(b);
 }
@@ -128,6 +155,9 @@ static const rt_backend_ops cpu_ops = {
     .sync = cpu_nothing,
     .timer_mark = cpu_timer_mark,
     .elapsed_ms = cpu_elapsed,
+    .prof_begin = cpu_prof_begin,
+    .prof_mark = cpu_prof_mark,
+    .prof_elapsed = cpu_prof_elapsed,
     .mem_used = cpu_unknown, // host memory: not measured (-1)
     .mem_free = cpu_unknown,
     .destroy = cpu_destroy,

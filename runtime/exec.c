@@ -478,6 +478,61 @@ static int exec_streams(const rt_exec *e) {
     return n < 1 ? 1 : n > MAX_STREAMS - 1 ? MAX_STREAMS - 1 : n;
 }
 
+int rt_exec_critical_path(rt_exec *e, unsigned mask, const double *ms, double *length, bool *on_path, double *slack,
+                          stg_err *err) {
+    const stg_graph *g = e->g;
+    int nstreams = exec_streams(e), n = 0;
+    *length = 0;
+    for (int s = 0; s < g->nsched; s++) {
+        bool in = mask & (1u << g->ops[g->schedule[s]].phase);
+        on_path[s] = in;
+        slack[s] = in ? 0 : -1;
+        if (in) *length += ms[s], n++;
+    }
+    if (nstreams <= 1 || n == 0) return 0; // one stream: every op is on the chain
+    lanes l;
+    if (lanes_plan(e, mask, nstreams, &l, err)) return -1;
+    double *fin = stg_calloc((size_t)n, sizeof *fin, err), *lf = stg_calloc((size_t)n, sizeof *lf, err);
+    int *pos = stg_calloc((size_t)n, sizeof *pos, err), *pred = stg_calloc((size_t)n, sizeof *pred, err);
+    int *prev = stg_calloc((size_t)n, sizeof *prev, err), rc = -1;
+    if (!fin || !lf || !pos || !pred || !prev) goto out;
+    for (int s = 0, i = 0; s < g->nsched; s++)
+        if (on_path[s]) pos[i++] = s;
+    int tail[MAX_STREAMS + 1];
+    for (int k = 0; k <= MAX_STREAMS; k++) tail[k] = -1;
+    int last = 0;
+    for (int i = 0; i < n; i++) { // finish times, forward: the latest of the stream's previous op and the waits
+        prev[i] = tail[l.stream[i]];
+        tail[l.stream[i]] = i;
+        double start = prev[i] >= 0 ? fin[prev[i]] : 0;
+        pred[i] = prev[i];
+        for (const int *w = l.wait + (size_t)i * WSTRIDE; *w >= 0; w++)
+            if (*w > 0 && fin[*w - 1] > start) start = fin[*w - 1], pred[i] = *w - 1;
+        fin[i] = start + ms[pos[i]];
+        if (fin[i] > fin[last]) last = i;
+    }
+    *length = fin[last];
+    for (int i = 0; i < n; i++) lf[i] = *length;
+    for (int j = n - 1; j >= 0; j--) { // latest finish times, backward over the same edges
+        double st = lf[j] - ms[pos[j]];
+        if (prev[j] >= 0 && st < lf[prev[j]]) lf[prev[j]] = st;
+        for (const int *w = l.wait + (size_t)j * WSTRIDE; *w >= 0; w++)
+            if (*w > 0 && st < lf[*w - 1]) lf[*w - 1] = st;
+    }
+    for (int i = 0; i < n; i++) {
+        slack[pos[i]] = lf[i] - fin[i] > 0 ? lf[i] - fin[i] : 0;
+        on_path[pos[i]] = false;
+    }
+    for (int i = last; i >= 0; i = pred[i]) on_path[pos[i]] = true;
+    rc = 0;
+out:
+    free(fin), free(lf), free(pos), free(pred), free(prev);
+    lanes_free(&l);
+    return rc;
+}
+
+int rt_exec_streams(const rt_exec *e) { return exec_streams(e); }
+
 // Everything one run enqueues: staged inputs up, poison (tests), the ops, results down.
 static int enqueue(rt_exec *e, unsigned mask, int slot, stg_err *err) {
     const stg_graph *g = e->g;

@@ -75,6 +75,17 @@ int rt_exec_run_results(rt_exec *e, unsigned phase_mask, rt_exec_results *r, stg
 // s (0 for ops not in phase_mask). Needs a backend with profiling marks (CUDA).
 int rt_exec_profile(rt_exec *e, unsigned phase_mask, double *ms, stg_err *err);
 
+// The longest chain of ops in a run of phase_mask with the streams and waits a captured run uses,
+// each op taking ms[s] (schedule position s, as from rt_exec_profile) and starting when its stream's
+// previous op and every op it waits on have finished; sharing the device is not modeled. *length:
+// when the last op finishes; on_path[s]: op s is on the longest chain (one chain where several tie);
+// slack[s]: how much longer op s could take without lengthening the run (-1 for ops not in
+// phase_mask). With one stream the length is the sum and every op is on the chain.
+int rt_exec_critical_path(rt_exec *e, unsigned phase_mask, const double *ms, double *length, bool *on_path, double *slack,
+                          stg_err *err);
+// The compute streams a run uses (1 unless graph mode on a backend with streams).
+int rt_exec_streams(const rt_exec *e);
+
 // Device bytes measured by the backend: in use after allocation and preparation minus in use
 // before (-1 when the backend cannot measure).
 int64_t rt_exec_measured_bytes(const rt_exec *e);

@@ -1,5 +1,6 @@
 // The stg program as users meet it: bad command lines, bad model files, outputs that must not be
 // clobbered on failure, and the happy paths of check, graph, memreport, tokens, train and step.
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -161,6 +162,36 @@ static void test_happy_paths(void **s) {
     assert_int_not_equal(stg(out, sizeof out, "%s", cmd), 0);
 }
 
+// stg bench --profile on the CPU (profiling marks are host clock readings there): with one stream
+// the critical path is every op, its length the profile's total, and each by-name row is all on it.
+static void test_bench_profile(void **s) {
+    char out[65536];
+    int rc = stg(out, sizeof out, "bench models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --profile --warmup 0 --iters 1");
+    if (rc != 0) fail_msg("%s", out);
+    double total = -1, len = -1, off = -1;
+    int nops = -1, non = -1, nst = -1, rows = 0;
+    const char *p = strstr(out, "  profile   "), *c = strstr(out, "  critical  ");
+    assert_non_null(p);
+    assert_non_null(c);
+    assert_int_equal(sscanf(p, "  profile %lf ms of device time in %d ops", &total, &nops), 2);
+    assert_int_equal(sscanf(c, "  critical %lf ms in %d ops: the longest chain of ops on the %d stream", &len, &non, &nst), 3);
+    const char *o = strstr(c, "; ");
+    assert_non_null(o);
+    assert_int_equal(sscanf(o, "; %lf ms of device time lies off it", &off), 1);
+    assert_int_equal(nst, 1);
+    assert_int_equal(non, nops);
+    assert_true(fabs(len - total) < 2e-3 && off == 0.0 && total > 0);
+    const char *t = strstr(c, "by op name");
+    assert_non_null(t);
+    for (const char *line = strchr(t, '\n') + 1; *line == ' '; line = strchr(line, '\n') + 1) {
+        double ms, on;
+        if (sscanf(line, " %lf ms %lf", &ms, &on) != 2) break;
+        assert_true(on == ms);
+        rows++;
+    }
+    assert_true(rows >= 10);
+}
+
 // stg bench on the CPU: several --what values in one process, one JSON line each, with every
 // iteration's time (warm-up ones first) in times_ms.
 static void test_bench_json(void **s) {
@@ -224,7 +255,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memreport_world),
         cmocka_unit_test(test_bad_command_lines), cmocka_unit_test(test_bad_model_file),
-        cmocka_unit_test(test_output_not_clobbered), cmocka_unit_test(test_happy_paths), cmocka_unit_test(test_bench_json),
+        cmocka_unit_test(test_output_not_clobbered), cmocka_unit_test(test_happy_paths), cmocka_unit_test(test_bench_json), cmocka_unit_test(test_bench_profile),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -4,6 +4,7 @@
 // that every two ops that touch the same bytes (one writing) are ordered, that every stream joins
 // stream 0 before the capture ends, that more than one stream was used, and that replay gives
 // bitwise the losses and parameters of one-stream eager execution.
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -391,6 +392,92 @@ static void streams_equal_eager(const char *attention) {
     free(mock);
 }
 
+// rt_exec_critical_path on the lanes of a captured step, with made-up op times: the chain it finds
+// is a chain of the capture (each op ordered after the one before by stream or event), its times add
+// up to the length, and the slacks are exact: lengthening an op by less than its slack changes
+// nothing, by more lengthens the run by the difference, and an op on the chain lengthens it fully.
+static double path_len(rt_exec *e, const stg_graph *g, const double *ms, bool *on, double *slack) {
+    double len;
+    stg_err err;
+    if (rt_exec_critical_path(e, RT_PHASE_ALL, ms, &len, on, slack, &err)) fail_msg("%s", err.msg);
+    return len;
+}
+
+static void test_critical_path(void **s) {
+    stg_err err;
+    rt_backend *cpu, *mock = calloc(1, sizeof *mock);
+    assert_non_null(mock);
+    if (rt_backend_cpu_new(&cpu, &err)) fail_msg("%s", err.msg);
+    memset(&M, 0, sizeof M);
+    M.cpu = cpu;
+    M.r = malloc(sizeof(rec) * MAXREC);
+    assert_non_null(M.r);
+    mock->ops = &mock_ops;
+    stg_graph *g = load("attention=flash");
+    stg_plan *p;
+    rt_exec *e;
+    rt_feed *f;
+    rt_exec_opts eo = {.graph = true};
+    rt_rng rng;
+    rt_rng_seed(&rng, 3);
+    if (plan_build(g, NULL, &p, &err) || rt_exec_new(g, p, mock, &eo, &e, &err) || rt_exec_init_params(e, 4, &err) ||
+        rt_exec_set_steps_done(e, 0, &err) || rt_feed_new(g, NULL, 4, 3, &f, &err) || rt_feed_next(f, e, &rng, &err) ||
+        rt_exec_run(e, RT_PHASE_ALL, &err))
+        fail_msg("%s", err.msg);
+    int n = g->nsched;
+    double *ms = malloc(sizeof *ms * (size_t)n), *slack = malloc(sizeof *slack * (size_t)n), total = 0;
+    bool *on = malloc(sizeof *on * (size_t)n);
+    int *rec_of = malloc(sizeof *rec_of * (size_t)g->nops);
+    assert_true(ms && slack && on && rec_of);
+    for (int i = 0; i < n; i++) total += ms[i] = 0.25 + (double)((i * 7919) % 13) * 0.5;
+    for (int o = 0; o < g->nops; o++) rec_of[o] = -1;
+    for (int i = 0; i < M.nr; i++)
+        if (M.r[i].kind == R_OP) rec_of[M.r[i].op] = i;
+    double len = path_len(e, g, ms, on, slack), on_sum = 0, stream_sum[NSTR] = {0}, widest = 0;
+    int last = -1, pick_off = -1, pick_on = -1;
+    for (int i = 0; i < n; i++) {
+        const rec *x = &M.r[rec_of[g->schedule[i]]];
+        assert_true(rec_of[g->schedule[i]] >= 0);
+        assert_true(slack[i] >= 0);
+        stream_sum[x->stream] += ms[i];
+        if (!on[i]) {
+            if (pick_off < 0 || slack[i] > slack[pick_off]) pick_off = i;
+            continue;
+        }
+        assert_true(slack[i] < 1e-9 * len);
+        on_sum += ms[i];
+        if (last >= 0) { // ordered after the previous op of the chain
+            const rec *y = &M.r[rec_of[g->schedule[last]]];
+            assert_true(x->clock[y->stream] >= y->seq);
+        }
+        last = i;
+        pick_on = i;
+    }
+    for (int k = 0; k < NSTR; k++) widest = stream_sum[k] > widest ? stream_sum[k] : widest;
+    print_message("critical path %.2f of %.2f (widest stream %.2f), %d ops\n", len, total, widest, n);
+    assert_true(fabs(on_sum - len) < 1e-9 * len);
+    assert_true(len >= widest - 1e-9 && len < total); // streams overlap some work
+    assert_true(pick_off >= 0 && slack[pick_off] > 1.0 && pick_on >= 0);
+    double sl = slack[pick_off], base = ms[pick_off];
+    ms[pick_off] = base + 0.5 * sl;
+    assert_true(fabs(path_len(e, g, ms, on, slack) - len) < 1e-9 * len);
+    ms[pick_off] = base + sl + 2.0;
+    assert_true(fabs(path_len(e, g, ms, on, slack) - (len + 2.0)) < 1e-9 * len);
+    assert_true(on[pick_off]);
+    ms[pick_off] = base;
+    ms[pick_on] += 1.0;
+    assert_true(fabs(path_len(e, g, ms, on, slack) - (len + 1.0)) < 1e-9 * len);
+    free(ms), free(slack), free(on), free(rec_of);
+    rt_feed_free(f);
+    rt_exec_free(e);
+    plan_free(p);
+    graph_free(g);
+    free(M.r);
+    free(M.evc);
+    cpu->ops->destroy(cpu);
+    free(mock);
+}
+
 static void test_flash(void **s) { streams_equal_eager("attention=flash"); }
 static void test_naive(void **s) { streams_equal_eager("attention=naive"); }
 static void test_data_parallel(void **s) {
@@ -404,6 +491,7 @@ int main(void) {
         cmocka_unit_test(test_flash),
         cmocka_unit_test(test_naive),
         cmocka_unit_test(test_data_parallel),
+        cmocka_unit_test(test_critical_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

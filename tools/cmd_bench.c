@@ -119,14 +119,15 @@ static void print_optim_bandwidth(const stg_graph *g, rt_backend *b, const doubl
 }
 
 // After --profile: device time by op name with layer numbers folded ("layers.#.attn.q"), the
-// largest first, with the FLOPs rate where the op has FLOPs.
-static int print_by_name(const stg_graph *g, const double *pm, int top) {
+// largest first, with the part on the critical path and the FLOPs rate where the op has FLOPs.
+static int print_by_name(const stg_graph *g, const double *pm, const bool *on_path, int top) {
     int n = g->nsched;
     char (*key)[STG_NAME_MAX] = malloc(sizeof *key * (size_t)(n ? n : 1));
     double *ms = calloc((size_t)(n ? n : 1), sizeof *ms), *fl = calloc((size_t)(n ? n : 1), sizeof *fl);
+    double *on = calloc((size_t)(n ? n : 1), sizeof *on);
     int *cnt = calloc((size_t)(n ? n : 1), sizeof *cnt), nk = 0;
-    if (!key || !ms || !fl || !cnt) {
-        free(key), free(ms), free(fl), free(cnt);
+    if (!key || !ms || !fl || !cnt || !on) {
+        free(key), free(ms), free(fl), free(cnt), free(on);
         return -1;
     }
     for (int s = 0; s < n; s++) {
@@ -147,21 +148,22 @@ static int print_by_name(const stg_graph *g, const double *pm, int top) {
         while (i < nk && strcmp(key[i], k) != 0) i++;
         if (i == nk) memcpy(key[nk++], k, sizeof k);
         ms[i] += pm[s];
+        on[i] += on_path[s] ? pm[s] : 0;
         fl[i] += graph_op_flops(g, g->schedule[s]);
         cnt[i]++;
     }
-    printf("  by op name (layer numbers folded), the %d largest:\n", top);
+    printf("  by op name (layer numbers folded), the %d largest: device ms, of it on the critical path, ops, name\n", top);
     for (int r = 0; r < top; r++) {
         int best = -1;
         for (int i = 0; i < nk; i++)
             if (ms[i] > 0 && (best < 0 || ms[i] > ms[best])) best = i;
         if (best < 0) break;
-        printf("            %9.3f ms %4d x %-56s", ms[best], cnt[best], key[best]);
+        printf("            %9.3f ms %9.3f %4d x %-56s", ms[best], on[best], cnt[best], key[best]);
         if (fl[best] > 0) printf(" %7.1f TFLOP/s", fl[best] / (ms[best] * 1e-3) / 1e12);
         printf("\n");
         ms[best] = -1;
     }
-    free(key), free(ms), free(fl), free(cnt);
+    free(key), free(ms), free(fl), free(cnt), free(on);
     return 0;
 }
 
@@ -379,7 +381,22 @@ int cmd_bench(int argc, char **argv) {
                 printf("            %6.2f%% %9.3f ms  %4d x %s\n", 100 * bykind[best] / total, bykind[best], count[best], ops_name((stg_op_kind)best));
                 bykind[best] = -1;
             }
-            if (print_by_name(g, pm, 30)) {
+            double len = 0, on_ms = 0, *slack = calloc((size_t)g->nsched, sizeof *slack);
+            bool *on = calloc((size_t)g->nsched, sizeof *on);
+            if (!slack || !on || rt_exec_critical_path(e, mask, pm, &len, on, slack, &err)) {
+                fprintf(stderr, "stg bench: --profile: %s\n", slack && on ? err.msg : "out of memory");
+                free(pm), free(slack), free(on);
+                goto out;
+            }
+            int non = 0;
+            for (int s = 0; s < g->nsched; s++) on_ms += on[s] ? pm[s] : 0, non += on[s];
+            int nst = rt_exec_streams(e);
+            printf("  critical  %.3f ms in %d ops: the longest chain of ops on the %d stream%s a run uses (each op as long as it "
+                   "took alone, sharing the device not modeled); %.3f ms of device time lies off it\n",
+                   len, non, nst, nst == 1 ? "" : "s", total - on_ms);
+            int pr = print_by_name(g, pm, on, 30);
+            free(slack), free(on);
+            if (pr) {
                 fprintf(stderr, "stg bench: --profile: out of memory\n");
                 free(pm);
                 goto out;

@@ -26,7 +26,7 @@ static const char *usage =
     "usage: stg bench MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
     "       [--exec graph|eager] [--what forward|forward-backward|step[,...]] [--warmup N] [--iters N] [--tf32] [--json]\n"
     "       [--what A,B,...]  measure several in one process, in the order given (one report each)\n"
-    "       [--profile]     device time per op kind\n"
+    "       [--profile]     device time per op kind and name, and the critical path\n"
     "       [--streams N]   graph mode: spread independent ops over at most N streams (default: all; 1: one)\n"
     "       [--memory-budget BYTES|auto]  recompute activations so the step fits\n"
     "       [--optimizer-in-backward]  each AdamW update runs once its gradient is final (clipping by the last step's norm)\n"

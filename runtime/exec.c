@@ -478,57 +478,106 @@ static int exec_streams(const rt_exec *e) {
     return n < 1 ? 1 : n > MAX_STREAMS - 1 ? MAX_STREAMS - 1 : n;
 }
 
-int rt_exec_critical_path(rt_exec *e, unsigned mask, const double *ms, double *length, bool *on_path, double *slack,
-                          stg_err *err) {
+struct rt_dag {
+    int n, nsched;   // ops of the run; schedule positions in all
+    int *pos;        // (n) schedule position of the run's op i
+    int *prev;       // (n) the op before i on its stream, -1 for the first
+    int *woff, *w;   // ops i waits on (other streams): w[woff[i] .. woff[i + 1])
+};
+
+void rt_dag_free(rt_dag *d) {
+    if (!d) return;
+    free(d->pos), free(d->prev), free(d->woff), free(d->w);
+    free(d);
+}
+
+int rt_exec_dag(rt_exec *e, unsigned mask, rt_dag **out, stg_err *err) {
     const stg_graph *g = e->g;
     int nstreams = exec_streams(e), n = 0;
-    *length = 0;
-    for (int s = 0; s < g->nsched; s++) {
-        bool in = mask & (1u << g->ops[g->schedule[s]].phase);
-        on_path[s] = in;
-        slack[s] = in ? 0 : -1;
-        if (in) *length += ms[s], n++;
-    }
-    if (nstreams <= 1 || n == 0) return 0; // one stream: every op is on the chain
+    *out = NULL;
+    for (int s = 0; s < g->nsched; s++) n += (mask >> g->ops[g->schedule[s]].phase) & 1u;
+    rt_dag *d = stg_calloc(1, sizeof *d, err);
+    if (!d) return -1;
+    d->n = n;
+    d->nsched = g->nsched;
     lanes l;
-    if (lanes_plan(e, mask, nstreams, &l, err)) return -1;
-    double *fin = stg_calloc((size_t)n, sizeof *fin, err), *lf = stg_calloc((size_t)n, sizeof *lf, err);
-    int *pos = stg_calloc((size_t)n, sizeof *pos, err), *pred = stg_calloc((size_t)n, sizeof *pred, err);
-    int *prev = stg_calloc((size_t)n, sizeof *prev, err), rc = -1;
-    if (!fin || !lf || !pos || !pred || !prev) goto out;
+    memset(&l, 0, sizeof l);
+    int rc = -1;
+    d->pos = stg_calloc((size_t)n + 1, sizeof *d->pos, err);
+    d->prev = stg_calloc((size_t)n + 1, sizeof *d->prev, err);
+    d->woff = stg_calloc((size_t)n + 1, sizeof *d->woff, err);
+    d->w = stg_calloc((size_t)n * (MAX_STREAMS + 1) + 1, sizeof *d->w, err);
+    if (!d->pos || !d->prev || !d->woff || !d->w) goto out;
     for (int s = 0, i = 0; s < g->nsched; s++)
-        if (on_path[s]) pos[i++] = s;
-    int tail[MAX_STREAMS + 1];
+        if ((mask >> g->ops[g->schedule[s]].phase) & 1u) d->pos[i++] = s;
+    if (nstreams <= 1 || n == 0) { // one stream: a chain of every op
+        for (int i = 0; i < n; i++) d->prev[i] = i - 1, d->woff[i + 1] = 0;
+        rc = 0;
+        goto out;
+    }
+    if (lanes_plan(e, mask, nstreams, &l, err)) goto out;
+    int tail[MAX_STREAMS + 1], nw = 0;
     for (int k = 0; k <= MAX_STREAMS; k++) tail[k] = -1;
-    int last = 0;
-    for (int i = 0; i < n; i++) { // finish times, forward: the latest of the stream's previous op and the waits
-        prev[i] = tail[l.stream[i]];
-        tail[l.stream[i]] = i;
-        double start = prev[i] >= 0 ? fin[prev[i]] : 0;
-        pred[i] = prev[i];
-        for (const int *w = l.wait + (size_t)i * WSTRIDE; *w >= 0; w++)
-            if (*w > 0 && fin[*w - 1] > start) start = fin[*w - 1], pred[i] = *w - 1;
-        fin[i] = start + ms[pos[i]];
-        if (fin[i] > fin[last]) last = i;
-    }
-    *length = fin[last];
-    for (int i = 0; i < n; i++) lf[i] = *length;
-    for (int j = n - 1; j >= 0; j--) { // latest finish times, backward over the same edges
-        double st = lf[j] - ms[pos[j]];
-        if (prev[j] >= 0 && st < lf[prev[j]]) lf[prev[j]] = st;
-        for (const int *w = l.wait + (size_t)j * WSTRIDE; *w >= 0; w++)
-            if (*w > 0 && st < lf[*w - 1]) lf[*w - 1] = st;
-    }
     for (int i = 0; i < n; i++) {
-        slack[pos[i]] = lf[i] - fin[i] > 0 ? lf[i] - fin[i] : 0;
-        on_path[pos[i]] = false;
+        d->prev[i] = tail[l.stream[i]];
+        tail[l.stream[i]] = i;
+        d->woff[i] = nw;
+        for (const int *w = l.wait + (size_t)i * WSTRIDE; *w >= 0; w++)
+            if (*w > 0) d->w[nw++] = *w - 1; // event 0 is the start of the run
     }
-    for (int i = last; i >= 0; i = pred[i]) on_path[pos[i]] = true;
+    d->woff[n] = nw;
     rc = 0;
 out:
-    free(fin), free(lf), free(pos), free(pred), free(prev);
     lanes_free(&l);
+    if (rc) rt_dag_free(d);
+    else *out = d;
     return rc;
+}
+
+double rt_dag_length(const rt_dag *d, const double *ms, bool *on_path, double *slack) {
+    int n = d->n, last = -1;
+    double *fin = malloc(sizeof *fin * (size_t)(n ? n : 1)), *lf = malloc(sizeof *lf * (size_t)(n ? n : 1)), len = 0;
+    int *pred = malloc(sizeof *pred * (size_t)(n ? n : 1));
+    if (on_path)
+        for (int s = 0; s < d->nsched; s++) on_path[s] = false;
+    if (slack)
+        for (int s = 0; s < d->nsched; s++) slack[s] = -1;
+    if (!fin || !lf || !pred) {
+        free(fin), free(lf), free(pred);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) { // finish times: after the stream's previous op and every op waited on
+        double start = d->prev[i] >= 0 ? fin[d->prev[i]] : 0;
+        pred[i] = d->prev[i];
+        for (int k = d->woff[i]; k < d->woff[i + 1]; k++)
+            if (fin[d->w[k]] > start) start = fin[d->w[k]], pred[i] = d->w[k];
+        fin[i] = start + ms[d->pos[i]];
+        if (last < 0 || fin[i] > fin[last]) last = i;
+    }
+    len = last >= 0 ? fin[last] : 0;
+    for (int i = 0; i < n; i++) lf[i] = len;
+    for (int j = n - 1; j >= 0; j--) { // latest finish times, backward over the same edges
+        double st = lf[j] - ms[d->pos[j]];
+        if (d->prev[j] >= 0 && st < lf[d->prev[j]]) lf[d->prev[j]] = st;
+        for (int k = d->woff[j]; k < d->woff[j + 1]; k++)
+            if (st < lf[d->w[k]]) lf[d->w[k]] = st;
+    }
+    if (slack)
+        for (int i = 0; i < n; i++) slack[d->pos[i]] = lf[i] - fin[i] > 0 ? lf[i] - fin[i] : 0;
+    if (on_path)
+        for (int i = last; i >= 0; i = pred[i]) on_path[d->pos[i]] = true;
+    free(fin), free(lf), free(pred);
+    return len;
+}
+
+int rt_exec_critical_path(rt_exec *e, unsigned mask, const double *ms, double *length, bool *on_path, double *slack,
+                          stg_err *err) {
+    rt_dag *d;
+    if (rt_exec_dag(e, mask, &d, err)) return -1;
+    *length = rt_dag_length(d, ms, on_path, slack);
+    rt_dag_free(d);
+    if (*length < 0) return stg_errf(err, "critical path: out of host memory");
+    return 0;
 }
 
 int rt_exec_streams(const rt_exec *e) { return exec_streams(e); }

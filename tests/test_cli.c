@@ -190,6 +190,17 @@ static void test_bench_profile(void **s) {
         rows++;
     }
     assert_true(rows >= 10);
+    // with one stream, an op name taking no time shortens the chain by its whole time
+    const char *wi = strstr(c, "  what if   ");
+    assert_non_null(wi);
+    int nwi = 0;
+    for (const char *line = strchr(wi, '\n') + 1; *line == ' '; line = strchr(line, '\n') + 1) {
+        double less, own;
+        if (sscanf(line, " %lf ms shorter without %lf ms of", &less, &own) != 2) break;
+        assert_true(fabs(less - own) < 2e-3 && own > 0);
+        nwi++;
+    }
+    assert_int_equal(nwi, 10);
 }
 
 // stg bench on the CPU: several --what values in one process, one JSON line each, with every

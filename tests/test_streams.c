@@ -467,6 +467,23 @@ static void test_critical_path(void **s) {
     ms[pick_off] = base;
     ms[pick_on] += 1.0;
     assert_true(fabs(path_len(e, g, ms, on, slack) - (len + 1.0)) < 1e-9 * len);
+    ms[pick_on] -= 1.0;
+    // the same order as a reusable graph: what-if timings
+    rt_dag *d;
+    if (rt_exec_dag(e, RT_PHASE_ALL, &d, &err)) fail_msg("%s", err.msg);
+    double *w = malloc(sizeof *w * (size_t)n);
+    assert_non_null(w);
+    assert_true(fabs(rt_dag_length(d, ms, NULL, NULL) - len) < 1e-9 * len);
+    path_len(e, g, ms, on, slack);
+    for (int i = 0; i < n; i++) w[i] = on[i] ? ms[i] : 0; // off-chain ops free: the same length
+    assert_true(fabs(rt_dag_length(d, w, NULL, NULL) - len) < 1e-9 * len);
+    for (int i = 0; i < n; i++) w[i] = on[i] ? 0 : ms[i]; // chain free: shorter, by at most the chain
+    double l1 = rt_dag_length(d, w, NULL, NULL);
+    assert_true(l1 < len && l1 >= widest - on_sum - 1e-9);
+    for (int i = 0; i < n; i++) w[i] = 0;
+    assert_true(rt_dag_length(d, w, NULL, NULL) == 0);
+    free(w);
+    rt_dag_free(d);
     free(ms), free(slack), free(on), free(rec_of);
     rt_feed_free(f);
     rt_exec_free(e);

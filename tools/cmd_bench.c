@@ -119,18 +119,19 @@ static void print_optim_bandwidth(const stg_graph *g, rt_backend *b, const doubl
 }
 
 // After --profile: device time by op name with layer numbers folded ("layers.#.attn.q"), the
-// largest first, with the part on the critical path and the FLOPs rate where the op has FLOPs.
-static int print_by_name(const stg_graph *g, const double *pm, const bool *on_path, int top) {
+// largest first, with the part on the critical path and the FLOPs rate where the op has FLOPs; then,
+// for the largest `whatif` names, how much shorter the critical path would be if they took no time.
+static int print_by_name(const stg_graph *g, const double *pm, const bool *on_path, const rt_dag *dag, double len, int top,
+                         int whatif) {
     int n = g->nsched;
     char (*key)[STG_NAME_MAX] = malloc(sizeof *key * (size_t)(n ? n : 1));
     double *ms = calloc((size_t)(n ? n : 1), sizeof *ms), *fl = calloc((size_t)(n ? n : 1), sizeof *fl);
-    double *on = calloc((size_t)(n ? n : 1), sizeof *on);
-    int *cnt = calloc((size_t)(n ? n : 1), sizeof *cnt), nk = 0;
-    if (!key || !ms || !fl || !cnt || !on) {
-        free(key), free(ms), free(fl), free(cnt), free(on);
-        return -1;
-    }
+    double *on = calloc((size_t)(n ? n : 1), sizeof *on), *ms0 = calloc((size_t)(n ? n : 1), sizeof *ms0);
+    int *cnt = calloc((size_t)(n ? n : 1), sizeof *cnt), *gid = calloc((size_t)(n ? n : 1), sizeof *gid), nk = 0;
+    int *order = calloc((size_t)(n ? n : 1), sizeof *order), rc = -1;
+    if (!key || !ms || !fl || !cnt || !on || !ms0 || !gid || !order) goto out;
     for (int s = 0; s < n; s++) {
+        gid[s] = -1;
         if (pm[s] <= 0) continue;
         const stg_op *op = &g->ops[g->schedule[s]];
         char k[STG_NAME_MAX], full[2 * STG_NAME_MAX];
@@ -147,12 +148,14 @@ static int print_by_name(const stg_graph *g, const double *pm, const bool *on_pa
         int i = 0;
         while (i < nk && strcmp(key[i], k) != 0) i++;
         if (i == nk) memcpy(key[nk++], k, sizeof k);
+        gid[s] = i;
         ms[i] += pm[s];
         on[i] += on_path[s] ? pm[s] : 0;
         fl[i] += graph_op_flops(g, g->schedule[s]);
         cnt[i]++;
     }
     printf("  by op name (layer numbers folded), the %d largest: device ms, of it on the critical path, ops, name\n", top);
+    int nr = 0;
     for (int r = 0; r < top; r++) {
         int best = -1;
         for (int i = 0; i < nk; i++)
@@ -161,10 +164,24 @@ static int print_by_name(const stg_graph *g, const double *pm, const bool *on_pa
         printf("            %9.3f ms %9.3f %4d x %-56s", ms[best], on[best], cnt[best], key[best]);
         if (fl[best] > 0) printf(" %7.1f TFLOP/s", fl[best] / (ms[best] * 1e-3) / 1e12);
         printf("\n");
-        ms[best] = -1;
+        order[nr++] = best;
+        ms[best] = -ms[best] - 1; // printed (restored below)
     }
-    free(key), free(ms), free(fl), free(cnt), free(on);
-    return 0;
+    for (int i = 0; i < nk; i++)
+        if (ms[i] < 0) ms[i] = -ms[i] - 1;
+    if (whatif > nr) whatif = nr;
+    if (whatif > 0)
+        printf("  what if   the critical path with one name's ops taking no time (the model above; the %d largest):\n", whatif);
+    for (int r = 0; r < whatif; r++) {
+        for (int s = 0; s < n; s++) ms0[s] = gid[s] == order[r] ? 0 : pm[s];
+        double l0 = rt_dag_length(dag, ms0, NULL, NULL);
+        if (l0 < 0) goto out;
+        printf("            %9.3f ms shorter without %9.3f ms of %s\n", len - l0, ms[order[r]], key[order[r]]);
+    }
+    rc = 0;
+out:
+    free(key), free(ms), free(fl), free(cnt), free(on), free(ms0), free(gid), free(order);
+    return rc;
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -381,11 +398,12 @@ int cmd_bench(int argc, char **argv) {
                 printf("            %6.2f%% %9.3f ms  %4d x %s\n", 100 * bykind[best] / total, bykind[best], count[best], ops_name((stg_op_kind)best));
                 bykind[best] = -1;
             }
-            double len = 0, on_ms = 0, *slack = calloc((size_t)g->nsched, sizeof *slack);
+            double len = -1, on_ms = 0;
             bool *on = calloc((size_t)g->nsched, sizeof *on);
-            if (!slack || !on || rt_exec_critical_path(e, mask, pm, &len, on, slack, &err)) {
-                fprintf(stderr, "stg bench: --profile: %s\n", slack && on ? err.msg : "out of memory");
-                free(pm), free(slack), free(on);
+            rt_dag *dag = NULL;
+            if (!on || rt_exec_dag(e, mask, &dag, &err) || (len = rt_dag_length(dag, pm, on, NULL)) < 0) {
+                fprintf(stderr, "stg bench: --profile: %s\n", on && dag ? err.msg : "out of memory");
+                free(pm), free(on), rt_dag_free(dag);
                 goto out;
             }
             int non = 0;
@@ -394,8 +412,8 @@ int cmd_bench(int argc, char **argv) {
             printf("  critical  %.3f ms in %d ops: the longest chain of ops on the %d stream%s a run uses (each op as long as it "
                    "took alone, sharing the device not modeled); %.3f ms of device time lies off it\n",
                    len, non, nst, nst == 1 ? "" : "s", total - on_ms);
-            int pr = print_by_name(g, pm, on, 30);
-            free(slack), free(on);
+            int pr = print_by_name(g, pm, on, dag, len, 30, 10);
+            free(on), rt_dag_free(dag);
             if (pr) {
                 fprintf(stderr, "stg bench: --profile: out of memory\n");
                 free(pm);

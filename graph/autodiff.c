@@ -15,45 +15,23 @@ stg_optim_config graph_optim_defaults(void) {
     return c;
 }
 
-// Whether d can take the gradient sum so far as the addend of the matmul that makes it: that matmul
-// was emitted by the gradient rule now running (op id >= first_new, so d is no other tensor's
-// gradient), has two inputs, and nothing reads d or a view of d; sum has d's shape and dtype.
-static bool fusable_into_matmul(const stg_graph *g, int d, int sum, int first_new) {
-    int pr = g->t[d].producer;
-    if (pr < first_new || g->ops[pr].kind != STG_OP_MATMUL || g->ops[pr].n_in != 2 || g->t[d].base >= 0) return false;
-    const stg_tensor *a = &g->t[d], *b = &g->t[sum];
-    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i]) return false;
-    for (int o = first_new; o < g->nops; o++)
-        for (int i = 0; i < g->ops[o].n_in; i++)
-            if (g->ops[o].in[i] == d || g->t[g->ops[o].in[i]].base == d) return false;
-    return true;
-}
-
-// gsum[t] += d. When t already has a gradient: the matmul that makes d adds it (cuBLASLt's beta = 1:
-// no pass over the bytes of its own) where fusable_into_matmul allows (fuse: d is no other input's
-// gradient in this rule), else an add op.
+// gsum[t] += d. When t already has a gradient and d is made by an op of the gradient rule now
+// running (id first_new or later: d is no other tensor's gradient) that takes an addend, that op adds
+// the sum so far (graph_fold_add; fuse: d is no other input's gradient in this rule), else an add op.
 static int accumulate(stg_graph *g, int *gsum, int t, int d, int fwd, int first_new, bool fuse, stg_err *err) {
     if (gsum[t] < 0) {
         gsum[t] = d;
         return 0;
     }
-    if (fuse && fusable_into_matmul(g, d, gsum[t], first_new)) {
-        stg_op *m = &g->ops[g->t[d].producer];
-        int *in = realloc(m->in, sizeof *in * 3);
-        if (!in) return stg_errf(err, "out of host memory accumulating the gradient of '%s'", g->t[t].name);
-        m->in = in;
-        m->in[m->n_in++] = gsum[t];
-        char nm[STG_NAME_MAX];
-        snprintf(nm, sizeof nm, "d.%s", g->t[t].name);
-        memcpy(g->t[d].name, nm, sizeof nm);
+    char nm[STG_NAME_MAX];
+    snprintf(nm, sizeof nm, "d.%s", g->t[t].name);
+    int r = fuse ? graph_fold_add(g, d, gsum[t], nm, first_new, err) : 0;
+    if (r < 0) return -1;
+    if (r) {
         gsum[t] = d;
         return 0;
     }
     int in[2] = {gsum[t], d};
-    char nm[STG_NAME_MAX];
-    snprintf(nm, sizeof nm, "d.%s", g->t[t].name);
     int out[STG_MAX_OUT];
     int id = graph_add_op(g, STG_OP_ADD, in, 2, NULL, STG_PHASE_BACKWARD, nm, g->ops[fwd].loc, out, err);
     if (id < 0) return stg_err_prefix(err, "accumulating the gradient of '%s'", g->t[t].name);

@@ -225,12 +225,14 @@ int graph_add_op(stg_graph *g, stg_op_kind kind, const int *in, int n_in, const 
     return id;
 }
 
-int graph_fold_add(stg_graph *g, int prod, int addend, const char *name, stg_err *err) {
+int graph_fold_add(stg_graph *g, int prod, int addend, const char *name, int first_op, stg_err *err) {
     if (prod < 0 || prod >= g->nt || addend < 0 || addend >= g->nt || prod == addend) return 0;
     const stg_tensor *p = &g->t[prod], *a = &g->t[addend];
     int pr = p->producer;
-    if (pr < 0 || (g->ops[pr].kind != STG_OP_MATMUL && g->ops[pr].kind != STG_OP_LINEAR) || g->ops[pr].n_in != 2 ||
-        p->base >= 0 || p->cls == STG_CLASS_PARAM || a->dtype != p->dtype || a->ndim != p->ndim)
+    if (pr < 0 || pr < first_op) return 0;
+    int k = ops_def(g->ops[pr].kind)->addend_in;
+    if (k <= 0 || g->ops[pr].n_in != k || g->ops[pr].out[0] != prod || p->base >= 0 || p->cls == STG_CLASS_PARAM ||
+        a->dtype != p->dtype || a->ndim != p->ndim)
         return 0;
     for (int i = 0; i < p->ndim; i++)
         if (a->shape[i] != p->shape[i]) return 0;
@@ -238,7 +240,7 @@ int graph_fold_add(stg_graph *g, int prod, int addend, const char *name, stg_err
         for (int i = 0; i < g->ops[o].n_in; i++)
             if (g->ops[o].in[i] == prod || g->t[g->ops[o].in[i]].base == prod) return 0;
     stg_op *op = &g->ops[pr];
-    int *in = stg_realloc(op->in, sizeof *in * 3, err);
+    int *in = stg_realloc(op->in, sizeof *in * (size_t)(k + 1), err);
     if (!in) return -1;
     op->in = in;
     op->in[op->n_in++] = addend;

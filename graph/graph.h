@@ -182,12 +182,13 @@ int graph_add_op(stg_graph *g, stg_op_kind kind, const int *in, int n_in, const 
                  stg_phase phase, const char *name_hint, stg_loc loc, int *out_ids, stg_err *err);
 
 // Dims and options.
-// add(prod, addend) folded into the op that makes prod: when that op is a two-input matmul or linear,
-// nothing else reads prod (it is neither input nor view of another op) and addend has prod's shape
-// and dtype, the op takes addend as its third input (product + addend in one pass: cuBLASLt's
-// beta = 1) and prod is renamed `name`. Returns 1 when folded (prod is the sum), 0 when not (the
-// caller emits the add), -1 on error.
-int graph_fold_add(stg_graph *g, int prod, int addend, const char *name, stg_err *err);
+// add(prod, addend) folded into the op that makes prod: when that op (id first_op or later) takes an
+// addend (its registry entry's addend_in; matmul and linear: cuBLASLt's beta = 1) and has none yet,
+// prod is its output 0, nothing else reads prod (as input or through a view) and addend has prod's
+// shape and dtype, the op takes addend as its extra input (one pass over the bytes fewer) and prod
+// is renamed `name` (unless NULL). Returns 1 when folded (prod is the sum), 0 when not (the caller
+// emits the add), -1 on error.
+int graph_fold_add(stg_graph *g, int prod, int addend, const char *name, int first_op, stg_err *err);
 
 int64_t graph_dim(const stg_graph *g, const char *name, bool *found);
 const char *graph_option(const stg_graph *g, const char *name);

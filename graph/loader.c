@@ -756,7 +756,7 @@ static int parse_call_body(S *s, const char *opname, size_t name_at, const char 
         return serr(s, name_at, "the forward graph has more than %s ops (repeats expanded); check the repeat counts%s", "30000", NULL);
     // add(x, linear(...)): the nested product adds x itself (one pass over the bytes fewer)
     for (int i = n_in - 1; kind == STG_OP_ADD && n_in == 2 && i >= 0; i--) {
-        int r = call[i] ? graph_fold_add(l->g, in[i], in[1 - i], target, l->err) : 0;
+        int r = call[i] ? graph_fold_add(l->g, in[i], in[1 - i], target, 0, l->err) : 0;
         if (r < 0) return -1;
         if (r) {
             outs[0] = in[i];

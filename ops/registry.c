@@ -111,10 +111,11 @@ static int infer_embedding_bwd(stg_graph *g, int id, stg_err *err) {
     return 0;
 }
 
-// An optional third input of matmul and linear: C = product + addend, the addend of C's shape and dtype.
+// The optional addend input (stg_op_def.addend_in): of output 0's shape and dtype.
 static int check_addend(stg_graph *g, int id, stg_err *err) {
-    if (OP(g, id)->n_in != 3) return 0;
-    const stg_tensor *acc = IN(g, id, 2), *C = OUT(g, id, 0);
+    int k = ops_def(OP(g, id)->kind)->addend_in;
+    if (k <= 0 || OP(g, id)->n_in != k + 1) return 0;
+    const stg_tensor *acc = IN(g, id, k), *C = OUT(g, id, 0);
     bool same = acc->ndim == C->ndim && acc->dtype == C->dtype;
     for (int i = 0; same && i < C->ndim; i++) same = acc->shape[i] == C->shape[i];
     if (!same) return bad(g, id, err, "the addend '%s' must have the product's shape and dtype%s", acc->name, "");
@@ -743,9 +744,9 @@ static const stg_op_def defs[STG_OP_COUNT] = {
     [STG_OP_EMBEDDING_BWD] = {"embedding_bwd", 2, 2, 1, ATTRS(attrs_embedding_bwd), infer_embedding_bwd, NULL, flops_elem1,
                               .inplace_in = -1},
     [STG_OP_LINEAR] = {"linear", 2, 3, 1, NULL, 0, infer_linear, grad_linear, flops_linear, .saves_in = BIT(0) | BIT(1),
-                       .inplace_in = -1},
+                       .inplace_in = -1, .addend_in = 2},
     [STG_OP_MATMUL] = {"matmul", 2, 3, 1, ATTRS(attrs_matmul), infer_matmul, grad_matmul, flops_matmul,
-                       .saves_in = BIT(0) | BIT(1), .inplace_in = -1},
+                       .saves_in = BIT(0) | BIT(1), .inplace_in = -1, .addend_in = 2},
     [STG_OP_RMSNORM] = {"rmsnorm", 2, 2, 2, ATTRS(attrs_norm), infer_rmsnorm, grad_norm, flops_elem4,
                         .saves_in = BIT(0) | BIT(1), .saves_out = BIT(1), .no_decay_in = BIT(1), .inplace_in = -1},
     [STG_OP_RMSNORM_BWD] = {"rmsnorm_bwd", 4, 4, 2, ATTRS(attrs_norm), infer_norm_bwd, NULL, flops_elem8, .inplace_in = 3},

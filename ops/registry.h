@@ -43,6 +43,9 @@ typedef struct stg_op_def {
     uint32_t mutates_in;    // bit i: the op writes input i in place (optimizer)
     int inplace_in;         // output 0 may take input i's buffer if i dies here; -1 never
     int view;               // output 0 is a view of input 0 (same bytes)
+    // > 0: the op may take one more input at this index, an addend of output 0's shape and dtype
+    // that it adds to output 0 (graph_fold_add); 0: none.
+    int addend_in;
 } stg_op_def;
 
 // Bit i of an input mask; inputs past 31 (of variadic ops: global_norm, allreduce) share bit 31.

@@ -485,6 +485,18 @@ size_t cuda_attention_scratch_bytes(const stg_graph *g, int op) {
 
 typedef __nv_bfloat16 att_bf16;
 
+// The backward's tile shapes, for tools/attn_tiles.sh: key and query tiles of ATT_TC_BWD_T1 up to head
+// dim 64 (32 past it); ATT_TC_BWD_MINB, when defined, the blocks per SM asked of the register
+// allocator (__launch_bounds__'s second value; even 1 changes ptxas's choice against none).
+#ifndef ATT_TC_BWD_T1
+#define ATT_TC_BWD_T1 64
+#endif
+#ifdef ATT_TC_BWD_MINB
+#define ATT_BWD_BOUNDS(nt) __launch_bounds__(nt, ATT_TC_BWD_MINB)
+#else
+#define ATT_BWD_BOUNDS(nt) __launch_bounds__(nt)
+#endif
+
 __device__ __forceinline__ uint32_t att_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 // 16 bytes global -> shared; zero-filled when !valid (src is then not read).
@@ -722,7 +734,7 @@ static size_t att_tc_dkdv_smem(void) {
 // first key on. Per warp and query tile: sT = K Qᵀ, pT = exp2(scale2 sT - lse2), dpT = V dOᵀ,
 // dsT = pT (dpT - D); dv += pT dO, dk += dsT Q.
 template <int DP, int NW, int BQ, bool PAD>
-__global__ void __launch_bounds__(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__restrict__ q, const att_bf16 *__restrict__ k,
+__global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__restrict__ q, const att_bf16 *__restrict__ k,
                                                               const att_bf16 *__restrict__ v, const float *__restrict__ lse,
                                                               const att_bf16 *__restrict__ dout,
                                                               const float *__restrict__ Dsum, att_bf16 *__restrict__ dk,
@@ -856,7 +868,7 @@ static size_t att_tc_dq_smem(void) {
 // dq. Grid (query tiles of 16 NW, H, B); NW warps of 16 queries; key tiles of BK up to the diagonal.
 // Per warp and key tile: s = Q Kᵀ, p = exp2(scale2 s - lse2), dp = dO Vᵀ, ds = p (dp - D); dq += ds K.
 template <int DP, int NW, int BK, bool PAD>
-__global__ void __launch_bounds__(NW * 32) att_tc_dq_kernel(const att_bf16 *__restrict__ q, const att_bf16 *__restrict__ k,
+__global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dq_kernel(const att_bf16 *__restrict__ q, const att_bf16 *__restrict__ k,
                                                             const att_bf16 *__restrict__ v, const float *__restrict__ lse,
                                                             const att_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
                                                             att_bf16 *__restrict__ dq, int S, int H, int Dr, float scale, float scale2) {
@@ -978,7 +990,9 @@ __global__ void __launch_bounds__(NW * 32) att_tc_dq_kernel(const att_bf16 *__re
 #define ATT_TC_FWD_NW_BIG 4
 #endif
 #define ATT_TC_FWD_BK 64
+#ifndef ATT_TC_BWD_NW
 #define ATT_TC_BWD_NW 4
+#endif
 
 template <int DP, bool PAD>
 static int att_tc_fwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const stg_op *op, stg_err *err) {
@@ -1008,7 +1022,7 @@ static int att_tc_fwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, 
 template <int DP, bool PAD>
 static int att_tc_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const stg_op *op, const float *Dsum,
                              stg_err *err) {
-    constexpr int NW = ATT_TC_BWD_NW, BQ = DP <= 64 ? 64 : 32, BK = DP <= 64 ? 64 : 32;
+    constexpr int NW = ATT_TC_BWD_NW, BQ = DP <= 64 ? ATT_TC_BWD_T1 : 32, BK = DP <= 64 ? ATT_TC_BWD_T1 : 32;
     const att_bf16 *q = (const att_bf16 *)ptr[op->in[0]], *k = (const att_bf16 *)ptr[op->in[1]];
     const att_bf16 *v = (const att_bf16 *)ptr[op->in[2]], *dout = (const att_bf16 *)ptr[op->in[5]];
     const float *lse = (const float *)ptr[op->in[4]];

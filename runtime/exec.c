@@ -491,10 +491,15 @@ void rt_dag_free(rt_dag *d) {
     free(d);
 }
 
-int rt_exec_dag(rt_exec *e, unsigned mask, rt_dag **out, stg_err *err) {
+int rt_exec_dag(rt_exec *e, unsigned mask, rt_dag **out, stg_err *err) { return rt_exec_dag_streams(e, mask, 0, out, err); }
+
+int rt_exec_dag_streams(rt_exec *e, unsigned mask, int nstreams, rt_dag **out, stg_err *err) {
     const stg_graph *g = e->g;
-    int nstreams = exec_streams(e), n = 0;
+    int n = 0;
     *out = NULL;
+    if (nstreams <= 0) nstreams = exec_streams(e);
+    if (nstreams > MAX_STREAMS - 1) return stg_errf(err, "critical path: at most %d streams", MAX_STREAMS - 1);
+    if (nstreams > 1 && !e->b->ops->op_lane) return stg_errf(err, "critical path: the %s backend has one stream", e->b->ops->name);
     for (int s = 0; s < g->nsched; s++) n += (mask >> g->ops[g->schedule[s]].phase) & 1u;
     rt_dag *d = stg_calloc(1, sizeof *d, err);
     if (!d) return -1;

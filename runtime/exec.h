@@ -89,6 +89,9 @@ int rt_exec_critical_path(rt_exec *e, unsigned phase_mask, const double *ms, dou
 // -1 when out of memory.
 typedef struct rt_dag rt_dag;
 int rt_exec_dag(rt_exec *e, unsigned phase_mask, rt_dag **out, stg_err *err);
+// The same order for another number of compute streams (what-if: how the lanes would be planned with
+// nstreams; 0: the streams a run uses). More than one needs a backend with streams.
+int rt_exec_dag_streams(rt_exec *e, unsigned phase_mask, int nstreams, rt_dag **out, stg_err *err);
 double rt_dag_length(const rt_dag *d, const double *ms, bool *on_path, double *slack);
 void rt_dag_free(rt_dag *d);
 

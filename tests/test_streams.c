@@ -484,6 +484,19 @@ static void test_critical_path(void **s) {
     assert_true(rt_dag_length(d, w, NULL, NULL) == 0);
     free(w);
     rt_dag_free(d);
+    // the lanes planned for other stream counts: 1 is the sum, the run's own 3 the length above
+    double by_k[8];
+    for (int k = 1; k <= 7; k++) {
+        if (rt_exec_dag_streams(e, RT_PHASE_ALL, k, &d, &err)) fail_msg("%s", err.msg);
+        by_k[k] = rt_dag_length(d, ms, NULL, NULL);
+        rt_dag_free(d);
+        assert_true(by_k[k] <= total + 1e-9 && by_k[k] >= 0.5 * len);
+    }
+    print_message("critical path by streams: 1 %.2f, 2 %.2f, 3 %.2f, 4 %.2f, 7 %.2f\n", by_k[1], by_k[2], by_k[3], by_k[4], by_k[7]);
+    assert_true(fabs(by_k[1] - total) < 1e-9 * total);
+    assert_true(fabs(by_k[3] - len) < 1e-9 * len);
+    assert_true(by_k[2] < by_k[1]);
+    assert_int_not_equal(rt_exec_dag_streams(e, RT_PHASE_ALL, 8, &d, &err), 0);
     free(ms), free(slack), free(on), free(rec_of);
     rt_feed_free(f);
     rt_exec_free(e);

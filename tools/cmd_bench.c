@@ -412,6 +412,23 @@ int cmd_bench(int argc, char **argv) {
             printf("  critical  %.3f ms in %d ops: the longest chain of ops on the %d stream%s a run uses (each op as long as it "
                    "took alone, sharing the device not modeled); %.3f ms of device time lies off it\n",
                    len, non, nst, nst == 1 ? "" : "s", total - on_ms);
+            if (b->ops->op_lane) { // the same model with the lanes planned for other stream counts
+                printf("  streams   critical path if a captured step used 1..6 compute streams:");
+                for (int k = 1; k <= 6; k++) {
+                    rt_dag *dk = NULL;
+                    double lk = -1;
+                    if (rt_exec_dag_streams(e, mask, k, &dk, &err) == 0 && (lk = rt_dag_length(dk, pm, NULL, NULL)) < 0)
+                        stg_errf(&err, "out of host memory");
+                    rt_dag_free(dk);
+                    if (lk < 0) {
+                        fprintf(stderr, "\nstg bench: --profile: %s\n", err.msg);
+                        free(pm), free(on), rt_dag_free(dag);
+                        goto out;
+                    }
+                    printf(" %.3f", lk);
+                }
+                printf(" ms\n");
+            }
             int pr = print_by_name(g, pm, on, dag, len, 30, 10);
             free(on), rt_dag_free(dag);
             if (pr) {

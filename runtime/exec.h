@@ -83,10 +83,10 @@ int rt_exec_profile(rt_exec *e, unsigned phase_mask, double *ms, stg_err *err);
 // phase_mask). With one stream the length is the sum and every op is on the chain.
 int rt_exec_critical_path(rt_exec *e, unsigned phase_mask, const double *ms, double *length, bool *on_path, double *slack,
                           stg_err *err);
-// The same as a graph to evaluate many times (what-if timings): the order a run of phase_mask keeps
-// (each op after its stream's previous op and the ops it waits on). rt_dag_length gives the length
-// for op times ms (by schedule position) and fills on_path and slack as above (either may be NULL);
-// -1 when out of memory.
+// The ordering behind rt_exec_critical_path, kept to be evaluated for many sets of op times (what-if
+// timings): each op of a run of phase_mask after its stream's previous op and the ops it waits on.
+// rt_dag_length gives the length for op times ms (by schedule position) and fills on_path and slack
+// as above (either may be NULL); -1 when out of memory.
 typedef struct rt_dag rt_dag;
 int rt_exec_dag(rt_exec *e, unsigned phase_mask, rt_dag **out, stg_err *err);
 // The same order for another number of compute streams (what-if: how the lanes would be planned with

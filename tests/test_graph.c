@@ -315,6 +315,25 @@ static void test_fold_add(void **state) {
         assert_int_equal(g->t[y].ndim, 2);
         graph_free(g);
     }
+    // graph_fold_add itself: a product another op reads, or made before first_op, is not folded
+    const char *yaml = "dims: {n: 4, d: 8}\ninputs: {x: [n, d, f32], t: [n, i32]}\ngraph:\n  - param w [d, d] init=linear\n"
+                       "  - z = linear(x, w)\n  - u = linear(x, w)\n  - v = linear(x, w)\n  - y = add(z, mul(z, u))\n"
+                       "  - loss = cross_entropy(y, t)\nloss: loss\n";
+    stg_load_opts o = {STG_PREC_FP64, NULL, 0};
+    stg_graph *g = NULL;
+    stg_err err;
+    if (graph_load_string(yaml, strlen(yaml), "m.yaml", &o, &g, &err)) fail_msg("%s", err.msg);
+    int z = graph_find_tensor(g, "z"), v = graph_find_tensor(g, "v"), x = graph_find_tensor(g, "x");
+    assert_true(z >= 0 && v >= 0 && x >= 0);
+    assert_int_equal(graph_fold_add(g, z, x, "s", 0, &err), 0);                   // mul and add read z
+    assert_int_equal(graph_fold_add(g, v, x, "s", g->t[v].producer + 1, &err), 0); // made before first_op
+    assert_int_equal(graph_fold_add(g, v, v, "s", 0, &err), 0);                   // its own addend
+    assert_int_equal(g->ops[g->t[v].producer].n_in, 2);
+    assert_int_equal(graph_fold_add(g, v, x, "s", 0, &err), 1);                   // nothing reads v
+    assert_int_equal(g->ops[g->t[v].producer].n_in, 3);
+    assert_string_equal(g->t[v].name, "s");
+    assert_int_equal(graph_fold_add(g, v, x, "s2", 0, &err), 0);                  // it has its addend
+    graph_free(g);
 }
 
 static void test_missing_file(void **state) {

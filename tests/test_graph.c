@@ -251,6 +251,10 @@ static const bad_case bad[] = {
      NULL, "m.yaml:5:9: rope: 'x/reshape': head_dim (the last dim) must be even"},
     {"backward op in a model file", HEAD "graph:\n  - param e [10, d] init=embedding\n  - x = softmax_bwd(e, e)\n" TAIL, NULL,
      "m.yaml:5:9: 'softmax_bwd' is a backward or optimizer op"},
+    {"linear addend of another shape", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [3, d] init=linear\n"
+     "  - x = linear(e, w, e)\n" TAIL, NULL, "m.yaml:6:9: linear: the addend 'e' must have the product's shape and dtype"},
+    {"linear with four inputs", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [3, d] init=linear\n"
+     "  - x = linear(e, w, e, e)\n" TAIL, NULL, "m.yaml:6:9: linear takes 2 to 3 inputs, got 4"},
     {"matmul addend of another shape", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [d, 3] init=linear\n"
      "  - x = matmul(e, w, e)\n" TAIL, NULL, "m.yaml:6:9: matmul: the addend 'e' must have the product's shape and dtype"},
     {"missing graph", HEAD TAIL, NULL, "no 'graph:' section"},

@@ -215,7 +215,7 @@ static int infer_norm_bwd(stg_graph *g, int id, stg_err *err) {
     if (w->ndim != 1 || w->shape[0] != x->shape[x->ndim - 1]) return bad(g, id, err, "gain '%s' does not match '%s'", w->name, x->name);
     copy_shape(OUT(g, id, 0), x, x->dtype);
     for (int o = 1; o < OP(g, id)->n_out; o++) copy_shape(OUT(g, id, o), w, grad_dtype_for(g, w));
-    return 0;
+    return check_addend(g, id, err);
 }
 
 static int infer_rope(stg_graph *g, int id, stg_err *err) {
@@ -749,11 +749,13 @@ static const stg_op_def defs[STG_OP_COUNT] = {
                        .saves_in = BIT(0) | BIT(1), .inplace_in = -1, .addend_in = 2},
     [STG_OP_RMSNORM] = {"rmsnorm", 2, 2, 2, ATTRS(attrs_norm), infer_rmsnorm, grad_norm, flops_elem4,
                         .saves_in = BIT(0) | BIT(1), .saves_out = BIT(1), .no_decay_in = BIT(1), .inplace_in = -1},
-    [STG_OP_RMSNORM_BWD] = {"rmsnorm_bwd", 4, 4, 2, ATTRS(attrs_norm), infer_norm_bwd, NULL, flops_elem8, .inplace_in = 3},
+    [STG_OP_RMSNORM_BWD] = {"rmsnorm_bwd", 4, 5, 2, ATTRS(attrs_norm), infer_norm_bwd, NULL, flops_elem8, .inplace_in = 3,
+                            .addend_in = 4},
     [STG_OP_LAYERNORM] = {"layernorm", 3, 3, 2, ATTRS(attrs_norm), infer_layernorm, grad_norm, flops_elem8,
                           .saves_in = BIT(0) | BIT(1), .saves_out = BIT(1), .no_decay_in = BIT(1) | BIT(2),
                           .inplace_in = -1},
-    [STG_OP_LAYERNORM_BWD] = {"layernorm_bwd", 4, 4, 3, ATTRS(attrs_norm), infer_norm_bwd, NULL, flops_elem8, .inplace_in = 3},
+    [STG_OP_LAYERNORM_BWD] = {"layernorm_bwd", 4, 5, 3, ATTRS(attrs_norm), infer_norm_bwd, NULL, flops_elem8, .inplace_in = 3,
+                              .addend_in = 4},
     [STG_OP_ROPE] = {"rope", 1, 1, 1, ATTRS(attrs_rope), infer_rope, grad_rope, flops_elem4, .inplace_in = 0},
     [STG_OP_CAUSAL_MASK] = {"causal_mask", 1, 1, 1, ATTRS(attrs_mask), infer_causal_mask, grad_causal_mask, flops_zero,
                             .inplace_in = 0},

@@ -487,6 +487,16 @@ static void test_norms(void **state) {
          {ACT(G_NORMAL, 1, 2, 200, 1600), PRM(G_NORMAL, 1, 1600), GRD(G_STATS, 0, 2, 200, 2), ACT(G_NORMAL, 1, 2, 200, 1600)}, a},
         {"layernorm_bwd (1, 300, 2560)", STG_OP_LAYERNORM_BWD, 4,
          {ACT(G_NORMAL, 1, 1, 300, 2560), PRM(G_NORMAL, 1, 2560), GRD(G_STATS, 0, 1, 300, 2), ACT(G_NORMAL, 1, 1, 300, 2560)}, a},
+        // with the addend (the residual stream's gradient so far): vectorised and row-per-block paths
+        {"rmsnorm_bwd + addend (2, 200, 1600)", STG_OP_RMSNORM_BWD, 5,
+         {ACT(G_NORMAL, 1, 2, 200, 1600), PRM(G_NORMAL, 1, 1600), GRD(G_POS, 0, 2, 200), ACT(G_NORMAL, 1, 2, 200, 1600),
+          ACT(G_NORMAL, 2, 2, 200, 1600)}, a},
+        {"rmsnorm_bwd + addend odd (3, 70, 1001)", STG_OP_RMSNORM_BWD, 5,
+         {ACT(G_NORMAL, 1, 3, 70, 1001), PRM(G_NORMAL, 1, 1001), GRD(G_POS, 0, 3, 70), ACT(G_NORMAL, 1, 3, 70, 1001),
+          ACT(G_NORMAL, 2, 3, 70, 1001)}, a},
+        {"layernorm_bwd + addend (2, 200, 1600)", STG_OP_LAYERNORM_BWD, 5,
+         {ACT(G_NORMAL, 1, 2, 200, 1600), PRM(G_NORMAL, 1, 1600), GRD(G_STATS, 0, 2, 200, 2), ACT(G_NORMAL, 1, 2, 200, 1600),
+          ACT(G_NORMAL, 2, 2, 200, 1600)}, a},
     };
     run_cases(cases, sizeof cases / sizeof cases[0]);
 }

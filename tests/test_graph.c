@@ -88,6 +88,15 @@ static void test_autodiff_invariants(void **state) {
                 }
             }
             assert_int_equal(fused, 3 * 12);
+            // the residual stream's gradient sums are added by the RMSNorm backward that makes one
+            // term (two per layer): with the forward's folds, the step has no add op left
+            int nfused = 0, nadd = 0;
+            for (int o = 0; o < g->nops; o++) {
+                nfused += g->ops[o].kind == STG_OP_RMSNORM_BWD && g->ops[o].n_in == 5;
+                nadd += g->ops[o].kind == STG_OP_ADD;
+            }
+            assert_int_equal(nfused, 2 * 12);
+            assert_int_equal(nadd, 0);
             // the residual adds of the forward are folded into the products that feed them (wo and w2):
             // no add is left in the forward, two linears with an addend per layer, named after the sum
             int folded = 0;

@@ -221,17 +221,19 @@ static size_t cpu_mm_scratch(const cpu_mm_dims *d, int f64) {
     return KCALL(f64, cpu_matmul_scratch, d->batch, d->m, d->n, d->k, d->ta, d->tb, d->b_batched);
 }
 
-// The optional addend of matmul and linear (a third input), after the product: the output is its
-// own buffer (the planner runs neither op in place of an input).
-static void mm_addend(const stg_graph *g, const stg_op *op, void *const *data, int f64) {
-    if (op->n_in == 3) KCALL(f64, cpu_add, DOUT(data, op, 0), DIN(data, op, 2), DOUT(data, op, 0), cpu_numel(OUT(g, op, 0)));
+// The optional addend (stg_op_def.addend_in), added to output 0 after the op has written it (never
+// the addend's buffer: the planner gives an output at most the buffer of input inplace_in).
+static void add_addend(const stg_graph *g, const stg_op *op, void *const *data, int f64) {
+    int k = ops_def(op->kind)->addend_in;
+    if (k > 0 && op->n_in == k + 1)
+        KCALL(f64, cpu_add, DOUT(data, op, 0), DIN(data, op, k), DOUT(data, op, 0), cpu_numel(OUT(g, op, 0)));
 }
 
 static int run_linear(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
                       size_t scratch_bytes, int f64, stg_err *err) {
     cpu_mm_dims d = {0};
     if (cpu_linear_dims(g, op, &d, err) || cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, err)) return -1;
-    mm_addend(g, op, data, f64);
+    add_addend(g, op, data, f64);
     return 0;
 }
 
@@ -244,7 +246,7 @@ static int run_matmul(const stg_graph *g, const stg_op *op, void *const *data, v
                       size_t scratch_bytes, int f64, stg_err *err) {
     cpu_mm_dims d = {0};
     if (cpu_matmul_dims(g, op, &d, err) || cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, err)) return -1;
-    mm_addend(g, op, data, f64);
+    add_addend(g, op, data, f64);
     return 0;
 }
 
@@ -272,6 +274,7 @@ static int run_rmsnorm_bwd(const stg_graph *g, const stg_op *op, void *const *da
         return -1;
     KCALL(f64, cpu_rmsnorm_bwd, DIN(data, op, 0), DIN(data, op, 1), DIN(data, op, 2), DIN(data, op, 3),
           DOUT(data, op, 0), DOUT(data, op, 1), cpu_rows(x), cpu_last(x));
+    add_addend(g, op, data, f64);
     return 0;
 }
 
@@ -295,6 +298,7 @@ static int run_layernorm_bwd(const stg_graph *g, const stg_op *op, void *const *
         return -1;
     KCALL(f64, cpu_layernorm_bwd, DIN(data, op, 0), DIN(data, op, 1), DIN(data, op, 2), DIN(data, op, 3),
           DOUT(data, op, 0), DOUT(data, op, 1), DOUT(data, op, 2), cpu_rows(x), cpu_last(x));
+    add_addend(g, op, data, f64);
     return 0;
 }
 

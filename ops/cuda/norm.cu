@@ -341,11 +341,12 @@ __global__ void norm_dw_final_kernel(const float *part, void *dw, int dwb, void 
 }
 
 // Fused backward, vectorised (see norm_fwd_vec_kernel): block p takes rows [rows p / parts,
-// rows (p + 1) / parts) in order; per row it computes dx as norm_dx_kernel does and adds dy xhat
-// (and dy) of its columns into registers, then writes its partial sums part[p][d].
+// rows (p + 1) / parts) in order; per row it computes dx as norm_dx_kernel does (plus add, the
+// optional addend, when not NULL) and adds dy xhat (and dy) of its columns into registers, then
+// writes its partial sums part[p][d].
 #define NORM_BWD_THREADS 256
 template <typename T, int VPT, bool LN>
-__global__ void __launch_bounds__(NORM_BWD_THREADS) norm_bwd_vec_kernel(const T *x, const void *w, int wb, const void *st, int sb, const T *dy, T *dx,
+__global__ void __launch_bounds__(NORM_BWD_THREADS) norm_bwd_vec_kernel(const T *x, const void *w, int wb, const void *st, int sb, const T *dy, const T *add, T *dx,
                                     float *part, int64_t rows, int64_t D, int64_t parts) {
     const int N = CU_VEC<T>::N;
     int nv = (int)(D / N);
@@ -421,6 +422,12 @@ __global__ void __launch_bounds__(NORM_BWD_THREADS) norm_bwd_vec_kernel(const T 
                 float o[N];
 #pragma unroll
                 for (int k = 0; k < N; k++) o[k] = rs * (gv[j][k] * wv[j][k] - mg - xv[j][k] * mgx);
+                if (add) {
+                    uint4 av = *(const uint4 *)(add + r * D + (int64_t)c * N);
+                    const T *ea = (const T *)&av;
+#pragma unroll
+                    for (int k = 0; k < N; k++) o[k] += cu_f(ea[k]);
+                }
                 cu_store16(dxr + (int64_t)c * N, o);
             }
         }
@@ -443,11 +450,12 @@ __global__ void __launch_bounds__(NORM_BWD_THREADS) norm_bwd_vec_kernel(const T 
 }
 
 // One block per row: g = dy w, xhat = (x - mean) rs;
-// rmsnorm dx = rs (g - xhat mean(g xhat)); layernorm dx = rs (g - mean(g) - xhat mean(g xhat)).
-// dx may alias dy: the row is fully read (the reductions) before the block writes it, and each
-// element is read again by the thread that then writes it.
+// rmsnorm dx = rs (g - xhat mean(g xhat)); layernorm dx = rs (g - mean(g) - xhat mean(g xhat));
+// plus add (the optional addend) when not NULL. dx may alias dy: the row is fully read (the
+// reductions) before the block writes it, and each element is read again by the thread that then
+// writes it.
 template <typename T, bool LN>
-__global__ void norm_dx_kernel(const T *x, const void *w, int wb, const void *st, int sb, const T *dy, T *dx,
+__global__ void norm_dx_kernel(const T *x, const void *w, int wb, const void *st, int sb, const T *dy, const T *add, T *dx,
                                int64_t D) {
     int64_t r = blockIdx.x;
     const T *xr = x + r * D, *dyr = dy + r * D;
@@ -465,7 +473,7 @@ __global__ void norm_dx_kernel(const T *x, const void *w, int wb, const void *st
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
         float gv = cu_ld(dyr, d) * cu_ldd(w, wb, d);
         float xhat = (cu_ld(xr, d) - mean) * rs;
-        cu_st(dxr, d, rs * (gv - mg - xhat * mgx));
+        cu_st(dxr, d, rs * (gv - mg - xhat * mgx) + (add ? cu_ld(add + r * D, d) : 0.0f));
     }
 }
 
@@ -481,18 +489,19 @@ static int norm_bwd_launch(stg_cuda *c, const stg_graph *g, const stg_op *o, voi
     const T *xp = (const T *)ptr[o->in[0]], *dy = (const T *)ptr[o->in[3]];
     const void *w = ptr[o->in[1]], *st = ptr[o->in[2]];
     T *dx = (T *)ptr[o->out[0]];
+    const T *add = o->n_in == 5 ? (const T *)ptr[o->in[4]] : NULL; // the addend (registry: addend_in 4)
     void *dw = ptr[o->out[1]], *db = LN ? ptr[o->out[2]] : NULL;
     int threads = 0, vpt = norm_vpt<T>(D, NORM_BWD_THREADS, &threads);
     if (vpt && cu_aligned(xp, 16) && cu_aligned(dy, 16) && cu_aligned(dx, 16) && cu_aligned(w, 16) &&
-        cu_aligned(part, 16)) {
+        cu_aligned(part, 16) && (!add || cu_aligned(add, 16))) {
         // One pass: dx and the partial sums together (each thread reads its dy before writing dx).
         unsigned grid = (unsigned)parts;
         if (vpt == 1)
-            norm_bwd_vec_kernel<T, 1, LN><<<grid, threads, 0, c->stream>>>(xp, w, wb, st, sb, dy, dx, part, rows, D, parts);
+            norm_bwd_vec_kernel<T, 1, LN><<<grid, threads, 0, c->stream>>>(xp, w, wb, st, sb, dy, add, dx, part, rows, D, parts);
         else if (vpt == 2)
-            norm_bwd_vec_kernel<T, 2, LN><<<grid, threads, 0, c->stream>>>(xp, w, wb, st, sb, dy, dx, part, rows, D, parts);
+            norm_bwd_vec_kernel<T, 2, LN><<<grid, threads, 0, c->stream>>>(xp, w, wb, st, sb, dy, add, dx, part, rows, D, parts);
         else
-            norm_bwd_vec_kernel<T, 4, LN><<<grid, threads, 0, c->stream>>>(xp, w, wb, st, sb, dy, dx, part, rows, D, parts);
+            norm_bwd_vec_kernel<T, 4, LN><<<grid, threads, 0, c->stream>>>(xp, w, wb, st, sb, dy, add, dx, part, rows, D, parts);
         CUDA_LAUNCH_CHECK(err, "norm_bwd_vec_kernel");
         norm_dw_final_kernel<LN><<<(unsigned)((D + 31) / 32), 1024, 0, c->stream>>>(part, dw, dwb, db, dbb, D, parts);
         CUDA_LAUNCH_CHECK(err, "norm_dw_final_kernel");
@@ -504,7 +513,7 @@ static int norm_bwd_launch(stg_cuda *c, const stg_graph *g, const stg_op *o, voi
     CUDA_LAUNCH_CHECK(err, "norm_dw_partial_kernel");
     norm_dw_final_kernel<LN><<<(unsigned)((D + 31) / 32), 1024, 0, c->stream>>>(part, dw, dwb, db, dbb, D, parts);
     CUDA_LAUNCH_CHECK(err, "norm_dw_final_kernel");
-    norm_dx_kernel<T, LN><<<(unsigned)rows, cu_row_threads(D, 8), 0, c->stream>>>(xp, w, wb, st, sb, dy, dx, D);
+    norm_dx_kernel<T, LN><<<(unsigned)rows, cu_row_threads(D, 8), 0, c->stream>>>(xp, w, wb, st, sb, dy, add, dx, D);
     CUDA_LAUNCH_CHECK(err, "norm_dx_kernel");
     return 0;
 }
@@ -515,7 +524,8 @@ static int norm_bwd_run(stg_cuda *c, const stg_graph *g, int op, void *const *pt
     const stg_tensor *x = &g->t[o->in[0]];
     int64_t rows = cuda_rows(x), D = cuda_last(x);
     int b = norm_check(g, o, o->in[0], o->in[3], err);
-    if (b < 0 || norm_check(g, o, o->in[0], o->out[0], err) < 0) return -1;
+    if (b < 0 || norm_check(g, o, o->in[0], o->out[0], err) < 0 || (o->n_in == 5 && norm_check(g, o, o->in[0], o->in[4], err) < 0))
+        return -1;
     int wb = cuda_is_bf16(g, o, o->in[1], err);
     int sb = wb < 0 ? -1 : cuda_is_bf16(g, o, o->in[2], err);
     int dwb = sb < 0 ? -1 : cuda_is_bf16(g, o, o->out[1], err);

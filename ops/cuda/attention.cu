@@ -1,5 +1,6 @@
 // Fused causal attention, flash style. bf16 storage runs on tensor cores: the forward on wgmma
-// (ops/cuda/sm90a/attention_wgmma.cu) at head dims 64 and 128 on compute capability 9.0, else the
+// (ops/cuda/sm90a/attention_wgmma.cu) at head dims 64 and 128 and the backward on wgmma
+// (ops/cuda/sm90a/attention_wgmma_bwd.cu) at head dim 64 on compute capability 9.0, else the
 // att_tc_* kernels below (mma.sync m16n8k16, f32 accumulation and softmax, the same three-launch
 // deterministic backward; head dims that are multiples of 8 but not 16 are padded with zeros to the
 // next multiple of 16 inside the kernels). f32 storage runs the CUDA-core kernels described here.
@@ -994,14 +995,24 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dq_kernel(const att_bf16 *__restr
 #define ATT_TC_BWD_NW 4
 #endif
 
+#ifdef STG_ATT_WGMMA
+// Whether the device runs the sm_90a wgmma kernels (compute capability 9.0): *yes, or -1 with err set.
+static int att_on_sm90(stg_cuda *c, bool *yes, stg_err *err) {
+    int major = 0, minor = 0;
+    CUDA_CHECK(err, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device));
+    CUDA_CHECK(err, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->device));
+    *yes = major == 9 && minor == 0;
+    return 0;
+}
+#endif
+
 template <int DP, bool PAD>
 static int att_tc_fwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const stg_op *op, stg_err *err) {
 #ifdef STG_ATT_WGMMA
     if (att_wgmma_fwd_supported(s->D, s->scale)) { // wgmma on compute capability 9.0 (the sm_90a build)
-        int major = 0, minor = 0;
-        CUDA_CHECK(err, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->device));
-        CUDA_CHECK(err, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->device));
-        if (major == 9 && minor == 0)
+        bool sm90 = false;
+        if (att_on_sm90(c, &sm90, err)) return -1;
+        if (sm90)
             return att_wgmma_fwd(c->stream, ptr[op->in[0]], ptr[op->in[1]], ptr[op->in[2]], ptr[op->out[0]],
                                  (float *)ptr[op->out[1]], s->B, s->S, s->H, s->D, (float)(s->scale * ATT_LOG2E), err);
     }
@@ -1028,6 +1039,15 @@ static int att_tc_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, 
     const float *lse = (const float *)ptr[op->in[4]];
     att_bf16 *dq = (att_bf16 *)ptr[op->out[0]], *dk = (att_bf16 *)ptr[op->out[1]], *dv = (att_bf16 *)ptr[op->out[2]];
     float scale2 = (float)(s->scale * ATT_LOG2E);
+#ifdef STG_ATT_WGMMA
+    if (att_wgmma_bwd_supported(s->D)) { // wgmma on compute capability 9.0 (the sm_90a build)
+        bool sm90 = false;
+        if (att_on_sm90(c, &sm90, err)) return -1;
+        if (sm90)
+            return att_wgmma_bwd(c->stream, q, k, v, lse, dout, Dsum, dq, dk, dv, s->B, s->S, s->H, s->D, s->scale,
+                                 scale2, err);
+    }
+#endif
     dim3 grid((unsigned)((s->S + 16 * NW - 1) / (16 * NW)), (unsigned)s->H, (unsigned)s->B);
     size_t smem = att_tc_dkdv_smem<DP, NW, BQ>();
     CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_dkdv_kernel<DP, NW, BQ, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -22,115 +22,7 @@
 
 #include "ops/cuda/internal.h"
 #include "ops/cuda/sm90a/attention_wgmma.h"
-
-#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "attention_wgmma.cu needs the sm_90a target (-gencode=arch=compute_90a,code=sm_90a)"
-#endif
-
-typedef __nv_bfloat16 wg_bf16;
-
-#define WG_LN2 0.6931471805599453
-
-__device__ __forceinline__ uint32_t wg_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void wg_cp16(uint32_t dst, const void *src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void wg_cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wg_cp_wait(void) { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-// Shared memory written through the generic proxy (cp.async) and read next by wgmma (async proxy).
-__device__ __forceinline__ void wg_fence_proxy(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-__device__ __forceinline__ void wg_arrive(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wg_wait(void) {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Keeps the compiler from moving register reads and writes across the wgmma issue and wait points.
-__device__ __forceinline__ void wg_keep(float &x) { asm volatile("" : "+f"(x)::"memory"); }
-__device__ __forceinline__ void wg_keep(uint32_t &x) { asm volatile("" : "+r"(x)::"memory"); }
-
-__device__ __forceinline__ float wg_ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-__device__ __forceinline__ uint32_t wg_pack(float lo, float hi) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *(uint32_t *)&h;
-}
-
-// Shared-memory matrix descriptor: start address, leading- and stride-dimension byte offsets, layout
-// (0: no swizzle, 1: 128-byte swizzle).
-__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo, uint32_t layout) {
-    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) |
-           ((uint64_t)layout << 62);
-}
-
-// Descriptors of the B operands in the 128-byte swizzled layout (8-row atoms of 1024 bytes; stage
-// bases 1024-byte aligned). K tile for S = Q K^T, K-major: k-step kd = dims 16 kd.. (panel kd / 4,
-// the start advanced 32 bytes per k-step inside it), key chunk c = keys 64 c..; SBO 1024 between
-// 8-key atoms, LBO unused. V tile for O += P V, MN-major: k-step kk = keys 16 kk.. (two atoms), dim
-// chunk dc = panel dc; SBO 1024 between 8-key atoms, LBO between panels (unused at N = 64).
-template <int DP, int BK>
-__device__ __forceinline__ uint64_t wg_desc_k(uint32_t kst, int kd, int c) {
-    return wg_desc(kst + (uint32_t)((kd / 4) * BK * 128 + c * 64 * 128 + (kd % 4) * 32), 16, 1024, 1);
-}
-template <int DP, int BK>
-__device__ __forceinline__ uint64_t wg_desc_v(uint32_t vst, int kk, int dc) {
-    return wg_desc(vst + (uint32_t)(dc * BK * 128 + kk * 2 * 1024), BK * 128, 1024, 1);
-}
-
-
-// d (64 x 64 f32; this thread's 32) (+)= a (64 x 16 bf16, fragments in registers) b (16 x 64, shared,
-// descriptor); TB: b is MN-major (transposed). acc = 0 overwrites d.
-template <int TB>
-__device__ __forceinline__ void wg_mma_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int acc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, "
-                 "%11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, "
-                 "%31}, {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
-                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
-                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
-                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TB), "r"(acc));
-}
-
-// d = a b, same shapes (d is only written: no register of it is read by the instruction).
-template <int TB>
-__device__ __forceinline__ void wg_mma_n64_set(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, "
-                 "%11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, "
-                 "%31}, {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]),
-                   "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]),
-                   "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]),
-                   "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]),
-                   "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TB), "r"(0));
-}
-
-// ROWS rows of DP bf16 from base (row stride `stride` elements) into the swizzled panels at dst;
-// rows at and past `valid` are zero-filled. Eight consecutive threads copy one 128-byte row of a
-// panel: whole sectors from global memory, no shared-memory bank conflicts.
-template <int DP, int ROWS, int NT>
-__device__ __forceinline__ void wg_load_tile(uint32_t dst, const wg_bf16 *base, int64_t stride, int valid) {
-    constexpr int G = DP / 8;
-#pragma unroll
-    for (int i0 = 0; i0 < ROWS * G; i0 += NT) {
-        const int idx = i0 + (int)threadIdx.x;
-        if (ROWS * G % NT == 0 || idx < ROWS * G) {
-            const int cc = idx & 7, r = (idx >> 3) % ROWS, pn = (idx >> 3) / ROWS;
-            const bool ok = r < valid;
-            wg_cp16(dst + (uint32_t)(pn * ROWS * 128 + r * 128 + ((cc ^ (r & 7)) << 4)),
-                    base + (ok ? (int64_t)r * stride + pn * 64 + cc * 8 : 0), ok);
-        }
-    }
-}
+#include "ops/cuda/sm90a/wgmma.cuh"
 
 template <int DP, int NWG, int BK, int NST>
 static size_t wg_fwd_smem(void) {
@@ -205,7 +97,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         for (int kk = 0; kk < BK / 16; kk++)
 #pragma unroll
             for (int dc = 0; dc < NDC; dc++) // k: keys, n: dims
-                wg_mma_n64<1>(oacc[dc], pf[kk], wg_desc_v<DP, BK>(vb, kk, dc), 1);
+                wg_mma_n64<1>(oacc[dc], pf[kk], wg_desc_mnmaj(vb, BK, kk, dc), 1);
     };
     auto keep_o = [&]() {
 #pragma unroll
@@ -244,9 +136,9 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #pragma unroll
                 for (int c = 0; c < NSC; c++) // k: dims, n: keys
                     if (kd == 0)
-                        wg_mma_n64_set<0>(s[c], qf[kd], wg_desc_k<DP, BK>(kb, kd, c));
+                        wg_mma_n64_set<0>(s[c], qf[kd], wg_desc_kmaj(kb, BK, kd, 64 * c));
                     else
-                        wg_mma_n64<0>(s[c], qf[kd], wg_desc_k<DP, BK>(kb, kd, c), 1);
+                        wg_mma_n64<0>(s[c], qf[kd], wg_desc_kmaj(kb, BK, kd, 64 * c), 1);
             wg_commit();
             if (t > 0) {
                 keep_o();

@@ -1,6 +1,6 @@
-// The bf16 causal attention forward on Hopper's warpgroup matrix instructions (wgmma, sm_90a),
-// built as its own object for the sm_90a target (CMakeLists.txt); ops/cuda/attention.cu calls it on
-// devices of compute capability 9.0 and keeps the mma.sync kernels for every other case.
+// The bf16 causal attention forward and backward on Hopper's warpgroup matrix instructions (wgmma,
+// sm_90a), built as their own objects for the sm_90a target (CMakeLists.txt); ops/cuda/attention.cu
+// calls them on devices of compute capability 9.0 and keeps the mma.sync kernels for every other case.
 #ifndef STG_OPS_CUDA_SM90A_ATTENTION_WGMMA_H
 #define STG_OPS_CUDA_SM90A_ATTENTION_WGMMA_H
 
@@ -17,5 +17,14 @@ bool att_wgmma_fwd_supported(int D, float scale);
 // scale2 = scale log2(e). Pointers 16-byte aligned. Returns 0, or -1 with err set.
 int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, void *o, float *lse, int B, int S,
                   int H, int D, float scale2, stg_err *err);
+
+// Whether att_wgmma_bwd handles head dim D (64).
+bool att_wgmma_bwd_supported(int D);
+
+// dq, dk, dv (B, S, H, D) bf16 of the causal attention above, from q, k, v, lse, dout and Dsum (B, H, S)
+// f32 = sum_d dout . o (computed before); scale2 = scale log2(e). Returns 0, or -1 with err set.
+int att_wgmma_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const float *lse, const void *dout,
+                  const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int D, float scale, float scale2,
+                  stg_err *err);
 
 #endif

@@ -1,0 +1,458 @@
+// Causal flash attention backward, bf16, on Hopper's warpgroup matrix instructions (wgmma; compiled
+// for sm_90a only, see CMakeLists.txt). Same function as att_tc_dkdv_kernel and att_tc_dq_kernel in
+// ../attention.cu, in the same launches (D_i = do_i . o_i comes first, from ../attention.cu), with
+// p_ij = exp2(scale2 q_i . k_j - lse_i log2 e), ds_ij = p_ij (do_i . v_j - D_i) over j <= i:
+//   dk_j = scale sum_i ds_ij q_i, dv_j = sum_i p_ij do_i, dq_i = scale sum_j ds_ij k_j.
+// No atomics: every output element is summed by one thread in a fixed order, so a graph replay is
+// bitwise equal to an eager launch.
+//
+// dk, dv: one block per 64 NWG keys (a warpgroup per 64 keys), the blocks with the most query tiles
+// first. K and V of the block stay in shared memory (the A operands); the block streams the query
+// tiles at and after its first key (Q, dO, lse, D) through NST shared stages, NST - 2 tiles ahead.
+// Per query tile and warpgroup:
+//   Sᵀ = K Qᵀ and dPᵀ = V dOᵀ issued (two commit groups); wait for Sᵀ (and for the last tile's dV,
+//   dK products); Pᵀ = exp2(scale2 Sᵀ - lse2) in f32, masked where key > query or query >= S; wait
+//   for dPᵀ; dSᵀ = Pᵀ (dPᵀ - D); Pᵀ and dSᵀ to bf16 registers, the A operands of dV += Pᵀ dO and
+//   dK += dSᵀ Q, issued and left running under the next tile's loads and products.
+// dq: one block per 64 NWG queries, the longest rows first. Q and dO of the block stay in shared
+// memory; the block streams the key tiles up to its diagonal (K, V). Per key tile and warpgroup:
+//   S = Q Kᵀ and dP = dO Vᵀ issued; P and dS as above with lse and D per row; dQ += dS K issued.
+// Q, dO, K and V tiles are read K-major by the first products and MN-major by the second ones, from
+// the one 128-byte swizzled layout (wgmma.cuh).
+#include <cuda_bf16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "ops/cuda/internal.h"
+#include "ops/cuda/sm90a/attention_wgmma.h"
+#include "ops/cuda/sm90a/wgmma.cuh"
+
+#define WG_LOG2E 1.4426950408889634f
+
+// The accumulator element e of this thread, as two A-operand halves: n8 block j = e / 4 is k-step
+// j / 2, register (j % 2) * 2 + row half. Packs the 64 x 64 tile x into af (bf16).
+__device__ __forceinline__ void wg_to_a(uint32_t (&af)[4][4], const float (&x)[32]) {
+#pragma unroll
+    for (int e = 0; e < 32; e += 2) {
+        const int j = e >> 2, i = (e >> 1) & 1;
+        af[j >> 1][(j & 1) * 2 + i] = wg_pack(x[e], x[e + 1]);
+    }
+}
+template <int N> __device__ __forceinline__ void wg_keep_all(float (&x)[N]) {
+#pragma unroll
+    for (int e = 0; e < N; e++) wg_keep(x[e]);
+}
+__device__ __forceinline__ void wg_keep_a(uint32_t (&a)[4][4]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) wg_keep(a[kk][e]);
+}
+
+// ---- dk, dv -------------------------------------------------------------------------------------
+
+template <int DP, int NWG, int NST>
+static size_t wg_dkdv_smem(void) {
+    // K and V of the block, NST stages of Q and dO (64 rows each), lse and D of each stage
+    return sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * DP + (size_t)2 * NST * 64 * DP) + sizeof(float) * 2 * NST * 64 +
+           1024; // + alignment
+}
+
+// Grid (key tiles of 64 NWG, H, B); block 128 NWG threads. MINB: blocks per multiprocessor the
+// registers must allow.
+template <int DP, int NWG, int NST, int MINB>
+__global__ void __launch_bounds__(128 * NWG, MINB)
+    att_wg_dkdv_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
+                       const float *__restrict__ lse, const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
+                       wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, int S, int H, float scale, float scale2) {
+    constexpr int BQ = 64, BKB = 64 * NWG, NT = 128 * NWG, KD = DP / 16, NDC = DP / 64, PF = NST - 2;
+    constexpr int TILE = BQ * DP; // elements of one Q or dO stage
+    static_assert(NST >= 3, "three stages at least");
+    static_assert(DP % 64 == 0, "head dim in panels of 64");
+    extern __shared__ __align__(128) unsigned char wg_smraw[];
+    const uint32_t raw = wg_smem(wg_smraw), base = (raw + 1023u) & ~1023u;
+    // K at Kb, V at Vb; stage s: Q at st0 + 4 s TILE bytes, dO after it; then lse and D of stage s
+    const uint32_t Kb = base, Vb = Kb + BKB * DP * 2, st0 = Vb + BKB * DP * 2;
+    float *stat = (float *)(wg_smraw + (st0 + NST * 4 * TILE - raw));
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int k0 = blockIdx.x * BKB; // block 0 has the most query tiles
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+    const int wg = __shfl_sync(0xffffffffu, warp / 4, 0); // provably warp-uniform: wgmma is not serialized
+    const int kw0 = k0 + 64 * wg, kwarp = kw0 + 16 * (warp % 4);
+    const int64_t stride = (int64_t)H * DP;
+    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * DP;
+    const int64_t row0 = ((int64_t)b * H + h) * S;
+    const int ntiles = (S - k0 + BQ - 1) / BQ; // query tiles k0, k0 + BQ, ... below S
+
+    wg_load_tile<DP, BKB, NT>(Kb, k + head0 + (int64_t)k0 * stride, stride, S - k0);
+    wg_load_tile<DP, BKB, NT>(Vb, v + head0 + (int64_t)k0 * stride, stride, S - k0);
+    // One commit group per query tile (empty past the last), tile t in stage t % NST; K and V ride
+    // with tile 0.
+    auto load_q = [&](int t) {
+        if (t < ntiles) {
+            const int qn = k0 + t * BQ, s = t % NST;
+            const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE);
+            wg_load_tile<DP, BQ, NT>(qs, q + head0 + (int64_t)qn * stride, stride, S - qn);
+            wg_load_tile<DP, BQ, NT>(qs + 2 * TILE, dout + head0 + (int64_t)qn * stride, stride, S - qn);
+            if (threadIdx.x < 2 * BQ) { // lse by threads 0 .. 63, D by 64 .. 127
+                const int i = threadIdx.x % BQ;
+                const bool ok = qn + i < S;
+                const float *src = (threadIdx.x < BQ ? lse : Dsum) + row0 + (ok ? qn + i : 0);
+                wg_cp4(wg_smem(stat + (2 * s + threadIdx.x / BQ) * BQ + i), src, ok);
+            }
+        }
+        wg_cp_commit();
+    };
+#pragma unroll
+    for (int t = 0; t < PF; t++) load_q(t);
+
+    float dka[NDC][32], dva[NDC][32];
+#pragma unroll
+    for (int c = 0; c < NDC; c++)
+#pragma unroll
+        for (int e = 0; e < 32; e++) dka[c][e] = dva[c][e] = 0.0f;
+    uint32_t pa[4][4], sa4[4][4]; // Pᵀ and dSᵀ of the last tile (bf16): A operands, k-steps of 16 queries
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) pa[kk][e] = sa4[kk][e] = 0u;
+
+    // dV += Pᵀ dO and dK += dSᵀ Q of the tile in pa, sa4 (stage s), issued, not waited for.
+    auto issue_dkdv = [&](int s) {
+        const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE), ds = qs + 2 * TILE;
+#pragma unroll
+        for (int c = 0; c < NDC; c++) {
+            wg_keep_all(dka[c]);
+            wg_keep_all(dva[c]);
+        }
+        wg_keep_a(pa);
+        wg_keep_a(sa4);
+        wg_arrive();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) // m: keys, n: dims, k: queries
+#pragma unroll
+            for (int dc = 0; dc < NDC; dc++) {
+                wg_mma_n64<1>(dva[dc], pa[kk], wg_desc_mnmaj(ds, BQ, kk, dc), 1);
+                wg_mma_n64<1>(dka[dc], sa4[kk], wg_desc_mnmaj(qs, BQ, kk, dc), 1);
+            }
+        wg_commit();
+    };
+
+    int prev = -1; // stage of the tile whose products wait in pa, sa4
+    for (int t = 0; t < ntiles; t++) {
+        wg_cp_wait<PF - 1>(); // this thread's copies of tile t have landed
+        wg_fence_proxy();
+        __syncthreads(); // tile t has landed for everyone; every warpgroup is done with tile t - 2's stage
+        load_q(t + PF);  // into stage (t - 2) % NST
+        const int q0 = k0 + t * BQ;
+        if (q0 + BQ - 1 < kw0 || kw0 >= S) continue; // every query of the tile before every key of the warpgroup
+        const int s = t % NST;
+        const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE), ds = qs + 2 * TILE;
+        const float *lse_s = stat + 2 * s * BQ, *D_s = lse_s + BQ;
+        float st[32], dpt[32];
+        wg_arrive();
+#pragma unroll
+        for (int kd = 0; kd < KD; kd++) // m: keys, n: queries, k: dims
+            if (kd == 0)
+                wg_mma_ss_n64_set<0>(st, wg_desc_kmaj(Kb, BKB, kd, 64 * wg), wg_desc_kmaj(qs, BQ, kd, 0));
+            else
+                wg_mma_ss_n64<0>(st, wg_desc_kmaj(Kb, BKB, kd, 64 * wg), wg_desc_kmaj(qs, BQ, kd, 0), 1);
+        wg_commit();
+        wg_arrive();
+#pragma unroll
+        for (int kd = 0; kd < KD; kd++)
+            if (kd == 0)
+                wg_mma_ss_n64_set<0>(dpt, wg_desc_kmaj(Vb, BKB, kd, 64 * wg), wg_desc_kmaj(ds, BQ, kd, 0));
+            else
+                wg_mma_ss_n64<0>(dpt, wg_desc_kmaj(Vb, BKB, kd, 64 * wg), wg_desc_kmaj(ds, BQ, kd, 0), 1);
+        wg_commit();
+        if (prev >= 0)
+            issue_dkdv(prev);
+        else
+            wg_commit(); // an empty group: three groups after Sᵀ's either way, for the waits below
+        // lse (as -lse log2 e) and D of this thread's 16 query columns
+        float nl[16], dd[16];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const float2 l2 = *(const float2 *)(lse_s + j * 8 + 2 * t4), d2 = *(const float2 *)(D_s + j * 8 + 2 * t4);
+            nl[2 * j] = -l2.x * WG_LOG2E;
+            nl[2 * j + 1] = -l2.y * WG_LOG2E;
+            dd[2 * j] = d2.x;
+            dd[2 * j + 1] = d2.y;
+        }
+        wg_wait<2>(); // Sᵀ is done (the groups after it: dPᵀ, the last tile's products or an empty one)
+        wg_keep_all(st);
+        const bool mask = kw0 + 63 > q0 || q0 + BQ > S;
+#pragma unroll
+        for (int e = 0; e < 32; e++) {
+            const int ci = 2 * (e >> 2) + (e & 1);
+            float p = wg_ex2(fmaf(st[e], scale2, nl[ci]));
+            if (mask) {
+                const int key = kwarp + wg_row(e, g), query = q0 + wg_col(e, t4);
+                if (key > query || query >= S) p = 0.0f;
+            }
+            st[e] = p;
+        }
+        wg_wait<1>(); // dPᵀ is done
+        wg_keep_all(dpt);
+#pragma unroll
+        for (int e = 0; e < 32; e++) dpt[e] = st[e] * (dpt[e] - dd[2 * (e >> 2) + (e & 1)]);
+        wg_wait<0>(); // the last tile's products are done: pa, sa4, dK and dV are free
+#pragma unroll
+        for (int c = 0; c < NDC; c++) {
+            wg_keep_all(dka[c]);
+            wg_keep_all(dva[c]);
+        }
+        wg_keep_a(pa);
+        wg_keep_a(sa4);
+        wg_to_a(pa, st);
+        wg_to_a(sa4, dpt);
+        prev = s;
+    }
+    if (prev >= 0) {
+        issue_dkdv(prev); // stage prev is not refilled: no load was issued after the last __syncthreads
+        wg_wait<0>();
+    }
+#pragma unroll
+    for (int c = 0; c < NDC; c++) {
+        wg_keep_all(dka[c]);
+        wg_keep_all(dva[c]);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = kwarp + g + 8 * i;
+        if (row >= S) continue;
+        wg_bf16 *krow = dk + head0 + (int64_t)row * stride, *vrow = dv + head0 + (int64_t)row * stride;
+#pragma unroll
+        for (int c = 0; c < NDC; c++)
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int col = c * 64 + j * 8 + 2 * t4;
+                *(uint32_t *)(krow + col) = wg_pack(dka[c][4 * j + 2 * i] * scale, dka[c][4 * j + 2 * i + 1] * scale);
+                *(uint32_t *)(vrow + col) = wg_pack(dva[c][4 * j + 2 * i], dva[c][4 * j + 2 * i + 1]);
+            }
+    }
+}
+
+// ---- dq -----------------------------------------------------------------------------------------
+
+template <int DP, int NWG, int NST>
+static size_t wg_dq_smem(void) {
+    // Q and dO of the block, NST stages of K and V (64 rows each)
+    return sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * DP + (size_t)2 * NST * 64 * DP) + 1024;
+}
+
+// Grid (query tiles of 64 NWG, H, B); block 128 NWG threads.
+template <int DP, int NWG, int NST, int MINB>
+__global__ void __launch_bounds__(128 * NWG, MINB)
+    att_wg_dq_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
+                     const float *__restrict__ lse, const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
+                     wg_bf16 *__restrict__ dq, int S, int H, float scale, float scale2) {
+    constexpr int BK = 64, BQB = 64 * NWG, NT = 128 * NWG, KD = DP / 16, NDC = DP / 64, PF = NST - 2;
+    constexpr int TILE = BK * DP; // elements of one K or V stage
+    static_assert(NST >= 3, "three stages at least");
+    static_assert(DP % 64 == 0, "head dim in panels of 64");
+    extern __shared__ __align__(128) unsigned char wg_smraw[];
+    const uint32_t base = (wg_smem(wg_smraw) + 1023u) & ~1023u;
+    // Q at Qb, dO at dOb; stage s: K at st0 + 4 s TILE bytes, V after it
+    const uint32_t Qb = base, dOb = Qb + BQB * DP * 2, st0 = dOb + BQB * DP * 2;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int qt = gridDim.x - 1 - blockIdx.x; // the longest rows first
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+    const int wg = __shfl_sync(0xffffffffu, warp / 4, 0);
+    const int q0 = qt * BQB, rw0 = q0 + 64 * wg, rwarp = rw0 + 16 * (warp % 4);
+    const int64_t stride = (int64_t)H * DP;
+    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * DP;
+    const int64_t row0 = ((int64_t)b * H + h) * S;
+    const int last = min(q0 + BQB, S) - 1;
+    const int ntiles = last / BK + 1;                               // key tiles of the block
+    const int wtiles = rw0 < S ? min(rw0 + 63, S - 1) / BK + 1 : 0; // key tiles of this warpgroup
+
+    wg_load_tile<DP, BQB, NT>(Qb, q + head0 + (int64_t)q0 * stride, stride, S - q0);
+    wg_load_tile<DP, BQB, NT>(dOb, dout + head0 + (int64_t)q0 * stride, stride, S - q0);
+    auto load_kv = [&](int t) {
+        if (t < ntiles) {
+            const int kn = t * BK;
+            const uint32_t ks = st0 + (uint32_t)((t % NST) * 4 * TILE);
+            wg_load_tile<DP, BK, NT>(ks, k + head0 + (int64_t)kn * stride, stride, S - kn);
+            wg_load_tile<DP, BK, NT>(ks + 2 * TILE, v + head0 + (int64_t)kn * stride, stride, S - kn);
+        }
+        wg_cp_commit();
+    };
+#pragma unroll
+    for (int t = 0; t < PF; t++) load_kv(t);
+
+    float nl[2], dr[2]; // -lse log2 e and D of this thread's rows rwarp + g, rwarp + g + 8
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = rwarp + g + 8 * i;
+        nl[i] = row < S ? -lse[row0 + row] * WG_LOG2E : -INFINITY;
+        dr[i] = row < S ? Dsum[row0 + row] : 0.0f;
+    }
+    float dqa[NDC][32];
+#pragma unroll
+    for (int c = 0; c < NDC; c++)
+#pragma unroll
+        for (int e = 0; e < 32; e++) dqa[c][e] = 0.0f;
+    uint32_t sa4[4][4]; // dS of the last tile (bf16): the A operand of dQ += dS K, k-steps of 16 keys
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) sa4[kk][e] = 0u;
+
+    // dQ += dS K of the tile in sa4 (stage s), issued, not waited for.
+    auto issue_dq = [&](int s) {
+        const uint32_t ks = st0 + (uint32_t)(s * 4 * TILE);
+#pragma unroll
+        for (int c = 0; c < NDC; c++) wg_keep_all(dqa[c]);
+        wg_keep_a(sa4);
+        wg_arrive();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) // m: queries, n: dims, k: keys
+#pragma unroll
+            for (int dc = 0; dc < NDC; dc++) wg_mma_n64<1>(dqa[dc], sa4[kk], wg_desc_mnmaj(ks, BK, kk, dc), 1);
+        wg_commit();
+    };
+
+    int prev = -1; // stage of the tile whose product waits in sa4
+    for (int t = 0; t < ntiles; t++) {
+        wg_cp_wait<PF - 1>();
+        wg_fence_proxy();
+        __syncthreads();
+        load_kv(t + PF);
+        if (t >= wtiles) { // past this warpgroup's diagonal: finish its last tile (its stage is not refilled yet)
+            if (prev >= 0) {
+                issue_dq(prev);
+                wg_wait<0>();
+                prev = -1;
+            }
+            continue;
+        }
+        const int k0 = t * BK, s = t % NST;
+        const uint32_t ks = st0 + (uint32_t)(s * 4 * TILE), vs = ks + 2 * TILE;
+        float sc[32], dpa[32];
+        wg_arrive();
+#pragma unroll
+        for (int kd = 0; kd < KD; kd++) // m: queries, n: keys, k: dims
+            if (kd == 0)
+                wg_mma_ss_n64_set<0>(sc, wg_desc_kmaj(Qb, BQB, kd, 64 * wg), wg_desc_kmaj(ks, BK, kd, 0));
+            else
+                wg_mma_ss_n64<0>(sc, wg_desc_kmaj(Qb, BQB, kd, 64 * wg), wg_desc_kmaj(ks, BK, kd, 0), 1);
+        wg_commit();
+        wg_arrive();
+#pragma unroll
+        for (int kd = 0; kd < KD; kd++)
+            if (kd == 0)
+                wg_mma_ss_n64_set<0>(dpa, wg_desc_kmaj(dOb, BQB, kd, 64 * wg), wg_desc_kmaj(vs, BK, kd, 0));
+            else
+                wg_mma_ss_n64<0>(dpa, wg_desc_kmaj(dOb, BQB, kd, 64 * wg), wg_desc_kmaj(vs, BK, kd, 0), 1);
+        wg_commit();
+        if (prev >= 0)
+            issue_dq(prev);
+        else
+            wg_commit(); // an empty group: the waits below count three groups either way
+        wg_wait<2>(); // S is done
+        wg_keep_all(sc);
+        const bool mask = k0 + BK - 1 > rw0 || k0 + BK > S;
+#pragma unroll
+        for (int e = 0; e < 32; e++) {
+            const int i = (e >> 1) & 1;
+            float p = wg_ex2(fmaf(sc[e], scale2, nl[i]));
+            if (mask) {
+                const int key = k0 + wg_col(e, t4), row = rwarp + wg_row(e, g);
+                if (key > row || key >= S) p = 0.0f;
+            }
+            sc[e] = p;
+        }
+        wg_wait<1>(); // dP is done
+        wg_keep_all(dpa);
+#pragma unroll
+        for (int e = 0; e < 32; e++) dpa[e] = sc[e] * (dpa[e] - dr[(e >> 1) & 1]);
+        wg_wait<0>(); // the last tile's product is done: sa4 and dQ are free
+#pragma unroll
+        for (int c = 0; c < NDC; c++) wg_keep_all(dqa[c]);
+        wg_keep_a(sa4);
+        wg_to_a(sa4, dpa);
+        prev = s;
+    }
+    if (prev >= 0) {
+        issue_dq(prev);
+        wg_wait<0>();
+    }
+#pragma unroll
+    for (int c = 0; c < NDC; c++) wg_keep_all(dqa[c]);
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = rwarp + g + 8 * i;
+        if (row >= S) continue;
+        wg_bf16 *qrow = dq + head0 + (int64_t)row * stride;
+#pragma unroll
+        for (int c = 0; c < NDC; c++)
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                *(uint32_t *)(qrow + c * 64 + j * 8 + 2 * t4) =
+                    wg_pack(dqa[c][4 * j + 2 * i] * scale, dqa[c][4 * j + 2 * i + 1] * scale);
+    }
+}
+
+// ---- host side ----------------------------------------------------------------------------------
+
+// Shapes at head dim 64 (overridable for tuning builds, tools/attn_tiles.sh).
+#ifndef WG_DKDV_NWG
+#define WG_DKDV_NWG 1
+#endif
+#ifndef WG_DKDV_NST
+#define WG_DKDV_NST 4
+#endif
+#ifndef WG_DKDV_MINB
+#define WG_DKDV_MINB 2
+#endif
+#ifndef WG_DQ_NWG
+#define WG_DQ_NWG 1
+#endif
+#ifndef WG_DQ_NST
+#define WG_DQ_NST 4
+#endif
+#ifndef WG_DQ_MINB
+#define WG_DQ_MINB 2
+#endif
+
+// STG_NO_WGMMA_BWD (a compile definition) keeps the backward on mma.sync, for comparisons in one lease.
+bool att_wgmma_bwd_supported(int D) {
+#ifdef STG_NO_WGMMA_BWD
+    return false && D == 64;
+#else
+    return D == 64;
+#endif
+}
+
+int att_wgmma_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const float *lse, const void *dout,
+                  const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int D, float scale, float scale2,
+                  stg_err *err) {
+    if (B > 65535 || H > 65535) return stg_errf(err, "attention backward (wgmma): B %d or H %d over 65535", B, H);
+    if (D != 64) return stg_errf(err, "attention backward (wgmma): head dim %d not supported", D);
+    constexpr int DP = 64;
+    {
+        constexpr int NWG = WG_DKDV_NWG, NST = WG_DKDV_NST, MINB = WG_DKDV_MINB;
+        const size_t smem = wg_dkdv_smem<DP, NWG, NST>();
+        CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_dkdv_kernel<DP, NWG, NST, MINB>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        dim3 grid((unsigned)((S + 64 * NWG - 1) / (64 * NWG)), (unsigned)H, (unsigned)B);
+        att_wg_dkdv_kernel<DP, NWG, NST, MINB><<<grid, 128 * NWG, smem, st>>>(
+            (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dk,
+            (wg_bf16 *)dv, S, H, scale, scale2);
+        CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, wgmma)");
+    }
+    {
+        constexpr int NWG = WG_DQ_NWG, NST = WG_DQ_NST, MINB = WG_DQ_MINB;
+        const size_t smem = wg_dq_smem<DP, NWG, NST>();
+        CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_dq_kernel<DP, NWG, NST, MINB>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        dim3 grid((unsigned)((S + 64 * NWG - 1) / (64 * NWG)), (unsigned)H, (unsigned)B);
+        att_wg_dq_kernel<DP, NWG, NST, MINB><<<grid, 128 * NWG, smem, st>>>(
+            (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dq,
+            S, H, scale, scale2);
+        CUDA_LAUNCH_CHECK(err, "attention backward (dq, wgmma)");
+    }
+    return 0;
+}

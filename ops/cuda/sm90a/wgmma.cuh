@@ -1,0 +1,165 @@
+// Hopper warpgroup matrix primitives shared by the wgmma attention kernels (sm_90a only): cp.async
+// copies into 128-byte swizzled shared tiles, wgmma issue/commit/wait, shared-memory matrix
+// descriptors, and m64n64k16 products (bf16 in, f32 accumulate) with A from registers or from
+// shared memory.
+//
+// Tile layout (every operand in shared memory): a tile of ROWS rows of DP bf16 is DP / 64 panels of
+// ROWS rows x 128 bytes; the 16-byte chunk c of row r of a panel sits at chunk c ^ (r % 8) (the
+// 128-byte swizzle). Rows are the M or N index of an operand read K-major (its 64 elements along a
+// row are the k index), or the k index of an operand read MN-major (the elements along a row are
+// the n index; the instruction transposes). Tile bases are 1024-byte aligned.
+#ifndef STG_OPS_CUDA_SM90A_WGMMA_CUH
+#define STG_OPS_CUDA_SM90A_WGMMA_CUH
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "the wgmma kernels need the sm_90a target (-gencode=arch=compute_90a,code=sm_90a)"
+#endif
+
+typedef __nv_bfloat16 wg_bf16;
+
+#define WG_LN2 0.6931471805599453
+
+__device__ __forceinline__ uint32_t wg_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void wg_cp16(uint32_t dst, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void wg_cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_cp_wait(void) { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+// Shared memory written through the generic proxy (cp.async) and read next by wgmma (async proxy).
+__device__ __forceinline__ void wg_fence_proxy(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+__device__ __forceinline__ void wg_arrive(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait(void) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving register reads and writes across the wgmma issue and wait points.
+__device__ __forceinline__ void wg_keep(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void wg_keep(uint32_t &x) { asm volatile("" : "+r"(x)::"memory"); }
+
+__device__ __forceinline__ float wg_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ uint32_t wg_pack(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&h;
+}
+
+// Shared-memory matrix descriptor: start address, leading- and stride-dimension byte offsets, layout
+// (0: no swizzle, 1: 128-byte swizzle).
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo, uint32_t layout) {
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) |
+           ((uint64_t)layout << 62);
+}
+
+// d (64 x 64 f32; this thread's 32) (+)= a (64 x 16 bf16, fragments in registers) b (16 x 64, shared,
+// descriptor); TB: b is MN-major (transposed). acc = 0 overwrites d.
+template <int TB>
+__device__ __forceinline__ void wg_mma_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, "
+                 "%11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, "
+                 "%31}, {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TB), "r"(acc));
+}
+
+// d = a b, same shapes (d is only written: no register of it is read by the instruction).
+template <int TB>
+__device__ __forceinline__ void wg_mma_n64_set(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, "
+                 "%11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, "
+                 "%31}, {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]),
+                   "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]),
+                   "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]),
+                   "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]),
+                   "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TB), "r"(0));
+}
+
+// ROWS rows of DP bf16 from base (row stride `stride` elements) into the swizzled panels at dst;
+// rows at and past `valid` are zero-filled. Eight consecutive threads copy one 128-byte row of a
+// panel: whole sectors from global memory, no shared-memory bank conflicts.
+template <int DP, int ROWS, int NT>
+__device__ __forceinline__ void wg_load_tile(uint32_t dst, const wg_bf16 *base, int64_t stride, int valid) {
+    constexpr int G = DP / 8;
+#pragma unroll
+    for (int i0 = 0; i0 < ROWS * G; i0 += NT) {
+        const int idx = i0 + (int)threadIdx.x;
+        if (ROWS * G % NT == 0 || idx < ROWS * G) {
+            const int cc = idx & 7, r = (idx >> 3) % ROWS, pn = (idx >> 3) / ROWS;
+            const bool ok = r < valid;
+            wg_cp16(dst + (uint32_t)(pn * ROWS * 128 + r * 128 + ((cc ^ (r & 7)) << 4)),
+                    base + (ok ? (int64_t)r * stride + pn * 64 + cc * 8 : 0), ok);
+        }
+    }
+}
+
+// A or B operand read K-major from a swizzled tile of `rows` rows per panel: k-step kd (elements
+// 16 kd .. 16 kd + 15: panel kd / 4, the start advanced 32 bytes per k-step inside it), rows r0 ..
+// r0 + 63 (r0 a multiple of 8); SBO 1024 between 8-row atoms, LBO unused.
+__device__ __forceinline__ uint64_t wg_desc_kmaj(uint32_t base, int rows, int kd, int r0) {
+    return wg_desc(base + (uint32_t)((kd / 4) * rows * 128 + r0 * 128 + (kd % 4) * 32), 16, 1024, 1);
+}
+// B operand read MN-major from a swizzled tile of `rows` rows per panel: k-step kk (rows 16 kk ..
+// 16 kk + 15, two 8-row atoms), n = elements 64 dc .. 64 dc + 63 (panel dc); SBO 1024 between atoms,
+// LBO the panel stride (unused at N = 64).
+__device__ __forceinline__ uint64_t wg_desc_mnmaj(uint32_t base, int rows, int kk, int dc) {
+    return wg_desc(base + (uint32_t)(dc * rows * 128 + kk * 2 * 1024), rows * 128, 1024, 1);
+}
+
+// d (64 x 64 f32; this thread's 32) (+)= a (64 x 16, shared, descriptor da; K-major) b (16 x 64,
+// shared, descriptor db; TB: MN-major). acc = 0 overwrites d.
+template <int TB>
+__device__ __forceinline__ void wg_mma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, "
+                 "%11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, "
+                 "%31}, %32, %33, p, 1, 1, 0, %35;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(acc), "n"(TB));
+}
+
+// d = a b, same operands (d is only written: no register of it is read by the instruction).
+template <int TB>
+__device__ __forceinline__ void wg_mma_ss_n64_set(float (&d)[32], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, "
+                 "%11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, "
+                 "%31}, %32, %33, p, 1, 1, 0, %35;\n}\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]),
+                   "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]),
+                   "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]),
+                   "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]),
+                   "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
+                 : "l"(da), "l"(db), "r"(0), "n"(TB));
+}
+
+// 4 bytes global -> shared (cp.async, L1-cached), zero-filled when !valid (src is then not read).
+__device__ __forceinline__ void wg_cp4(uint32_t dst, const void *src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+
+// The 32 f32 of a thread in a 64 x 64 accumulator: element e is row 16 (warp % 4) + wg_row(e) and
+// column wg_col(e) (g = lane / 4, t4 = lane % 4).
+__device__ __forceinline__ int wg_row(int e, int g) { return g + ((e >> 1) & 1) * 8; }
+__device__ __forceinline__ int wg_col(int e, int t4) { return (e >> 2) * 8 + 2 * t4 + (e & 1); }
+
+#endif

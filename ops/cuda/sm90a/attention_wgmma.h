@@ -18,7 +18,7 @@ bool att_wgmma_fwd_supported(int D, float scale);
 int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, void *o, float *lse, int B, int S,
                   int H, int D, float scale2, stg_err *err);
 
-// Whether att_wgmma_bwd handles head dim D (64).
+// Whether att_wgmma_bwd handles head dim D (64 or 80).
 bool att_wgmma_bwd_supported(int D);
 
 // dq, dk, dv (B, S, H, D) bf16 of the causal attention above, from q, k, v, lse, dout and Dsum (B, H, S)

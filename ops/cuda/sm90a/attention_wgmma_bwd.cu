@@ -18,7 +18,8 @@
 // memory; the block streams the key tiles up to its diagonal (K, V). Per key tile and warpgroup:
 //   S = Q Kᵀ and dP = dO Vᵀ issued; P and dS as above with lse and D per row; dQ += dS K issued.
 // Q, dO, K and V tiles are read K-major by the first products and MN-major by the second ones, from
-// the one 128-byte swizzled layout (wgmma.cuh).
+// one layout (wgmma.cuh): 64-dim panels in the 128-byte swizzle, and at head dim 80 a 16-dim tail
+// panel in the 32-byte swizzle whose products are m64n16 (so 80 costs 80, not 128).
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
@@ -51,49 +52,49 @@ __device__ __forceinline__ void wg_keep_a(uint32_t (&a)[4][4]) {
 
 // ---- dk, dv -------------------------------------------------------------------------------------
 
-template <int DP, int NWG, int NST>
+template <int D, int NWG, int NST>
 static size_t wg_dkdv_smem(void) {
     // K and V of the block, NST stages of Q and dO (64 rows each), lse and D of each stage
-    return sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * DP + (size_t)2 * NST * 64 * DP) + sizeof(float) * 2 * NST * 64 +
+    return sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + sizeof(float) * 2 * NST * 64 +
            1024; // + alignment
 }
 
 // Grid (key tiles of 64 NWG, H, B); block 128 NWG threads. MINB: blocks per multiprocessor the
 // registers must allow.
-template <int DP, int NWG, int NST, int MINB>
+template <int D, int NWG, int NST, int MINB>
 __global__ void __launch_bounds__(128 * NWG, MINB)
     att_wg_dkdv_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
                        const float *__restrict__ lse, const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
                        wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, int S, int H, float scale, float scale2) {
-    constexpr int BQ = 64, BKB = 64 * NWG, NT = 128 * NWG, KD = DP / 16, NDC = DP / 64, PF = NST - 2;
-    constexpr int TILE = BQ * DP; // elements of one Q or dO stage
+    constexpr int BQ = 64, BKB = 64 * NWG, NT = 128 * NWG, KD = D / 16, NDC = D / 64, TL = D % 64 == 16, PF = NST - 2;
+    constexpr int TILE = BQ * D; // elements of one Q or dO stage (a multiple of 512: stages stay 1024-byte aligned)
     static_assert(NST >= 3, "three stages at least");
-    static_assert(DP % 64 == 0, "head dim in panels of 64");
+    static_assert(D % 64 == 0 || D % 64 == 16, "head dim 64 NP or 64 NP + 16");
     extern __shared__ __align__(128) unsigned char wg_smraw[];
     const uint32_t raw = wg_smem(wg_smraw), base = (raw + 1023u) & ~1023u;
     // K at Kb, V at Vb; stage s: Q at st0 + 4 s TILE bytes, dO after it; then lse and D of stage s
-    const uint32_t Kb = base, Vb = Kb + BKB * DP * 2, st0 = Vb + BKB * DP * 2;
+    const uint32_t Kb = base, Vb = Kb + BKB * D * 2, st0 = Vb + BKB * D * 2;
     float *stat = (float *)(wg_smraw + (st0 + NST * 4 * TILE - raw));
     const int h = blockIdx.y, b = blockIdx.z;
     const int k0 = blockIdx.x * BKB; // block 0 has the most query tiles
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const int wg = __shfl_sync(0xffffffffu, warp / 4, 0); // provably warp-uniform: wgmma is not serialized
     const int kw0 = k0 + 64 * wg, kwarp = kw0 + 16 * (warp % 4);
-    const int64_t stride = (int64_t)H * DP;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * DP;
+    const int64_t stride = (int64_t)H * D;
+    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D;
     const int64_t row0 = ((int64_t)b * H + h) * S;
     const int ntiles = (S - k0 + BQ - 1) / BQ; // query tiles k0, k0 + BQ, ... below S
 
-    wg_load_tile<DP, BKB, NT>(Kb, k + head0 + (int64_t)k0 * stride, stride, S - k0);
-    wg_load_tile<DP, BKB, NT>(Vb, v + head0 + (int64_t)k0 * stride, stride, S - k0);
+    wg_load_rows<D, BKB, NT>(Kb, k + head0 + (int64_t)k0 * stride, stride, S - k0);
+    wg_load_rows<D, BKB, NT>(Vb, v + head0 + (int64_t)k0 * stride, stride, S - k0);
     // One commit group per query tile (empty past the last), tile t in stage t % NST; K and V ride
     // with tile 0.
     auto load_q = [&](int t) {
         if (t < ntiles) {
             const int qn = k0 + t * BQ, s = t % NST;
             const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE);
-            wg_load_tile<DP, BQ, NT>(qs, q + head0 + (int64_t)qn * stride, stride, S - qn);
-            wg_load_tile<DP, BQ, NT>(qs + 2 * TILE, dout + head0 + (int64_t)qn * stride, stride, S - qn);
+            wg_load_rows<D, BQ, NT>(qs, q + head0 + (int64_t)qn * stride, stride, S - qn);
+            wg_load_rows<D, BQ, NT>(qs + 2 * TILE, dout + head0 + (int64_t)qn * stride, stride, S - qn);
             if (threadIdx.x < 2 * BQ) { // lse by threads 0 .. 63, D by 64 .. 127
                 const int i = threadIdx.x % BQ;
                 const bool ok = qn + i < S;
@@ -106,35 +107,49 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #pragma unroll
     for (int t = 0; t < PF; t++) load_q(t);
 
-    float dka[NDC][32], dva[NDC][32];
+    float dka[NDC][32], dva[NDC][32], dkt[8], dvt[8]; // dkt, dvt: the tail panel's 16 dims (head dim 80)
 #pragma unroll
     for (int c = 0; c < NDC; c++)
 #pragma unroll
         for (int e = 0; e < 32; e++) dka[c][e] = dva[c][e] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) dkt[e] = dvt[e] = 0.0f;
     uint32_t pa[4][4], sa4[4][4]; // Pᵀ and dSᵀ of the last tile (bf16): A operands, k-steps of 16 queries
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
 #pragma unroll
         for (int e = 0; e < 4; e++) pa[kk][e] = sa4[kk][e] = 0u;
 
-    // dV += Pᵀ dO and dK += dSᵀ Q of the tile in pa, sa4 (stage s), issued, not waited for.
-    auto issue_dkdv = [&](int s) {
-        const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE), ds = qs + 2 * TILE;
+    auto keep_acc = [&]() {
 #pragma unroll
         for (int c = 0; c < NDC; c++) {
             wg_keep_all(dka[c]);
             wg_keep_all(dva[c]);
         }
+        if constexpr (TL) {
+            wg_keep_all(dkt);
+            wg_keep_all(dvt);
+        }
+    };
+    // dV += Pᵀ dO and dK += dSᵀ Q of the tile in pa, sa4 (stage s), issued, not waited for.
+    auto issue_dkdv = [&](int s) {
+        const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE), ds = qs + 2 * TILE;
+        keep_acc();
         wg_keep_a(pa);
         wg_keep_a(sa4);
         wg_arrive();
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) // m: keys, n: dims, k: queries
+        for (int kk = 0; kk < 4; kk++) { // m: keys, n: dims, k: queries
 #pragma unroll
             for (int dc = 0; dc < NDC; dc++) {
                 wg_mma_n64<1>(dva[dc], pa[kk], wg_desc_mnmaj(ds, BQ, kk, dc), 1);
                 wg_mma_n64<1>(dka[dc], sa4[kk], wg_desc_mnmaj(qs, BQ, kk, dc), 1);
             }
+            if constexpr (TL) {
+                wg_mma_n16<1>(dvt, pa[kk], wg_tdesc<NDC>(ds, BQ, kk));
+                wg_mma_n16<1>(dkt, sa4[kk], wg_tdesc<NDC>(qs, BQ, kk));
+            }
+        }
         wg_commit();
     };
 
@@ -154,17 +169,17 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #pragma unroll
         for (int kd = 0; kd < KD; kd++) // m: keys, n: queries, k: dims
             if (kd == 0)
-                wg_mma_ss_n64_set<0>(st, wg_desc_kmaj(Kb, BKB, kd, 64 * wg), wg_desc_kmaj(qs, BQ, kd, 0));
+                wg_mma_ss_n64_set<0>(st, wg_kdesc<NDC>(Kb, BKB, kd, 64 * wg), wg_kdesc<NDC>(qs, BQ, kd, 0));
             else
-                wg_mma_ss_n64<0>(st, wg_desc_kmaj(Kb, BKB, kd, 64 * wg), wg_desc_kmaj(qs, BQ, kd, 0), 1);
+                wg_mma_ss_n64<0>(st, wg_kdesc<NDC>(Kb, BKB, kd, 64 * wg), wg_kdesc<NDC>(qs, BQ, kd, 0), 1);
         wg_commit();
         wg_arrive();
 #pragma unroll
         for (int kd = 0; kd < KD; kd++)
             if (kd == 0)
-                wg_mma_ss_n64_set<0>(dpt, wg_desc_kmaj(Vb, BKB, kd, 64 * wg), wg_desc_kmaj(ds, BQ, kd, 0));
+                wg_mma_ss_n64_set<0>(dpt, wg_kdesc<NDC>(Vb, BKB, kd, 64 * wg), wg_kdesc<NDC>(ds, BQ, kd, 0));
             else
-                wg_mma_ss_n64<0>(dpt, wg_desc_kmaj(Vb, BKB, kd, 64 * wg), wg_desc_kmaj(ds, BQ, kd, 0), 1);
+                wg_mma_ss_n64<0>(dpt, wg_kdesc<NDC>(Vb, BKB, kd, 64 * wg), wg_kdesc<NDC>(ds, BQ, kd, 0), 1);
         wg_commit();
         if (prev >= 0)
             issue_dkdv(prev);
@@ -198,11 +213,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #pragma unroll
         for (int e = 0; e < 32; e++) dpt[e] = st[e] * (dpt[e] - dd[2 * (e >> 2) + (e & 1)]);
         wg_wait<0>(); // the last tile's products are done: pa, sa4, dK and dV are free
-#pragma unroll
-        for (int c = 0; c < NDC; c++) {
-            wg_keep_all(dka[c]);
-            wg_keep_all(dva[c]);
-        }
+        keep_acc();
         wg_keep_a(pa);
         wg_keep_a(sa4);
         wg_to_a(pa, st);
@@ -213,11 +224,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         issue_dkdv(prev); // stage prev is not refilled: no load was issued after the last __syncthreads
         wg_wait<0>();
     }
-#pragma unroll
-    for (int c = 0; c < NDC; c++) {
-        wg_keep_all(dka[c]);
-        wg_keep_all(dva[c]);
-    }
+    keep_acc();
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int row = kwarp + g + 8 * i;
@@ -231,51 +238,58 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
                 *(uint32_t *)(krow + col) = wg_pack(dka[c][4 * j + 2 * i] * scale, dka[c][4 * j + 2 * i + 1] * scale);
                 *(uint32_t *)(vrow + col) = wg_pack(dva[c][4 * j + 2 * i], dva[c][4 * j + 2 * i + 1]);
             }
+        if constexpr (TL)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int col = NDC * 64 + j * 8 + 2 * t4;
+                *(uint32_t *)(krow + col) = wg_pack(dkt[4 * j + 2 * i] * scale, dkt[4 * j + 2 * i + 1] * scale);
+                *(uint32_t *)(vrow + col) = wg_pack(dvt[4 * j + 2 * i], dvt[4 * j + 2 * i + 1]);
+            }
     }
 }
 
 // ---- dq -----------------------------------------------------------------------------------------
 
-template <int DP, int NWG, int NST>
+template <int D, int NWG, int NST>
 static size_t wg_dq_smem(void) {
     // Q and dO of the block, NST stages of K and V (64 rows each)
-    return sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * DP + (size_t)2 * NST * 64 * DP) + 1024;
+    return sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + 1024;
 }
 
 // Grid (query tiles of 64 NWG, H, B); block 128 NWG threads.
-template <int DP, int NWG, int NST, int MINB>
+template <int D, int NWG, int NST, int MINB>
 __global__ void __launch_bounds__(128 * NWG, MINB)
     att_wg_dq_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
                      const float *__restrict__ lse, const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
                      wg_bf16 *__restrict__ dq, int S, int H, float scale, float scale2) {
-    constexpr int BK = 64, BQB = 64 * NWG, NT = 128 * NWG, KD = DP / 16, NDC = DP / 64, PF = NST - 2;
-    constexpr int TILE = BK * DP; // elements of one K or V stage
+    constexpr int BK = 64, BQB = 64 * NWG, NT = 128 * NWG, KD = D / 16, NDC = D / 64, TL = D % 64 == 16, PF = NST - 2;
+    constexpr int TILE = BK * D; // elements of one K or V stage
     static_assert(NST >= 3, "three stages at least");
-    static_assert(DP % 64 == 0, "head dim in panels of 64");
+    static_assert(D % 64 == 0 || D % 64 == 16, "head dim 64 NP or 64 NP + 16");
     extern __shared__ __align__(128) unsigned char wg_smraw[];
     const uint32_t base = (wg_smem(wg_smraw) + 1023u) & ~1023u;
     // Q at Qb, dO at dOb; stage s: K at st0 + 4 s TILE bytes, V after it
-    const uint32_t Qb = base, dOb = Qb + BQB * DP * 2, st0 = dOb + BQB * DP * 2;
+    const uint32_t Qb = base, dOb = Qb + BQB * D * 2, st0 = dOb + BQB * D * 2;
     const int h = blockIdx.y, b = blockIdx.z;
     const int qt = gridDim.x - 1 - blockIdx.x; // the longest rows first
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const int wg = __shfl_sync(0xffffffffu, warp / 4, 0);
     const int q0 = qt * BQB, rw0 = q0 + 64 * wg, rwarp = rw0 + 16 * (warp % 4);
-    const int64_t stride = (int64_t)H * DP;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * DP;
+    const int64_t stride = (int64_t)H * D;
+    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D;
     const int64_t row0 = ((int64_t)b * H + h) * S;
     const int last = min(q0 + BQB, S) - 1;
     const int ntiles = last / BK + 1;                               // key tiles of the block
     const int wtiles = rw0 < S ? min(rw0 + 63, S - 1) / BK + 1 : 0; // key tiles of this warpgroup
 
-    wg_load_tile<DP, BQB, NT>(Qb, q + head0 + (int64_t)q0 * stride, stride, S - q0);
-    wg_load_tile<DP, BQB, NT>(dOb, dout + head0 + (int64_t)q0 * stride, stride, S - q0);
+    wg_load_rows<D, BQB, NT>(Qb, q + head0 + (int64_t)q0 * stride, stride, S - q0);
+    wg_load_rows<D, BQB, NT>(dOb, dout + head0 + (int64_t)q0 * stride, stride, S - q0);
     auto load_kv = [&](int t) {
         if (t < ntiles) {
             const int kn = t * BK;
             const uint32_t ks = st0 + (uint32_t)((t % NST) * 4 * TILE);
-            wg_load_tile<DP, BK, NT>(ks, k + head0 + (int64_t)kn * stride, stride, S - kn);
-            wg_load_tile<DP, BK, NT>(ks + 2 * TILE, v + head0 + (int64_t)kn * stride, stride, S - kn);
+            wg_load_rows<D, BK, NT>(ks, k + head0 + (int64_t)kn * stride, stride, S - kn);
+            wg_load_rows<D, BK, NT>(ks + 2 * TILE, v + head0 + (int64_t)kn * stride, stride, S - kn);
         }
         wg_cp_commit();
     };
@@ -289,11 +303,18 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         nl[i] = row < S ? -lse[row0 + row] * WG_LOG2E : -INFINITY;
         dr[i] = row < S ? Dsum[row0 + row] : 0.0f;
     }
-    float dqa[NDC][32];
+    float dqa[NDC][32], dqt[8]; // dqt: the tail panel's 16 dims (head dim 80)
 #pragma unroll
     for (int c = 0; c < NDC; c++)
 #pragma unroll
         for (int e = 0; e < 32; e++) dqa[c][e] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) dqt[e] = 0.0f;
+    auto keep_acc = [&]() {
+#pragma unroll
+        for (int c = 0; c < NDC; c++) wg_keep_all(dqa[c]);
+        if constexpr (TL) wg_keep_all(dqt);
+    };
     uint32_t sa4[4][4]; // dS of the last tile (bf16): the A operand of dQ += dS K, k-steps of 16 keys
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
@@ -303,14 +324,15 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     // dQ += dS K of the tile in sa4 (stage s), issued, not waited for.
     auto issue_dq = [&](int s) {
         const uint32_t ks = st0 + (uint32_t)(s * 4 * TILE);
-#pragma unroll
-        for (int c = 0; c < NDC; c++) wg_keep_all(dqa[c]);
+        keep_acc();
         wg_keep_a(sa4);
         wg_arrive();
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) // m: queries, n: dims, k: keys
+        for (int kk = 0; kk < 4; kk++) { // m: queries, n: dims, k: keys
 #pragma unroll
             for (int dc = 0; dc < NDC; dc++) wg_mma_n64<1>(dqa[dc], sa4[kk], wg_desc_mnmaj(ks, BK, kk, dc), 1);
+            if constexpr (TL) wg_mma_n16<1>(dqt, sa4[kk], wg_tdesc<NDC>(ks, BK, kk));
+        }
         wg_commit();
     };
 
@@ -335,17 +357,17 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #pragma unroll
         for (int kd = 0; kd < KD; kd++) // m: queries, n: keys, k: dims
             if (kd == 0)
-                wg_mma_ss_n64_set<0>(sc, wg_desc_kmaj(Qb, BQB, kd, 64 * wg), wg_desc_kmaj(ks, BK, kd, 0));
+                wg_mma_ss_n64_set<0>(sc, wg_kdesc<NDC>(Qb, BQB, kd, 64 * wg), wg_kdesc<NDC>(ks, BK, kd, 0));
             else
-                wg_mma_ss_n64<0>(sc, wg_desc_kmaj(Qb, BQB, kd, 64 * wg), wg_desc_kmaj(ks, BK, kd, 0), 1);
+                wg_mma_ss_n64<0>(sc, wg_kdesc<NDC>(Qb, BQB, kd, 64 * wg), wg_kdesc<NDC>(ks, BK, kd, 0), 1);
         wg_commit();
         wg_arrive();
 #pragma unroll
         for (int kd = 0; kd < KD; kd++)
             if (kd == 0)
-                wg_mma_ss_n64_set<0>(dpa, wg_desc_kmaj(dOb, BQB, kd, 64 * wg), wg_desc_kmaj(vs, BK, kd, 0));
+                wg_mma_ss_n64_set<0>(dpa, wg_kdesc<NDC>(dOb, BQB, kd, 64 * wg), wg_kdesc<NDC>(vs, BK, kd, 0));
             else
-                wg_mma_ss_n64<0>(dpa, wg_desc_kmaj(dOb, BQB, kd, 64 * wg), wg_desc_kmaj(vs, BK, kd, 0), 1);
+                wg_mma_ss_n64<0>(dpa, wg_kdesc<NDC>(dOb, BQB, kd, 64 * wg), wg_kdesc<NDC>(vs, BK, kd, 0), 1);
         wg_commit();
         if (prev >= 0)
             issue_dq(prev);
@@ -369,8 +391,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #pragma unroll
         for (int e = 0; e < 32; e++) dpa[e] = sc[e] * (dpa[e] - dr[(e >> 1) & 1]);
         wg_wait<0>(); // the last tile's product is done: sa4 and dQ are free
-#pragma unroll
-        for (int c = 0; c < NDC; c++) wg_keep_all(dqa[c]);
+        keep_acc();
         wg_keep_a(sa4);
         wg_to_a(sa4, dpa);
         prev = s;
@@ -379,8 +400,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         issue_dq(prev);
         wg_wait<0>();
     }
-#pragma unroll
-    for (int c = 0; c < NDC; c++) wg_keep_all(dqa[c]);
+    keep_acc();
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int row = rwarp + g + 8 * i;
@@ -392,12 +412,18 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
             for (int j = 0; j < 8; j++)
                 *(uint32_t *)(qrow + c * 64 + j * 8 + 2 * t4) =
                     wg_pack(dqa[c][4 * j + 2 * i] * scale, dqa[c][4 * j + 2 * i + 1] * scale);
+        if constexpr (TL)
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+                *(uint32_t *)(qrow + NDC * 64 + j * 8 + 2 * t4) =
+                    wg_pack(dqt[4 * j + 2 * i] * scale, dqt[4 * j + 2 * i + 1] * scale);
     }
 }
 
 // ---- host side ----------------------------------------------------------------------------------
 
-// Shapes at head dim 64 (overridable for tuning builds, tools/attn_tiles.sh).
+// Shapes (overridable for tuning builds, tools/attn_tiles.sh): a warpgroup per block, 4 stages, 2 blocks
+// per multiprocessor (the dk/dv kernel at head dim 80 needs the 255 registers of 2 blocks).
 #ifndef WG_DKDV_NWG
 #define WG_DKDV_NWG 1
 #endif
@@ -422,37 +448,46 @@ bool att_wgmma_bwd_supported(int D) {
 #ifdef STG_NO_WGMMA_BWD
     return false && D == 64;
 #else
-    return D == 64;
+    return D == 64 || D == 80;
 #endif
 }
 
-int att_wgmma_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const float *lse, const void *dout,
-                  const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int D, float scale, float scale2,
-                  stg_err *err) {
-    if (B > 65535 || H > 65535) return stg_errf(err, "attention backward (wgmma): B %d or H %d over 65535", B, H);
-    if (D != 64) return stg_errf(err, "attention backward (wgmma): head dim %d not supported", D);
-    constexpr int DP = 64;
+template <int D>
+static int wg_bwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, const float *lse, const void *dout,
+                         const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, float scale, float scale2,
+                         stg_err *err) {
     {
         constexpr int NWG = WG_DKDV_NWG, NST = WG_DKDV_NST, MINB = WG_DKDV_MINB;
-        const size_t smem = wg_dkdv_smem<DP, NWG, NST>();
-        CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_dkdv_kernel<DP, NWG, NST, MINB>,
+        const size_t smem = wg_dkdv_smem<D, NWG, NST>();
+        CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_dkdv_kernel<D, NWG, NST, MINB>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         dim3 grid((unsigned)((S + 64 * NWG - 1) / (64 * NWG)), (unsigned)H, (unsigned)B);
-        att_wg_dkdv_kernel<DP, NWG, NST, MINB><<<grid, 128 * NWG, smem, st>>>(
+        att_wg_dkdv_kernel<D, NWG, NST, MINB><<<grid, 128 * NWG, smem, st>>>(
             (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dk,
             (wg_bf16 *)dv, S, H, scale, scale2);
         CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, wgmma)");
     }
     {
         constexpr int NWG = WG_DQ_NWG, NST = WG_DQ_NST, MINB = WG_DQ_MINB;
-        const size_t smem = wg_dq_smem<DP, NWG, NST>();
-        CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_dq_kernel<DP, NWG, NST, MINB>,
+        const size_t smem = wg_dq_smem<D, NWG, NST>();
+        CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_dq_kernel<D, NWG, NST, MINB>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         dim3 grid((unsigned)((S + 64 * NWG - 1) / (64 * NWG)), (unsigned)H, (unsigned)B);
-        att_wg_dq_kernel<DP, NWG, NST, MINB><<<grid, 128 * NWG, smem, st>>>(
+        att_wg_dq_kernel<D, NWG, NST, MINB><<<grid, 128 * NWG, smem, st>>>(
             (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dq,
             S, H, scale, scale2);
         CUDA_LAUNCH_CHECK(err, "attention backward (dq, wgmma)");
     }
     return 0;
+}
+
+int att_wgmma_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const float *lse, const void *dout,
+                  const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int D, float scale, float scale2,
+                  stg_err *err) {
+    if (B > 65535 || H > 65535) return stg_errf(err, "attention backward (wgmma): B %d or H %d over 65535", B, H);
+    switch (D) {
+    case 64: return wg_bwd_launch<64>(st, q, k, v, lse, dout, Dsum, dq, dk, dv, B, S, H, scale, scale2, err);
+    case 80: return wg_bwd_launch<80>(st, q, k, v, lse, dout, Dsum, dq, dk, dv, B, S, H, scale, scale2, err);
+    }
+    return stg_errf(err, "attention backward (wgmma): head dim %d not supported", D);
 }

@@ -108,6 +108,32 @@ __device__ __forceinline__ void wg_load_tile(uint32_t dst, const wg_bf16 *base, 
     }
 }
 
+// The 16 dims past the last full panel of a head dim D = 64 NP + 16 (D = 80): a tail panel of ROWS
+// rows x 32 bytes in the 32-byte swizzle (8-row atoms of 256 bytes; the 16-byte chunk c of row r at
+// chunk c ^ (r / 4 % 2)), after the full panels. Loads rows [0, valid) of dims 64 NP .. 64 NP + 15
+// from base (row stride `stride` elements) into tail, zero-filling the rest.
+template <int ROWS, int NT>
+__device__ __forceinline__ void wg_load_tail(uint32_t tail, const wg_bf16 *base, int64_t stride, int valid) {
+#pragma unroll
+    for (int i0 = 0; i0 < ROWS * 2; i0 += NT) {
+        const int idx = i0 + (int)threadIdx.x;
+        if (ROWS * 2 % NT == 0 || idx < ROWS * 2) {
+            const int c = idx & 1, r = idx >> 1;
+            const bool ok = r < valid;
+            wg_cp16(tail + (uint32_t)(r * 32 + ((c ^ ((r >> 2) & 1)) << 4)), base + (ok ? (int64_t)r * stride + c * 8 : 0), ok);
+        }
+    }
+}
+
+// A tile of ROWS rows of a head dim D (64 NP, or 64 NP + 16 with a tail panel) at dst: D * 2 bytes a row.
+template <int D, int ROWS, int NT>
+__device__ __forceinline__ void wg_load_rows(uint32_t dst, const wg_bf16 *base, int64_t stride, int valid) {
+    constexpr int NP = D / 64;
+    static_assert(D % 64 == 0 || D % 64 == 16, "head dim 64 NP or 64 NP + 16");
+    if constexpr (NP > 0) wg_load_tile<64 * NP, ROWS, NT>(dst, base, stride, valid);
+    if constexpr (D % 64 == 16) wg_load_tail<ROWS, NT>(dst + NP * ROWS * 128, base + 64 * NP, stride, valid);
+}
+
 // A or B operand read K-major from a swizzled tile of `rows` rows per panel: k-step kd (elements
 // 16 kd .. 16 kd + 15: panel kd / 4, the start advanced 32 bytes per k-step inside it), rows r0 ..
 // r0 + 63 (r0 a multiple of 8); SBO 1024 between 8-row atoms, LBO unused.
@@ -119,6 +145,28 @@ __device__ __forceinline__ uint64_t wg_desc_kmaj(uint32_t base, int rows, int kd
 // LBO the panel stride (unused at N = 64).
 __device__ __forceinline__ uint64_t wg_desc_mnmaj(uint32_t base, int rows, int kk, int dc) {
     return wg_desc(base + (uint32_t)(dc * rows * 128 + kk * 2 * 1024), rows * 128, 1024, 1);
+}
+
+// K-major descriptor of k-step kd of a tile of head dim D = 64 NP (+ 16) with `rows` rows: a full
+// panel's, or (kd = 4 NP) the tail panel's (the whole 32-byte row; SBO 256 between 8-row atoms).
+template <int NP>
+__device__ __forceinline__ uint64_t wg_kdesc(uint32_t base, int rows, int kd, int r0) {
+    return kd < 4 * NP ? wg_desc_kmaj(base, rows, kd, r0) : wg_desc(base + (uint32_t)(NP * rows * 128 + r0 * 32), 16, 256, 3);
+}
+// MN-major descriptor of k-step kk (rows 16 kk ..) of the tail panel (n = its 16 dims).
+template <int NP>
+__device__ __forceinline__ uint64_t wg_tdesc(uint32_t base, int rows, int kk) {
+    return wg_desc(base + (uint32_t)(NP * rows * 128 + kk * 512), 256, 256, 3);
+}
+
+// d (64 x 16 f32; this thread's 8) += a (64 x 16 bf16, registers) b (16 x 16, shared; TB: MN-major).
+template <int TB>
+__device__ __forceinline__ void wg_mma_n16(float (&d)[8], const uint32_t (&a)[4], uint64_t desc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %14, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, "
+                 "{%8, %9, %10, %11}, %12, p, 1, 1, %13;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TB), "r"(1));
 }
 
 // d (64 x 64 f32; this thread's 32) (+)= a (64 x 16, shared, descriptor da; K-major) b (16 x 64,

@@ -1,5 +1,5 @@
 // Fused causal attention, flash style. bf16 storage runs on tensor cores: the forward on wgmma
-// (ops/cuda/sm90a/attention_wgmma.cu) at head dims 64 and 128 and the backward on wgmma
+// (ops/cuda/sm90a/attention_wgmma.cu) at head dims 64, 80 and 128 and the backward on wgmma
 // (ops/cuda/sm90a/attention_wgmma_bwd.cu) at head dims 64 and 80 on compute capability 9.0, else the
 // att_tc_* kernels below (mma.sync m16n8k16, f32 accumulation and softmax, the same three-launch
 // deterministic backward; head dims that are multiples of 8 but not 16 are padded with zeros to the

@@ -12,9 +12,10 @@
 //   the A operand of the next P V product (written only after that wait: the compiler serializes
 //   the wgmma otherwise).
 // So the softmax of one tile overlaps the P V product of the previous one on the tensor cores.
-// K and V tiles sit in shared memory in the 128-byte swizzled form (a tile is DP / 64 panels of BK
-// rows x 128 bytes, the 16-byte chunk c of row r at chunk c ^ (r % 8)): K is read as B in K-major
-// form, V as B in MN-major form (transposed by the instruction). Unswizzled 8 x 8 core matrices
+// K and V tiles sit in shared memory in the 128-byte swizzled form (a tile is D / 64 panels of BK
+// rows x 128 bytes, the 16-byte chunk c of row r at chunk c ^ (r % 8); at head dim 80 a 16-dim tail
+// panel in the 32-byte swizzle follows, with m64n16 products for it: wgmma.cuh): K is read as B in
+// K-major form, V as B in MN-major form (transposed by the instruction). Unswizzled 8 x 8 core matrices
 // measured 207 TFLOP/s against 259 for this layout (B4 H16 Dh64 S4096; docs/PERF.md).
 #include <cuda_bf16.h>
 #include <math.h>
@@ -24,23 +25,24 @@
 #include "ops/cuda/sm90a/attention_wgmma.h"
 #include "ops/cuda/sm90a/wgmma.cuh"
 
-template <int DP, int NWG, int BK, int NST>
+template <int D, int NWG, int BK, int NST>
 static size_t wg_fwd_smem(void) {
-    return sizeof(wg_bf16) * ((size_t)64 * NWG * (DP + 8) + (size_t)2 * NST * BK * DP) + 1024; // + alignment
+    return sizeof(wg_bf16) * ((size_t)64 * NWG * (D + 8) + (size_t)2 * NST * BK * D) + 1024; // + alignment
 }
 
 // Grid (query tiles of 64 NWG, H, B); block 128 NWG threads; NST shared stages of K and V, the loads
 // running NST - 2 tiles ahead (one stage holds the V of the previous tile, read by its P V product).
 // MINB: blocks per multiprocessor the registers must allow.
-template <int DP, int NWG, int BK, int NST, int MINB>
+template <int D, int NWG, int BK, int NST, int MINB>
 __global__ void __launch_bounds__(128 * NWG, MINB)
     att_wg_fwd_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
                       wg_bf16 *__restrict__ o, float *__restrict__ lse, int S, int H, float scale2) {
-    constexpr int BQ = 64 * NWG, NT = 128 * NWG, LDQ = DP + 8, KD = DP / 16, NSC = BK / 64, NDC = DP / 64;
-    constexpr int TILE = BK * DP; // elements of one K or V stage
+    constexpr int BQ = 64 * NWG, NT = 128 * NWG, LDQ = D + 8, KD = D / 16, NSC = BK / 64, NDC = D / 64;
+    constexpr bool TL = D % 64 == 16; // head dim 80: a 16-dim tail panel (wgmma.cuh)
+    constexpr int TILE = BK * D; // elements of one K or V stage
     constexpr int PF = NST - 2;   // tiles loaded ahead
     static_assert(NST >= 3, "three stages at least");
-    static_assert(DP % 64 == 0 && BK % 64 == 0, "head dim and key tile in chunks of 64");
+    static_assert((D % 64 == 0 || D % 64 == 16) && BK % 64 == 0, "head dim 64 NP (+ 16), key tile in chunks of 64");
     extern __shared__ __align__(128) unsigned char wg_smraw[];
     wg_bf16 *Qs = (wg_bf16 *)wg_smraw;
     // stage s: K at kv0 + 2 s TILE, V at kv0 + (2 s + 1) TILE (elements; bytes / 2), 1024-byte aligned
@@ -50,15 +52,15 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const int wg = __shfl_sync(0xffffffffu, warp / 4, 0); // provably warp-uniform: wgmma is not serialized
     const int q0 = tile * BQ, rw0 = q0 + 64 * wg, rwarp = rw0 + 16 * (warp % 4);
-    const int64_t stride = (int64_t)H * DP;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * DP;
+    const int64_t stride = (int64_t)H * D;
+    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D;
     const int last = min(q0 + BQ, S) - 1;
     const int ntiles = last / BK + 1;                             // key tiles of the block
     const int wtiles = rw0 < S ? min(rw0 + 63, S - 1) / BK + 1 : 0; // key tiles of this warpgroup
 
     // Q (padded rows, for ldmatrix) and the first K, V tile.
     {
-        constexpr int G = DP / 8;
+        constexpr int G = D / 8;
         for (int idx = threadIdx.x; idx < BQ * G; idx += NT) {
             const int r = idx / G, c = (idx % G) * 8;
             const bool ok = q0 + r < S;
@@ -70,8 +72,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         if (t < ntiles) {
             const int kn = t * BK;
             const uint32_t st = kv0 + (uint32_t)(2 * (t % NST) * TILE * 2);
-            wg_load_tile<DP, BK, NT>(st, k + head0 + (int64_t)kn * stride, stride, S - kn);
-            wg_load_tile<DP, BK, NT>(st + TILE * 2, v + head0 + (int64_t)kn * stride, stride, S - kn);
+            wg_load_rows<D, BK, NT>(st, k + head0 + (int64_t)kn * stride, stride, S - kn);
+            wg_load_rows<D, BK, NT>(st + TILE * 2, v + head0 + (int64_t)kn * stride, stride, S - kn);
         }
         wg_cp_commit();
     };
@@ -79,13 +81,15 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     for (int t = 0; t < PF; t++) load_kv(t);
 
     uint32_t qf[KD][4];
-    float oacc[NDC][32];
+    float oacc[NDC][32], otl[8]; // otl: the tail panel's 16 dims (head dim 80)
     uint32_t pf[BK / 16][4]; // P of the previous tile: the A operand of its P V product
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int c = 0; c < NDC; c++)
 #pragma unroll
         for (int e = 0; e < 32; e++) oacc[c][e] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) otl[e] = 0.0f;
 #pragma unroll
     for (int kk = 0; kk < BK / 16; kk++) pf[kk][0] = pf[kk][1] = pf[kk][2] = pf[kk][3] = 0u;
 
@@ -94,16 +98,21 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         wg_arrive();
         const uint32_t vb = kv0 + (uint32_t)((2 * (t % NST) + 1) * TILE * 2);
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++)
+        for (int kk = 0; kk < BK / 16; kk++) {
 #pragma unroll
             for (int dc = 0; dc < NDC; dc++) // k: keys, n: dims
                 wg_mma_n64<1>(oacc[dc], pf[kk], wg_desc_mnmaj(vb, BK, kk, dc), 1);
+            if constexpr (TL) wg_mma_n16<1>(otl, pf[kk], wg_tdesc<NDC>(vb, BK, kk));
+        }
     };
     auto keep_o = [&]() {
 #pragma unroll
         for (int c = 0; c < NDC; c++)
 #pragma unroll
             for (int e = 0; e < 32; e++) wg_keep(oacc[c][e]);
+        if constexpr (TL)
+#pragma unroll
+            for (int e = 0; e < 8; e++) wg_keep(otl[e]);
     };
     auto keep_p = [&]() {
 #pragma unroll
@@ -136,9 +145,9 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #pragma unroll
                 for (int c = 0; c < NSC; c++) // k: dims, n: keys
                     if (kd == 0)
-                        wg_mma_n64_set<0>(s[c], qf[kd], wg_desc_kmaj(kb, BK, kd, 64 * c));
+                        wg_mma_n64_set<0>(s[c], qf[kd], wg_kdesc<NDC>(kb, BK, kd, 64 * c));
                     else
-                        wg_mma_n64<0>(s[c], qf[kd], wg_desc_kmaj(kb, BK, kd, 64 * c), 1);
+                        wg_mma_n64<0>(s[c], qf[kd], wg_kdesc<NDC>(kb, BK, kd, 64 * c), 1);
             wg_commit();
             if (t > 0) {
                 keep_o();
@@ -198,6 +207,9 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
             for (int c = 0; c < NDC; c++)
 #pragma unroll
                 for (int e = 0; e < 32; e++) oacc[c][e] *= alpha[(e >> 1) & 1];
+            if constexpr (TL)
+#pragma unroll
+                for (int e = 0; e < 8; e++) otl[e] *= alpha[(e >> 1) & 1];
 #pragma unroll
             for (int c = 0; c < NSC; c++)
 #pragma unroll
@@ -239,6 +251,10 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
             for (int j = 0; j < 8; j++)
                 *(uint32_t *)(orow + c * 64 + j * 8 + 2 * t4) =
                     wg_pack(oacc[c][4 * j + 2 * i] * inv, oacc[c][4 * j + 2 * i + 1] * inv);
+        if constexpr (TL)
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+                *(uint32_t *)(orow + NDC * 64 + j * 8 + 2 * t4) = wg_pack(otl[4 * j + 2 * i] * inv, otl[4 * j + 2 * i + 1] * inv);
         if (t4 == 0) lse[((int64_t)b * H + h) * S + row] = (m[i] * scale2 + log2f(li)) * (float)WG_LN2;
     }
 }
@@ -258,22 +274,39 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #ifndef WG_FWD_MINB
 #define WG_FWD_MINB 2 // blocks per multiprocessor
 #endif
+// Head dim 80 (the 2.7B model; STG_NO_WGMMA_FWD80 keeps it on mma.sync, for comparisons). Measured on
+// an H100 at B4 H32 S1024 (docs/PERF.md): one warpgroup, 4 stages, 3 blocks per multiprocessor (154
+// registers) 0.121 ms; 2 warpgroups, 5 stages, one block (144 registers) 0.130; mma.sync 0.156.
+#ifndef WG_FWD80_NWG
+#define WG_FWD80_NWG 1
+#endif
+#ifndef WG_FWD80_NST
+#define WG_FWD80_NST 4
+#endif
+#ifndef WG_FWD80_MINB
+#define WG_FWD80_MINB 3
+#endif
 
-template <int DP, int NWG, int BK, int NST, int MINB>
+template <int D, int NWG, int BK, int NST, int MINB>
 static int wg_fwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, void *o, float *lse, int B, int S,
                          int H, float scale2, stg_err *err) {
-    const size_t smem = wg_fwd_smem<DP, NWG, BK, NST>();
-    CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_fwd_kernel<DP, NWG, BK, NST, MINB>,
+    const size_t smem = wg_fwd_smem<D, NWG, BK, NST>();
+    CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_fwd_kernel<D, NWG, BK, NST, MINB>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const int nq = (S + 64 * NWG - 1) / (64 * NWG);
     dim3 grid((unsigned)nq, (unsigned)H, (unsigned)B); // H, B <= 65535: checked below
-    att_wg_fwd_kernel<DP, NWG, BK, NST, MINB><<<grid, 128 * NWG, smem, st>>>(
+    att_wg_fwd_kernel<D, NWG, BK, NST, MINB><<<grid, 128 * NWG, smem, st>>>(
         (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, (wg_bf16 *)o, lse, S, H, scale2);
     CUDA_LAUNCH_CHECK(err, "attention forward (wgmma)");
     return 0;
 }
 
-bool att_wgmma_fwd_supported(int D, float scale) { return (D == 64 || D == 128) && scale > 0.0f; }
+bool att_wgmma_fwd_supported(int D, float scale) {
+#ifdef STG_NO_WGMMA_FWD80
+    if (D == 80) return false;
+#endif
+    return (D == 64 || D == 80 || D == 128) && scale > 0.0f;
+}
 
 int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, void *o, float *lse, int B, int S,
                   int H, int D, float scale2, stg_err *err) {
@@ -281,6 +314,8 @@ int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, 
     switch (D) {
     case 64:
         return wg_fwd_launch<64, WG_FWD_NWG, WG_FWD_BK64, WG_FWD_NST, WG_FWD_MINB>(st, q, k, v, o, lse, B, S, H, scale2, err);
+    case 80:
+        return wg_fwd_launch<80, WG_FWD80_NWG, 64, WG_FWD80_NST, WG_FWD80_MINB>(st, q, k, v, o, lse, B, S, H, scale2, err);
     case 128: return wg_fwd_launch<128, 2, 64, WG_FWD_NST, 1>(st, q, k, v, o, lse, B, S, H, scale2, err);
     }
     return stg_errf(err, "attention forward (wgmma): head dim %d not supported", D);

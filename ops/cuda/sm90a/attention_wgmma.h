@@ -10,7 +10,7 @@ extern "C" {
 #include "graph/err.h" // C: stg_errf has C linkage
 }
 
-// Whether att_wgmma_fwd handles head dim D with this scale (D 64 or 128, scale > 0).
+// Whether att_wgmma_fwd handles head dim D with this scale (D 64, 80 or 128, scale > 0).
 bool att_wgmma_fwd_supported(int D, float scale);
 
 // q, k, v (B, S, H, D) bf16 -> o (B, S, H, D) bf16, lse (B, H, S) f32 (natural log), causal;

@@ -35,12 +35,9 @@ typedef struct {
     rt_feed *f;
 } rig;
 
-static void rig_open(rig *r, bool cuda, stg_precision prec, const char *attention, const rt_exec_opts *eo) {
+static void rig_open_sets(rig *r, bool cuda, stg_precision prec, const char **sets, int nsets, const rt_exec_opts *eo) {
     stg_err err;
-    const char *sets[NLM + 1];
-    memcpy(sets, lm_sets, sizeof(char *) * NLM);
-    sets[NLM] = attention;
-    stg_load_opts o = {prec, sets, NLM + 1};
+    stg_load_opts o = {prec, sets, nsets};
     stg_optim_config oc = graph_optim_defaults();
     oc.lr = 1e-2;
     oc.min_lr = 1e-3;
@@ -54,6 +51,13 @@ static void rig_open(rig *r, bool cuda, stg_precision prec, const char *attentio
     if (rc || rt_exec_new(r->g, r->p, r->b, eo, &r->e, &err) || rt_exec_init_params(r->e, 3, &err) ||
         rt_exec_set_steps_done(r->e, 0, &err) || rt_feed_new(r->g, NULL, 4, 9, &r->f, &err))
         fail_msg("%s", err.msg);
+}
+
+static void rig_open(rig *r, bool cuda, stg_precision prec, const char *attention, const rt_exec_opts *eo) {
+    const char *sets[NLM + 1];
+    memcpy(sets, lm_sets, sizeof(char *) * NLM);
+    sets[NLM] = attention;
+    rig_open_sets(r, cuda, prec, sets, NLM + 1, eo);
 }
 
 static void rig_close(rig *r) {
@@ -113,6 +117,39 @@ static void test_fp32_flash(void **s) { against_cpu(STG_PREC_FP32, "attention=fl
 static void test_fp32_naive(void **s) { against_cpu(STG_PREC_FP32, "attention=naive", 1e-4); }
 static void test_bf16_flash(void **s) { against_cpu(STG_PREC_BF16, "attention=flash", 2e-2); }
 static void test_bf16_naive(void **s) { against_cpu(STG_PREC_BF16, "attention=naive", 2e-2); }
+
+// bf16 with flash attention at the CS336 models' head dims (64: small to xl; 80: 2.7B; on an H100
+// both run the wgmma attention kernels) and a ctx that is not a multiple of their 64-row tiles: the
+// losses of 20 graph-replayed training steps against the CPU backend's (fp32), relative error under
+// 2e-2 (the speed issue's check that the fused and tensor-core kernels train as before).
+#define NSTEPS20 20
+static void bf16_steps_head_dim(int hd) {
+    char dm[32];
+    snprintf(dm, sizeof dm, "d_model=%d", 2 * hd);
+    const char *sets[] = {dm, "d_ff=192", "n_layers=2", "n_heads=2", "vocab=256", "batch=2", "ctx=72", "attention=flash"};
+    const int ns = (int)(sizeof sets / sizeof sets[0]);
+    rig c, g;
+    double lc[NSTEPS20], lg[NSTEPS20], *pc, *pg;
+    int64_t nc, ng;
+    rig_open_sets(&c, false, STG_PREC_FP32, sets, ns, NULL);
+    train(&c, NSTEPS20, lc, &pc, &nc);
+    rt_exec_opts eo = {.graph = true};
+    rig_open_sets(&g, true, STG_PREC_BF16, sets, ns, &eo);
+    train(&g, NSTEPS20, lg, &pg, &ng);
+    assert_int_equal(nc, ng);
+    double el = rel_err(lg, lc, NSTEPS20), ep = rel_err(pg, pc, nc);
+    print_message("bf16 head dim %d, %d steps: losses %.5f .. %.5f (cpu %.5f .. %.5f); rel err losses %.2e, params %.2e\n",
+                  hd, NSTEPS20, lg[0], lg[NSTEPS20 - 1], lc[0], lc[NSTEPS20 - 1], el, ep);
+    assert_true(lc[NSTEPS20 - 1] < lc[0]); // the reference learns: the comparison is over a moving loss
+    assert_true(el < 2e-2);
+    free(pc);
+    free(pg);
+    rig_close(&c);
+    rig_close(&g);
+}
+
+static void test_bf16_20_steps_head_dim_64(void **s) { bf16_steps_head_dim(64); }
+static void test_bf16_20_steps_head_dim_80(void **s) { bf16_steps_head_dim(80); }
 
 // Graph replay (ops spread over concurrent streams) == eager launch == eager with a NaN-poisoned
 // arena == graph replay on one stream == graph replay with a poisoned arena, bitwise.
@@ -178,6 +215,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_flash),         cmocka_unit_test(test_bf16_naive),
         cmocka_unit_test(test_graph_equals_eager_fp32), cmocka_unit_test(test_graph_equals_eager_bf16),
         cmocka_unit_test(test_step_against_cpu),
+        cmocka_unit_test(test_bf16_20_steps_head_dim_64), cmocka_unit_test(test_bf16_20_steps_head_dim_80),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -365,25 +365,28 @@ __global__ void __launch_bounds__(NORM_BWD_THREADS) norm_bwd_vec_kernel(const T 
 #pragma unroll
         for (int k = 0; k < N; k++) aw[j][k] = ab[j][k] = 0.0f;
     }
-    // The next row's x and dy are loaded (raw 16-byte vectors) before this row's reductions.
-    uint4 nx[VPT], ndy[VPT];
+    // The next row's x, dy and addend are loaded (raw 16-byte vectors) before this row's reductions.
+    uint4 nx[VPT], ndy[VPT], nad[VPT];
 #pragma unroll
     for (int j = 0; j < VPT; j++) {
         int c = threadIdx.x + j * blockDim.x;
-        nx[j] = ndy[j] = make_uint4(0u, 0u, 0u, 0u);
+        nx[j] = ndy[j] = nad[j] = make_uint4(0u, 0u, 0u, 0u);
         if (c < nv && r0 < r1) {
             nx[j] = *(const uint4 *)(x + r0 * D + (int64_t)c * N);
             ndy[j] = *(const uint4 *)(dy + r0 * D + (int64_t)c * N);
+            if (add) nad[j] = *(const uint4 *)(add + r0 * D + (int64_t)c * N);
         }
     }
     for (int64_t r = r0; r < r1; r++) {
         T *dxr = dx + r * D;
         float xv[VPT][N], gv[VPT][N];
+        uint4 av[VPT]; // this row's addend (raw)
 #pragma unroll
         for (int j = 0; j < VPT; j++) {
             const T *ex = (const T *)&nx[j], *eg = (const T *)&ndy[j];
 #pragma unroll
             for (int k = 0; k < N; k++) xv[j][k] = cu_f(ex[k]), gv[j][k] = cu_f(eg[k]);
+            av[j] = nad[j];
         }
         if (r + 1 < r1) {
 #pragma unroll
@@ -392,6 +395,7 @@ __global__ void __launch_bounds__(NORM_BWD_THREADS) norm_bwd_vec_kernel(const T 
                 if (c < nv) {
                     nx[j] = *(const uint4 *)(x + (r + 1) * D + (int64_t)c * N);
                     ndy[j] = *(const uint4 *)(dy + (r + 1) * D + (int64_t)c * N);
+                    if (add) nad[j] = *(const uint4 *)(add + (r + 1) * D + (int64_t)c * N);
                 }
             }
         }
@@ -423,8 +427,7 @@ __global__ void __launch_bounds__(NORM_BWD_THREADS) norm_bwd_vec_kernel(const T 
 #pragma unroll
                 for (int k = 0; k < N; k++) o[k] = rs * (gv[j][k] * wv[j][k] - mg - xv[j][k] * mgx);
                 if (add) {
-                    uint4 av = *(const uint4 *)(add + r * D + (int64_t)c * N);
-                    const T *ea = (const T *)&av;
+                    const T *ea = (const T *)&av[j];
 #pragma unroll
                     for (int k = 0; k < N; k++) o[k] += cu_f(ea[k]);
                 }

@@ -1,6 +1,6 @@
 // Causal flash attention backward, bf16, on Hopper's warpgroup matrix instructions (wgmma; compiled
 // for sm_90a only, see CMakeLists.txt). Same function as att_tc_dkdv_kernel and att_tc_dq_kernel in
-// ../attention.cu, in the same launches (D_i = do_i . o_i comes first, from ../attention.cu), with
+// ../attention.cu (D_i = do_i . o_i comes first, from ../attention.cu), with
 // p_ij = exp2(scale2 q_i . k_j - lse_i log2 e), ds_ij = p_ij (do_i . v_j - D_i) over j <= i:
 //   dk_j = scale sum_i ds_ij q_i, dv_j = sum_i p_ij do_i, dq_i = scale sum_j ds_ij k_j.
 // No atomics: every output element is summed by one thread in a fixed order, so a graph replay is
@@ -20,6 +20,9 @@
 // Q, dO, K and V tiles are read K-major by the first products and MN-major by the second ones, from
 // one layout (wgmma.cuh): 64-dim panels in the 128-byte swizzle, and at head dim 80 a 16-dim tail
 // panel in the 32-byte swizzle whose products are m64n16 (so 80 costs 80, not 128).
+// The dk/dv and dq blocks run in one launch (att_wg_bwd_kernel, alternating in the grid): they share
+// the multiprocessors and one tail. Measured on an H100 against two launches (docs/PERF.md): B4 H25
+// Dh64 S1024 0.196 -> 0.182 ms, B4 H32 Dh80 S1024 0.282 -> 0.265 ms, B4 H16 Dh64 S4096 1.247 -> 1.207 ms.
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
@@ -59,13 +62,13 @@ static size_t wg_dkdv_smem(void) {
            1024; // + alignment
 }
 
-// Grid (key tiles of 64 NWG, H, B); block 128 NWG threads. MINB: blocks per multiprocessor the
-// registers must allow.
-template <int D, int NWG, int NST, int MINB>
-__global__ void __launch_bounds__(128 * NWG, MINB)
-    att_wg_dkdv_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
-                       const float *__restrict__ lse, const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
-                       wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, int S, int H, float scale, float scale2) {
+// Key tile bx (64 NWG keys) of head blockIdx.y, batch blockIdx.z; block 128 NWG threads.
+template <int D, int NWG, int NST>
+__device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k,
+                                                 const wg_bf16 *__restrict__ v, const float *__restrict__ lse,
+                                                 const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
+                                                 wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, int S, int H,
+                                                 float scale, float scale2, int bx) {
     constexpr int BQ = 64, BKB = 64 * NWG, NT = 128 * NWG, KD = D / 16, NDC = D / 64, TL = D % 64 == 16, PF = NST - 2;
     constexpr int TILE = BQ * D; // elements of one Q or dO stage (a multiple of 512: stages stay 1024-byte aligned)
     static_assert(NST >= 3, "three stages at least");
@@ -76,7 +79,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     const uint32_t Kb = base, Vb = Kb + BKB * D * 2, st0 = Vb + BKB * D * 2;
     float *stat = (float *)(wg_smraw + (st0 + NST * 4 * TILE - raw));
     const int h = blockIdx.y, b = blockIdx.z;
-    const int k0 = blockIdx.x * BKB; // block 0 has the most query tiles
+    const int k0 = bx * BKB; // tile 0 has the most query tiles
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const int wg = __shfl_sync(0xffffffffu, warp / 4, 0); // provably warp-uniform: wgmma is not serialized
     const int kw0 = k0 + 64 * wg, kwarp = kw0 + 16 * (warp % 4);
@@ -256,12 +259,14 @@ static size_t wg_dq_smem(void) {
     return sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + 1024;
 }
 
-// Grid (query tiles of 64 NWG, H, B); block 128 NWG threads.
-template <int D, int NWG, int NST, int MINB>
-__global__ void __launch_bounds__(128 * NWG, MINB)
-    att_wg_dq_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
-                     const float *__restrict__ lse, const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
-                     wg_bf16 *__restrict__ dq, int S, int H, float scale, float scale2) {
+// Query tile nbx - 1 - bx (64 NWG queries; of nbx, the longest rows for bx 0) of head blockIdx.y, batch
+// blockIdx.z; block 128 NWG threads.
+template <int D, int NWG, int NST>
+__device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k,
+                                               const wg_bf16 *__restrict__ v, const float *__restrict__ lse,
+                                               const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
+                                               wg_bf16 *__restrict__ dq, int S, int H, float scale, float scale2, int bx,
+                                               int nbx) {
     constexpr int BK = 64, BQB = 64 * NWG, NT = 128 * NWG, KD = D / 16, NDC = D / 64, TL = D % 64 == 16, PF = NST - 2;
     constexpr int TILE = BK * D; // elements of one K or V stage
     static_assert(NST >= 3, "three stages at least");
@@ -271,7 +276,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     // Q at Qb, dO at dOb; stage s: K at st0 + 4 s TILE bytes, V after it
     const uint32_t Qb = base, dOb = Qb + BQB * D * 2, st0 = dOb + BQB * D * 2;
     const int h = blockIdx.y, b = blockIdx.z;
-    const int qt = gridDim.x - 1 - blockIdx.x; // the longest rows first
+    const int qt = nbx - 1 - bx; // the longest rows first
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const int wg = __shfl_sync(0xffffffffu, warp / 4, 0);
     const int q0 = qt * BQB, rw0 = q0 + 64 * wg, rwarp = rw0 + 16 * (warp % 4);
@@ -420,6 +425,42 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     }
 }
 
+// ---- the launches -------------------------------------------------------------------------------
+
+// Grid (key tiles of 64 NWG, H, B). MINB: blocks per multiprocessor the registers must allow.
+template <int D, int NWG, int NST, int MINB>
+__global__ void __launch_bounds__(128 * NWG, MINB)
+    att_wg_dkdv_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
+                       const float *__restrict__ lse, const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
+                       wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, int S, int H, float scale, float scale2) {
+    att_wg_dkdv_body<D, NWG, NST>(q, k, v, lse, dout, Dsum, dk, dv, S, H, scale, scale2, (int)blockIdx.x);
+}
+
+// Grid (query tiles of 64 NWG, H, B).
+template <int D, int NWG, int NST, int MINB>
+__global__ void __launch_bounds__(128 * NWG, MINB)
+    att_wg_dq_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
+                     const float *__restrict__ lse, const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
+                     wg_bf16 *__restrict__ dq, int S, int H, float scale, float scale2) {
+    att_wg_dq_body<D, NWG, NST>(q, k, v, lse, dout, Dsum, dq, S, H, scale, scale2, (int)blockIdx.x, (int)gridDim.x);
+}
+
+// Both in one grid (2 nt, H, B) of one warpgroup per block: even blocks take key tile x / 2 (dk, dv),
+// odd blocks query tile x / 2 (dq), the longest of both first; the two kinds share the
+// multiprocessors (registers and shared memory of the larger) and one tail instead of two.
+template <int D, int NSTK, int NSTQ, int MINB>
+__global__ void __launch_bounds__(128, MINB)
+    att_wg_bwd_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
+                      const float *__restrict__ lse, const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
+                      wg_bf16 *__restrict__ dq, wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, int S, int H,
+                      float scale, float scale2) {
+    const int x = (int)blockIdx.x, nt = (int)gridDim.x / 2;
+    if (x % 2 == 0)
+        att_wg_dkdv_body<D, 1, NSTK>(q, k, v, lse, dout, Dsum, dk, dv, S, H, scale, scale2, x / 2);
+    else
+        att_wg_dq_body<D, 1, NSTQ>(q, k, v, lse, dout, Dsum, dq, S, H, scale, scale2, x / 2, nt);
+}
+
 // ---- host side ----------------------------------------------------------------------------------
 
 // Shapes (overridable for tuning builds, tools/attn_tiles.sh): a warpgroup per block, 4 stages, 2 blocks
@@ -442,6 +483,9 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #ifndef WG_DQ_MINB
 #define WG_DQ_MINB 2
 #endif
+#ifndef WG_BWD_FUSED
+#define WG_BWD_FUSED 1 // dk/dv and dq blocks in one launch (one warpgroup per block)
+#endif
 
 // STG_NO_WGMMA_BWD (a compile definition) keeps the backward on mma.sync, for comparisons in one lease.
 bool att_wgmma_bwd_supported(int D) {
@@ -456,6 +500,19 @@ template <int D>
 static int wg_bwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, const float *lse, const void *dout,
                          const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, float scale, float scale2,
                          stg_err *err) {
+    if (WG_BWD_FUSED && WG_DKDV_NWG == 1 && WG_DQ_NWG == 1) {
+        constexpr int MINB = WG_DKDV_MINB < WG_DQ_MINB ? WG_DKDV_MINB : WG_DQ_MINB;
+        const size_t sk = wg_dkdv_smem<D, 1, WG_DKDV_NST>(), sq = wg_dq_smem<D, 1, WG_DQ_NST>();
+        const size_t smem = sk > sq ? sk : sq;
+        CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_bwd_kernel<D, WG_DKDV_NST, WG_DQ_NST, MINB>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        dim3 grid((unsigned)(2 * ((S + 63) / 64)), (unsigned)H, (unsigned)B);
+        att_wg_bwd_kernel<D, WG_DKDV_NST, WG_DQ_NST, MINB><<<grid, 128, smem, st>>>(
+            (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dq,
+            (wg_bf16 *)dk, (wg_bf16 *)dv, S, H, scale, scale2);
+        CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv and dq, wgmma)");
+        return 0;
+    }
     {
         constexpr int NWG = WG_DKDV_NWG, NST = WG_DKDV_NST, MINB = WG_DKDV_MINB;
         const size_t smem = wg_dkdv_smem<D, NWG, NST>();

@@ -244,17 +244,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         const int row = rwarp + g + 8 * i;
         if (row >= S) continue;
         const float inv = 1.0f / li;
-        wg_bf16 *orow = o + head0 + (int64_t)row * stride;
-#pragma unroll
-        for (int c = 0; c < NDC; c++)
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                *(uint32_t *)(orow + c * 64 + j * 8 + 2 * t4) =
-                    wg_pack(oacc[c][4 * j + 2 * i] * inv, oacc[c][4 * j + 2 * i + 1] * inv);
-        if constexpr (TL)
-#pragma unroll
-            for (int j = 0; j < 2; j++)
-                *(uint32_t *)(orow + NDC * 64 + j * 8 + 2 * t4) = wg_pack(otl[4 * j + 2 * i] * inv, otl[4 * j + 2 * i + 1] * inv);
+        wg_store_row<NDC, TL>(o + head0 + (int64_t)row * stride, oacc, otl, i, t4, inv);
         if (t4 == 0) lse[((int64_t)b * H + h) * S + row] = (m[i] * scale2 + log2f(li)) * (float)WG_LN2;
     }
 }

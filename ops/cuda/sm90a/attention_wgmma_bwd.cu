@@ -168,22 +168,8 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
         const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE), ds = qs + 2 * TILE;
         const float *lse_s = stat + 2 * s * BQ, *D_s = lse_s + BQ;
         float st[32], dpt[32];
-        wg_arrive();
-#pragma unroll
-        for (int kd = 0; kd < KD; kd++) // m: keys, n: queries, k: dims
-            if (kd == 0)
-                wg_mma_ss_n64_set<0>(st, wg_kdesc<NDC>(Kb, BKB, kd, 64 * wg), wg_kdesc<NDC>(qs, BQ, kd, 0));
-            else
-                wg_mma_ss_n64<0>(st, wg_kdesc<NDC>(Kb, BKB, kd, 64 * wg), wg_kdesc<NDC>(qs, BQ, kd, 0), 1);
-        wg_commit();
-        wg_arrive();
-#pragma unroll
-        for (int kd = 0; kd < KD; kd++)
-            if (kd == 0)
-                wg_mma_ss_n64_set<0>(dpt, wg_kdesc<NDC>(Vb, BKB, kd, 64 * wg), wg_kdesc<NDC>(ds, BQ, kd, 0));
-            else
-                wg_mma_ss_n64<0>(dpt, wg_kdesc<NDC>(Vb, BKB, kd, 64 * wg), wg_kdesc<NDC>(ds, BQ, kd, 0), 1);
-        wg_commit();
+        wg_ss_product<KD, NDC>(st, Kb, BKB, 64 * wg, qs, BQ);  // m: keys, n: queries, k: dims
+        wg_ss_product<KD, NDC>(dpt, Vb, BKB, 64 * wg, ds, BQ);
         if (prev >= 0)
             issue_dkdv(prev);
         else
@@ -232,22 +218,8 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
     for (int i = 0; i < 2; i++) {
         const int row = kwarp + g + 8 * i;
         if (row >= S) continue;
-        wg_bf16 *krow = dk + head0 + (int64_t)row * stride, *vrow = dv + head0 + (int64_t)row * stride;
-#pragma unroll
-        for (int c = 0; c < NDC; c++)
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int col = c * 64 + j * 8 + 2 * t4;
-                *(uint32_t *)(krow + col) = wg_pack(dka[c][4 * j + 2 * i] * scale, dka[c][4 * j + 2 * i + 1] * scale);
-                *(uint32_t *)(vrow + col) = wg_pack(dva[c][4 * j + 2 * i], dva[c][4 * j + 2 * i + 1]);
-            }
-        if constexpr (TL)
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                const int col = NDC * 64 + j * 8 + 2 * t4;
-                *(uint32_t *)(krow + col) = wg_pack(dkt[4 * j + 2 * i] * scale, dkt[4 * j + 2 * i + 1] * scale);
-                *(uint32_t *)(vrow + col) = wg_pack(dvt[4 * j + 2 * i], dvt[4 * j + 2 * i + 1]);
-            }
+        wg_store_row<NDC, TL>(dk + head0 + (int64_t)row * stride, dka, dkt, i, t4, scale);
+        wg_store_row<NDC, TL>(dv + head0 + (int64_t)row * stride, dva, dvt, i, t4, 1.0f);
     }
 }
 
@@ -358,22 +330,8 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
         const int k0 = t * BK, s = t % NST;
         const uint32_t ks = st0 + (uint32_t)(s * 4 * TILE), vs = ks + 2 * TILE;
         float sc[32], dpa[32];
-        wg_arrive();
-#pragma unroll
-        for (int kd = 0; kd < KD; kd++) // m: queries, n: keys, k: dims
-            if (kd == 0)
-                wg_mma_ss_n64_set<0>(sc, wg_kdesc<NDC>(Qb, BQB, kd, 64 * wg), wg_kdesc<NDC>(ks, BK, kd, 0));
-            else
-                wg_mma_ss_n64<0>(sc, wg_kdesc<NDC>(Qb, BQB, kd, 64 * wg), wg_kdesc<NDC>(ks, BK, kd, 0), 1);
-        wg_commit();
-        wg_arrive();
-#pragma unroll
-        for (int kd = 0; kd < KD; kd++)
-            if (kd == 0)
-                wg_mma_ss_n64_set<0>(dpa, wg_kdesc<NDC>(dOb, BQB, kd, 64 * wg), wg_kdesc<NDC>(vs, BK, kd, 0));
-            else
-                wg_mma_ss_n64<0>(dpa, wg_kdesc<NDC>(dOb, BQB, kd, 64 * wg), wg_kdesc<NDC>(vs, BK, kd, 0), 1);
-        wg_commit();
+        wg_ss_product<KD, NDC>(sc, Qb, BQB, 64 * wg, ks, BK);   // m: queries, n: keys, k: dims
+        wg_ss_product<KD, NDC>(dpa, dOb, BQB, 64 * wg, vs, BK);
         if (prev >= 0)
             issue_dq(prev);
         else
@@ -410,18 +368,7 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
     for (int i = 0; i < 2; i++) {
         const int row = rwarp + g + 8 * i;
         if (row >= S) continue;
-        wg_bf16 *qrow = dq + head0 + (int64_t)row * stride;
-#pragma unroll
-        for (int c = 0; c < NDC; c++)
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                *(uint32_t *)(qrow + c * 64 + j * 8 + 2 * t4) =
-                    wg_pack(dqa[c][4 * j + 2 * i] * scale, dqa[c][4 * j + 2 * i + 1] * scale);
-        if constexpr (TL)
-#pragma unroll
-            for (int j = 0; j < 2; j++)
-                *(uint32_t *)(qrow + NDC * 64 + j * 8 + 2 * t4) =
-                    wg_pack(dqt[4 * j + 2 * i] * scale, dqt[4 * j + 2 * i + 1] * scale);
+        wg_store_row<NDC, TL>(dq + head0 + (int64_t)row * stride, dqa, dqt, i, t4, scale);
     }
 }
 
@@ -490,7 +437,8 @@ __global__ void __launch_bounds__(128, MINB)
 // STG_NO_WGMMA_BWD (a compile definition) keeps the backward on mma.sync, for comparisons in one lease.
 bool att_wgmma_bwd_supported(int D) {
 #ifdef STG_NO_WGMMA_BWD
-    return false && D == 64;
+    (void)D;
+    return false;
 #else
     return D == 64 || D == 80;
 #endif

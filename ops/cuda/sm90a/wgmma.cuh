@@ -200,6 +200,37 @@ __device__ __forceinline__ void wg_mma_ss_n64_set(float (&d)[32], uint64_t da, u
                  : "l"(da), "l"(db), "r"(0), "n"(TB));
 }
 
+// d = a b over the KD k-steps of head dim 64 NP (+ 16), both operands read K-major from swizzled
+// tiles: a = rows ar0 .. ar0 + 63 of the tile at abase (arows rows), b = the 64 rows of the tile at
+// bbase (brows rows). Issued as one commit group, not waited for.
+template <int KD, int NP>
+__device__ __forceinline__ void wg_ss_product(float (&d)[32], uint32_t abase, int arows, int ar0, uint32_t bbase, int brows) {
+    wg_arrive();
+#pragma unroll
+    for (int kd = 0; kd < KD; kd++)
+        if (kd == 0)
+            wg_mma_ss_n64_set<0>(d, wg_kdesc<NP>(abase, arows, kd, ar0), wg_kdesc<NP>(bbase, brows, kd, 0));
+        else
+            wg_mma_ss_n64<0>(d, wg_kdesc<NP>(abase, arows, kd, ar0), wg_kdesc<NP>(bbase, brows, kd, 0), 1);
+    wg_commit();
+}
+
+// Row half i (rows g and g + 8 of the warp's 16) of a 64 x D accumulator (NP panels of 64 in acc, the
+// 16-dim tail in tl when TL), times mul, as bf16 into the row at dst.
+template <int NP, bool TL>
+__device__ __forceinline__ void wg_store_row(wg_bf16 *dst, const float (&acc)[NP][32], const float (&tl)[8], int i, int t4,
+                                             float mul) {
+#pragma unroll
+    for (int c = 0; c < NP; c++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            *(uint32_t *)(dst + c * 64 + j * 8 + 2 * t4) = wg_pack(acc[c][4 * j + 2 * i] * mul, acc[c][4 * j + 2 * i + 1] * mul);
+    if constexpr (TL)
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+            *(uint32_t *)(dst + NP * 64 + j * 8 + 2 * t4) = wg_pack(tl[4 * j + 2 * i] * mul, tl[4 * j + 2 * i + 1] * mul);
+}
+
 // 4 bytes global -> shared (cp.async, L1-cached), zero-filled when !valid (src is then not read).
 __device__ __forceinline__ void wg_cp4(uint32_t dst, const void *src, bool valid) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));

@@ -5,7 +5,14 @@
 # sizes, each call holding both sides of its rows, when one call cannot hold them all.
 # Usage: tools/speed_run.sh STG OUTDIR SIZE[,SIZE...]   (peer/torch_lm.py copied from ../shared/peers)
 set -u
-stg=$1; out=$2; sizes=$3; mkdir -p "$out"
+if [ $# -ne 3 ]; then echo "usage: tools/speed_run.sh STG OUTDIR SIZE[,SIZE...]" >&2; exit 2; fi
+stg=$1; out=$2; sizes=$3
+[ -x "$stg" ] || { echo "tools/speed_run.sh: '$stg' is not an executable stg" >&2; exit 2; }
+for s in ${sizes//,/ }; do
+  [ -f "models/cs336/$s.yaml" ] || { echo "tools/speed_run.sh: size '$s': no models/cs336/$s.yaml (small, medium, large, xl, 2.7B)" >&2; exit 2; }
+done
+[ -f peer/torch_lm.py ] || { echo "tools/speed_run.sh: peer/torch_lm.py missing (copy ../shared/peers/torch_lm.py there)" >&2; exit 2; }
+mkdir -p "$out" || exit 2
 date -u +"start %F %T UTC ($sizes)" >> "$out/log.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$out/log.txt" 2>&1
 for s in ${sizes//,/ }; do

@@ -5,11 +5,19 @@ TFLOP/s and MFU (989 TFLOP/s dense bf16; FLOPs as ../shared/peers/NUMBERS.md cou
 Usage: tools/speed_table.py DIR"""
 import glob, json, os, sys
 
+if len(sys.argv) != 2:
+    sys.exit("usage: tools/speed_table.py DIR")
 d = sys.argv[1]
-stg = [json.loads(l) for l in open(os.path.join(d, "stg.jsonl")) if l.strip()]
+try:
+    stg = [json.loads(l) for l in open(os.path.join(d, "stg.jsonl")) if l.strip()]
+except (OSError, ValueError) as e:
+    sys.exit(f"tools/speed_table.py: {os.path.join(d, 'stg.jsonl')}: {e}")
 peer = []
 for f in sorted(glob.glob(os.path.join(d, "peer-*.json"))):
-    peer += json.load(open(f))["runs"]
+    try:
+        peer += json.load(open(f))["runs"]
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"tools/speed_table.py: {f}: {e}")
 
 def find_stg(size, ctx):
     rs = [r for r in stg if r.get("model") == f"cs336-{size}" and r.get("ctx") == ctx and "error" not in r]

@@ -1,6 +1,6 @@
 // The CUDA matmul (cuBLASLt) and fused attention against the CPU reference: every ta/tb
 // combination, batched A with a 2-D B, batched B, grad_out (bf16 in, f32 out), linear with a 3-D
-// input, the model's large shapes; attention forward and backward at the model's head dims and
+// input, the model's large shapes, algorithms chosen by timing; attention forward and backward at the model's head dims and
 // context lengths, f32 and bf16; two eager runs and a CUDA Graph replay bitwise equal.
 //
 // Each case builds a tiny graph twice (the device's precision, and f32 for the CPU), fills the
@@ -327,6 +327,35 @@ static void test_linear(void **state) {
     mm_case(STG_PREC_BF16, STG_OP_LINEAR, &s3);
 }
 
+// The same products on a context that chooses algorithms by timing (gemm_tune): the candidates run
+// on the rig's tensors while it prepares, then the outputs are poisoned and the chosen algorithm
+// must still agree with the CPU.
+static void test_matmul_tuned(void **state) {
+    (void)state;
+    stg_cuda *plain = ctx, *tuned = NULL;
+    stg_err err;
+    stg_cuda_opts o = {.device = 0, .gemm_tune = true};
+    if (cuda_new(&o, &tuned, &err)) fail_msg("cuda_new: %s", err.msg);
+    ctx = tuned;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            mm_spec s = {2, 2, {ta ? 56 : 72, ta ? 72 : 56}, {tb ? 88 : 56, tb ? 56 : 88}, ta, tb, 0};
+            mm_case(STG_PREC_BF16, STG_OP_MATMUL, &s);
+        }
+    mm_spec s0 = {3, 2, {3, 50, 64}, {96, 64}, 0, 0, 0};
+    mm_case(STG_PREC_FP32, STG_OP_LINEAR, &s0);
+    mm_spec s1 = {2, 2, {96, 64}, {96, 80}, 1, 0, 1};
+    mm_case(STG_PREC_BF16, STG_OP_MATMUL, &s1);
+    if (!small_only) {
+        mm_spec s2 = {3, 2, {4, 200, 1600}, {6400, 1600}, 0, 0, 0};
+        mm_case(STG_PREC_BF16, STG_OP_LINEAR, &s2);
+        mm_spec s3 = {2, 2, {800, 6400}, {800, 1600}, 1, 0, 1};
+        mm_case(STG_PREC_BF16, STG_OP_MATMUL, &s3);
+    }
+    ctx = plain;
+    cuda_free(tuned);
+}
+
 // ---- attention --------------------------------------------------------------------------------
 
 // attention(q, k, v) -> (o, lse), then attention_bwd(q, k, v, o, lse, do) -> (dq, dk, dv).
@@ -534,7 +563,7 @@ static void test_bench(void **state) {
 static int setup(void **state) {
     (void)state;
     stg_err err;
-    stg_cuda_opts o = {0, false};
+    stg_cuda_opts o = {.device = 0};
     if (cuda_new(&o, &ctx, &err)) {
         fprintf(stderr, "cuda_new: %s\n", err.msg);
         return -1;
@@ -560,6 +589,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_batched),
         cmocka_unit_test(test_matmul_grad_out),
         cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_matmul_tuned),
         cmocka_unit_test(test_attention_odd_shapes),
         cmocka_unit_test(test_attention_model_shapes),
         cmocka_unit_test(test_attention_bf16_tensor_cores),

@@ -815,7 +815,7 @@ int main(void) {
         return 77;
     }
     stg_err err = {{0}};
-    stg_cuda_opts o = {0, false};
+    stg_cuda_opts o = {.device = 0};
     if (cuda_new(&o, &ctx, &err)) {
         fprintf(stderr, "cuda_new: %s\n", err.msg);
         return 1;

@@ -232,9 +232,21 @@ int cli_dist_join(rt_dist *d, struct rt_backend *b) {
     return r ? -1 : 0;
 }
 
-struct rt_backend *cli_open_backend(const char *name, stg_precision prec, bool tf32) { return cli_open_backend_at(name, prec, tf32, 0); }
+struct rt_backend *cli_open_backend(const char *name, stg_precision prec, unsigned cuda) { return cli_open_backend_at(name, prec, cuda, 0); }
 
-struct rt_backend *cli_open_backend_at(const char *name, stg_precision prec, bool tf32, int device) {
+int cli_gemm_tune_arg(int argc, char **argv, int *i, bool *on) {
+    if (strcmp(argv[*i], "--gemm-tune") != 0) return 0;
+    const char *v = cli_value(argc, argv, i);
+    if (!v) return -1;
+    if (strcmp(v, "on") && strcmp(v, "off")) {
+        fprintf(stderr, "stg: --gemm-tune '%s': expected on or off\n", v);
+        return -1;
+    }
+    *on = strcmp(v, "on") == 0;
+    return 1;
+}
+
+struct rt_backend *cli_open_backend_at(const char *name, stg_precision prec, unsigned cuda, int device) {
     stg_err err;
     rt_backend *b = NULL;
 #ifdef STG_HAVE_CUDA
@@ -259,7 +271,8 @@ struct rt_backend *cli_open_backend_at(const char *name, stg_precision prec, boo
             fprintf(stderr, "stg: fp64 runs on the cpu backend only\n");
             return NULL;
         }
-        if (rt_backend_cuda_new(device, tf32, &b, &err)) {
+        unsigned flags = ((cuda & CLI_CUDA_TF32) ? RT_CUDA_TF32 : 0u) | ((cuda & CLI_CUDA_GEMM_TUNE) ? RT_CUDA_GEMM_TUNE : 0u);
+        if (rt_backend_cuda_new(device, flags, &b, &err)) {
             fprintf(stderr, "stg: %s\n", err.msg);
             return NULL;
         }

@@ -49,9 +49,14 @@ FILE *cli_out_open(const char *path, char *tmp, size_t tmpn);
 int cli_out_close(FILE *f, const char *path, const char *tmp);
 
 // A backend by name ("cpu" or "cuda"); NULL picks cuda when a GPU is present, else cpu. Prints
-// the reason and returns NULL when it cannot.
-struct rt_backend *cli_open_backend(const char *name, stg_precision prec, bool tf32);
-struct rt_backend *cli_open_backend_at(const char *name, stg_precision prec, bool tf32, int device);
+// the reason and returns NULL when it cannot. cuda: CLI_CUDA_* flags (ignored by the cpu backend).
+#define CLI_CUDA_TF32 1u      // TF32 tensor cores for fp32 matmuls (--tf32)
+#define CLI_CUDA_GEMM_TUNE 2u // matmul algorithms chosen by timing (--gemm-tune on)
+struct rt_backend *cli_open_backend(const char *name, stg_precision prec, unsigned cuda);
+struct rt_backend *cli_open_backend_at(const char *name, stg_precision prec, unsigned cuda, int device);
+// --gemm-tune on|off at argv[*i] (advancing *i past the value): 1 when it was that option (*on
+// set), 0 when it is another, -1 (printed) on a bad value.
+int cli_gemm_tune_arg(int argc, char **argv, int *i, bool *on);
 
 // Data parallelism from a launcher's environment (runtime/dist.h): cli_dist_env fills d (world 1
 // when not launched) and sets m->optim.dp_world under a launcher; cli_dist_join connects the

@@ -24,7 +24,8 @@ static int cmp_double(const void *a, const void *b) {
 
 static const char *usage =
     "usage: stg bench MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
-    "       [--exec graph|eager] [--what forward|forward-backward|step[,...]] [--warmup N] [--iters N] [--tf32] [--json]\n"
+    "       [--exec graph|eager] [--what forward|forward-backward|step[,...]] [--warmup N] [--iters N] [--tf32]\n"
+    "       [--gemm-tune on|off] [--json]\n"
     "       [--what A,B,...]  measure several in one process, in the order given (one report each)\n"
     "       [--profile]     device time per op kind and name, and the critical path\n"
     "       [--streams N]   graph mode: spread independent ops over at most N streams (default: all; 1: one)\n"
@@ -118,6 +119,54 @@ static void print_optim_bandwidth(const stg_graph *g, rt_backend *b, const doubl
     }
 }
 
+// After --profile on CUDA: every matmul shape's cuBLASLt algorithm (configuration ids; with
+// --gemm-tune on, the candidate chosen and its time against the heuristic's first, one product
+// alone) and the device time of its ops in the profile, largest first.
+static int print_gemm_algos(const stg_graph *g, rt_backend *b, const double *pm) {
+#ifdef STG_HAVE_CUDA
+    if (strcmp(b->ops->name, "cuda") != 0) return 0;
+    stg_cuda *c = rt_backend_cuda_context(b);
+    int n = 0, *rep = malloc(sizeof(int) * (size_t)(g->nsched ? g->nsched : 1)), *cnt = calloc((size_t)(g->nsched ? g->nsched : 1), sizeof(int));
+    double *tot = calloc((size_t)(g->nsched ? g->nsched : 1), sizeof(double));
+    cuda_mm_info *inf = malloc(sizeof *inf * (size_t)(g->nsched ? g->nsched : 1));
+    if (!rep || !cnt || !tot || !inf) {
+        free(rep), free(cnt), free(tot), free(inf);
+        return -1;
+    }
+    for (int s = 0; s < g->nsched; s++) {
+        cuda_mm_info x;
+        if (cuda_mm_describe(c, g->schedule[s], &x)) continue;
+        int j = 0;
+        for (; j < n; j++)
+            if (inf[j].m == x.m && inf[j].n == x.n && inf[j].k == x.k && inf[j].batch == x.batch && inf[j].algo_id == x.algo_id &&
+                inf[j].tile == x.tile && inf[j].stages == x.stages && inf[j].splitk == x.splitk && inf[j].cluster == x.cluster)
+                break;
+        if (j == n) inf[n] = x, rep[n] = g->schedule[s], n++;
+        cnt[j]++;
+        tot[j] += pm[s];
+    }
+    if (n) printf("  gemms     %d shapes: device ms (ops), m x n x k [batch], algo/tile/stages/splitK/cluster, tuning, first op\n", n);
+    for (int r = 0; r < n; r++) {
+        int j = -1;
+        for (int i = 0; i < n; i++)
+            if (cnt[i] > 0 && (j < 0 || tot[i] > tot[j])) j = i;
+        const cuda_mm_info *x = &inf[j];
+        char tune[96] = "heuristic";
+        if (x->candidates > 0 && x->ms_pick >= 0)
+            snprintf(tune, sizeof tune, "pick %d of %d, %.4f -> %.4f ms", x->pick, x->candidates, x->ms_first, x->ms_pick);
+        printf("            %9.3f ms (%3d)  %5lld x %5lld x %5lld", tot[j], cnt[j], (long long)x->m, (long long)x->n, (long long)x->k);
+        if (x->batch > 1) printf(" [%lld]", (long long)x->batch);
+        printf("  %d/%d/%d/%d/%d  %s  %s\n", x->algo_id, x->tile, x->stages, x->splitk, x->cluster, tune,
+               g->t[g->ops[rep[j]].out[0]].name);
+        cnt[j] = 0;
+    }
+    free(rep), free(cnt), free(tot), free(inf);
+#else
+    (void)g, (void)b, (void)pm;
+#endif
+    return 0;
+}
+
 // After --profile: device time by op name with layer numbers folded ("layers.#.attn.q"), the
 // largest first, with the part on the critical path and the FLOPs rate where the op has FLOPs; then,
 // for the largest `whatif` names, how much shorter the critical path would be if they took no time.
@@ -192,10 +241,11 @@ int cmd_bench(int argc, char **argv) {
     unsigned masks[BENCH_MAX_WHAT] = {RT_PHASE_ALL};
     const char *whats[BENCH_MAX_WHAT] = {"step"};
     int nwhat = 1;
-    bool eager = false, json = false, tf32 = false, fast_init = true, profile = false;
+    bool eager = false, json = false, tf32 = false, fast_init = true, profile = false, tune = false;
     int64_t warmup = 5, iters = 10, streams = 0;
     for (int i = 1; i < argc; i++) {
         int r = cli_model_arg(&m, argc, argv, &i);
+        if (r == 0) r = cli_gemm_tune_arg(argc, argv, &i, &tune);
         if (r < 0) return 2;
         if (r > 0) continue;
         const char *a = argv[i], *v;
@@ -233,7 +283,8 @@ int cmd_bench(int argc, char **argv) {
     double t0 = now_ms();
     rt_dist dist; // under stg launch: a data-parallel step (allreduce ops); rank 0 reports
     if (cli_dist_env(&m, &dist)) return 2;
-    rt_backend *b = cli_open_backend_at(device, m.precision, tf32, dist.local_rank);
+    rt_backend *b = cli_open_backend_at(device, m.precision, (tf32 ? CLI_CUDA_TF32 : 0u) | (tune ? CLI_CUDA_GEMM_TUNE : 0u),
+                                        dist.local_rank);
     if (!b) return 2;
     if (cli_dist_join(&dist, b)) {
         b->ops->destroy(b);
@@ -437,6 +488,11 @@ int cmd_bench(int argc, char **argv) {
                 goto out;
             }
             print_optim_bandwidth(g, b, pm);
+            if (print_gemm_algos(g, b, pm)) {
+                fprintf(stderr, "stg bench: --profile: out of memory\n");
+                free(pm);
+                goto out;
+            }
             free(pm);
         }
         if (fflush(stdout)) goto out;

@@ -20,7 +20,7 @@
 typedef struct {
     rt_train_cfg cfg;
     const char *device;
-    bool tf32, eager;
+    bool tf32, eager, tune;
     bool tty;
     bool quiet; // data parallel: ranks other than 0 print nothing per step
     int64_t last_print;
@@ -51,6 +51,8 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
 #define VAL() ((v = cli_value(argc, argv, i)) != NULL)
     if (strcmp(a, "--device") == 0) return VAL() ? (c->device = v, 1) : -1;
     if (strcmp(a, "--tf32") == 0) return c->tf32 = true, 1;
+    int r = cli_gemm_tune_arg(argc, argv, i, &c->tune);
+    if (r) return r;
     if (strcmp(a, "--exec") == 0) {
         if (!VAL()) return -1;
         if (strcmp(v, "graph") && strcmp(v, "eager")) return fprintf(stderr, "stg: --exec '%s': expected graph or eager\n", v), -1;
@@ -92,7 +94,7 @@ static int optim_arg(cli_model_opts *m, int argc, char **argv, int *i) {
 
 static const char *train_usage =
     "usage: stg train MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
-    "       [--exec graph|eager] [--tf32] [--memory-budget BYTES|auto] [--optimizer-in-backward]\n"
+    "       [--exec graph|eager] [--tf32] [--gemm-tune on|off] [--memory-budget BYTES|auto] [--optimizer-in-backward]\n"
     "       [--data FILE.bin|.npy] [--val FILE] [--val-every N] [--val-batches N] [--steps N] [--lr X] [--min-lr X]\n"
     "       [--warmup N] [--cosine-steps N] [--weight-decay X] [--no-decay-norms-embeddings] [--clip X] [--seed N]\n"
     "       [--log FILE.jsonl] [--ckpt DIR] [--ckpt-every N] [--resume] [--init FILE.safetensors] [--markov-k K]\n";
@@ -127,7 +129,8 @@ int cmd_train(int argc, char **argv) {
     c.cfg.dist = &dist;
     c.cfg.world = dist.world;
     if (dist.rank != 0) c.quiet = true; // rank 0 reports for all
-    rt_backend *b = cli_open_backend_at(c.device, m.precision, c.tf32, dist.local_rank);
+    rt_backend *b = cli_open_backend_at(c.device, m.precision, (c.tf32 ? CLI_CUDA_TF32 : 0u) | (c.tune ? CLI_CUDA_GEMM_TUNE : 0u),
+                                        dist.local_rank);
     if (!b) return 2;
     if (cli_dist_join(&dist, b)) {
         b->ops->destroy(b);

@@ -70,6 +70,7 @@ extern "C" int cuda_new(const stg_cuda_opts *o, stg_cuda **out, stg_err *err) {
     if (!c) return -1;
     c->device = dev;
     c->tf32 = o ? o->tf32 : false;
+    c->gemm_tune = o ? o->gemm_tune : false;
     c->first_adamw_op = -1;
     cudaError_t e = cudaSetDevice(dev);
     cudaDeviceProp prop;
@@ -197,28 +198,28 @@ static size_t cuda_align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 // Per-kind preparation: plans and the bytes of c->work an op needs. Kinds not listed need none
 // (global_norm and adamw are planned together by cuda_optim_plan).
-typedef int (*cuda_prep_fn)(stg_cuda *c, const stg_graph *g, int op, size_t *work, stg_err *err);
+typedef int (*cuda_prep_fn)(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err);
 
-static int prep_mm(stg_cuda *c, const stg_graph *g, int op, size_t *work, stg_err *err) {
-    return cuda_mm_prepare(c, g, op, err);
+static int prep_mm(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err) {
+    return cuda_mm_prepare(c, g, op, ptr, err);
 }
 
-static int prep_attention(stg_cuda *c, const stg_graph *g, int op, size_t *work, stg_err *err) {
+static int prep_attention(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err) {
     *work = cuda_attention_scratch_bytes(g, op);
     return 0;
 }
 
-static int prep_norm_bwd(stg_cuda *c, const stg_graph *g, int op, size_t *work, stg_err *err) {
+static int prep_norm_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err) {
     *work = cuda_norm_bwd_work_bytes(g, op);
     return 0;
 }
 
-static int prep_cross_entropy(stg_cuda *c, const stg_graph *g, int op, size_t *work, stg_err *err) {
+static int prep_cross_entropy(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err) {
     *work = cuda_cross_entropy_work_bytes(g, op);
     return 0;
 }
 
-static int prep_embedding_bwd(stg_cuda *c, const stg_graph *g, int op, size_t *work, stg_err *err) {
+static int prep_embedding_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err) {
     *work = cuda_embedding_bwd_work_bytes(g, op);
     return 0;
 }
@@ -276,7 +277,7 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
         }
         cuda_prep_fn prep = cuda_preparer(op->kind);
         size_t need = 0;
-        if (prep && prep(c, g, i, &need, err))
+        if (prep && prep(c, g, i, ptr, &need, err))
             return stg_err_prefix(err, "cuda: preparing %s (%s)", ops_name(op->kind),
                                   op->n_out ? g->t[op->out[0]].name : g->t[op->in[0]].name);
         if (need > work) work = need;

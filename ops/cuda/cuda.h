@@ -20,6 +20,8 @@ typedef struct stg_cuda stg_cuda; // per-device context (ops/cuda/internal.h)
 typedef struct stg_cuda_opts {
     int device;  // CUDA device ordinal
     bool tf32;   // allow TF32 tensor cores for fp32 matmuls (off by default)
+    bool gemm_tune; // choose each matmul shape's cuBLASLt algorithm by timing the heuristic's
+                    // first candidates (ops/cuda/matmul.cu), not the heuristic's first answer alone
 } stg_cuda_opts;
 
 // How many CUDA devices there are (0 when there is no driver or no GPU: never an error).
@@ -77,6 +79,20 @@ typedef struct cuda_optim_bench_row {
     double ms, bytes;
 } cuda_optim_bench_row;
 int cuda_optim_bench(stg_cuda *c, int64_t n, int reps, cuda_optim_bench_row *rows, int max_rows, int *nrows, stg_err *err);
+
+// The cuBLASLt algorithm chosen for MATMUL / LINEAR op `op` (after cuda_prepare): our (m, n, k) and
+// batch, cuBLASLt's configuration ids (-1 where it does not report one), the workspace; tuned
+// (gemm_tune): candidates timed, the one chosen in the heuristic's order (0: its first), and the
+// device time of one product with the heuristic's first and with the chosen (-1 when not tuned).
+// Returns -1 when op has no matmul plan.
+typedef struct cuda_mm_info {
+    int64_t m, n, k, batch;
+    int algo_id, tile, stages, splitk, cluster;
+    size_t workspace;
+    int pick, candidates;
+    float ms_first, ms_pick;
+} cuda_mm_info;
+int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out);
 
 #ifdef __cplusplus
 }

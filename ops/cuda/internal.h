@@ -95,6 +95,7 @@ typedef struct cuda_adamw_entry {
 struct stg_cuda {
     int device;
     bool tf32;
+    bool gemm_tune; // choose matmul algorithms by timing (cuda_mm_prepare)
     char name[256];
     int sm_count;
     cudaStream_t stream;     // where runners enqueue: streams[0], or another for cuda_op_run_on
@@ -168,8 +169,9 @@ STG_OP_LIST(CUDA_X_RUNNER_DECL)
 // ---- ops/cuda/matmul.cu: MATMUL and LINEAR through cuBLASLt -------------------------------------
 // Builds c->mm[op] for a MATMUL or LINEAR op: layouts, the matmul descriptor (bf16 in and out with
 // fp32 compute; fp32 with TF32 only when c->tf32; fp32 output for grad_out), the algorithm from the
-// heuristic (cached by shape across ops), using c->lt_workspace.
-int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, stg_err *err);
+// heuristic (cached by shape across ops), using c->lt_workspace; with c->gemm_tune the fastest of
+// the heuristic's first answers, timed on the op's tensors in ptr (NULL: the heuristic's first).
+int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
 void cuda_mm_free(cuda_mm_plan *p);
 size_t cuda_mm_plan_workspace(const cuda_mm_plan *p); // the workspace its algorithm needs
 size_t cuda_mm_workspace_bytes(void); // the cuBLASLt workspace to allocate

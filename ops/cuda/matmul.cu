@@ -16,12 +16,27 @@
 //
 // Everything is chosen by cuda_mm_prepare before capture; cuda_mm_run only enqueues
 // cublasLtMatmul on c->stream with c->lt_workspace: no allocation, no synchronisation.
+//
+// The algorithm: the heuristic's first answer, or with c->gemm_tune the fastest of its first
+// MM_TUNE_CANDIDATES answers, each timed on the op's own tensors (one product after the L2 cache
+// was overwritten, as in a step, where a product's operands were last touched long before; the
+// candidates interleaved, the least of MM_TUNE_ROUNDS rounds). Products timed back to back on
+// warm L2 ranked the candidates wrongly: on the xl model the winner of such timing was 11% slower
+// inside the step (docs/PERF.md). Without device memory for the flush buffer, no tuning. Another
+// candidate replaces the heuristic's first only when it is faster by more than MM_TUNE_MARGIN, so
+// that timing noise between near-equal kernels does not decide. The choice is kept for the process
+// (by shape, device and workspace): every context and executor of a process gets the same
+// algorithm for a shape, so graph and eager runs, or two executors, stay bitwise comparable.
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/cuda/internal.h"
 
 #define MM_WORKSPACE_BYTES ((size_t)32 << 20) // Hopper: at least 32 MiB
+#define MM_TUNE_CANDIDATES 8
+#define MM_TUNE_ROUNDS 5
+#define MM_TUNE_MARGIN 0.01
+#define MM_TUNE_CACHE 512
 
 // Everything that decides the algorithm: equal keys share the heuristic's answer.
 typedef struct mm_key {
@@ -42,6 +57,8 @@ struct cuda_mm_plan {
     cublasLtMatmulAlgo_t algo;
     size_t ws_bytes;                   // workspace the algorithm needs
     int in0, in1, out;                 // tensor ids: our A, our B, our C
+    int pick, ncand;                   // tuned: the candidate chosen (the heuristic's order) of ncand
+    float ms_first, ms_pick;           // tuned: the heuristic's first and the chosen, ms per product
 };
 
 size_t cuda_mm_workspace_bytes(void) { return MM_WORKSPACE_BYTES; }
@@ -169,11 +186,120 @@ static int mm_build(cuda_mm_plan *p, stg_err *err) {
     return 0;
 }
 
-// Asks the heuristic for the best algorithm of p (descriptors built).
-static int mm_search(stg_cuda *c, cuda_mm_plan *p, stg_err *err) {
+// The process's tuned choices (c->gemm_tune): key, device and workspace bytes -> algorithm.
+typedef struct mm_tuned {
+    mm_key key;
+    int device;
+    size_t ws;
+    cublasLtMatmulAlgo_t algo;
+    size_t ws_bytes;
+    int pick, ncand;
+    float ms_first, ms_pick;
+} mm_tuned;
+static mm_tuned mm_tuned_cache[MM_TUNE_CACHE];
+static int mm_ntuned;
+
+// Device time (ms) of one product of p with algorithm a on the op's tensors, after `flush` bytes at
+// fl were overwritten (the L2 cache emptied of the operands); 1 when cuBLASLt refuses the algorithm
+// (a candidate to skip), -1 on a CUDA error.
+static int mm_time(stg_cuda *c, const cuda_mm_plan *p, const cublasLtMatmulAlgo_t *a, const void *x, const void *w,
+                   const void *add, void *y, void *fl, size_t flush, cudaEvent_t ev[2], float *ms, stg_err *err) {
+    const float one = 1.0f, zero = 0.0f;
+    CUDA_CHECK(err, cudaMemsetAsync(fl, 0x5a, flush, c->stream));
+    CUDA_CHECK(err, cudaEventRecord(ev[0], c->stream));
+    if (cublasLtMatmul(c->lt, p->desc, &one, w, p->la, x, p->lb, add ? &one : &zero, add ? add : y, p->lc, y, p->lc, a,
+                       c->lt_workspace, c->lt_workspace_bytes, c->stream) != CUBLAS_STATUS_SUCCESS)
+        return 1;
+    CUDA_CHECK(err, cudaEventRecord(ev[1], c->stream));
+    CUDA_CHECK(err, cudaEventSynchronize(ev[1]));
+    CUDA_CHECK(err, cudaEventElapsedTime(ms, ev[0], ev[1]));
+    return 0;
+}
+
+// Times the n candidates res[] on the op's tensors (x our A, w our B, add the addend or NULL, y the
+// output) and returns the index of the one to use (-1 on error); records the times in p (not when
+// there is no device memory for the flush buffer: then the heuristic's first, untuned).
+static int mm_tune(stg_cuda *c, cuda_mm_plan *p, const cublasLtMatmulHeuristicResult_t *res, int n, const void *x,
+                   const void *w, const void *add, void *y, stg_err *err) {
+    cudaEvent_t ev[2] = {NULL, NULL};
+    float best[MM_TUNE_CANDIDATES];
+    bool ok[MM_TUNE_CANDIDATES];
+    int pick = -1, l2 = 0;
+    void *fl = NULL;
+    size_t flush = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, c->device);
+    if (e == cudaSuccess) {
+        flush = 2 * (size_t)(l2 > 0 ? l2 : 64 << 20);
+        if (cudaMalloc(&fl, flush) != cudaSuccess) {
+            (void)cudaGetLastError(); // out of memory is not sticky: clear it and keep the heuristic's answer
+            return 0;
+        }
+    }
+    if (e == cudaSuccess) e = cudaEventCreate(&ev[0]);
+    if (e == cudaSuccess) e = cudaEventCreate(&ev[1]);
+    if (e != cudaSuccess) {
+        stg_errf(err, "cuda matmul: tuning: %s", cudaGetErrorString(e));
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        float ms;
+        int r = res[i].workspaceSize <= c->lt_workspace_bytes ? mm_time(c, p, &res[i].algo, x, w, add, y, fl, flush, ev, &ms, err) : 1;
+        if (r < 0) goto out;
+        ok[i] = r == 0; // the first round warms up and finds the algorithms cuBLASLt refuses
+        best[i] = 3.4e38f;
+    }
+    for (int round = 0; round < MM_TUNE_ROUNDS; round++)
+        for (int i = 0; i < n; i++) {
+            float ms;
+            if (!ok[i]) continue;
+            int r = mm_time(c, p, &res[i].algo, x, w, add, y, fl, flush, ev, &ms, err);
+            if (r < 0) goto out;
+            if (r > 0) ok[i] = false;
+            else if (ms < best[i]) best[i] = ms;
+        }
+    pick = 0;
+    for (int i = 1; i < n; i++)
+        if (ok[i] && (!ok[pick] || best[i] < best[pick])) pick = i;
+    if (!ok[pick]) {
+        stg_errf(err, "cuda matmul: cuBLASLt refused every candidate algorithm");
+        pick = -1;
+    } else if (pick != 0 && ok[0] && best[pick] > (1.0 - MM_TUNE_MARGIN) * best[0]) {
+        pick = 0;
+    }
+    if (pick >= 0) {
+        p->ms_first = ok[0] ? best[0] : -1.0f;
+        p->ms_pick = best[pick];
+    }
+out:
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    if (fl && cudaFree(fl) != cudaSuccess && pick >= 0) {
+        stg_errf(err, "cuda matmul: tuning: cudaFree: %s", cudaGetErrorString(cudaGetLastError()));
+        pick = -1;
+    }
+    return pick;
+}
+
+// Chooses the algorithm of p (descriptors built): the heuristic's first answer, or with
+// c->gemm_tune and the op's tensors (x, w, add, y; add may be NULL) the fastest candidate.
+static int mm_search(stg_cuda *c, cuda_mm_plan *p, const void *x, const void *w, const void *add, void *y, stg_err *err) {
+    size_t ws = c->lt_workspace_bytes ? c->lt_workspace_bytes : cuda_mm_workspace_bytes();
+    bool tune = c->gemm_tune && x && w && y;
+    if (tune)
+        for (int i = 0; i < mm_ntuned; i++) {
+            const mm_tuned *t = &mm_tuned_cache[i];
+            if (t->device == c->device && t->ws == ws && memcmp(&t->key, &p->key, sizeof p->key) == 0) {
+                p->algo = t->algo;
+                p->ws_bytes = t->ws_bytes;
+                p->pick = t->pick;
+                p->ncand = t->ncand;
+                p->ms_first = t->ms_first;
+                p->ms_pick = t->ms_pick;
+                return 0;
+            }
+        }
     cublasLtMatmulPreference_t pref = NULL;
     CUBLAS_CHECK(err, cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = c->lt_workspace_bytes ? c->lt_workspace_bytes : cuda_mm_workspace_bytes();
     // The plan's tensors are 256-byte aligned, but views may start inside one: promise 16 bytes.
     uint32_t align = 16;
     cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
@@ -185,23 +311,33 @@ static int mm_search(stg_cuda *c, cuda_mm_plan *p, stg_err *err) {
         s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align);
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align);
-    cublasLtMatmulHeuristicResult_t res;
+    cublasLtMatmulHeuristicResult_t res[MM_TUNE_CANDIDATES];
     int found = 0;
-    memset(&res, 0, sizeof res);
+    memset(res, 0, sizeof res);
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found);
+        s = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, tune ? MM_TUNE_CANDIDATES : 1, res,
+                                           &found);
     cublasLtMatmulPreferenceDestroy(pref);
     CUBLAS_CHECK(err, s);
-    if (found < 1 || res.state != CUBLAS_STATUS_SUCCESS)
+    int n = 0; // the usable answers, in the heuristic's order
+    for (int i = 0; i < found; i++)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS) res[n++] = res[i];
+    if (n < 1)
         return stg_errf(err, "cuBLASLt has no algorithm for (%lld x %lld x %lld, batch %lld, types %d/%d, compute %d)",
                         (long long)p->key.m, (long long)p->key.n, (long long)p->key.k, (long long)p->key.batch,
                         p->key.a_type, p->key.c_type, p->key.compute);
-    p->algo = res.algo;
-    p->ws_bytes = res.workspaceSize;
+    int pick = 0;
+    if (tune && n > 1 && (pick = mm_tune(c, p, res, n, x, w, add, y, err)) < 0) return -1;
+    p->algo = res[pick].algo;
+    p->ws_bytes = res[pick].workspaceSize;
+    p->pick = pick;
+    p->ncand = tune && n > 1 && p->ms_pick >= 0 ? n : 0; // 0 too when mm_tune had no flush buffer
+    if (tune && (n < 2 || p->ncand > 0) && mm_ntuned < MM_TUNE_CACHE)
+        mm_tuned_cache[mm_ntuned++] = (mm_tuned){p->key, c->device, ws, p->algo, p->ws_bytes, p->pick, p->ncand, p->ms_first, p->ms_pick};
     return 0;
 }
 
-int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, stg_err *err) {
+int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     if (op < 0 || op >= g->nops) return stg_errf(err, "cuda matmul: no op %d", op);
     if (!c->mm || op >= c->nops) return stg_errf(err, "cuda matmul: the context has no plan slot for op %d", op);
     cuda_mm_plan *p = (cuda_mm_plan *)calloc(1, sizeof *p);
@@ -217,10 +353,16 @@ int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, stg_err *err) {
     const cuda_mm_plan *same = NULL; // an earlier plan of the same key: reuse its search
     for (int i = 0; i < c->nops && !same; i++)
         if (i != op && c->mm[i] && memcmp(&c->mm[i]->key, &p->key, sizeof p->key) == 0) same = c->mm[i];
+    p->ms_first = p->ms_pick = -1.0f;
     if (same) {
         p->algo = same->algo;
         p->ws_bytes = same->ws_bytes;
-    } else if (mm_search(c, p, err)) {
+        p->pick = same->pick;
+        p->ncand = same->ncand;
+        p->ms_first = same->ms_first;
+        p->ms_pick = same->ms_pick;
+    } else if (mm_search(c, p, ptr ? ptr[o->in[0]] : NULL, ptr ? ptr[o->in[1]] : NULL,
+                         ptr && o->n_in == 3 ? ptr[o->in[2]] : NULL, ptr ? ptr[o->out[0]] : NULL, err)) {
         cuda_mm_free(p);
         return stg_err_prefix(err, "%s (op %d)", ops_name(o->kind), op);
     }
@@ -244,5 +386,34 @@ int cuda_mm_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_e
     const void *cc = o->n_in == 3 ? ptr[o->in[2]] : ptr[p->out];
     CUBLAS_CHECK(err, cublasLtMatmul(c->lt, p->desc, &one, ptr[p->in1], p->la, ptr[p->in0], p->lb, o->n_in == 3 ? &one : &zero, cc,
                                      p->lc, ptr[p->out], p->lc, &p->algo, c->lt_workspace, c->lt_workspace_bytes, c->stream));
+    return 0;
+}
+
+// One algorithm configuration attribute (-1 when cuBLASLt does not report it).
+static int mm_algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t at) {
+    uint32_t v = 0; // every attribute read here is 32 bits or narrower (little-endian)
+    size_t w = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(a, at, &v, sizeof v, &w) != CUBLAS_STATUS_SUCCESS || w > sizeof v) return -1;
+    return (int)v;
+}
+
+extern "C" int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out) {
+    const cuda_mm_plan *p = c && c->mm && op >= 0 && op < c->nops ? c->mm[op] : NULL;
+    if (!p) return -1;
+    memset(out, 0, sizeof *out);
+    out->m = p->key.n; // ours: cuBLASLt's n
+    out->n = p->key.m;
+    out->k = p->key.k;
+    out->batch = p->key.batch;
+    out->algo_id = mm_algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_ID);
+    out->tile = mm_algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+    out->stages = mm_algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+    out->splitk = mm_algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+    out->cluster = mm_algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
+    out->workspace = p->ws_bytes;
+    out->pick = p->pick;
+    out->candidates = p->ncand;
+    out->ms_first = p->ms_first;
+    out->ms_pick = p->ms_pick;
     return 0;
 }

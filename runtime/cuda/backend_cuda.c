@@ -335,7 +335,7 @@ static const rt_backend_ops cuda_ops = {
     .destroy = cb_destroy,
 };
 
-int rt_backend_cuda_new(int device, bool tf32, rt_backend **out, stg_err *err) {
+int rt_backend_cuda_new(int device, unsigned flags, rt_backend **out, stg_err *err) {
     *out = NULL;
     if (cuda_device_count() <= device) return stg_errf(err, "cuda backend: no CUDA device %d (found %d)", device, cuda_device_count());
     rt_backend *b = stg_calloc(1, sizeof *b, err);
@@ -348,7 +348,7 @@ int rt_backend_cuda_new(int device, bool tf32, rt_backend **out, stg_err *err) {
     b->ops = &cuda_ops;
     b->impl = im;
     im->device = device;
-    stg_cuda_opts o = {device, tf32};
+    stg_cuda_opts o = {device, (flags & RT_CUDA_TF32) != 0, (flags & RT_CUDA_GEMM_TUNE) != 0};
     if (cuda_new(&o, &im->c, err)) {
         cb_destroy(b);
         return -1;

@@ -8,8 +8,12 @@
 #include "runtime/backend.h"
 #include "runtime/dist.h"
 
-// A backend on CUDA device `device`; tf32 allows TF32 tensor cores for fp32 matmuls.
-int rt_backend_cuda_new(int device, bool tf32, rt_backend **out, stg_err *err);
+// A backend on CUDA device `device`. flags: RT_CUDA_TF32 allows TF32 tensor cores for fp32
+// matmuls; RT_CUDA_GEMM_TUNE chooses each matmul shape's algorithm by timing candidates on the
+// op's tensors when the executor prepares (stg_cuda_opts.gemm_tune).
+#define RT_CUDA_TF32 1u
+#define RT_CUDA_GEMM_TUNE 2u
+int rt_backend_cuda_new(int device, unsigned flags, rt_backend **out, stg_err *err);
 // The kernel context behind a CUDA backend (device name, peak, workspace bytes).
 stg_cuda *rt_backend_cuda_context(rt_backend *b);
 // Joins the data-parallel group d (connected): rank 0 makes the NCCL unique id and sends it over

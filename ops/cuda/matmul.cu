@@ -50,19 +50,26 @@ typedef struct mm_key {
     int64_t batch, stride_a, stride_b, stride_c; // elements
 } mm_key;
 
+// The algorithm chosen for a key, and how (tuned: the candidate chosen, in the heuristic's order, of
+// ncand, and the time of one product with the heuristic's first and with the chosen, ms; ncand 0
+// and times -1 when not tuned).
+typedef struct mm_choice {
+    cublasLtMatmulAlgo_t algo;
+    size_t ws_bytes; // workspace the algorithm needs
+    int pick, ncand;
+    float ms_first, ms_pick;
+} mm_choice;
+
 struct cuda_mm_plan {
     mm_key key;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc; // cuBLASLt's A (our B), B (our A), C = D (our C)
-    cublasLtMatmulAlgo_t algo;
-    size_t ws_bytes;                   // workspace the algorithm needs
+    mm_choice ch;
     int in0, in1, out;                 // tensor ids: our A, our B, our C
-    int pick, ncand;                   // tuned: the candidate chosen (the heuristic's order) of ncand
-    float ms_first, ms_pick;           // tuned: the heuristic's first and the chosen, ms per product
 };
 
 size_t cuda_mm_workspace_bytes(void) { return MM_WORKSPACE_BYTES; }
-size_t cuda_mm_plan_workspace(const cuda_mm_plan *p) { return p ? p->ws_bytes : 0; }
+size_t cuda_mm_plan_workspace(const cuda_mm_plan *p) { return p ? p->ch.ws_bytes : 0; }
 
 void cuda_mm_free(cuda_mm_plan *p) {
     if (!p) return;
@@ -191,10 +198,7 @@ typedef struct mm_tuned {
     mm_key key;
     int device;
     size_t ws;
-    cublasLtMatmulAlgo_t algo;
-    size_t ws_bytes;
-    int pick, ncand;
-    float ms_first, ms_pick;
+    mm_choice ch;
 } mm_tuned;
 static mm_tuned mm_tuned_cache[MM_TUNE_CACHE];
 static int mm_ntuned;
@@ -267,8 +271,8 @@ static int mm_tune(stg_cuda *c, cuda_mm_plan *p, const cublasLtMatmulHeuristicRe
         pick = 0;
     }
     if (pick >= 0) {
-        p->ms_first = ok[0] ? best[0] : -1.0f;
-        p->ms_pick = best[pick];
+        p->ch.ms_first = ok[0] ? best[0] : -1.0f;
+        p->ch.ms_pick = best[pick];
     }
 out:
     for (int i = 0; i < 2; i++)
@@ -289,12 +293,7 @@ static int mm_search(stg_cuda *c, cuda_mm_plan *p, const void *x, const void *w,
         for (int i = 0; i < mm_ntuned; i++) {
             const mm_tuned *t = &mm_tuned_cache[i];
             if (t->device == c->device && t->ws == ws && memcmp(&t->key, &p->key, sizeof p->key) == 0) {
-                p->algo = t->algo;
-                p->ws_bytes = t->ws_bytes;
-                p->pick = t->pick;
-                p->ncand = t->ncand;
-                p->ms_first = t->ms_first;
-                p->ms_pick = t->ms_pick;
+                p->ch = t->ch;
                 return 0;
             }
         }
@@ -328,12 +327,12 @@ static int mm_search(stg_cuda *c, cuda_mm_plan *p, const void *x, const void *w,
                         p->key.a_type, p->key.c_type, p->key.compute);
     int pick = 0;
     if (tune && n > 1 && (pick = mm_tune(c, p, res, n, x, w, add, y, err)) < 0) return -1;
-    p->algo = res[pick].algo;
-    p->ws_bytes = res[pick].workspaceSize;
-    p->pick = pick;
-    p->ncand = tune && n > 1 && p->ms_pick >= 0 ? n : 0; // 0 too when mm_tune had no flush buffer
-    if (tune && (n < 2 || p->ncand > 0) && mm_ntuned < MM_TUNE_CACHE)
-        mm_tuned_cache[mm_ntuned++] = (mm_tuned){p->key, c->device, ws, p->algo, p->ws_bytes, p->pick, p->ncand, p->ms_first, p->ms_pick};
+    p->ch.algo = res[pick].algo;
+    p->ch.ws_bytes = res[pick].workspaceSize;
+    p->ch.pick = pick;
+    p->ch.ncand = tune && n > 1 && p->ch.ms_pick >= 0 ? n : 0; // 0 too when mm_tune had no flush buffer
+    if (tune && (n < 2 || p->ch.ncand > 0) && mm_ntuned < MM_TUNE_CACHE)
+        mm_tuned_cache[mm_ntuned++] = (mm_tuned){p->key, c->device, ws, p->ch};
     return 0;
 }
 
@@ -353,14 +352,9 @@ int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, s
     const cuda_mm_plan *same = NULL; // an earlier plan of the same key: reuse its search
     for (int i = 0; i < c->nops && !same; i++)
         if (i != op && c->mm[i] && memcmp(&c->mm[i]->key, &p->key, sizeof p->key) == 0) same = c->mm[i];
-    p->ms_first = p->ms_pick = -1.0f;
+    p->ch.ms_first = p->ch.ms_pick = -1.0f;
     if (same) {
-        p->algo = same->algo;
-        p->ws_bytes = same->ws_bytes;
-        p->pick = same->pick;
-        p->ncand = same->ncand;
-        p->ms_first = same->ms_first;
-        p->ms_pick = same->ms_pick;
+        p->ch = same->ch;
     } else if (mm_search(c, p, ptr ? ptr[o->in[0]] : NULL, ptr ? ptr[o->in[1]] : NULL,
                          ptr && o->n_in == 3 ? ptr[o->in[2]] : NULL, ptr ? ptr[o->out[0]] : NULL, err)) {
         cuda_mm_free(p);
@@ -377,15 +371,15 @@ int cuda_mm_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_e
     const stg_op *o = &g->ops[op];
     if (o->in[0] != p->in0 || o->in[1] != p->in1 || o->out[0] != p->out)
         return stg_errf(err, "cuda matmul: op %d was prepared for another graph", op);
-    if (p->ws_bytes > c->lt_workspace_bytes)
-        return stg_errf(err, "cuda matmul: op %d needs %zu workspace bytes, the context has %zu", op, p->ws_bytes,
+    if (p->ch.ws_bytes > c->lt_workspace_bytes)
+        return stg_errf(err, "cuda matmul: op %d needs %zu workspace bytes, the context has %zu", op, p->ch.ws_bytes,
                         c->lt_workspace_bytes);
     const float one = 1.0f, zero = 0.0f;
     // cuBLASLt's A is our B, its B our A; D is our output, C the addend (a third input, beta 1) or
     // the output itself with beta 0 (not read).
     const void *cc = o->n_in == 3 ? ptr[o->in[2]] : ptr[p->out];
     CUBLAS_CHECK(err, cublasLtMatmul(c->lt, p->desc, &one, ptr[p->in1], p->la, ptr[p->in0], p->lb, o->n_in == 3 ? &one : &zero, cc,
-                                     p->lc, ptr[p->out], p->lc, &p->algo, c->lt_workspace, c->lt_workspace_bytes, c->stream));
+                                     p->lc, ptr[p->out], p->lc, &p->ch.algo, c->lt_workspace, c->lt_workspace_bytes, c->stream));
     return 0;
 }
 
@@ -405,15 +399,15 @@ extern "C" int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out) {
     out->n = p->key.m;
     out->k = p->key.k;
     out->batch = p->key.batch;
-    out->algo_id = mm_algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_ID);
-    out->tile = mm_algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
-    out->stages = mm_algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
-    out->splitk = mm_algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
-    out->cluster = mm_algo_attr(&p->algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
-    out->workspace = p->ws_bytes;
-    out->pick = p->pick;
-    out->candidates = p->ncand;
-    out->ms_first = p->ms_first;
-    out->ms_pick = p->ms_pick;
+    out->algo_id = mm_algo_attr(&p->ch.algo, CUBLASLT_ALGO_CONFIG_ID);
+    out->tile = mm_algo_attr(&p->ch.algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+    out->stages = mm_algo_attr(&p->ch.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+    out->splitk = mm_algo_attr(&p->ch.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+    out->cluster = mm_algo_attr(&p->ch.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
+    out->workspace = p->ch.ws_bytes;
+    out->pick = p->ch.pick;
+    out->candidates = p->ch.ncand;
+    out->ms_first = p->ch.ms_first;
+    out->ms_pick = p->ch.ms_pick;
     return 0;
 }

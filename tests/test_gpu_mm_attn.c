@@ -241,6 +241,8 @@ typedef struct {
     int ta, tb, grad_out;
 } mm_spec;
 
+static bool expect_tuned; // test_matmul_tuned: the op's algorithm must come from timed candidates
+
 static void mm_case(stg_precision prec, stg_op_kind kind, const mm_spec *s) {
     pair p;
     pair_open(&p, prec);
@@ -260,6 +262,14 @@ static void mm_case(stg_precision prec, stg_op_kind kind, const mm_spec *s) {
     snprintf(what, sizeof what, "%s%s%s ta%d tb%d%s", ops_name(kind), graph_shape_str(&p.dev->t[in[0]], sa, sizeof sa),
              graph_shape_str(&p.dev->t[in[1]], sb, sizeof sb), s->ta, s->tb, s->grad_out ? " grad_out" : "");
     check_all(&r, what, prec == STG_PREC_BF16 ? 2e-2 : 1e-4);
+    cuda_mm_info info;
+    assert_int_equal(cuda_mm_describe(ctx, p.dev->nops - 1, &info), 0);
+    if (expect_tuned) { // timed: more than one candidate, a time for the choice, the choice among them
+        assert_true(info.candidates > 1);
+        assert_true(info.ms_pick > 0 && info.pick >= 0 && info.pick < info.candidates);
+    } else {
+        assert_int_equal(info.candidates, 0);
+    }
     rig_close(&r);
     pair_close(&p);
 }
@@ -337,6 +347,7 @@ static void test_matmul_tuned(void **state) {
     stg_cuda_opts o = {.device = 0, .gemm_tune = true};
     if (cuda_new(&o, &tuned, &err)) fail_msg("cuda_new: %s", err.msg);
     ctx = tuned;
+    expect_tuned = true;
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             mm_spec s = {2, 2, {ta ? 56 : 72, ta ? 72 : 56}, {tb ? 88 : 56, tb ? 56 : 88}, ta, tb, 0};
@@ -353,6 +364,7 @@ static void test_matmul_tuned(void **state) {
         mm_case(STG_PREC_BF16, STG_OP_MATMUL, &s3);
     }
     ctx = plain;
+    expect_tuned = false;
     cuda_free(tuned);
 }
 

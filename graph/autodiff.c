@@ -463,7 +463,7 @@ int graph_validate(const stg_graph *g, stg_err *err) {
             stg_errf(err, "op %d has an unknown kind", o);
             goto out;
         }
-        if (op->n_out != d->n_out || op->n_in < d->min_in || (d->max_in >= 0 && op->n_in > d->max_in)) {
+        if (op->n_out != ops_n_out(d, op->n_in) || op->n_in < d->min_in || (d->max_in >= 0 && op->n_in > d->max_in)) {
             stg_errf(err, "op %d (%s) has the wrong number of inputs or outputs", o, d->name);
             goto out;
         }

@@ -192,7 +192,8 @@ int graph_add_op(stg_graph *g, stg_op_kind kind, const int *in, int n_in, const 
     op->n_in = n_in;
     g->nops++;
     const char *hint = name_hint && name_hint[0] ? name_hint : d->name;
-    for (int o = 0; o < d->n_out; o++) {
+    const int n_out = ops_n_out(d, n_in);
+    for (int o = 0; o < n_out; o++) {
         char nm[STG_NAME_MAX + 16];
         if (o == 0)
             snprintf(nm, sizeof nm, "%s", hint);
@@ -209,7 +210,7 @@ int graph_add_op(stg_graph *g, stg_op_kind kind, const int *in, int n_in, const 
         g->t[t].producer = id;
         op->out[o] = t;
     }
-    op->n_out = d->n_out;
+    op->n_out = n_out;
     if (d->view) g->t[op->out[0]].base = g->t[op->in[0]].base >= 0 ? g->t[op->in[0]].base : op->in[0];
     if (d->infer(g, id, err) < 0) return -1;
     for (int o = 0; o < op->n_out; o++) {

@@ -251,6 +251,14 @@ int graph_recompute(stg_graph *g, int t, stg_err *err);
 // Whether t can be dropped, and the FLOPs its recomputation costs (the copied ops' FLOPs).
 bool graph_recompute_cost(const stg_graph *g, int t, double *flops);
 
+// ---- grouped products (graph/group.c) ----
+// Replaces each set of 2 or 3 independent linear / matmul ops of one phase, with equal shapes,
+// transposes and dtypes, that share (the view root of) an operand, by one matmul_group op with the
+// same outputs (one batched product on a GPU): q, k, v and their weight gradients, w1 and w3 and
+// theirs in the CS336 LM. Call after graph_autodiff and before graph_schedule (it reorders the ops,
+// forward ones first, and drops the schedule). Returns the number of groups made, -1 on error.
+int graph_group_matmuls(stg_graph *g, stg_err *err);
+
 // A topological order of all ops: creation order, with every recomputation copy placed just before
 // the first op that reads what it makes. With the optimizer in backward (adamw ops with a slot),
 // each such adamw op moves to just after the last op that writes its gradient or reads its

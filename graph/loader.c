@@ -766,7 +766,7 @@ static int parse_call_body(S *s, const char *opname, size_t name_at, const char 
     }
     int id = graph_add_op(l->g, (stg_op_kind)kind, in, n_in, &a, STG_PHASE_FORWARD, target, sloc(s, name_at), outs, l->err);
     if (id < 0) return -1;
-    *n_out = def->n_out;
+    *n_out = ops_n_out(def, n_in);
     return 0;
 }
 

@@ -38,7 +38,8 @@
     X(ADAMW, adamw, stg_adamw_attrs)                   \
     X(SLOT_NORM, slot_norm, stg_no_attrs)             \
     X(ALLREDUCE, allreduce, stg_no_attrs)             \
-    X(BROADCAST, broadcast, stg_comm_attrs)
+    X(BROADCAST, broadcast, stg_comm_attrs)           \
+    X(MATMUL_GROUP, matmul_group, stg_matmul_attrs)
 
 typedef enum stg_op_kind {
 #define STG_X_ENUM(e, n, a) STG_OP_##e,

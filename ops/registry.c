@@ -140,11 +140,12 @@ static int infer_linear(stg_graph *g, int id, stg_err *err) {
     return check_addend(g, id, err);
 }
 
-static int infer_matmul(stg_graph *g, int id, stg_err *err) {
-    const stg_matmul_attrs *a = &OP(g, id)->a.matmul;
-    if (need_ndim(g, id, 0, 2, STG_MAX_DIMS, err) || need_ndim(g, id, 1, 2, STG_MAX_DIMS, err)) return -1;
-    if (need_float(g, id, 0, err) || need_float(g, id, 1, err)) return -1;
-    const stg_tensor *A = IN(g, id, 0), *B = IN(g, id, 1);
+// The product of inputs ia and ib of op id (matmul's rule: A (..., a0, a1), B 2-D or with A's batch
+// dims, op = transpose of the last two dims when ta / tb is set) into output o.
+static int infer_product(stg_graph *g, int id, int ia, int ib, int o, const stg_matmul_attrs *a, stg_err *err) {
+    if (need_ndim(g, id, ia, 2, STG_MAX_DIMS, err) || need_ndim(g, id, ib, 2, STG_MAX_DIMS, err)) return -1;
+    if (need_float(g, id, ia, err) || need_float(g, id, ib, err)) return -1;
+    const stg_tensor *A = IN(g, id, ia), *B = IN(g, id, ib);
     if (A->dtype != B->dtype) return bad(g, id, err, "'%s' and '%s' must have the same dtype", A->name, B->name);
     if (B->ndim != 2 && B->ndim != A->ndim)
         return bad(g, id, err, "'%s' must be 2-D or have the same number of dims as '%s'", B->name, A->name);
@@ -164,8 +165,25 @@ static int infer_matmul(stg_graph *g, int id, stg_err *err) {
     for (int i = 0; i + 2 < A->ndim; i++) s[i] = A->shape[i];
     s[A->ndim - 2] = m;
     s[A->ndim - 1] = n;
-    set_shape(OUT(g, id, 0), A->ndim, s, a->grad_out ? g->grad_dtype : A->dtype);
+    set_shape(OUT(g, id, o), A->ndim, s, a->grad_out ? g->grad_dtype : A->dtype);
+    return 0;
+}
+
+static int infer_matmul(stg_graph *g, int id, stg_err *err) {
+    if (infer_product(g, id, 0, 1, 0, &OP(g, id)->a.matmul, err)) return -1;
     return check_addend(g, id, err);
+}
+
+// Products of equal shapes in one launch: inputs (A1, B1, A2, B2, ...), output i = op(Ai) op(Bi).
+static int infer_matmul_group(stg_graph *g, int id, stg_err *err) {
+    const stg_op *op = OP(g, id);
+    if (op->n_in % 2 || op->n_in / 2 != op->n_out)
+        return bad(g, id, err, "takes pairs of operands, one pair per output%s%s", NULL, NULL);
+    for (int p = 0; p < op->n_out; p++) {
+        if (infer_product(g, id, 2 * p, 2 * p + 1, p, &OP(g, id)->a.matmul, err)) return -1;
+        if (p > 0 && (need_same(g, id, 0, 2 * p, err) || need_same(g, id, 1, 2 * p + 1, err))) return -1;
+    }
+    return 0;
 }
 
 static int infer_norm_common(stg_graph *g, int id, int n_params, stg_err *err) {
@@ -433,9 +451,13 @@ static double flops_linear(const stg_graph *g, const stg_op *op) {
 }
 
 static double flops_matmul(const stg_graph *g, const stg_op *op) {
-    const stg_tensor *A = &g->t[op->in[0]];
-    int64_t k = op->a.matmul.ta ? A->shape[A->ndim - 2] : A->shape[A->ndim - 1];
-    return 2.0 * numel_out(g, op, 0) * (double)k;
+    double f = 0; // matmul_group: the sum over its pairs
+    for (int p = 0; p < (op->kind == STG_OP_MATMUL_GROUP ? op->n_out : 1); p++) {
+        const stg_tensor *A = &g->t[op->in[2 * p]];
+        int64_t k = op->a.matmul.ta ? A->shape[A->ndim - 2] : A->shape[A->ndim - 1];
+        f += 2.0 * numel_out(g, op, p) * (double)k;
+    }
+    return f;
 }
 
 // Attention: QKᵀ and PV, 4·B·H·S²·Dh forward and 8 backward (no causal discount, as the peers
@@ -721,6 +743,8 @@ static int grad_cross_entropy(stg_graph *g, int id, const int *dout, const bool 
 #define ATTR(T, field, type, def, req) {#field, type, offsetof(stg_attrs, T.field), def, req}
 
 static const stg_attr_def attrs_matmul[] = {ATTR(matmul, ta, STG_ATTR_INT, 0, 0), ATTR(matmul, tb, STG_ATTR_INT, 0, 0)};
+static const stg_attr_def attrs_matmul_group[] = {ATTR(matmul, ta, STG_ATTR_INT, 0, 0), ATTR(matmul, tb, STG_ATTR_INT, 0, 0),
+                                                  ATTR(matmul, grad_out, STG_ATTR_INT, 0, 0)};
 static const stg_attr_def attrs_norm[] = {ATTR(norm, eps, STG_ATTR_FLOAT, 1e-5, 0)};
 static const stg_attr_def attrs_rope[] = {ATTR(rope, theta, STG_ATTR_FLOAT, 10000.0, 0), ATTR(rope, inverse, STG_ATTR_INT, 0, 0)};
 static const stg_attr_def attrs_mask[] = {ATTR(mask, fill, STG_ATTR_FLOAT, -INFINITY, 0)};
@@ -796,6 +820,10 @@ static const stg_op_def defs[STG_OP_COUNT] = {
                           .inplace_in = -1},
     [STG_OP_BROADCAST] = {"broadcast", 1, 1, 0, ATTRS(attrs_comm), infer_allreduce, NULL, flops_zero, .mutates_in = BIT(0),
                           .inplace_in = -1},
+    // made by graph_group_matmuls from independent matmuls of equal shapes (no gradient rule: it
+    // runs after autodiff); one output per pair of inputs
+    [STG_OP_MATMUL_GROUP] = {"matmul_group", 4, 2 * STG_MAX_OUT, -1, ATTRS(attrs_matmul_group), infer_matmul_group, NULL,
+                             flops_matmul, .inplace_in = -1},
 };
 
 double ops_lr_at(const stg_lr_attrs *a, int64_t t) {
@@ -808,6 +836,8 @@ double ops_lr_at(const stg_lr_attrs *a, int64_t t) {
 }
 
 const stg_op_def *ops_def(stg_op_kind k) { return (unsigned)k < STG_OP_COUNT && defs[k].name ? &defs[k] : NULL; }
+
+int ops_n_out(const stg_op_def *d, int n_in) { return d->n_out >= 0 ? d->n_out : n_in / 2; }
 
 const char *ops_name(stg_op_kind k) {
     const stg_op_def *d = ops_def(k);

@@ -25,7 +25,8 @@ typedef struct stg_attr_def {
 typedef struct stg_op_def {
     const char *name;
     int min_in, max_in;     // max_in -1: variadic
-    int n_out;              // outputs written (the first is what a model file binds)
+    int n_out;              // outputs written (the first is what a model file binds); -1: one per
+                            // pair of inputs (ops_n_out)
     const stg_attr_def *attrs;
     int n_attrs;
     // Sets output shapes and dtypes; validates inputs. Output tensors exist with ndim 0.
@@ -55,6 +56,8 @@ static inline bool ops_bit(uint32_t mask, int i) { return i >= 0 && ((mask >> (i
 double ops_lr_at(const stg_lr_attrs *a, int64_t t);
 
 const stg_op_def *ops_def(stg_op_kind k);
+// The outputs an op of kind k with n_in inputs writes (its n_out, or n_in / 2 for pairwise ops).
+int ops_n_out(const stg_op_def *d, int n_in);
 const char *ops_name(stg_op_kind k);
 // Returns the kind for a name, or -1.
 int ops_lookup(const char *name);

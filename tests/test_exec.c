@@ -41,14 +41,16 @@ static stg_optim_config next_optim(double lr, double min_lr, int64_t warmup, int
     return oc;
 }
 static stg_optim_config rig_optim;
+static bool rig_group; // the next rig_open groups products (graph_group_matmuls), as `stg` does
 
 static void rig_open(rig *r, const char *model, stg_precision prec, const char *const *sets, int nsets, const rt_exec_opts *eo) {
     stg_err err;
     stg_load_opts o = {prec, sets, nsets};
     stg_optim_config oc = rig_optim.lr > 0 ? rig_optim : next_optim(1e-2, 1e-3, 2, 10);
     memset(r, 0, sizeof *r);
-    if (graph_load(model, &o, &r->g, &err) || graph_autodiff(r->g, &oc, &err) || graph_schedule(r->g, &err) ||
-        plan_build(r->g, NULL, &r->p, &err) || rt_backend_cpu_new(&r->b, &err) || rt_exec_new(r->g, r->p, r->b, eo, &r->e, &err))
+    if (graph_load(model, &o, &r->g, &err) || graph_autodiff(r->g, &oc, &err) ||
+        (rig_group && graph_group_matmuls(r->g, &err) < 0) || graph_schedule(r->g, &err) || plan_build(r->g, NULL, &r->p, &err) ||
+        rt_backend_cpu_new(&r->b, &err) || rt_exec_new(r->g, r->p, r->b, eo, &r->e, &err))
         fail_msg("%s", err.msg);
 }
 
@@ -127,6 +129,26 @@ static void check_plan_soundness(const char *model, const char *const *sets, int
 }
 
 static void test_plan_soundness_flash(void **state) { check_plan_soundness(MODEL("tiny.yaml"), small_lm, NSMALL); }
+
+// Grouped products (matmul_group) change nothing but the ops: 3 steps with and without them are
+// bitwise equal, and the grouped graph's plan is sound (own allocations, a NaN-poisoned arena).
+static void test_grouped_products(void **state) {
+    double loss[2][3];
+    float *params[2];
+    size_t nb[2];
+    rt_exec_opts eo = {.separate = false};
+    for (int grouped = 0; grouped < 2; grouped++) {
+        rig_group = grouped;
+        run_steps(MODEL("tiny.yaml"), small_lm, NSMALL, &eo, 3, loss[grouped], &params[grouped], &nb[grouped]);
+    }
+    assert_int_equal(nb[1], nb[0]);
+    assert_memory_equal(loss[1], loss[0], sizeof loss[0]);
+    assert_memory_equal(params[1], params[0], nb[0]);
+    for (int m = 0; m < 2; m++) free(params[m]);
+    rig_group = true;
+    check_plan_soundness(MODEL("tiny.yaml"), small_lm, NSMALL);
+    rig_group = false;
+}
 
 static void test_plan_soundness_naive(void **state) {
     const char *sets[NSMALL + 1];
@@ -398,6 +420,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_soundness_flash), cmocka_unit_test(test_plan_soundness_naive),
         cmocka_unit_test(test_plan_soundness_toy),   cmocka_unit_test(test_whole_model_gradcheck),
+        cmocka_unit_test(test_grouped_products),
         cmocka_unit_test(test_train_to_entropy),     cmocka_unit_test(test_resume_bitwise),
         cmocka_unit_test(test_bad_data),             cmocka_unit_test(test_bad_checkpoint),
         cmocka_unit_test(test_nonfinite_loss),

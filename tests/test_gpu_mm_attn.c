@@ -1,6 +1,7 @@
 // The CUDA matmul (cuBLASLt) and fused attention against the CPU reference: every ta/tb
 // combination, batched A with a 2-D B, batched B, grad_out (bf16 in, f32 out), linear with a 3-D
-// input, the model's large shapes, algorithms chosen by timing; attention forward and backward at the model's head dims and
+// input, the model's large shapes, algorithms chosen by timing, grouped products (matmul_group:
+// one pointer-array batched call); attention forward and backward at the model's head dims and
 // context lengths, f32 and bf16; two eager runs and a CUDA Graph replay bitwise equal.
 //
 // Each case builds a tiny graph twice (the device's precision, and f32 for the CPU), fills the
@@ -368,6 +369,77 @@ static void test_matmul_tuned(void **state) {
     cuda_free(tuned);
 }
 
+// matmul_group of n pairs of spec s's shapes (the second operand shared by every pair when
+// `shared`, as the q, k, v projections share their input), in the device's precision; on the plain
+// context and on one that times its algorithms.
+static void group_case(stg_precision prec, int n, const mm_spec *s, bool shared) {
+    pair p;
+    pair_open(&p, prec);
+    int in[2 * STG_MAX_OUT];
+    int b0 = shared ? pair_input(&p, "b", s->ndim_b, s->b) : -1;
+    for (int q = 0; q < n; q++) {
+        char na[8], nb[8];
+        snprintf(na, sizeof na, "a%d", q);
+        snprintf(nb, sizeof nb, "b%d", q);
+        in[2 * q] = pair_input(&p, na, s->ndim_a, s->a);
+        in[2 * q + 1] = shared ? b0 : pair_input(&p, nb, s->ndim_b, s->b);
+    }
+    stg_attrs a;
+    memset(&a, 0, sizeof a);
+    a.matmul.ta = s->ta;
+    a.matmul.tb = s->tb;
+    a.matmul.grad_out = s->grad_out;
+    int out[STG_MAX_OUT];
+    pair_op(&p, STG_OP_MATMUL_GROUP, in, 2 * n, &a, out);
+    rig r;
+    rig_open(&r, &p);
+    char what[128], sa[64], sb[64];
+    snprintf(what, sizeof what, "group of %d %s%s ta%d tb%d%s%s", n, graph_shape_str(&p.dev->t[in[0]], sa, sizeof sa),
+             graph_shape_str(&p.dev->t[in[1]], sb, sizeof sb), s->ta, s->tb, s->grad_out ? " grad_out" : "",
+             shared ? " shared" : "");
+    check_all(&r, what, prec == STG_PREC_BF16 ? 2e-2 : 1e-4);
+    cuda_mm_info info;
+    assert_int_equal(cuda_mm_describe(ctx, p.dev->nops - 1, &info), 0);
+    assert_int_equal(info.batch, n);
+    if (expect_tuned) assert_true(info.candidates > 1 && info.ms_pick > 0);
+    else assert_int_equal(info.candidates, 0);
+    rig_close(&r);
+    pair_close(&p);
+}
+
+static void group_cases(void) {
+    // the forward projections: x (B, T, in) · Wᵀ; the weight gradients: dyᵀ · x in f32
+    mm_spec fwd = {3, 2, {2, 36, 64}, {80, 64}, 0, 1, 0};
+    mm_spec wgrad = {2, 2, {72, 80}, {72, 64}, 1, 0, 1};
+    mm_spec odd = {2, 2, {37, 29}, {45, 29}, 0, 1, 0};
+    for (int n = 2; n <= 3; n++) {
+        group_case(STG_PREC_FP32, n, &fwd, true);
+        group_case(STG_PREC_BF16, n, &fwd, true);
+        group_case(STG_PREC_BF16, n, &wgrad, true);
+        group_case(STG_PREC_FP32, n, &odd, false);
+        group_case(STG_PREC_BF16, n, &odd, false);
+    }
+    if (!small_only) { // the 2.7B model's q, k, v weight gradients at ctx 256 (k = 1024 tokens)
+        mm_spec big = {2, 2, {1024, 2560}, {1024, 2560}, 1, 0, 1};
+        group_case(STG_PREC_BF16, 3, &big, true);
+    }
+}
+
+static void test_matmul_group(void **state) {
+    (void)state;
+    group_cases();
+    stg_cuda *plain = ctx, *tuned = NULL;
+    stg_err err;
+    stg_cuda_opts o = {.device = 0, .gemm_tune = true};
+    if (cuda_new(&o, &tuned, &err)) fail_msg("cuda_new: %s", err.msg);
+    ctx = tuned;
+    expect_tuned = true;
+    group_cases();
+    ctx = plain;
+    expect_tuned = false;
+    cuda_free(tuned);
+}
+
 // ---- attention --------------------------------------------------------------------------------
 
 // attention(q, k, v) -> (o, lse), then attention_bwd(q, k, v, o, lse, do) -> (dq, dk, dv).
@@ -602,6 +674,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_grad_out),
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_matmul_tuned),
+        cmocka_unit_test(test_matmul_group),
         cmocka_unit_test(test_attention_odd_shapes),
         cmocka_unit_test(test_attention_model_shapes),
         cmocka_unit_test(test_attention_bf16_tensor_cores),

@@ -44,8 +44,9 @@ static void rig_open_sets(rig *r, bool cuda, stg_precision prec, const char **se
     oc.warmup = 1;
     oc.cosine_steps = 5;
     memset(r, 0, sizeof *r);
-    if (graph_load(MODEL("tiny.yaml"), &o, &r->g, &err) || graph_autodiff(r->g, &oc, &err) || graph_schedule(r->g, &err) ||
-        plan_build(r->g, NULL, &r->p, &err))
+    // the GPU graph with grouped products, as `stg` builds it; the CPU reference without
+    if (graph_load(MODEL("tiny.yaml"), &o, &r->g, &err) || graph_autodiff(r->g, &oc, &err) ||
+        (cuda && graph_group_matmuls(r->g, &err) < 0) || graph_schedule(r->g, &err) || plan_build(r->g, NULL, &r->p, &err))
         fail_msg("%s", err.msg);
     int rc = cuda ? rt_backend_cuda_new(0, false, &r->b, &err) : rt_backend_cpu_new(&r->b, &err);
     if (rc || rt_exec_new(r->g, r->p, r->b, eo, &r->e, &err) || rt_exec_init_params(r->e, 3, &err) ||

@@ -368,13 +368,59 @@ static void test_include_error_position(void **state) {
     assert_non_null(strstr(err.msg, "768 / 7 is not an integer"));
 }
 
+// graph_group_matmuls on the small LM: per layer the q, k, v projections, w1 and w3, and the weight
+// gradients of each set become matmul_group ops (12 x 4 groups, 72 ops fewer), the forward ops stay
+// a prefix, every tensor keeps its producer, and the schedule and invariants hold; also with the
+// optimizer in backward and with data-parallel buckets.
+static void test_group_matmuls(void **state) {
+    for (int mode = 0; mode < 3; mode++) {
+        stg_load_opts o = {STG_PREC_BF16, NULL, 0};
+        stg_graph *g = NULL;
+        stg_err err;
+        if (graph_load(MODEL("cs336/small.yaml"), &o, &g, &err)) fail_msg("%s", err.msg);
+        stg_optim_config oc = graph_optim_defaults();
+        oc.in_backward = mode == 1;
+        oc.dp_world = mode == 2 ? 2 : 0;
+        if (graph_autodiff(g, &oc, &err)) fail_msg("autodiff: %s", err.msg);
+        int nops = g->nops, nfwd = g->n_fwd_ops;
+        assert_int_equal(graph_group_matmuls(g, &err), 48);
+        assert_int_equal(g->nops, nops - 72);
+        assert_int_equal(g->n_fwd_ops, nfwd - 36);
+        if (graph_schedule(g, &err)) fail_msg("schedule: %s", err.msg);
+        if (graph_validate(g, &err)) fail_msg("validate: %s", err.msg);
+        int groups[2][4] = {{0}}; // [phase][members - 2 + (1 for f32 outputs)]
+        for (int i = 0; i < g->nops; i++) {
+            const stg_op *op = &g->ops[i];
+            assert_int_equal(op->phase == STG_PHASE_FORWARD, i < g->n_fwd_ops);
+            for (int k = 0; k < op->n_out; k++) assert_int_equal(g->t[op->out[k]].producer, i);
+            if (op->kind != STG_OP_MATMUL_GROUP) continue;
+            assert_true(op->phase != STG_PHASE_OPTIMIZER);
+            assert_int_equal(op->n_in, 2 * op->n_out);
+            // the weight gradients are f32 (grad_out), the forward products bf16
+            assert_int_equal(op->a.matmul.grad_out, op->phase == STG_PHASE_BACKWARD);
+            for (int k = 0; k < op->n_out; k++)
+                assert_int_equal(g->t[op->out[k]].dtype, op->phase == STG_PHASE_BACKWARD ? STG_F32 : STG_BF16);
+            if (op->phase == STG_PHASE_BACKWARD)
+                for (int k = 0; k < op->n_out; k++) assert_int_equal(g->t[op->out[k]].cls, STG_CLASS_GRAD);
+            groups[op->phase == STG_PHASE_BACKWARD][op->n_out - 2]++;
+        }
+        assert_int_equal(groups[0][0], 12); // w1, w3
+        assert_int_equal(groups[0][1], 12); // q, k, v
+        assert_int_equal(groups[1][0], 12);
+        assert_int_equal(groups[1][1], 12);
+        // nothing left to group: a second pass finds none
+        assert_int_equal(graph_group_matmuls(g, &err), 0);
+        graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_param_counts),       cmocka_unit_test(test_autodiff_invariants),
         cmocka_unit_test(test_shapes_and_names),   cmocka_unit_test(test_naive_keeps_probabilities),
         cmocka_unit_test(test_toy),                cmocka_unit_test(test_bf16_dtypes),
         cmocka_unit_test(test_bad_input),          cmocka_unit_test(test_fold_add),
-        cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_missing_file),       cmocka_unit_test(test_group_matmuls),
         cmocka_unit_test(test_include_error_position), cmocka_unit_test(test_weight_decay_exemption),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

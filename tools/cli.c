@@ -97,6 +97,17 @@ int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
         m->optim.in_backward = true;
         return 1;
     }
+    if (strcmp(a, "--group-matmuls") == 0) {
+        const char *v = cli_value(argc, argv, i);
+        if (!v) return -1;
+        if (strcmp(v, "on") == 0) m->ungrouped = false;
+        else if (strcmp(v, "off") == 0) m->ungrouped = true;
+        else {
+            fprintf(stderr, "stg: --group-matmuls '%s': expected on or off\n", v);
+            return -1;
+        }
+        return 1;
+    }
     if (strcmp(a, "--memory-budget") == 0) {
         const char *v = cli_value(argc, argv, i);
         if (!v) return -1;
@@ -135,6 +146,14 @@ int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
     return 0;
 }
 
+// Everything between loading and planning: backward and optimizer (or the forward's classes),
+// grouped products, the schedule.
+static int cli_passes(const cli_model_opts *m, stg_graph *g, stg_err *err) {
+    if (m->train ? graph_autodiff(g, &m->optim, err) : (graph_classify(g), 0)) return -1;
+    if (!m->ungrouped && graph_group_matmuls(g, err) < 0) return -1;
+    return graph_schedule(g, err);
+}
+
 stg_graph *cli_build(const cli_model_opts *m) {
     const char *sets[CLI_MAX_SETS + 1];
     int n = 0;
@@ -147,8 +166,7 @@ stg_graph *cli_build(const cli_model_opts *m) {
         fprintf(stderr, "%s\n", err.msg);
         return NULL;
     }
-    if ((m->train && graph_autodiff(g, &m->optim, &err)) || (!m->train && (graph_classify(g), 0)) ||
-        graph_schedule(g, &err) || graph_validate(g, &err)) {
+    if (cli_passes(m, g, &err) || graph_validate(g, &err)) {
         fprintf(stderr, "%s: %s\n", m->model, err.msg);
         graph_free(g);
         return NULL;
@@ -302,8 +320,7 @@ static int64_t peak_with(const cli_model_opts *m, const char *dim, int64_t v) {
     stg_graph *g = NULL;
     stg_plan *p = NULL;
     int64_t peak = -1;
-    if (!graph_load(m2.model, &lo, &g, &err) && !(m2.train && graph_autodiff(g, &m2.optim, &err)) &&
-        !graph_schedule(g, &err) && !plan_build(g, NULL, &p, &err))
+    if (!graph_load(m2.model, &lo, &g, &err) && !cli_passes(&m2, g, &err) && !plan_build(g, NULL, &p, &err))
         peak = p->peak_bytes;
     plan_free(p);
     graph_free(g);

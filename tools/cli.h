@@ -25,6 +25,8 @@ typedef struct cli_model_opts {
     stg_optim_config optim;
     // --optimizer-in-backward sets optim.in_backward: each parameter's AdamW update runs as soon as
     // its gradient is final, clipping by the previous step's gradient norm.
+    // --group-matmuls off: no matmul_group ops (graph_group_matmuls), every product its own op
+    bool ungrouped;
     int64_t budget; // --memory-budget: bytes, 0 for none, -1 for auto (the device's free memory less a margin)
 } cli_model_opts;
 

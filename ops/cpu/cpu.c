@@ -180,9 +180,10 @@ static int cpu_linear_dims(const stg_graph *g, const stg_op *op, cpu_mm_dims *d,
     return 0;
 }
 
-// A (..., a0, a1), B (..., b0, b1) or (b0, b1) -> C (..., m, n) = op(A) op(B)
-static int cpu_matmul_dims(const stg_graph *g, const stg_op *op, cpu_mm_dims *d, stg_err *err) {
-    const stg_tensor *A = IN(g, op, 0), *B = IN(g, op, 1);
+// A (..., a0, a1), B (..., b0, b1) or (b0, b1) -> C (..., m, n) = op(A) op(B); A and B are inputs
+// 2p and 2p + 1 (p > 0: a pair of a matmul_group)
+static int cpu_pair_dims(const stg_graph *g, const stg_op *op, int p, cpu_mm_dims *d, stg_err *err) {
+    const stg_tensor *A = IN(g, op, 2 * p), *B = IN(g, op, 2 * p + 1);
     if (cpu_need_ndim(A, 2, err) || cpu_need_ndim(B, 2, err)) return -1;
     int ta = op->a.matmul.ta != 0, tb = op->a.matmul.tb != 0;
     int64_t a0 = A->shape[A->ndim - 2], a1 = A->shape[A->ndim - 1];
@@ -211,10 +212,20 @@ static int cpu_matmul_dims(const stg_graph *g, const stg_op *op, cpu_mm_dims *d,
     return 0;
 }
 
+static int cpu_matmul_dims(const stg_graph *g, const stg_op *op, cpu_mm_dims *d, stg_err *err) {
+    return cpu_pair_dims(g, op, 0, d, err);
+}
+
+// The product of pair p (inputs 2p, 2p + 1) into output p.
+static int cpu_mm_call_pair(const cpu_mm_dims *d, const stg_op *op, int p, void *const *data, void *scratch,
+                            size_t scratch_bytes, int f64, stg_err *err) {
+    return KCALL(f64, cpu_matmul, DIN(data, op, 2 * p), DIN(data, op, 2 * p + 1), DOUT(data, op, p), d->batch, d->m,
+                 d->n, d->k, d->ta, d->tb, d->b_batched, scratch, scratch_bytes, err);
+}
+
 static int cpu_mm_call(const cpu_mm_dims *d, const stg_op *op, void *const *data, void *scratch,
                        size_t scratch_bytes, int f64, stg_err *err) {
-    return KCALL(f64, cpu_matmul, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0), d->batch, d->m,
-                 d->n, d->k, d->ta, d->tb, d->b_batched, scratch, scratch_bytes, err);
+    return cpu_mm_call_pair(d, op, 0, data, scratch, scratch_bytes, f64, err);
 }
 
 static size_t cpu_mm_scratch(const cpu_mm_dims *d, int f64) {
@@ -253,6 +264,17 @@ static int run_matmul(const stg_graph *g, const stg_op *op, void *const *data, v
 static size_t scratch_matmul(const stg_graph *g, const stg_op *op, int f64) {
     cpu_mm_dims d = {0};
     return cpu_matmul_dims(g, op, &d, NULL) ? 0 : cpu_mm_scratch(&d, f64);
+}
+
+// matmul_group: each pair's product, one after another (the pairs have equal shapes).
+static int run_matmul_group(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                            size_t scratch_bytes, int f64, stg_err *err) {
+    for (int p = 0; p < op->n_out; p++) {
+        cpu_mm_dims d = {0};
+        if (cpu_pair_dims(g, op, p, &d, err) || cpu_mm_call_pair(&d, op, p, data, scratch, scratch_bytes, f64, err))
+            return -1;
+    }
+    return 0;
 }
 
 // x (..., D), w (D) -> y (..., D), rstd (rows)
@@ -584,6 +606,7 @@ static const cpu_scratch_fn cpu_scratchers[STG_OP_COUNT] = {
     [STG_OP_EMBEDDING_BWD] = scratch_embedding_bwd,
     [STG_OP_LINEAR] = scratch_linear,
     [STG_OP_MATMUL] = scratch_matmul,
+    [STG_OP_MATMUL_GROUP] = scratch_matmul, // pair 0's: every pair has its shapes
     [STG_OP_ATTENTION] = scratch_attention,
     [STG_OP_ATTENTION_BWD] = scratch_attention_bwd,
 };

@@ -118,6 +118,9 @@ static void cuda_release_prepared(stg_cuda *c) {
     if (c->scratch) cudaFree(c->scratch);
     c->scratch = NULL;
     c->scratch_bytes = 0;
+    if (c->mm_tab) cudaFree(c->mm_tab);
+    c->mm_tab = NULL;
+    c->mm_tab_bytes = 0;
     c->work = NULL;
     c->work_bytes = 0;
     c->adamw_table = NULL;
@@ -177,13 +180,15 @@ extern "C" double cuda_peak_tflops(const stg_cuda *c, stg_precision p) {
 }
 
 extern "C" size_t cuda_workspace_bytes(const stg_cuda *c) {
-    return c->lt_workspace_bytes + c->scratch_bytes + (CUDA_STREAMS - 1) * c->side_ws_bytes;
+    return c->lt_workspace_bytes + c->scratch_bytes + c->mm_tab_bytes + (CUDA_STREAMS - 1) * c->side_ws_bytes;
 }
 
 extern "C" int cuda_workspace_parts(const stg_cuda *c, const char **names, int64_t *bytes, int max) {
     static_assert(CUDA_STREAMS == 3, "the second name counts the side streams");
-    const char *nm[3] = {"cuBLASLt workspace, stream 0", "cuBLASLt workspaces, streams 1-2", "kernel scratch and optimizer tables"};
-    int64_t by[3] = {(int64_t)c->lt_workspace_bytes, (int64_t)((CUDA_STREAMS - 1) * c->side_ws_bytes), (int64_t)c->scratch_bytes};
+    const char *nm[3] = {"cuBLASLt workspace, stream 0", "cuBLASLt workspaces, streams 1-2",
+                         "kernel scratch, optimizer and matmul-group tables"};
+    int64_t by[3] = {(int64_t)c->lt_workspace_bytes, (int64_t)((CUDA_STREAMS - 1) * c->side_ws_bytes),
+                     (int64_t)(c->scratch_bytes + c->mm_tab_bytes)};
     int n = 0;
     for (int i = 0; i < 3 && n < max; i++) {
         names[n] = nm[i];
@@ -201,7 +206,11 @@ static size_t cuda_align256(size_t n) { return (n + 255) & ~(size_t)255; }
 typedef int (*cuda_prep_fn)(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err);
 
 static int prep_mm(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err) {
-    return cuda_mm_prepare(c, g, op, ptr, err);
+    // a matmul_group's address table: its slot in c->mm_tab, in op order
+    size_t at = 0;
+    for (int i = 0; i < op; i++) at += cuda_mm_table_bytes(g, i);
+    void *table = cuda_mm_table_bytes(g, op) ? (char *)c->mm_tab + at : NULL;
+    return cuda_mm_prepare(c, g, op, ptr, table, err);
 }
 
 static int prep_attention(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err) {
@@ -230,6 +239,7 @@ static const struct {
 } cuda_preparers[] = {
     {STG_OP_LINEAR, prep_mm},
     {STG_OP_MATMUL, prep_mm},
+    {STG_OP_MATMUL_GROUP, prep_mm},
     {STG_OP_RMSNORM_BWD, prep_norm_bwd},
     {STG_OP_LAYERNORM_BWD, prep_norm_bwd},
     {STG_OP_ATTENTION, prep_attention},
@@ -256,8 +266,16 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
     c->nops = g->nops;
 
     bool any_mm = false;
-    for (int i = 0; i < g->nops; i++)
-        any_mm |= g->ops[i].kind == STG_OP_MATMUL || g->ops[i].kind == STG_OP_LINEAR;
+    size_t tab = 0;
+    for (int i = 0; i < g->nops; i++) {
+        stg_op_kind k = g->ops[i].kind;
+        any_mm |= k == STG_OP_MATMUL || k == STG_OP_LINEAR || k == STG_OP_MATMUL_GROUP;
+        tab += cuda_mm_table_bytes(g, i);
+    }
+    if (tab) {
+        CUDA_CHECK(err, cudaMalloc(&c->mm_tab, tab));
+        c->mm_tab_bytes = tab;
+    }
     if (any_mm) {
         size_t ws = cuda_mm_workspace_bytes();
         if (ws) {
@@ -331,6 +349,10 @@ extern "C" int cuda_run_matmul(stg_cuda *c, const stg_graph *g, int op, void *co
     return cuda_mm_run(c, g, op, ptr, err);
 }
 
+extern "C" int cuda_run_matmul_group(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return cuda_mm_run(c, g, op, ptr, err);
+}
+
 extern "C" int cuda_run_attention(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     return cuda_attention_run(c, g, op, ptr, c->work, err);
 }
@@ -385,6 +407,7 @@ extern "C" int cuda_op_lane(const stg_graph *g, int op) {
     // (norm and embedding backward, attention backward, the loss) is one buffer.
     case STG_OP_LINEAR:
     case STG_OP_MATMUL:
+    case STG_OP_MATMUL_GROUP:
     case STG_OP_EMBEDDING:
     case STG_OP_RMSNORM:
     case STG_OP_LAYERNORM:

@@ -61,8 +61,12 @@ typedef struct cuda_mm_plan cuda_mm_plan;
 // of the elements one block covers per loop trip (CUDA_OPTIM_THREADS x 4 x the unroll), so only an
 // entry's last chunk has a remainder. Large chunks amortise each block's table lookup and constants.
 #define CUDA_OPTIM_THREADS 256
+#ifndef CUDA_NORM_CHUNK // (settable at build time for measurements)
 #define CUDA_NORM_CHUNK 65536
+#endif
+#ifndef CUDA_ADAMW_CHUNK
 #define CUDA_ADAMW_CHUNK 8192
+#endif
 
 // One input of a global_norm op.
 typedef struct cuda_norm_entry {
@@ -110,6 +114,8 @@ struct stg_cuda {
     size_t lt_workspace_bytes;
     void *scratch;           // kernels' scratch (reductions, attention row statistics, tables)
     size_t scratch_bytes;
+    void *mm_tab;            // the matmul_group ops' address tables (cuda_mm_table_bytes each)
+    size_t mm_tab_bytes;
     // per-op state built by cuda_prepare (indexed by op id; NULL/0 where unused)
     cuda_mm_plan **mm;       // (nops) matmul plans
     int nops;
@@ -166,12 +172,15 @@ int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, size_t *t
 STG_OP_LIST(CUDA_X_RUNNER_DECL)
 #undef CUDA_X_RUNNER_DECL
 
-// ---- ops/cuda/matmul.cu: MATMUL and LINEAR through cuBLASLt -------------------------------------
+// ---- ops/cuda/matmul.cu: MATMUL, LINEAR and MATMUL_GROUP through cuBLASLt -------------------------------------
 // Builds c->mm[op] for a MATMUL or LINEAR op: layouts, the matmul descriptor (bf16 in and out with
 // fp32 compute; fp32 with TF32 only when c->tf32; fp32 output for grad_out), the algorithm from the
 // heuristic (cached by shape across ops), using c->lt_workspace; with c->gemm_tune the fastest of
 // the heuristic's first answers, timed on the op's tensors in ptr (NULL: the heuristic's first).
-int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
+// MATMUL_GROUP: one batched product over its pairs through tables of addresses, written from ptr
+// into `table` (device memory of cuda_mm_table_bytes; ignored by the other kinds).
+int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, stg_err *err);
+size_t cuda_mm_table_bytes(const stg_graph *g, int op); // 0 but for MATMUL_GROUP
 void cuda_mm_free(cuda_mm_plan *p);
 size_t cuda_mm_plan_workspace(const cuda_mm_plan *p); // the workspace its algorithm needs
 size_t cuda_mm_workspace_bytes(void); // the cuBLASLt workspace to allocate

@@ -14,6 +14,10 @@
 // algorithm accepts: without ta the batch folds into m (A's rows are contiguous); with ta it is
 // rejected (the registry's gradient rules never emit it).
 //
+// MATMUL_GROUP: the products of its pairs (equal shapes, each one matrix product) as one cuBLASLt
+// call in pointer-array batch mode: the operands stay where the plan put them, and a table of
+// their addresses (device memory, c->mm_tab, written before capture) is what cuBLASLt reads.
+//
 // Everything is chosen by cuda_mm_prepare before capture; cuda_mm_run only enqueues
 // cublasLtMatmul on c->stream with c->lt_workspace: no allocation, no synchronisation.
 //
@@ -48,6 +52,7 @@ typedef struct mm_key {
     int64_t rows_b, cols_b, ld_b; // cuBLASLt's B layout (our A)
     int64_t ld_c;
     int64_t batch, stride_a, stride_b, stride_c; // elements
+    int ptr_array;                // matmul_group: batch products through tables of pointers
 } mm_key;
 
 // The algorithm chosen for a key, and how (tuned: the candidate chosen, in the heuristic's order, of
@@ -65,7 +70,13 @@ struct cuda_mm_plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc; // cuBLASLt's A (our B), B (our A), C = D (our C)
     mm_choice ch;
-    int in0, in1, out;                 // tensor ids: our A, our B, our C
+    int in0, in1, out;                 // tensor ids: our A, our B, our C (a group: its first pair's)
+    // matmul_group: its tensors and the address tables cuBLASLt reads, host copy and device
+    // (tab[0 .. n) its A = our Bs, [n, 2n) its B = our As, [2n, 3n) C, [3n, 4n) D = our outputs)
+    int npairs;
+    int ins[2 * STG_MAX_OUT], outs[STG_MAX_OUT];
+    const void *htab[4 * STG_MAX_OUT];
+    void **dtab;
 };
 
 size_t cuda_mm_workspace_bytes(void) { return MM_WORKSPACE_BYTES; }
@@ -90,20 +101,22 @@ static int mm_dtype(const stg_graph *g, const stg_op *op, int t, int *out, stg_e
     }
 }
 
-// The key of op `id` of g: shapes, ops, strides and types in cuBLASLt's terms.
-static int mm_key_of(const stg_cuda *c, const stg_graph *g, int id, mm_key *key, stg_err *err) {
+// The key of pair p of op `id` of g (inputs 2p, 2p + 1, output p; p 0 for matmul and linear):
+// shapes, ops, strides and types in cuBLASLt's terms.
+static int mm_key_of(const stg_cuda *c, const stg_graph *g, int id, int p, mm_key *key, stg_err *err) {
     const stg_op *op = &g->ops[id];
-    if (op->kind != STG_OP_MATMUL && op->kind != STG_OP_LINEAR)
+    if (op->kind != STG_OP_MATMUL && op->kind != STG_OP_LINEAR && op->kind != STG_OP_MATMUL_GROUP)
         return stg_errf(err, "cuda matmul: op %d is %s, not matmul or linear", id, ops_name(op->kind));
-    const stg_tensor *A = &g->t[op->in[0]], *B = &g->t[op->in[1]], *C = &g->t[op->out[0]];
+    int ia = op->in[2 * p], ib = op->in[2 * p + 1], ic = op->out[p];
+    const stg_tensor *A = &g->t[ia], *B = &g->t[ib], *C = &g->t[ic];
     int ta = 0, tb = 1; // LINEAR: x · Wᵀ
-    if (op->kind == STG_OP_MATMUL) {
+    if (op->kind != STG_OP_LINEAR) {
         ta = op->a.matmul.ta != 0;
         tb = op->a.matmul.tb != 0;
     }
     memset(key, 0, sizeof *key);
     int at, bt, ct;
-    if (mm_dtype(g, op, op->in[0], &at, err) || mm_dtype(g, op, op->in[1], &bt, err) || mm_dtype(g, op, op->out[0], &ct, err))
+    if (mm_dtype(g, op, ia, &at, err) || mm_dtype(g, op, ib, &bt, err) || mm_dtype(g, op, ic, &ct, err))
         return -1;
     if (at != bt || (at == CUDA_R_32F && ct != CUDA_R_32F))
         return stg_errf_at(err, op->loc, "%s: dtypes %s · %s -> %s are not supported (f32 or bf16 inputs, bf16 -> f32 allowed)",
@@ -121,7 +134,7 @@ static int mm_key_of(const stg_cuda *c, const stg_graph *g, int id, mm_key *key,
         b0 = B->shape[0];
         b1 = B->shape[1];
     } else {
-        if (A->ndim < 2 || B->ndim < 2) return stg_errf_at(err, op->loc, "matmul: operands need 2 or more dims");
+        if (A->ndim < 2 || B->ndim < 2) return stg_errf_at(err, op->loc, "%s: operands need 2 or more dims", ops_name(op->kind));
         a0 = A->shape[A->ndim - 2];
         a1 = A->shape[A->ndim - 1];
         b0 = B->shape[B->ndim - 2];
@@ -168,13 +181,18 @@ static int mm_key_of(const stg_cuda *c, const stg_graph *g, int id, mm_key *key,
 }
 
 static int mm_layout(cublasLtMatrixLayout_t *l, int type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
-                     int64_t stride, stg_err *err) {
+                     int64_t stride, int ptr_array, stg_err *err) {
     CUBLAS_CHECK(err, cublasLtMatrixLayoutCreate(l, (cudaDataType_t)type, (uint64_t)rows, (uint64_t)cols, ld));
     if (batch > 1) {
         int32_t bc = (int32_t)batch;
         CUBLAS_CHECK(err, cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc));
-        CUBLAS_CHECK(err, cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                           sizeof stride));
+        if (ptr_array) {
+            cublasLtBatchMode_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+            CUBLAS_CHECK(err, cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof mode));
+        } else {
+            CUBLAS_CHECK(err, cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                               sizeof stride));
+        }
     }
     return 0;
 }
@@ -186,9 +204,9 @@ static int mm_build(cuda_mm_plan *p, stg_err *err) {
     int32_t ta = k->trans_a, tb = k->trans_b;
     CUBLAS_CHECK(err, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     CUBLAS_CHECK(err, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    if (mm_layout(&p->la, k->a_type, k->rows_a, k->cols_a, k->ld_a, k->batch, k->stride_a, err) ||
-        mm_layout(&p->lb, k->a_type, k->rows_b, k->cols_b, k->ld_b, k->batch, k->stride_b, err) ||
-        mm_layout(&p->lc, k->c_type, k->m, k->n, k->ld_c, k->batch, k->stride_c, err))
+    if (mm_layout(&p->la, k->a_type, k->rows_a, k->cols_a, k->ld_a, k->batch, k->stride_a, k->ptr_array, err) ||
+        mm_layout(&p->lb, k->a_type, k->rows_b, k->cols_b, k->ld_b, k->batch, k->stride_b, k->ptr_array, err) ||
+        mm_layout(&p->lc, k->c_type, k->m, k->n, k->ld_c, k->batch, k->stride_c, k->ptr_array, err))
         return -1;
     return 0;
 }
@@ -336,7 +354,48 @@ static int mm_search(stg_cuda *c, cuda_mm_plan *p, const void *x, const void *w,
     return 0;
 }
 
-int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+size_t cuda_mm_table_bytes(const stg_graph *g, int op) {
+    const stg_op *o = &g->ops[op];
+    return o->kind == STG_OP_MATMUL_GROUP ? ((4 * (size_t)o->n_out * sizeof(void *) + 255) & ~(size_t)255) : 0;
+}
+
+// A matmul_group's key (its first pair's, batched over the pairs through pointer tables) and its
+// tables, written to `dtab` (device memory of cuda_mm_table_bytes) from ptr.
+static int mm_group_setup(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *dtab, cuda_mm_plan *p,
+                          stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    if (o->n_out < 2 || o->n_out > STG_MAX_OUT || o->n_in != 2 * o->n_out)
+        return stg_errf(err, "matmul_group: %d inputs for %d outputs", o->n_in, o->n_out);
+    p->npairs = o->n_out;
+    for (int q = 0; q < o->n_out; q++) {
+        mm_key kq;
+        if (mm_key_of(c, g, op, q, &kq, err)) return -1;
+        if (kq.batch != 1)
+            return stg_errf_at(err, o->loc, "matmul_group: pair %d is a batch of %lld products; each pair must be one", q,
+                               (long long)kq.batch);
+        if (q == 0) p->key = kq;
+        else if (memcmp(&kq, &p->key, sizeof kq) != 0)
+            return stg_errf_at(err, o->loc, "matmul_group: pair %d differs from the first in shape or type", q);
+        p->ins[2 * q] = o->in[2 * q];
+        p->ins[2 * q + 1] = o->in[2 * q + 1];
+        p->outs[q] = o->out[q];
+    }
+    p->key.batch = o->n_out;
+    p->key.ptr_array = 1;
+    if (!ptr || !dtab) return stg_errf(err, "matmul_group: prepared without the tensors' addresses");
+    int n = o->n_out;
+    for (int q = 0; q < n; q++) {
+        p->htab[q] = ptr[o->in[2 * q + 1]];  // cuBLASLt's A: our B
+        p->htab[n + q] = ptr[o->in[2 * q]];  // its B: our A
+        p->htab[2 * n + q] = ptr[o->out[q]]; // C (beta 0: not read) and D
+        p->htab[3 * n + q] = ptr[o->out[q]];
+    }
+    p->dtab = (void **)dtab;
+    CUDA_CHECK(err, cudaMemcpy(dtab, p->htab, 4 * (size_t)n * sizeof(void *), cudaMemcpyHostToDevice));
+    return 0;
+}
+
+int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, stg_err *err) {
     if (op < 0 || op >= g->nops) return stg_errf(err, "cuda matmul: no op %d", op);
     if (!c->mm || op >= c->nops) return stg_errf(err, "cuda matmul: the context has no plan slot for op %d", op);
     cuda_mm_plan *p = (cuda_mm_plan *)calloc(1, sizeof *p);
@@ -345,7 +404,8 @@ int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, s
     p->in0 = o->in[0];
     p->in1 = o->in[1];
     p->out = o->out[0];
-    if (mm_key_of(c, g, op, &p->key, err) || mm_build(p, err)) {
+    if ((o->kind == STG_OP_MATMUL_GROUP ? mm_group_setup(c, g, op, ptr, table, p, err) : mm_key_of(c, g, op, 0, &p->key, err)) ||
+        mm_build(p, err)) {
         cuda_mm_free(p);
         return stg_err_prefix(err, "%s (op %d)", ops_name(o->kind), op);
     }
@@ -355,8 +415,9 @@ int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, s
     p->ch.ms_first = p->ch.ms_pick = -1.0f;
     if (same) {
         p->ch = same->ch;
-    } else if (mm_search(c, p, ptr ? ptr[o->in[0]] : NULL, ptr ? ptr[o->in[1]] : NULL,
-                         ptr && o->n_in == 3 ? ptr[o->in[2]] : NULL, ptr ? ptr[o->out[0]] : NULL, err)) {
+    } else if (p->npairs ? mm_search(c, p, p->dtab + p->npairs, p->dtab, NULL, p->dtab + 3 * p->npairs, err)
+                         : mm_search(c, p, ptr ? ptr[o->in[0]] : NULL, ptr ? ptr[o->in[1]] : NULL,
+                                     ptr && o->n_in == 3 ? ptr[o->in[2]] : NULL, ptr ? ptr[o->out[0]] : NULL, err)) {
         cuda_mm_free(p);
         return stg_err_prefix(err, "%s (op %d)", ops_name(o->kind), op);
     }
@@ -375,6 +436,17 @@ int cuda_mm_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_e
         return stg_errf(err, "cuda matmul: op %d needs %zu workspace bytes, the context has %zu", op, p->ch.ws_bytes,
                         c->lt_workspace_bytes);
     const float one = 1.0f, zero = 0.0f;
+    if (p->npairs) { // the tables hold the addresses the op's tensors had when it was prepared
+        int n = p->npairs;
+        for (int q = 0; q < n; q++)
+            if (o->n_out != n || p->htab[q] != ptr[o->in[2 * q + 1]] || p->htab[n + q] != ptr[o->in[2 * q]] ||
+                p->htab[3 * n + q] != ptr[o->out[q]])
+                return stg_errf(err, "cuda matmul: matmul_group op %d runs on other tensors than it was prepared for", op);
+        CUBLAS_CHECK(err, cublasLtMatmul(c->lt, p->desc, &one, p->dtab, p->la, p->dtab + n, p->lb, &zero, p->dtab + 2 * n, p->lc,
+                                         p->dtab + 3 * n, p->lc, &p->ch.algo, c->lt_workspace, c->lt_workspace_bytes,
+                                         c->stream));
+        return 0;
+    }
     // cuBLASLt's A is our B, its B our A; D is our output, C the addend (a third input, beta 1) or
     // the output itself with beta 0 (not read).
     const void *cc = o->n_in == 3 ? ptr[o->in[2]] : ptr[p->out];

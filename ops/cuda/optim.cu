@@ -797,12 +797,12 @@ extern "C" int cuda_optim_bench(stg_cuda *c, int64_t n, int reps, cuda_optim_ben
             int (*fn)(stg_cuda *, const bench_bufs *, cuda_adamw_entry *, int, int64_t, int, double *, stg_err *);
             int64_t chunk;
         } av[] = {
-            {"adamw U=2 cs chunk 8192 (used)", bench_adamw<2, true>, 8192},
-            {"adamw U=1 cs chunk 8192", bench_adamw<1, true>, 8192},
-            {"adamw U=4 cs chunk 8192", bench_adamw<4, true>, 8192},
-            {"adamw U=2 plain chunk 8192", bench_adamw<2, false>, 8192},
+            {"adamw U=2 cs chunk 2048 (used)", bench_adamw<2, true>, 2048},
+            {"adamw U=1 cs chunk 2048", bench_adamw<1, true>, 2048},
+            {"adamw U=4 cs chunk 4096", bench_adamw<4, true>, 4096},
+            {"adamw U=2 plain chunk 2048", bench_adamw<2, false>, 2048},
+            {"adamw U=2 cs chunk 8192", bench_adamw<2, true>, 8192},
             {"adamw U=2 cs chunk 32768", bench_adamw<2, true>, 32768},
-            {"adamw U=2 cs chunk 2048", bench_adamw<2, true>, 2048},
         };
         struct {
             const char *name;

@@ -61,10 +61,14 @@ extern "C" int cuda_run_lr_schedule(stg_cuda *c, const stg_graph *g, int op, voi
 
 // ---- tables -----------------------------------------------------------------------------------------
 
-// The tuned configuration (cuda_optim_bench times the others).
+// The tuned configuration (cuda_optim_bench times the others; the unrolls settable at build time).
+#ifndef NORM_UNROLL
 #define NORM_UNROLL 4
+#endif
 #define NORM_CS true
+#ifndef ADAMW_UNROLL
 #define ADAMW_UNROLL 2
+#endif
 #define ADAMW_CS true
 
 template <int U, bool CS>

@@ -31,6 +31,7 @@ static const char *usage =
     "       [--streams N]   graph mode: spread independent ops over at most N streams (default: all; 1: one)\n"
     "       [--memory-budget BYTES|auto]  recompute activations so the step fits\n"
     "       [--optimizer-in-backward]  each AdamW update runs once its gradient is final (clipping by the last step's norm)\n"
+    "       [--group-matmuls on|off]  products of equal shapes sharing an operand as one batched call (default on)\n"
     "       [--real-init]   (default: parameters filled on the device with a constant; timing does not depend on them)\n";
 
 static double now_ms(void) {

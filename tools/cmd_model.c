@@ -168,7 +168,7 @@ int cmd_memreport(int argc, char **argv) {
     mem_ctx c = {NULL, STG_REPORT_TEXT, false, NULL, 0, 0, 80.0};
     if (parse_model_cmd(argc, argv, &m, mem_extra, &c,
                         " [--mode train|forward] [--format text|md|json|svg] [-o FILE] [--device cuda] [--memory-budget BYTES|auto]"
-                        " [--optimizer-in-backward] [--world N [--zero 0|1|2|3] [--device-memory GIB]]"))
+                        " [--optimizer-in-backward] [--group-matmuls on|off] [--world N [--zero 0|1|2|3] [--device-memory GIB]]"))
         return 2;
     m.train = !c.forward;
     c.zero = m.optim.dp_zero; // --zero is a model option (cli_model_arg)

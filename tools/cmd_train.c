@@ -95,6 +95,7 @@ static int optim_arg(cli_model_opts *m, int argc, char **argv, int *i) {
 static const char *train_usage =
     "usage: stg train MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
     "       [--exec graph|eager] [--tf32] [--gemm-tune on|off] [--memory-budget BYTES|auto] [--optimizer-in-backward]\n"
+    "       [--group-matmuls on|off]\n"
     "       [--data FILE.bin|.npy] [--val FILE] [--val-every N] [--val-batches N] [--steps N] [--lr X] [--min-lr X]\n"
     "       [--warmup N] [--cosine-steps N] [--weight-decay X] [--no-decay-norms-embeddings] [--clip X] [--seed N]\n"
     "       [--log FILE.jsonl] [--ckpt DIR] [--ckpt-every N] [--resume] [--init FILE.safetensors] [--markov-k K]\n";

@@ -341,14 +341,21 @@ static void test_linear(void **state) {
 // The same products on a context that chooses algorithms by timing (gemm_tune): the candidates run
 // on the rig's tensors while it prepares, then the outputs are poisoned and the chosen algorithm
 // must still agree with the CPU.
-static void test_matmul_tuned(void **state) {
-    (void)state;
+// Runs cases() on a context that times its algorithms (then the plain one again).
+static void on_tuned_context(void (*cases)(void)) {
     stg_cuda *plain = ctx, *tuned = NULL;
     stg_err err;
     stg_cuda_opts o = {.device = 0, .gemm_tune = true};
     if (cuda_new(&o, &tuned, &err)) fail_msg("cuda_new: %s", err.msg);
     ctx = tuned;
     expect_tuned = true;
+    cases();
+    ctx = plain;
+    expect_tuned = false;
+    cuda_free(tuned);
+}
+
+static void tuned_cases(void) {
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             mm_spec s = {2, 2, {ta ? 56 : 72, ta ? 72 : 56}, {tb ? 88 : 56, tb ? 56 : 88}, ta, tb, 0};
@@ -364,9 +371,11 @@ static void test_matmul_tuned(void **state) {
         mm_spec s3 = {2, 2, {800, 6400}, {800, 1600}, 1, 0, 1};
         mm_case(STG_PREC_BF16, STG_OP_MATMUL, &s3);
     }
-    ctx = plain;
-    expect_tuned = false;
-    cuda_free(tuned);
+}
+
+static void test_matmul_tuned(void **state) {
+    (void)state;
+    on_tuned_context(tuned_cases);
 }
 
 // matmul_group of n pairs of spec s's shapes (the second operand shared by every pair when
@@ -428,16 +437,7 @@ static void group_cases(void) {
 static void test_matmul_group(void **state) {
     (void)state;
     group_cases();
-    stg_cuda *plain = ctx, *tuned = NULL;
-    stg_err err;
-    stg_cuda_opts o = {.device = 0, .gemm_tune = true};
-    if (cuda_new(&o, &tuned, &err)) fail_msg("cuda_new: %s", err.msg);
-    ctx = tuned;
-    expect_tuned = true;
-    group_cases();
-    ctx = plain;
-    expect_tuned = false;
-    cuda_free(tuned);
+    on_tuned_context(group_cases);
 }
 
 // ---- attention --------------------------------------------------------------------------------

@@ -15,6 +15,8 @@
 #include "runtime/cuda/backend_cuda.h"
 #endif
 
+static int cli_on_off(int argc, char **argv, int *i, const char *opt, bool *on);
+
 void cli_model_opts_init(cli_model_opts *m) {
     memset(m, 0, sizeof *m);
     m->precision = STG_PREC_FP32;
@@ -97,16 +99,11 @@ int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
         m->optim.in_backward = true;
         return 1;
     }
-    if (strcmp(a, "--group-matmuls") == 0) {
-        const char *v = cli_value(argc, argv, i);
-        if (!v) return -1;
-        if (strcmp(v, "on") == 0) m->ungrouped = false;
-        else if (strcmp(v, "off") == 0) m->ungrouped = true;
-        else {
-            fprintf(stderr, "stg: --group-matmuls '%s': expected on or off\n", v);
-            return -1;
-        }
-        return 1;
+    bool on;
+    int r = cli_on_off(argc, argv, i, "--group-matmuls", &on);
+    if (r) {
+        if (r > 0) m->ungrouped = !on;
+        return r;
     }
     if (strcmp(a, "--memory-budget") == 0) {
         const char *v = cli_value(argc, argv, i);
@@ -252,17 +249,20 @@ int cli_dist_join(rt_dist *d, struct rt_backend *b) {
 
 struct rt_backend *cli_open_backend(const char *name, stg_precision prec, unsigned cuda) { return cli_open_backend_at(name, prec, cuda, 0); }
 
-int cli_gemm_tune_arg(int argc, char **argv, int *i, bool *on) {
-    if (strcmp(argv[*i], "--gemm-tune") != 0) return 0;
+// Option `opt` with the value on or off at argv[*i]: 1 consumed (*on set), 0 another option, -1 bad.
+static int cli_on_off(int argc, char **argv, int *i, const char *opt, bool *on) {
+    if (strcmp(argv[*i], opt) != 0) return 0;
     const char *v = cli_value(argc, argv, i);
     if (!v) return -1;
     if (strcmp(v, "on") && strcmp(v, "off")) {
-        fprintf(stderr, "stg: --gemm-tune '%s': expected on or off\n", v);
+        fprintf(stderr, "stg: %s '%s': expected on or off\n", opt, v);
         return -1;
     }
     *on = strcmp(v, "on") == 0;
     return 1;
 }
+
+int cli_gemm_tune_arg(int argc, char **argv, int *i, bool *on) { return cli_on_off(argc, argv, i, "--gemm-tune", on); }
 
 struct rt_backend *cli_open_backend_at(const char *name, stg_precision prec, unsigned cuda, int device) {
     stg_err err;

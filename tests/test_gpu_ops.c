@@ -494,6 +494,13 @@ static void test_norms(void **state) {
         {"rmsnorm_bwd + addend odd (3, 70, 1001)", STG_OP_RMSNORM_BWD, 5,
          {ACT(G_NORMAL, 1, 3, 70, 1001), PRM(G_NORMAL, 1, 1001), GRD(G_POS, 0, 3, 70), ACT(G_NORMAL, 1, 3, 70, 1001),
           ACT(G_NORMAL, 2, 3, 70, 1001)}, a},
+        // more rows than one wave of blocks holds: blocks of 10 and 11 rows on an H100
+        {"rmsnorm_bwd + addend (4, 1030, 2560)", STG_OP_RMSNORM_BWD, 5,
+         {ACT(G_NORMAL, 1, 4, 1030, 2560), PRM(G_NORMAL, 1, 2560), GRD(G_POS, 0, 4, 1030), ACT(G_NORMAL, 1, 4, 1030, 2560),
+          ACT(G_NORMAL, 2, 4, 1030, 2560)}, a},
+        {"layernorm_bwd + addend (3, 1100, 768)", STG_OP_LAYERNORM_BWD, 5,
+         {ACT(G_NORMAL, 1, 3, 1100, 768), PRM(G_NORMAL, 1, 768), GRD(G_STATS, 0, 3, 1100, 2), ACT(G_NORMAL, 1, 3, 1100, 768),
+          ACT(G_NORMAL, 2, 3, 1100, 768)}, a},
         {"layernorm_bwd + addend (2, 200, 1600)", STG_OP_LAYERNORM_BWD, 5,
          {ACT(G_NORMAL, 1, 2, 200, 1600), PRM(G_NORMAL, 1, 1600), GRD(G_STATS, 0, 2, 200, 2), ACT(G_NORMAL, 1, 2, 200, 1600),
           ACT(G_NORMAL, 2, 2, 200, 1600)}, a},

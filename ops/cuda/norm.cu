@@ -452,6 +452,34 @@ __global__ void __launch_bounds__(NORM_BWD_THREADS) norm_bwd_vec_kernel(const T 
     }
 }
 
+// Blocks (partial groups) for a backward row kernel: at most NORM_PARTS and at most want, and with
+// NORM_ONE_WAVE at most what the device runs at once, so there is no second, mostly empty wave (2.7B
+// at ctx 1024: 512 blocks where 396 fit took 1.3 waves, 43.0 us; one wave of 396, 36.1 us; docs/PERF.md).
+// oc caches the kernel's blocks per multiprocessor for
+// one block shape (the caller keeps one per kernel; the GPU model is one per process).
+typedef struct norm_occ {
+    int threads, blocks;
+    size_t smem;
+} norm_occ;
+#ifndef NORM_ONE_WAVE
+#define NORM_ONE_WAVE 1
+#endif
+template <typename K>
+static int norm_grid(stg_cuda *c, K kernel, int threads, size_t smem, int64_t want, norm_occ &oc, int64_t *parts,
+                     stg_err *err) {
+    if (NORM_ONE_WAVE && (oc.blocks == 0 || oc.threads != threads || oc.smem != smem)) {
+        int n = 0;
+        CUDA_CHECK(err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+        oc.threads = threads, oc.smem = smem, oc.blocks = n < 1 ? 1 : n;
+    }
+    const int occ = oc.blocks;
+    int64_t n = want < NORM_PARTS ? want : NORM_PARTS;
+    const int64_t wave = (int64_t)occ * (c->sm_count > 0 ? c->sm_count : 1);
+    if (NORM_ONE_WAVE && n > wave) n = wave;
+    *parts = n < 1 ? 1 : n;
+    return 0;
+}
+
 // One block per row: g = dy w, xhat = (x - mean) rs;
 // rmsnorm dx = rs (g - xhat mean(g xhat)); layernorm dx = rs (g - mean(g) - xhat mean(g xhat));
 // plus add (the optional addend) when not NULL. dx may alias dy: the row is fully read (the
@@ -494,17 +522,25 @@ static int norm_bwd_launch(stg_cuda *c, const stg_graph *g, const stg_op *o, voi
     T *dx = (T *)ptr[o->out[0]];
     const T *add = o->n_in == 5 ? (const T *)ptr[o->in[4]] : NULL; // the addend (registry: addend_in 4)
     void *dw = ptr[o->out[1]], *db = LN ? ptr[o->out[2]] : NULL;
+    const bool aligned = cu_aligned(xp, 16) && cu_aligned(dy, 16) && cu_aligned(dx, 16) && cu_aligned(w, 16) &&
+                         cu_aligned(part, 16) && (!add || cu_aligned(add, 16));
     int threads = 0, vpt = norm_vpt<T>(D, NORM_BWD_THREADS, &threads);
-    if (vpt && cu_aligned(xp, 16) && cu_aligned(dy, 16) && cu_aligned(dx, 16) && cu_aligned(w, 16) &&
-        cu_aligned(part, 16) && (!add || cu_aligned(add, 16))) {
+    if (vpt && aligned) {
+        static norm_occ occ[NORM_VPT_MAX + 1];
         // One pass: dx and the partial sums together (each thread reads its dy before writing dx).
-        unsigned grid = (unsigned)parts;
-        if (vpt == 1)
-            norm_bwd_vec_kernel<T, 1, LN><<<grid, threads, 0, c->stream>>>(xp, w, wb, st, sb, dy, add, dx, part, rows, D, parts);
-        else if (vpt == 2)
-            norm_bwd_vec_kernel<T, 2, LN><<<grid, threads, 0, c->stream>>>(xp, w, wb, st, sb, dy, add, dx, part, rows, D, parts);
-        else
-            norm_bwd_vec_kernel<T, 4, LN><<<grid, threads, 0, c->stream>>>(xp, w, wb, st, sb, dy, add, dx, part, rows, D, parts);
+#define NORM_VEC_CASE(V)                                                                                          \
+    case V:                                                                                                       \
+        if (norm_grid(c, norm_bwd_vec_kernel<T, V, LN>, threads, 0, rows, occ[V], &parts, err))                 \
+            return -1;                                                                                            \
+        norm_bwd_vec_kernel<T, V, LN><<<(unsigned)parts, threads, 0, c->stream>>>(xp, w, wb, st, sb, dy, add, dx, \
+                                                                                  part, rows, D, parts);          \
+        break;
+        switch (vpt) {
+            NORM_VEC_CASE(1)
+            NORM_VEC_CASE(2)
+            NORM_VEC_CASE(4)
+        }
+#undef NORM_VEC_CASE
         CUDA_LAUNCH_CHECK(err, "norm_bwd_vec_kernel");
         norm_dw_final_kernel<LN><<<(unsigned)((D + 31) / 32), 1024, 0, c->stream>>>(part, dw, dwb, db, dbb, D, parts);
         CUDA_LAUNCH_CHECK(err, "norm_dw_final_kernel");

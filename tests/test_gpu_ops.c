@@ -521,6 +521,8 @@ static void test_rope_mask_softmax(void **state) {
         {"rope (1, 1024, 4, 80)", STG_OP_ROPE, 1, {ACT(G_NORMAL, 1, 1, 1024, 4, 80)}, r},
         {"rope inverse (2, 1024, 2, 80)", STG_OP_ROPE, 1, {ACT(G_NORMAL, 1, 2, 1024, 2, 80)}, ri},
         {"rope (4, 512, 12, 64)", STG_OP_ROPE, 1, {ACT(G_NORMAL, 1, 4, 512, 12, 64)}, r},
+        // 2.7B's heads: a position's vectors in 2 (bf16) or 3 (fp32) chunks, up to 4 vectors a thread
+        {"rope inverse (4, 96, 32, 80)", STG_OP_ROPE, 1, {ACT(G_NORMAL, 1, 4, 96, 32, 80)}, ri},
         {"rope odd head (2, 30, 3, 6)", STG_OP_ROPE, 1, {ACT(G_NORMAL, 1, 2, 30, 3, 6)}, ri},
         {"causal_mask (2, 3, 200, 200)", STG_OP_CAUSAL_MASK, 1, {ACT(G_NORMAL, 1, 2, 3, 200, 200)}, m},
         {"causal_mask fill 0 (3, 100, 200)", STG_OP_CAUSAL_MASK, 1, {ACT(G_NORMAL, 1, 3, 100, 200)}, m0},

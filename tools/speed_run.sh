@@ -4,6 +4,7 @@
 # per shape) for the given sizes, then the table (tools/speed_table.py). Run it once per group of
 # sizes, each call holding both sides of its rows, when one call cannot hold them all.
 # Usage: tools/speed_run.sh STG OUTDIR SIZE[,SIZE...]   (peer/torch_lm.py copied from ../shared/peers)
+# STG_OPTS, when set, is added to every stg bench command (e.g. STG_OPTS='--gemm-tune on').
 set -u
 if [ $# -ne 3 ]; then echo "usage: tools/speed_run.sh STG OUTDIR SIZE[,SIZE...]" >&2; exit 2; fi
 stg=$1; out=$2; sizes=$3
@@ -13,11 +14,11 @@ for s in ${sizes//,/ }; do
 done
 [ -f peer/torch_lm.py ] || { echo "tools/speed_run.sh: peer/torch_lm.py missing (copy ../shared/peers/torch_lm.py there)" >&2; exit 2; }
 mkdir -p "$out" || exit 2
-date -u +"start %F %T UTC ($sizes)" >> "$out/log.txt"
+date -u +"start %F %T UTC ($sizes) stg options: ${STG_OPTS:-none}" >> "$out/log.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$out/log.txt" 2>&1
 for s in ${sizes//,/ }; do
   for c in 512 1024; do
-    "$stg" bench models/cs336/$s.yaml --set ctx=$c --precision bf16 --warmup 3 --iters 10 --json >> "$out/stg.jsonl" 2>> "$out/log.txt" ||
+    "$stg" bench models/cs336/$s.yaml --set ctx=$c --precision bf16 --warmup 3 --iters 10 --json ${STG_OPTS:-} >> "$out/stg.jsonl" 2>> "$out/log.txt" ||
       echo "{\"error\": \"failed\", \"model\": \"cs336-$s\", \"ctx\": $c}" >> "$out/stg.jsonl"
   done
 done

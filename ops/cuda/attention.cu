@@ -222,22 +222,26 @@ __global__ void __launch_bounds__(ATT_NT) att_fwd_kernel(const T *__restrict__ q
 
 // ---- backward ---------------------------------------------------------------------------------
 
-// Dsum (B, H, S) = sum_d do . o, one warp per (b, s, h) row.
+// Dsum (B, H, S) = sum_d do . o: one thread per (b, s, h) row, 16-byte loads (head dims are multiples
+// of 8 and the tensors 16-byte aligned: checked by att_shape_of), the sum in d order; 32-bit index
+// arithmetic (B S H < 2^31: checked there too). A warp per row, with its shuffles and 64-bit
+// division, took the 2.7B step 0.3-0.4 ms longer (docs/PERF.md).
 template <typename T>
-__global__ void att_bwd_dot_kernel(const T *__restrict__ o, const T *__restrict__ dout, float *__restrict__ Dsum, int B,
-                                   int S, int H, int D) {
-    const int64_t rows = (int64_t)B * S * H;
-    const int lane = threadIdx.x % 32;
-    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows;
-         r += (int64_t)gridDim.x * blockDim.x / 32) {
-        const T *a = o + r * D, *g = dout + r * D;
+__global__ void att_bwd_dot_kernel(const T *__restrict__ o, const T *__restrict__ dout, float *__restrict__ Dsum,
+                                       int rows, int S, int H, int D) {
+    constexpr int N = 16 / (int)sizeof(T);
+    for (int r = (int)(blockIdx.x * blockDim.x + threadIdx.x); r < rows; r += (int)(gridDim.x * blockDim.x)) {
+        const uint4 *a = (const uint4 *)(o + (int64_t)r * D), *g = (const uint4 *)(dout + (int64_t)r * D);
         float acc = 0.0f;
-        for (int d = lane; d < D; d += 32) acc = fmaf(att_to_float(a[d]), att_to_float(g[d]), acc);
-        acc = att_warp_sum(acc);
-        if (lane == 0) {
-            int64_t hh = r % H, s = (r / H) % S, bb = r / ((int64_t)H * S);
-            Dsum[(bb * H + hh) * S + s] = acc;
+#pragma unroll 4
+        for (int v = 0; v < D / N; v++) {
+            const uint4 x = a[v], y = g[v];
+            const T *ex = (const T *)&x, *ey = (const T *)&y;
+#pragma unroll
+            for (int e = 0; e < N; e++) acc = fmaf(att_to_float(ex[e]), att_to_float(ey[e]), acc);
         }
+        const int hh = r % H, t = r / H, sq = t % S, bb = t / S;
+        Dsum[((int64_t)bb * H + hh) * S + sq] = acc;
     }
 }
 
@@ -447,7 +451,8 @@ static int att_shape_of(const stg_graph *g, int id, void *const *ptr, att_shape 
     if (Dh <= 0 || Dh > 128 || Dh % 8)
         return stg_errf_at(err, op->loc, "%s: head dim %lld is not supported on CUDA (a multiple of 8 up to 128)",
                            ops_name(op->kind), (long long)Dh);
-    if (q->shape[0] > 65535 || q->shape[2] > 65535 || q->shape[1] > INT32_MAX / 2)
+    if (q->shape[0] > 65535 || q->shape[2] > 65535 || q->shape[1] > INT32_MAX / 2 ||
+        q->shape[0] * q->shape[1] * q->shape[2] >= INT32_MAX)
         return stg_errf_at(err, op->loc, "%s: shape of '%s' too large for the CUDA kernel", ops_name(op->kind), q->name);
     for (int i = 0; i < op->n_in; i++)
         if ((uintptr_t)ptr[op->in[i]] % 16)
@@ -1086,8 +1091,8 @@ static int att_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, con
     const float *lse = (const float *)ptr[op->in[4]];
     T *dq = (T *)ptr[op->out[0]], *dk = (T *)ptr[op->out[1]], *dv = (T *)ptr[op->out[2]];
     int64_t rows = (int64_t)s->B * s->S * s->H;
-    unsigned nb = cuda_blocks(c, rows, 8); // 8 warps (rows) per 256-thread block
-    att_bwd_dot_kernel<T><<<nb, 256, 0, c->stream>>>(o, dout, Dsum, s->B, s->S, s->H, s->D);
+    att_bwd_dot_kernel<T><<<cuda_blocks(c, rows, 256), 256, 0, c->stream>>>(o, dout, Dsum, (int)rows, s->S, s->H,
+                                                                           s->D);
     CUDA_LAUNCH_CHECK(err, "attention backward (do . o)");
     if constexpr (sizeof(T) == 2) {
         return s->D == DP ? att_tc_bwd_launch<DP, false>(c, s, ptr, op, Dsum, err)

@@ -344,7 +344,9 @@ __global__ void norm_dw_final_kernel(const float *part, void *dw, int dwb, void 
 // rows (p + 1) / parts) in order; per row it computes dx as norm_dx_kernel does (plus add, the
 // optional addend, when not NULL) and adds dy xhat (and dy) of its columns into registers, then
 // writes its partial sums part[p][d].
-#define NORM_BWD_THREADS 256
+#ifndef NORM_BWD_THREADS
+#define NORM_BWD_THREADS 256 // most threads a backward row block may have (settable for measurements)
+#endif
 template <typename T, int VPT, bool LN>
 __global__ void __launch_bounds__(NORM_BWD_THREADS) norm_bwd_vec_kernel(const T *x, const void *w, int wb, const void *st, int sb, const T *dy, const T *add, T *dx,
                                     float *part, int64_t rows, int64_t D, int64_t parts) {

@@ -30,21 +30,29 @@ __global__ void rope_kernel(const T *x, T *y, int64_t S, int64_t H, int64_t Dh, 
     }
 }
 
+// The offset of vector q (of the outer-index-major vectors of position s).
+__device__ __forceinline__ int64_t rope_off(int q, int nvr, int N, int64_t S, int64_t s, int64_t HD) {
+    const int row = q / nvr;
+    return ((int64_t)row * S + s) * HD + (int64_t)(q - row * nvr) * N;
+}
+
 // Vectorised: blocks (position s, chunk): each block covers a chunk of the vectors of every outer
 // index at position s and builds that position's cos/sin table in shared memory. The angle p theta^(-2k/Dh) is formed and reduced modulo 2 pi in double, then
 // sincosf (full-range fp32, ~1 ulp) of the reduced angle: the same accuracy as double sincos
 // rounded to float, at a fraction of the cost. Needs Dh % N == 0 and 16-byte aligned x, y; each
 // thread's first vector is loaded before the table is built (its latency overlaps the table).
+// 32-bit index arithmetic (a position's vectors fit an int: checked by the launch); with 64-bit
+// division and remainder the kernel took 22.0 us at 2.7B's q against 20.8 (docs/PERF.md).
 template <typename T>
-__global__ void __launch_bounds__(256) rope_vec_kernel(const T *x, T *y, int64_t outer, int64_t S, int64_t HD, int Dh,
+__global__ void __launch_bounds__(256) rope_vec_kernel(const T *x, T *y, int outer, int64_t S, int64_t HD, int Dh,
                                                         double log_theta, double sign) {
     extern __shared__ float cs[]; // (Dh/2, 2) cos, sin
     const int N = CU_VEC<T>::N;
-    int64_t s = blockIdx.x;
-    int64_t nvr = HD / N, total = outer * nvr;
-    int64_t q = (int64_t)blockIdx.y * blockDim.x + threadIdx.x, q0 = q, stride = (int64_t)gridDim.y * blockDim.x;
+    const int64_t s = blockIdx.x;
+    const int nvr = (int)(HD / N), total = outer * nvr;
+    const int q0 = (int)(blockIdx.y * blockDim.x + threadIdx.x), stride = (int)(gridDim.y * blockDim.x);
     float v[N];
-    if (q < total) cu_load16(x + ((q / nvr) * S + s) * HD + (q % nvr) * N, v);
+    if (q0 < total) cu_load16(x + rope_off(q0, nvr, N, S, s, HD), v);
     int half = Dh / 2;
     for (int k = threadIdx.x; k < half; k += blockDim.x) {
         double a = (double)s * exp(-2.0 * (double)k / (double)Dh * log_theta);
@@ -57,11 +65,11 @@ __global__ void __launch_bounds__(256) rope_vec_kernel(const T *x, T *y, int64_t
         cs[2 * k + 1] = (float)sign * sn;
     }
     __syncthreads();
-    for (; q < total; q += stride) {
-        int64_t row = q / nvr, c = q % nvr;
-        int64_t off = (row * S + s) * HD + c * N;
+    for (int q = q0; q < total; q += stride) {
+        const int row = q / nvr, c = q - row * nvr;
+        const int64_t off = ((int64_t)row * S + s) * HD + (int64_t)c * N;
         if (q != q0) cu_load16(x + off, v);
-        int k0 = (int)((c * N) % Dh) / 2;
+        const int k0 = (c % (Dh / N)) * (N / 2);
         float o[N];
 #pragma unroll
         for (int j = 0; j < N / 2; j++) {
@@ -91,7 +99,8 @@ extern "C" int cuda_run_rope(stg_cuda *c, const stg_graph *g, int op, void *cons
     if (smem > 48 * 1024) return stg_errf(err, "head dim %lld is too large for the rope kernel", (long long)Dh);
     double lt = log(o->a.rope.theta), sign = o->a.rope.inverse ? -1.0 : 1.0;
     int N = b ? 8 : 4;
-    if (Dh % N == 0 && cu_aligned(ptr[o->in[0]], 16) && cu_aligned(ptr[o->out[0]], 16) && S > 0) {
+    if (Dh % N == 0 && cu_aligned(ptr[o->in[0]], 16) && cu_aligned(ptr[o->out[0]], 16) && S > 0 &&
+        rows / S * (H * Dh / N) + (int64_t)256 * 65535 < INT32_MAX) {
         int64_t outer = rows / S, total = outer * (H * Dh / N);
         int vt = 256;
         int64_t chunks = (total + vt - 1) / vt;
@@ -99,10 +108,10 @@ extern "C" int cuda_run_rope(stg_cuda *c, const stg_graph *g, int op, void *cons
         dim3 grid((unsigned)S, (unsigned)chunks);
         if (b)
             rope_vec_kernel<bf16><<<grid, vt, smem, c->stream>>>(
-                (const bf16 *)ptr[o->in[0]], (bf16 *)ptr[o->out[0]], outer, S, H * Dh, (int)Dh, lt, sign);
+                (const bf16 *)ptr[o->in[0]], (bf16 *)ptr[o->out[0]], (int)outer, S, H * Dh, (int)Dh, lt, sign);
         else
             rope_vec_kernel<float><<<grid, vt, smem, c->stream>>>(
-                (const float *)ptr[o->in[0]], (float *)ptr[o->out[0]], outer, S, H * Dh, (int)Dh, lt, sign);
+                (const float *)ptr[o->in[0]], (float *)ptr[o->out[0]], (int)outer, S, H * Dh, (int)Dh, lt, sign);
         CUDA_LAUNCH_CHECK(err, "rope_vec_kernel");
         return 0;
     }

@@ -22,6 +22,8 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static double median_sorted(const double *v, int64_t n) { return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]); }
+
 static const char *usage =
     "usage: stg bench MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
     "       [--exec graph|eager] [--what forward|forward-backward|step[,...]] [--warmup N] [--iters N] [--tf32]\n"
@@ -354,7 +356,17 @@ int cmd_bench(int argc, char **argv) {
         for (int64_t i = 0; i < iters; i++) sq += (ms[i] - mean) * (ms[i] - mean);
         double sd = iters > 1 ? sqrt(sq / (double)(iters - 1)) : 0;
         qsort(ms, (size_t)iters, sizeof *ms, cmp_double);
-        double med = iters % 2 ? ms[iters / 2] : 0.5 * (ms[iters / 2 - 1] + ms[iters / 2]);
+        double med = median_sorted(ms, iters);
+        // the host's time in each timed submit (graph: one launch; eager: every op's launch), median
+        double *hsort = malloc((size_t)iters * sizeof *hsort);
+        if (!hsort) {
+            fprintf(stderr, "stg bench: out of memory\n");
+            goto out;
+        }
+        memcpy(hsort, host + warmup, (size_t)iters * sizeof *hsort);
+        qsort(hsort, (size_t)iters, sizeof *hsort, cmp_double);
+        double hmed = median_sorted(hsort, iters);
+        free(hsort);
         // FLOPs: the graph's own count of what runs, and the peers' model-FLOPs convention
         // (6·params·tokens + 12·layers·batch·ctx²·d_model per step, /3 for forward, 2/3 for fwd+bwd).
         double gflops = 0;
@@ -393,12 +405,12 @@ int cmd_bench(int argc, char **argv) {
                    "\"batch\": %g, \"ctx\": %g, \"params\": %lld, \"warmup\": %lld, \"iters\": %lld, \"first_ms\": %.4f, \"mean_ms\": %.4f, "
                    "\"std_ms\": %.4f, \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"tokens_per_s\": %.1f, \"graph_flops\": %.6g, "
                    "\"model_flops\": %.6g, \"tflops\": %.2f, \"mfu\": %.4f, \"planned_bytes\": %lld, \"measured_bytes\": %lld, "
-                   "\"recomputed\": %d, \"extra_flops\": %.6g, \"bytes_after_runs\": %lld, \"backend_ms\": %.3f, \"setup_ms\": %.3f, \"times_ms\": ",
+                   "\"recomputed\": %d, \"extra_flops\": %.6g, \"bytes_after_runs\": %lld, \"backend_ms\": %.3f, \"setup_ms\": %.3f, \"submit_median_ms\": %.4f, \"times_ms\": ",
                    g->name, devname, stg_precision_name(g->precision), graph_option(g, "attention") ? graph_option(g, "attention") : "",
                    eager || !b->ops->capture_begin ? "eager" : "graph", what, f1 ? B : 0, f2 ? S : 0, (long long)graph_param_count(g), (long long)warmup,
                    (long long)iters, first_ms, mean, sd, med, ms[0], ms[iters - 1], tokens / (med * 1e-3), gflops, mflops, tflops,
                    peak > 0 ? tflops / peak : 0, (long long)p->peak_bytes, (long long)measured, brep.n_recomputed, brep.extra_flops,
-                   (long long)grown, backend_ms, setup_ms);
+                   (long long)grown, backend_ms, setup_ms, hmed);
             print_list(all, warmup + iters);
             printf(", \"submit_ms\": ");
             print_list(host, warmup + iters);
@@ -411,6 +423,9 @@ int cmd_bench(int argc, char **argv) {
                    f1 ? B : 0, f2 ? S : 0);
             printf("  %lld iterations after %lld warm-up (the first took %.2f ms)\n", (long long)iters, (long long)warmup, first_ms);
             printf("  time      mean %.3f ms +- %.3f, median %.3f, min %.3f, max %.3f\n", mean, sd, med, ms[0], ms[iters - 1]);
+            if (b->ops->capture_begin) // a device backend: the host only launches
+                printf("  host      %.3f ms to submit a step (median; %s)\n", hmed,
+                       eager ? "every op's launch: eager launch waits on the host when this nears the time" : "one graph launch");
             printf("  speed     %.0f tokens/s, %.1f TFLOP/s", tokens / (med * 1e-3), tflops);
             if (peak > 0) printf(" (MFU %.1f%% of %.0f)", 100 * tflops / peak, peak);
             printf("\n  memory    planned %.3f GiB", (double)p->peak_bytes / (1 << 30));

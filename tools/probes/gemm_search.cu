@@ -8,11 +8,9 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <time.h>
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("cuda %s line %d\n", cudaGetErrorString(e_), __LINE__); exit(1); } } while (0)
-#define BK(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) { printf("cublas %d line %d\n", (int)s_, __LINE__); exit(1); } } while (0)
+
+#include "probe.cuh"
 
 static cublasLtHandle_t lt;
 static void *ws;
@@ -38,8 +36,6 @@ static void *A, *B, *C;
 static double timed(const cublasLtMatmulAlgo_t *algo) {
     const float one = 1, zero = 0;
     const int n = 20;
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
     if (cublasLtMatmul(lt, d, &one, A, la, B, lb, &zero, C, lc, C, lc, algo, ws, wsb, st) != CUBLAS_STATUS_SUCCESS) return -1;
     if (cudaStreamSynchronize(st) != cudaSuccess) {
         printf("a configuration failed on the device\n");
@@ -47,26 +43,7 @@ static double timed(const cublasLtMatmulAlgo_t *algo) {
     }
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
     for (int i = 0; i < n; i++) cublasLtMatmul(lt, d, &one, A, la, B, lb, &zero, C, lc, C, lc, algo, ws, wsb, st);
-    CK(cudaStreamEndCapture(st, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    float best = 1e9;
-    for (int r = 0; r < 4; r++) {
-        float t;
-        CK(cudaEventRecord(a, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(b, st));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&t, a, b));
-        if (r > 0 && t < best) best = t;
-    }
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    return best * 1e3 / n;
+    return probe_replay(st, 1, 3).best * 1e3 / n;
 }
 
 static int cfg(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t at) {

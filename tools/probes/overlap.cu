@@ -10,10 +10,8 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <stdio.h>
-#include <stdlib.h>
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("cuda %s line %d\n", cudaGetErrorString(e_), __LINE__); exit(1); } } while (0)
-#define BK(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) { printf("cublas %d line %d\n", (int)s_, __LINE__); exit(1); } } while (0)
+
+#include "probe.cuh"
 typedef __nv_bfloat16 bf16;
 enum { L = 12, T = 512, D = 768, F = 3072, PARTS = L + 1 };
 static const long long NP = 128625408;
@@ -92,8 +90,6 @@ static void adamw_part(cudaStream_t s, int mode, int nsm, long long lo, long lon
 }
 // what: 1 forward, 2 adamw, 3 both at once, 4 chained
 static float timed(int what, int mode, int nsm, cudaStream_t s0, cudaStream_t s1, cudaEvent_t *ev) {
-    cudaGraph_t gr;
-    cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(s0, cudaStreamCaptureModeGlobal));
     CK(cudaEventRecord(ev[0], s0));
     CK(cudaStreamWaitEvent(s1, ev[0], 0));
@@ -112,29 +108,7 @@ static float timed(int what, int mode, int nsm, cudaStream_t s0, cudaStream_t s1
     if (what == 4) CK(cudaStreamWaitEvent(s0, ev[PARTS], 0));
     CK(cudaEventRecord(ev[PARTS + 1], s1));
     CK(cudaStreamWaitEvent(s0, ev[PARTS + 1], 0));
-    CK(cudaStreamEndCapture(s0, &gr));
-    CK(cudaGraphInstantiate(&ge, gr, 0));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 5; i++) CK(cudaGraphLaunch(ge, s0));
-    float best = 1e9, sum = 0;
-    const int n = 30;
-    for (int i = 0; i < n; i++) {
-        float t;
-        CK(cudaEventRecord(a, s0));
-        CK(cudaGraphLaunch(ge, s0));
-        CK(cudaEventRecord(b, s0));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&t, a, b));
-        sum += t;
-        if (t < best) best = t;
-    }
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(gr));
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    return sum / n;
+    return probe_replay(s0, 5, 30).mean;
 }
 
 int main(void) {

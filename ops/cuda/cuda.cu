@@ -132,6 +132,10 @@ static void cuda_release_prepared(stg_cuda *c) {
     c->norm_host = NULL;
     free(c->norm_first);
     c->norm_first = NULL;
+    free(c->rope_keys);
+    c->rope_keys = NULL;
+    c->n_rope = 0;
+    c->rope_tab = NULL;
     c->n_adamw = 0;
     c->n_norm = 0;
     c->norm_blocks = 0;
@@ -186,7 +190,7 @@ extern "C" size_t cuda_workspace_bytes(const stg_cuda *c) {
 extern "C" int cuda_workspace_parts(const stg_cuda *c, const char **names, int64_t *bytes, int max) {
     static_assert(CUDA_STREAMS == 3, "the second name counts the side streams");
     const char *nm[3] = {"cuBLASLt workspace, stream 0", "cuBLASLt workspaces, streams 1-2",
-                         "kernel scratch, optimizer and matmul-group tables"};
+                         "kernel scratch; optimizer, matmul-group, rope tables"};
     int64_t by[3] = {(int64_t)c->lt_workspace_bytes, (int64_t)((CUDA_STREAMS - 1) * c->side_ws_bytes),
                      (int64_t)(c->scratch_bytes + c->mm_tab_bytes)};
     int n = 0;
@@ -316,9 +320,12 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
     if (cuda_optim_plan(c, g, ptr, &table_bytes, &norm_work, err)) return -1;
     if (norm_work > work) work = norm_work;
 
+    size_t rope_bytes = 0;
+    if (cuda_rope_plan(c, g, &rope_bytes, err)) return -1;
     size_t adamw_bytes = cuda_align256(sizeof(cuda_adamw_entry) * (size_t)c->n_adamw);
     size_t norm_bytes = cuda_align256(sizeof(cuda_norm_entry) * (size_t)c->n_norm);
-    size_t total = adamw_bytes + norm_bytes + cuda_align256(work);
+    rope_bytes = cuda_align256(rope_bytes);
+    size_t total = adamw_bytes + norm_bytes + rope_bytes + cuda_align256(work);
     (void)table_bytes;
     if (total) {
         CUDA_CHECK(err, cudaMalloc(&c->scratch, total));
@@ -326,7 +333,8 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
         char *base = (char *)c->scratch;
         c->adamw_table = c->n_adamw ? base : NULL;
         c->norm_table = c->n_norm ? base + adamw_bytes : NULL;
-        c->work = work ? base + adamw_bytes + norm_bytes : NULL;
+        c->rope_tab = c->n_rope ? base + adamw_bytes + norm_bytes : NULL;
+        c->work = work ? base + adamw_bytes + norm_bytes + rope_bytes : NULL;
         c->work_bytes = work;
         c->norm_partials = c->n_norm ? c->work : NULL;
         if (c->n_adamw)
@@ -335,6 +343,7 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
         if (c->n_norm)
             CUDA_CHECK(err, cudaMemcpy(c->norm_table, c->norm_host, sizeof(cuda_norm_entry) * (size_t)c->n_norm,
                                        cudaMemcpyHostToDevice));
+        if (c->n_rope && cuda_rope_fill(c, err)) return -1;
     }
     return 0;
 }

@@ -141,6 +141,19 @@ struct stg_cuda {
     cuda_norm_entry *norm_host; // host copy of the global-norm tables
     int *norm_first;         // (2 nops): [0, nops) the first table entry of each global_norm op, -1
                              // for other ops; [nops, 2 nops) the AdamW entry of each adamw op, -1 else
+    // the rope ops' cos/sin tables (device memory inside scratch), one per (positions, head dim,
+    // theta), built by cuda_prepare (ops/cuda/rope.cu)
+    struct cuda_rope_key *rope_keys;
+    int n_rope;
+    void *rope_tab;
+};
+
+// A rope table: float2 (cos, sin) [S][Dh / 2] at byte `off` of c->rope_tab.
+struct cuda_rope_key {
+    int64_t S;
+    int64_t Dh;
+    double theta;
+    size_t off;
 };
 
 // ---- shared host helpers (ops/cuda/cuda.cu) -----------------------------------------------------
@@ -160,6 +173,10 @@ unsigned cuda_blocks(const stg_cuda *c, int64_t n, int per_block);
 
 // Per-op scratch (bytes of c->work) of the kernel files' ops; 0 when the op needs none.
 size_t cuda_norm_bwd_work_bytes(const stg_graph *g, int op);      // ops/cuda/norm.cu
+// The rope tables the graph's rope ops need (c->rope_keys, c->n_rope) and their bytes; then, with
+// c->rope_tab set, their values (a kernel on c->stream). ops/cuda/rope.cu
+int cuda_rope_plan(stg_cuda *c, const stg_graph *g, size_t *bytes, stg_err *err);
+int cuda_rope_fill(stg_cuda *c, stg_err *err);
 size_t cuda_cross_entropy_work_bytes(const stg_graph *g, int op); // ops/cuda/loss.cu
 size_t cuda_embedding_bwd_work_bytes(const stg_graph *g, int op); // ops/cuda/embedding.cu (sort scratch)
 // Builds the global-norm and AdamW host tables from ptr (ops/cuda/optim.cu): sets norm_host,

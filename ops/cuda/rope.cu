@@ -1,8 +1,9 @@
 // Rotary position embedding over adjacent pairs (x[2k], x[2k+1]) (CS336), x (..., S, H, Dh).
-// One block per (outer, position) row of H*Dh elements: the block first computes the row's Dh/2
-// cos/sin pairs in double (the angle p * theta^(-2k/Dh) reaches ~1e3 radians at ctx 1024, past
-// fp32's accuracy), keeps them in shared memory, then rotates every pair of the row. Each thread
-// reads a pair before writing it, so y may alias x (in place).
+// The general kernel (head dims not a multiple of 8, unaligned tensors): one block per (outer,
+// position) row of H*Dh elements: the block first computes the row's Dh/2 cos/sin pairs in double
+// (the angle p * theta^(-2k/Dh) reaches ~1e3 radians at ctx 1024, past fp32's accuracy), keeps them
+// in shared memory, then rotates every pair of the row. Each thread reads a pair before writing it,
+// so y may alias x (in place); the same holds for the vectorised kernel below.
 #include "ops/cuda/common.cuh"
 
 template <typename T>
@@ -30,56 +31,106 @@ __global__ void rope_kernel(const T *x, T *y, int64_t S, int64_t H, int64_t Dh, 
     }
 }
 
-// The offset of vector q (of the outer-index-major vectors of position s).
-__device__ __forceinline__ int64_t rope_off(int q, int nvr, int N, int64_t S, int64_t s, int64_t HD) {
-    const int row = q / nvr;
-    return ((int64_t)row * S + s) * HD + (int64_t)(q - row * nvr) * N;
+// The angle p theta^(-2k/Dh) is formed and reduced modulo 2 pi in double, then sincosf (full-range
+// fp32, ~1 ulp) of the reduced angle: the same accuracy as double sincos rounded to float, at a
+// fraction of the cost.
+__device__ __forceinline__ float2 rope_cos_sin(int64_t s, int k, int Dh, double log_theta) {
+    double a = (double)s * exp(-2.0 * (double)k / (double)Dh * log_theta);
+    const double two_pi = 6.283185307179586476925286766559;
+    double n = rint(a * (1.0 / two_pi));
+    float r = (float)fma(-n, two_pi, a);
+    float sn, co;
+    sincosf(r, &sn, &co);
+    return make_float2(co, sn);
+}
+
+// tab[s][k] = (cos, sin) of position s, pair k: one table per (S, Dh, theta), built once when the
+// graph is prepared (before any capture), read by every rope op of that shape.
+__global__ void rope_table_kernel(float2 *tab, int64_t S, int Dh, double log_theta) {
+    const int half = Dh / 2;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < S * half; i += (int64_t)gridDim.x * blockDim.x)
+        tab[i] = rope_cos_sin(i / half, (int)(i % half), Dh, log_theta);
 }
 
 // Vectorised: blocks (position s, chunk): each block covers a chunk of the vectors of every outer
-// index at position s and builds that position's cos/sin table in shared memory. The angle p theta^(-2k/Dh) is formed and reduced modulo 2 pi in double, then
-// sincosf (full-range fp32, ~1 ulp) of the reduced angle: the same accuracy as double sincos
-// rounded to float, at a fraction of the cost. Needs Dh % N == 0 and 16-byte aligned x, y; each
-// thread's first vector is loaded before the table is built (its latency overlaps the table).
-// 32-bit index arithmetic (a position's vectors fit an int: checked by the launch); with 64-bit
-// division and remainder the kernel took 22.0 us at 2.7B's q against 20.8 (docs/PERF.md).
+// index at position s; each thread reads its vector's N/2 (cos, sin) pairs from the prepared table
+// (L2-resident: S Dh / 2 float2). Before the table there was one per block, built in shared memory
+// (a double exp and a sincosf per pair, a barrier): 21.6 us a call at 2.7B's q against 13.8 with the
+// table (ncu, one lease; docs/PERF.md).
+// Needs Dh % 8 == 0 (a table row is whole 32-byte pieces) and 16-byte aligned x, y. 32-bit index arithmetic (a position's vectors fit an
+// int: checked by the launch); with 64-bit division the kernel took 22.0 us at 2.7B's q against 20.8.
 template <typename T>
-__global__ void __launch_bounds__(256) rope_vec_kernel(const T *x, T *y, int outer, int64_t S, int64_t HD, int Dh,
-                                                        double log_theta, double sign) {
-    extern __shared__ float cs[]; // (Dh/2, 2) cos, sin
+__global__ void __launch_bounds__(256) rope_vec_kernel(const T *x, T *y, const float2 *__restrict__ tab, int outer, int64_t S,
+                                                        int64_t HD, int Dh, float sign) {
     const int N = CU_VEC<T>::N;
     const int64_t s = blockIdx.x;
-    const int nvr = (int)(HD / N), total = outer * nvr;
-    const int q0 = (int)(blockIdx.y * blockDim.x + threadIdx.x), stride = (int)(gridDim.y * blockDim.x);
-    float v[N];
-    if (q0 < total) cu_load16(x + rope_off(q0, nvr, N, S, s, HD), v);
-    int half = Dh / 2;
-    for (int k = threadIdx.x; k < half; k += blockDim.x) {
-        double a = (double)s * exp(-2.0 * (double)k / (double)Dh * log_theta);
-        const double two_pi = 6.283185307179586476925286766559;
-        double n = rint(a * (1.0 / two_pi));
-        float r = (float)fma(-n, two_pi, a);
-        float sn, co;
-        sincosf(r, &sn, &co);
-        cs[2 * k] = co;
-        cs[2 * k + 1] = (float)sign * sn;
-    }
-    __syncthreads();
-    for (int q = q0; q < total; q += stride) {
-        const int row = q / nvr, c = q - row * nvr;
-        const int64_t off = ((int64_t)row * S + s) * HD + (int64_t)c * N;
-        if (q != q0) cu_load16(x + off, v);
+    const int nvr = (int)(HD / N), total = outer * nvr, half = Dh / 2;
+    const float2 *row = tab + s * half;
+    for (int q = (int)(blockIdx.y * blockDim.x + threadIdx.x); q < total; q += (int)(gridDim.y * blockDim.x)) {
+        const int r = q / nvr, c = q - r * nvr;
+        const int64_t off = ((int64_t)r * S + s) * HD + (int64_t)c * N;
+        float v[N];
+        cu_load16(x + off, v);
         const int k0 = (c % (Dh / N)) * (N / 2);
+        float cs[N]; // (cos, sin) of pairs k0 .. k0 + N/2 - 1: N/2 float2, 8 N bytes, 16-byte aligned
+#pragma unroll
+        for (int j = 0; j < N / 4; j++) {
+            float4 t = __ldg((const float4 *)(row + k0) + j);
+            cs[4 * j] = t.x, cs[4 * j + 1] = t.y, cs[4 * j + 2] = t.z, cs[4 * j + 3] = t.w;
+        }
         float o[N];
 #pragma unroll
         for (int j = 0; j < N / 2; j++) {
-            float co = cs[2 * (k0 + j)], sn = cs[2 * (k0 + j) + 1];
+            float co = cs[2 * j], sn = sign * cs[2 * j + 1];
             float x0 = v[2 * j], x1 = v[2 * j + 1];
             o[2 * j] = x0 * co - x1 * sn;
             o[2 * j + 1] = x0 * sn + x1 * co;
         }
         cu_store16(y + off, o);
     }
+}
+
+// ---- the tables ---------------------------------------------------------------------------------
+
+static bool rope_vec_shape(const stg_graph *g, const stg_op *o, int64_t *S, int64_t *Dh) {
+    const stg_tensor *x = &g->t[o->in[0]];
+    if (x->ndim < 3) return false;
+    *S = x->shape[x->ndim - 3];
+    *Dh = x->shape[x->ndim - 1];
+    return *S > 0 && *Dh > 0 && *Dh % 8 == 0; // bf16 vectors of 8, fp32 of 4: the table's rows 32-byte multiples
+}
+
+static int rope_key_find(const stg_cuda *c, int64_t S, int64_t Dh, double theta) {
+    for (int i = 0; i < c->n_rope; i++)
+        if (c->rope_keys[i].S == S && c->rope_keys[i].Dh == Dh && c->rope_keys[i].theta == theta) return i;
+    return -1;
+}
+
+extern "C" int cuda_rope_plan(stg_cuda *c, const stg_graph *g, size_t *bytes, stg_err *err) {
+    *bytes = 0;
+    for (int i = 0; i < g->nops; i++) {
+        const stg_op *o = &g->ops[i];
+        int64_t S, Dh;
+        if (o->kind != STG_OP_ROPE || !rope_vec_shape(g, o, &S, &Dh) || rope_key_find(c, S, Dh, o->a.rope.theta) >= 0) continue;
+        struct cuda_rope_key *k = (struct cuda_rope_key *)realloc(c->rope_keys, sizeof *k * (size_t)(c->n_rope + 1));
+        if (!k) return stg_errf(err, "cuda: out of host memory for the rope tables");
+        c->rope_keys = k;
+        k[c->n_rope++] = (struct cuda_rope_key){S, Dh, o->a.rope.theta, *bytes};
+        *bytes += ((size_t)S * (size_t)(Dh / 2) * sizeof(float2) + 255) & ~(size_t)255; // 256-byte aligned tables
+    }
+    return 0;
+}
+
+extern "C" int cuda_rope_fill(stg_cuda *c, stg_err *err) {
+    for (int i = 0; i < c->n_rope; i++) {
+        const struct cuda_rope_key *k = &c->rope_keys[i];
+        int64_t n = k->S * (k->Dh / 2);
+        rope_table_kernel<<<cuda_blocks(c, n, 256), 256, 0, c->stream>>>((float2 *)((char *)c->rope_tab + k->off), k->S, (int)k->Dh,
+                                                                          log(k->theta));
+        CUDA_LAUNCH_CHECK(err, "rope_table_kernel");
+    }
+    CUDA_CHECK(err, cudaStreamSynchronize(c->stream)); // the tables are read from every stream
+    return 0;
 }
 
 extern "C" int cuda_run_rope(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
@@ -99,19 +150,22 @@ extern "C" int cuda_run_rope(stg_cuda *c, const stg_graph *g, int op, void *cons
     if (smem > 48 * 1024) return stg_errf(err, "head dim %lld is too large for the rope kernel", (long long)Dh);
     double lt = log(o->a.rope.theta), sign = o->a.rope.inverse ? -1.0 : 1.0;
     int N = b ? 8 : 4;
-    if (Dh % N == 0 && cu_aligned(ptr[o->in[0]], 16) && cu_aligned(ptr[o->out[0]], 16) && S > 0 &&
+    int64_t vS, vDh;
+    int key = rope_vec_shape(g, o, &vS, &vDh) ? rope_key_find(c, S, Dh, o->a.rope.theta) : -1;
+    if (key >= 0 && c->rope_tab && cu_aligned(ptr[o->in[0]], 16) && cu_aligned(ptr[o->out[0]], 16) &&
         rows / S * (H * Dh / N) + (int64_t)256 * 65535 < INT32_MAX) {
+        const float2 *tab = (const float2 *)((const char *)c->rope_tab + c->rope_keys[key].off);
         int64_t outer = rows / S, total = outer * (H * Dh / N);
         int vt = 256;
         int64_t chunks = (total + vt - 1) / vt;
         if (chunks > 65535) chunks = 65535;
         dim3 grid((unsigned)S, (unsigned)chunks);
         if (b)
-            rope_vec_kernel<bf16><<<grid, vt, smem, c->stream>>>(
-                (const bf16 *)ptr[o->in[0]], (bf16 *)ptr[o->out[0]], (int)outer, S, H * Dh, (int)Dh, lt, sign);
+            rope_vec_kernel<bf16><<<grid, vt, 0, c->stream>>>((const bf16 *)ptr[o->in[0]], (bf16 *)ptr[o->out[0]], tab,
+                                                              (int)outer, S, H * Dh, (int)Dh, (float)sign);
         else
-            rope_vec_kernel<float><<<grid, vt, smem, c->stream>>>(
-                (const float *)ptr[o->in[0]], (float *)ptr[o->out[0]], (int)outer, S, H * Dh, (int)Dh, lt, sign);
+            rope_vec_kernel<float><<<grid, vt, 0, c->stream>>>((const float *)ptr[o->in[0]], (float *)ptr[o->out[0]], tab,
+                                                               (int)outer, S, H * Dh, (int)Dh, (float)sign);
         CUDA_LAUNCH_CHECK(err, "rope_vec_kernel");
         return 0;
     }

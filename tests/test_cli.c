@@ -227,7 +227,22 @@ static void test_bench_json(void **s) {
         int n = 1; // count the list's elements: warm-up + timed
         for (const char *c = t + 13; *c && *c != ']'; c++) n += *c == ',';
         assert_int_equal(n, 5);
-        assert_non_null(strstr(line, "\"submit_ms\": ["));
+        // submit_median_ms: the median of the timed (not warm-up) submits, the last 3 of submit_ms
+        const char *sm = strstr(line, "\"submit_ms\": [");
+        const char *md = strstr(line, "\"submit_median_ms\": ");
+        assert_non_null(sm);
+        assert_non_null(md);
+        assert_true(!nl || (sm < nl && md < nl));
+        double v[5];
+        char *e = (char *)sm + 14;
+        for (int i = 0; i < 5; i++) {
+            v[i] = strtod(e, &e);
+            assert_true(*e == ',' || *e == ']');
+            e++;
+        }
+        double a = v[2], b = v[3], c = v[4];
+        double med = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+        assert_true(fabs(strtod(md + 20, NULL) - med) <= 1e-4);
         // the CPU backend holds nothing beside the plan: an empty, well-formed list closes the record
         const char *w = strstr(line, "\"workspace_bytes\": 0, \"workspaces\": {}}");
         assert_non_null(w);

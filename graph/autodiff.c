@@ -525,7 +525,7 @@ int graph_write_dot(const stg_graph *g, const char *path, stg_err *err) {
         const stg_tensor *x = &g->t[t];
         char sb[128];
         fprintf(f, "  t%d [shape=%s, label=\"%s\\n%s %s\"];\n", t, x->cls == STG_CLASS_PARAM ? "note" : "ellipse", x->name,
-                graph_shape_str(x, sb, sizeof sb), stg_dtype_name(x->dtype));
+                stg_shape_str(x, sb, sizeof sb), stg_dtype_name(x->dtype));
     }
     for (int o = 0; o < g->nops; o++) {
         const stg_op *op = &g->ops[o];

@@ -50,8 +50,8 @@ int graph_data_parallel(stg_graph *g, const stg_optim_config *oc, stg_err *err) 
         int64_t cap = nb == 0 && oc->dp_first_bucket_bytes > 0 ? oc->dp_first_bucket_bytes : oc->dp_bucket_bytes;
         int64_t bytes = 0;
         int n = 0;
-        while (i < np && (n == 0 || cap == 0 || bytes + graph_bytes(&g->t[it[i].grad]) <= cap)) {
-            bytes += graph_bytes(&g->t[it[i].grad]);
+        while (i < np && (n == 0 || cap == 0 || bytes + stg_bytes(&g->t[it[i].grad]) <= cap)) {
+            bytes += stg_bytes(&g->t[it[i].grad]);
             g->t[it[i].grad].group = group;
             in[n++] = it[i++].grad;
         }
@@ -107,7 +107,7 @@ void graph_dp_owners(const stg_graph *g, const stg_optim_config *oc, int *owner)
     }
     np = 0;
     for (int t = 0; t < g->nt; t++)
-        if (g->t[t].cls == STG_CLASS_PARAM) s[np++] = (dp_size){graph_numel(&g->t[t]), t};
+        if (g->t[t].cls == STG_CLASS_PARAM) s[np++] = (dp_size){stg_numel(&g->t[t]), t};
     qsort(s, (size_t)np, sizeof *s, cmp_size);
     for (int i = 0; i < np; i++) {
         int best = 0;

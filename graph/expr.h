@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "graph/err.h"
+#include "ops/base/err.h"
 
 // Resolves a name: returns 0 and sets *val when found, 1 when the name is unknown, -1 on an error
 // (already in err, e.g. a cycle between dims).

@@ -1090,7 +1090,7 @@ static int finish(L *l, const stg_load_opts *o) {
     if (expect_type(l, ld, l->loss, YAML_SCALAR_NODE, "'loss'")) return -1;
     sym *y = find_sym(l, sval(l->loss));
     if (!y) return stg_errf_at(l->err, node_loc(ld, l->loss), "loss '%s' is not defined by the graph", sval(l->loss));
-    if (graph_numel(&g->t[y->tensor]) != 1 || g->t[y->tensor].ndim != 0)
+    if (stg_numel(&g->t[y->tensor]) != 1 || g->t[y->tensor].ndim != 0)
         return stg_errf_at(l->err, node_loc(ld, l->loss), "loss '%s' must be a scalar, e.g. the output of cross_entropy", sval(l->loss));
     g->loss = y->tensor;
     g->n_fwd_ops = g->nops;

@@ -36,7 +36,7 @@ static int bad(stg_graph *g, int id, stg_err *err, const char *fmt, const char *
     return stg_errf_at(err, op->loc, "%s: %s", ops_name(op->kind), msg);
 }
 
-static const char *sh(const stg_tensor *t, char *buf) { return graph_shape_str(t, buf, 128); }
+static const char *sh(const stg_tensor *t, char *buf) { return stg_shape_str(t, buf, 128); }
 
 static int need_float(stg_graph *g, int id, int i, stg_err *err) {
     const stg_tensor *t = IN(g, id, i);
@@ -314,7 +314,7 @@ static int infer_reshape(stg_graph *g, int id, stg_err *err) {
         else if (r->shape[i] <= 0) return bad(g, id, err, "shape sizes must be positive (one may be -1)%s%s", NULL, NULL);
         else known *= r->shape[i];
     }
-    int64_t n = graph_numel(x);
+    int64_t n = stg_numel(x);
     if (infer_at >= 0) {
         if (known == 0 || n % known) return bad(g, id, err, "cannot infer the -1 dim for '%s'%s", x->name, NULL);
         r->shape[infer_at] = n / known;
@@ -374,7 +374,7 @@ static int infer_cross_entropy(stg_graph *g, int id, stg_err *err) {
 static int infer_cross_entropy_bwd(stg_graph *g, int id, stg_err *err) {
     if (check_targets(g, id, err)) return -1;
     const stg_tensor *x = IN(g, id, 0);
-    if (graph_numel(IN(g, id, 2)) != rows_of(x)) return bad(g, id, err, "log-sum-exp '%s' must have one value per row%s", IN(g, id, 2)->name, NULL);
+    if (stg_numel(IN(g, id, 2)) != rows_of(x)) return bad(g, id, err, "log-sum-exp '%s' must have one value per row%s", IN(g, id, 2)->name, NULL);
     copy_shape(OUT(g, id, 0), x, x->dtype);
     return 0;
 }
@@ -401,12 +401,12 @@ static int infer_allreduce(stg_graph *g, int id, stg_err *err) {
 static int infer_slot_norm(stg_graph *g, int id, stg_err *err) {
     const stg_tensor *sl = IN(g, id, 0), *n = IN(g, id, 1);
     if (sl->ndim != 1 || !is_float(sl->dtype)) return bad(g, id, err, "slots '%s' must be a float vector%s", sl->name, NULL);
-    if (graph_numel(n) != 1 || !is_float(n->dtype)) return bad(g, id, err, "norm '%s' must be a float scalar%s", n->name, NULL);
+    if (stg_numel(n) != 1 || !is_float(n->dtype)) return bad(g, id, err, "norm '%s' must be a float scalar%s", n->name, NULL);
     return 0;
 }
 
 static int infer_lr_schedule(stg_graph *g, int id, stg_err *err) {
-    if (graph_numel(IN(g, id, 0)) != 2 || !is_float(IN(g, id, 0)->dtype))
+    if (stg_numel(IN(g, id, 0)) != 2 || !is_float(IN(g, id, 0)->dtype))
         return bad(g, id, err, "schedule state '%s' must hold [steps done, lr]%s", IN(g, id, 0)->name, NULL);
     const stg_lr_attrs *a = &OP(g, id)->a.lr;
     if (!(a->lr >= 0 && a->min_lr >= 0 && a->warmup >= 0 && a->cosine_steps >= 0))
@@ -432,8 +432,8 @@ static int infer_adamw(stg_graph *g, int id, stg_err *err) {
         const stg_tensor *t = IN(g, id, i);
         if (!same_shape(p, t)) return bad(g, id, err, "'%s' must have the shape of parameter '%s'", t->name, p->name);
     }
-    if (graph_numel(IN(g, id, 4)) != 1) return bad(g, id, err, "norm '%s' must be a scalar%s", IN(g, id, 4)->name, NULL);
-    if (graph_numel(IN(g, id, 5)) != 2) return bad(g, id, err, "schedule state '%s' must hold [step, lr]%s", IN(g, id, 5)->name, NULL);
+    if (stg_numel(IN(g, id, 4)) != 1) return bad(g, id, err, "norm '%s' must be a scalar%s", IN(g, id, 4)->name, NULL);
+    if (stg_numel(IN(g, id, 5)) != 2) return bad(g, id, err, "schedule state '%s' must hold [step, lr]%s", IN(g, id, 5)->name, NULL);
     const stg_adamw_attrs *a = &op->a.adamw;
     if (!(a->beta1 >= 0 && a->beta1 < 1 && a->beta2 >= 0 && a->beta2 < 1 && a->eps > 0 && a->weight_decay >= 0 && a->max_norm >= 0))
         return bad(g, id, err, "hyperparameters out of range (0 <= beta < 1, eps > 0, weight decay >= 0, clip >= 0)%s%s", NULL, NULL);
@@ -442,8 +442,8 @@ static int infer_adamw(stg_graph *g, int id, stg_err *err) {
 
 // ---- FLOPs ----------------------------------------------------------------------------------
 
-static double numel_in(const stg_graph *g, const stg_op *op, int i) { return (double)graph_numel(&g->t[op->in[i]]); }
-static double numel_out(const stg_graph *g, const stg_op *op, int o) { return (double)graph_numel(&g->t[op->out[o]]); }
+static double numel_in(const stg_graph *g, const stg_op *op, int i) { return (double)stg_numel(&g->t[op->in[i]]); }
+static double numel_out(const stg_graph *g, const stg_op *op, int o) { return (double)stg_numel(&g->t[op->out[o]]); }
 
 static double flops_linear(const stg_graph *g, const stg_op *op) {
     const stg_tensor *w = &g->t[op->in[1]];

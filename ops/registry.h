@@ -1,4 +1,4 @@
-// The op registry: one entry per op kind (ops/oplist.h) with its arity, attributes, shape rule,
+// The op registry: one entry per op kind (ops/base/oplist.h) with its arity, attributes, shape rule,
 // gradient rule, FLOPs, what its backward reads, and whether it may run in place.
 #ifndef STG_REGISTRY_H
 #define STG_REGISTRY_H

@@ -53,7 +53,7 @@ int plan_fit_budget(stg_graph *g, int64_t budget, const stg_plan_opts *o, stg_pl
             double f;
             if (!graph_recompute_cost(g, t, &f)) continue;
             c[n].t = t;
-            c[n].score = (double)graph_bytes(&g->t[t]) / (f > 1 ? f : 1);
+            c[n].score = (double)stg_bytes(&g->t[t]) / (f > 1 ? f : 1);
             n++;
         }
         if (n == 0) break;
@@ -64,7 +64,7 @@ int plan_fit_budget(stg_graph *g, int64_t budget, const stg_plan_opts *o, stg_pl
             double f;
             if (!graph_recompute_cost(g, t, &f)) continue; // an earlier drop in this round changed it
             int kind = g->ops[g->t[t].producer].kind;
-            int64_t bytes = graph_bytes(&g->t[t]);
+            int64_t bytes = stg_bytes(&g->t[t]);
             int nops0 = g->nops;
             if (graph_recompute(g, t, err)) {
                 free(c);

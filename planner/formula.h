@@ -23,7 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "graph/err.h"
+#include "ops/base/err.h"
 #include "graph/graph.h"
 
 #define STG_FORMULA_MAX_TERMS 16

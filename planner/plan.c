@@ -333,7 +333,7 @@ int plan_build(const stg_graph *g, const stg_plan_opts *o, stg_plan **out, stg_e
         goto fail;
     }
     for (int t = 0; t < nt; t++) {
-        int64_t b = graph_bytes(&g->t[t]);
+        int64_t b = stg_bytes(&g->t[t]);
         if (b < 0) {
             stg_errf(err, "plan: tensor '%s' has a negative size", g->t[t].name);
             goto fail;
@@ -661,7 +661,7 @@ int plan_verify(const stg_graph *g, const stg_plan *p, stg_err *err) {
         if (last[t] > slast[st]) slast[st] = last[t];
         if (last[t] > efflast[r]) efflast[r] = last[t];
         if (p->region[t] == STG_REGION_NONE) continue;
-        int64_t bytes = graph_bytes(x);
+        int64_t bytes = stg_bytes(x);
         int64_t need = x->base >= 0 ? bytes : align_up(bytes, p->alignment);
         int64_t cap = p->region[t] == STG_REGION_ARENA ? p->arena_bytes : p->persistent_bytes;
         if (p->offset[t] < 0 || p->offset[t] + need > cap) {
@@ -670,9 +670,9 @@ int plan_verify(const stg_graph *g, const stg_plan *p, stg_err *err) {
                      p->region[t] == STG_REGION_ARENA ? "arena" : "persistent", (long long)cap);
             goto done;
         }
-        if (need > align_up(graph_bytes(&g->t[st]), p->alignment)) {
+        if (need > align_up(stg_bytes(&g->t[st]), p->alignment)) {
             stg_errf(err, "plan_verify: tensor '%s' (%lld bytes) does not fit in the storage of '%s' (%lld bytes)", x->name,
-                     (long long)need, g->t[st].name, (long long)align_up(graph_bytes(&g->t[st]), p->alignment));
+                     (long long)need, g->t[st].name, (long long)align_up(stg_bytes(&g->t[st]), p->alignment));
             goto done;
         }
     }
@@ -711,7 +711,7 @@ int plan_verify(const stg_graph *g, const stg_plan *p, stg_err *err) {
     int nv = 0;
     for (int t = 0; t < nt; t++)
         if (p->owner[t] == t && p->region[t] == STG_REGION_ARENA && sfirst[t] >= 0)
-            vs[nv++] = (vstore){p->offset[t], p->offset[t] + align_up(graph_bytes(&g->t[t]), p->alignment), sfirst[t],
+            vs[nv++] = (vstore){p->offset[t], p->offset[t] + align_up(stg_bytes(&g->t[t]), p->alignment), sfirst[t],
                                 slast[t], t};
     // Group blocks live as long as their longest-lived member.
     for (int i = 0; i < nv; i++) {
@@ -739,7 +739,7 @@ int plan_verify(const stg_graph *g, const stg_plan *p, stg_err *err) {
     nv = 0;
     for (int t = 0; t < nt; t++)
         if (p->owner[t] == t && p->region[t] == STG_REGION_PERSISTENT)
-            vs[nv++] = (vstore){p->offset[t], p->offset[t] + align_up(graph_bytes(&g->t[t]), p->alignment), 0, 0, t};
+            vs[nv++] = (vstore){p->offset[t], p->offset[t] + align_up(stg_bytes(&g->t[t]), p->alignment), 0, 0, t};
     qsort(vs, (size_t)nv, sizeof *vs, cmp_vstore);
     for (int i = 0; i < nv; i++)
         for (int j = i + 1; j < nv && vs[j].off < vs[i].end; j++)
@@ -758,7 +758,7 @@ int plan_verify(const stg_graph *g, const stg_plan *p, stg_err *err) {
                 break;
             }
         if (nx < 0 || p->region[nx] == STG_REGION_NONE) continue;
-        if (p->region[nx] != p->region[t] || p->offset[nx] != p->offset[t] + align_up(graph_bytes(&g->t[t]), p->alignment)) {
+        if (p->region[nx] != p->region[t] || p->offset[nx] != p->offset[t] + align_up(stg_bytes(&g->t[t]), p->alignment)) {
             stg_errf(err, "plan_verify: group %d is not contiguous: '%s' at %lld does not follow '%s' at %lld", grp,
                      g->t[nx].name, (long long)p->offset[nx], g->t[t].name, (long long)p->offset[t]);
             goto done;

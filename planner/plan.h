@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "graph/err.h"
+#include "ops/base/err.h"
 #include "graph/graph.h"
 
 typedef enum stg_region { STG_REGION_NONE, STG_REGION_ARENA, STG_REGION_PERSISTENT } stg_region;

@@ -115,7 +115,7 @@ static int analyse(const stg_graph *g, const stg_plan *p, const stg_formula *fm,
     int nt = g->nt;
     for (int t = 0; t < nt; t++)
         if (p->owner[t] == t && p->region[t] != STG_REGION_NONE) {
-            a->raw_class[g->t[t].cls] += graph_bytes(&g->t[t]);
+            a->raw_class[g->t[t].cls] += stg_bytes(&g->t[t]);
             a->n_class[g->t[t].cls]++;
         }
     if (a->peak_step < 0) return 0;
@@ -333,7 +333,7 @@ static int explain(wr *w, bool md, const stg_graph *g, const stg_plan *p, const 
             if (big >= 0) {
                 char mb[STG_NAME_MAX + 40], sh[64];
                 made_by(g, big, mb, sizeof mb);
-                pr(w, ", such as the largest '%s' %s %s (%s, made by %s)", g->t[big].name, graph_shape_str(&g->t[big], sh, sizeof sh),
+                pr(w, ", such as the largest '%s' %s %s (%s, made by %s)", g->t[big].name, stg_shape_str(&g->t[big], sh, sizeof sh),
                    stg_dtype_name(g->t[big].dtype), gib(b1, sizeof b1, p->size[p->owner[big]]), mb);
             }
             pr(w, ".");
@@ -534,7 +534,7 @@ static int write_text(wr *w, bool md, const stg_graph *g, const stg_plan *p, con
             char num[16], sh[96], mb[STG_NAME_MAX + 40];
             snprintf(num, sizeof num, "%d", i + 1);
             made_by(g, id, mb, sizeof mb);
-            tab_row(t, num, g->t[id].name, stg_class_name(g->t[id].cls), graph_shape_str(&g->t[id], sh, sizeof sh),
+            tab_row(t, num, g->t[id].name, stg_class_name(g->t[id].cls), stg_shape_str(&g->t[id], sh, sizeof sh),
                     stg_dtype_name(g->t[id].dtype), gib(b1, sizeof b1, a->live[i].bytes), mb);
         }
         tab_write(w, t, md);
@@ -654,7 +654,7 @@ static int write_json(wr *w, const stg_graph *g, const stg_plan *p, const stg_fo
         pr(w, ", \"class\": ");
         json_str(w, stg_class_name(g->t[id].cls));
         pr(w, ", \"shape\": ");
-        json_str(w, graph_shape_str(&g->t[id], sh, sizeof sh));
+        json_str(w, stg_shape_str(&g->t[id], sh, sizeof sh));
         pr(w, ", \"dtype\": ");
         json_str(w, stg_dtype_name(g->t[id].dtype));
         pr(w, ", \"bytes\": %lld, \"made_by\": ", (long long)a->live[i].bytes);

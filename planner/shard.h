@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "graph/err.h"
+#include "ops/base/err.h"
 #include "graph/graph.h"
 #include "planner/plan.h"
 

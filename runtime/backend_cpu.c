@@ -68,7 +68,7 @@ static int cpu_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, 
         if (!im->dist) return stg_errf(err, "allreduce: the cpu backend has no data-parallel group (rt_backend_cpu_join)");
         for (int i = 0; i < o->n_in; i++) {
             const stg_tensor *t = &g->t[o->in[i]];
-            if (rt_dist_allreduce_mean(im->dist, ptr[o->in[i]], graph_numel(t), t->dtype, err))
+            if (rt_dist_allreduce_mean(im->dist, ptr[o->in[i]], stg_numel(t), t->dtype, err))
                 return stg_err_prefix(err, "allreduce of %s", t->name);
         }
         return 0;
@@ -76,7 +76,7 @@ static int cpu_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, 
     if (o->kind == STG_OP_BROADCAST) {
         if (!im->dist) return stg_errf(err, "broadcast: the cpu backend has no data-parallel group (rt_backend_cpu_join)");
         const stg_tensor *t = &g->t[o->in[0]];
-        if (rt_dist_bcast_root(im->dist, ptr[o->in[0]], (size_t)graph_bytes(t), (int)o->a.comm.root, err))
+        if (rt_dist_bcast_root(im->dist, ptr[o->in[0]], (size_t)stg_bytes(t), (int)o->a.comm.root, err))
             return stg_err_prefix(err, "broadcast of %s", t->name);
         return 0;
     }

@@ -24,7 +24,7 @@ static rt_dtype host_dtype(const stg_graph *g) { return g->grad_dtype == STG_F64
 // Reads tensor t as host values of the graph's grad dtype (f32 or f64) into a new buffer.
 static void *read_host(rt_exec *e, int t, stg_err *err) {
     const stg_graph *g = rt_exec_graph(e);
-    int64_t n = graph_numel(&g->t[t]);
+    int64_t n = stg_numel(&g->t[t]);
     double *d = stg_malloc(sizeof(double) * (size_t)n, err);
     if (!d) return NULL;
     if (rt_exec_read_f64(e, t, d, err)) {
@@ -121,7 +121,7 @@ int rt_ckpt_save_dist(rt_exec *e, const char *path, const rt_ckpt_state *st, rt_
         if (x->cls != STG_CLASS_PARAM) continue;
         int owner = zero_owner(g, p);
         if (owner < 0) owner = 0;
-        size_t bytes = hsz * (size_t)graph_numel(x);
+        size_t bytes = hsz * (size_t)stg_numel(x);
         for (int k = 0; k < 3; k++) {
             void **b = &bufs[3 * p + k];
             if (d->rank == owner) {
@@ -180,7 +180,7 @@ static int to_f64(const rt_st_tensor *s, double *out, stg_err *err) {
         case RT_DT_BF16: {
             uint16_t h;
             memcpy(&h, p + 2 * i, 2);
-            out[i] = rt_bf16_to_f32(h);
+            out[i] = stg_bf16_to_f32(h);
             break;
         }
         default: return stg_errf(err, "tensor '%s' is %s; expected F32, F64 or BF16", s->name, rt_dtype_name(s->dtype));
@@ -197,7 +197,7 @@ static int check_shape(const stg_tensor *x, const rt_st_tensor *s, const char *p
     size_t k = (size_t)snprintf(b, sizeof b, "[");
     for (int i = 0; i < s->ndim && k < sizeof b; i++) k += (size_t)snprintf(b + k, sizeof b - k, "%s%lld", i ? ", " : "", (long long)s->shape[i]);
     if (k < sizeof b) snprintf(b + k, sizeof b - k, "]");
-    return stg_errf(err, "%s: '%s' has shape %s; the model's is %s", path, x->name, b, graph_shape_str(x, a, sizeof a));
+    return stg_errf(err, "%s: '%s' has shape %s; the model's is %s", path, x->name, b, stg_shape_str(x, a, sizeof a));
 }
 
 // Loads every tensor of `e` selected by `want` from st; checks all first, then writes.

@@ -12,7 +12,7 @@
 
 struct rt_tokens {
     char *path;
-    rt_mmap map;
+    stg_mmap map;
     const unsigned char *p; // first token byte
     int64_t n;              // token count
     int width;              // 2: uint16, 4: int32 (both little-endian)
@@ -32,7 +32,7 @@ static int ends_with(const char *s, const char *suffix) {
 
 void rt_tokens_free(rt_tokens *t) {
     if (!t) return;
-    rt_mmap_close(&t->map);
+    stg_mmap_close(&t->map);
     free(t->path);
     free(t);
 }
@@ -47,7 +47,7 @@ int rt_tokens_open(const char *path, int64_t vocab, rt_tokens **out, stg_err *er
         free(t);
         return -1;
     }
-    if (rt_mmap_open(path, &t->map, err) != 0) {
+    if (stg_mmap_open(path, &t->map, err) != 0) {
         rt_tokens_free(t);
         return -1;
     }
@@ -314,8 +314,8 @@ int64_t rt_tokens_from_text(const char *in_path, const char *out_path, stg_err *
         stg_errf(err, "%s: cannot open: %s", in_path, strerror(errno));
         return -1;
     }
-    rt_afile *f;
-    if (rt_afile_open(out_path, &f, err) != 0) {
+    stg_afile *f;
+    if (stg_afile_open(out_path, &f, err) != 0) {
         fclose(in);
         return -1;
     }
@@ -328,9 +328,9 @@ int64_t rt_tokens_from_text(const char *in_path, const char *out_path, stg_err *
             tok[2 * i] = buf[i];
             tok[2 * i + 1] = 0;
         }
-        if (n && rt_afile_write(f, tok, 2 * n, err) != 0) {
+        if (n && stg_afile_write(f, tok, 2 * n, err) != 0) {
             fclose(in);
-            rt_afile_abort(f);
+            stg_afile_abort(f);
             return -1;
         }
         count += (int64_t)n;
@@ -339,15 +339,15 @@ int64_t rt_tokens_from_text(const char *in_path, const char *out_path, stg_err *
     if (ferror(in)) {
         stg_errf(err, "%s: read failed: %s", in_path, strerror(errno));
         fclose(in);
-        rt_afile_abort(f);
+        stg_afile_abort(f);
         return -1;
     }
     if (fclose(in) != 0) {
         stg_errf(err, "%s: close failed: %s", in_path, strerror(errno));
-        rt_afile_abort(f);
+        stg_afile_abort(f);
         return -1;
     }
-    if (rt_afile_commit(f, err) != 0) return -1;
+    if (stg_afile_commit(f, err) != 0) return -1;
     return count;
 }
 

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "graph/err.h"
+#include "ops/base/err.h"
 #include "runtime/rng.h"
 
 // ---- token files ----------------------------------------------------------------------------

@@ -286,7 +286,7 @@ static double load_at(const void *buf, int64_t i, stg_dtype dt) {
     switch (dt) {
     case STG_F32: return ((const float *)buf)[i];
     case STG_F64: return ((const double *)buf)[i];
-    case STG_BF16: return rt_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case STG_BF16: return stg_bf16_to_f32(((const uint16_t *)buf)[i]);
     default: return 0;
     }
 }
@@ -295,7 +295,7 @@ static void store_at(void *buf, int64_t i, stg_dtype dt, double v) {
     switch (dt) {
     case STG_F32: ((float *)buf)[i] = (float)v; break;
     case STG_F64: ((double *)buf)[i] = v; break;
-    case STG_BF16: ((uint16_t *)buf)[i] = rt_f32_to_bf16((float)v); break;
+    case STG_BF16: ((uint16_t *)buf)[i] = stg_f32_to_bf16((float)v); break;
     default: break;
     }
 }

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "graph/err.h"
+#include "ops/base/err.h"
 #include "graph/graph.h"
 
 typedef struct rt_dist {

@@ -33,21 +33,6 @@ struct rt_exec {
     void *graphs[8][2];        // captured runs by phase mask and slot
 };
 
-uint16_t rt_f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); // quiet NaN
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-float rt_bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static int own(rt_exec *e, size_t n, void **out, stg_err *err) {
     if (e->b->ops->alloc(e->b, n, out, err)) return -1;
     e->owned[e->nowned++] = *out;
@@ -78,7 +63,7 @@ int rt_exec_new(const stg_graph *g, const stg_plan *p, rt_backend *b, const rt_e
     } else {
         for (int t = 0; t < g->nt; t++) {
             if (g->t[t].base >= 0 || p->region[t] == STG_REGION_NONE) continue;
-            if (own(e, (size_t)graph_bytes(&g->t[t]), &e->ptr[t], err)) goto fail;
+            if (own(e, (size_t)stg_bytes(&g->t[t]), &e->ptr[t], err)) goto fail;
         }
         for (int t = 0; t < g->nt; t++)
             if (g->t[t].base >= 0) e->ptr[t] = e->ptr[g->t[t].base];
@@ -92,7 +77,7 @@ int rt_exec_new(const stg_graph *g, const stg_plan *p, rt_backend *b, const rt_e
         e->inputs[e->ninputs] = t;
         e->staged[e->ninputs] = -1;
         for (int k = 0; k < 2; k++)
-            if (b->ops->alloc_host(b, (size_t)graph_bytes(&g->t[t]), &e->staging[k][e->ninputs], err)) goto fail;
+            if (b->ops->alloc_host(b, (size_t)stg_bytes(&g->t[t]), &e->staging[k][e->ninputs], err)) goto fail;
         e->ninputs++;
     }
     for (int k = 0; k < 2; k++) {
@@ -104,7 +89,7 @@ int rt_exec_new(const stg_graph *g, const stg_plan *p, rt_backend *b, const rt_e
     // backward, the previous step's gradient norm (0: the first step does not clip) and its slots.
     for (int t = 0; t < g->nt; t++)
         if (g->t[t].cls == STG_CLASS_WORKSPACE && g->t[t].base < 0 && e->ptr[t] &&
-            b->ops->fill(b, e->ptr[t], 0, (size_t)graph_bytes(&g->t[t]), err))
+            b->ops->fill(b, e->ptr[t], 0, (size_t)stg_bytes(&g->t[t]), err))
             goto fail;
     if (b->ops->sync(b, err)) goto fail;
     int64_t used = b->ops->mem_used(b);
@@ -146,8 +131,8 @@ int64_t rt_exec_allocated_bytes(const rt_exec *e) { return e->allocated; }
 
 int rt_exec_write(rt_exec *e, int t, const void *host, size_t bytes, stg_err *err) {
     if (t < 0 || t >= e->g->nt || !e->ptr[t]) return stg_errf(err, "executor: tensor %d has no memory", t);
-    if (bytes != (size_t)graph_bytes(&e->g->t[t]))
-        return stg_errf(err, "executor: '%s' holds %lld bytes, not %zu", e->g->t[t].name, (long long)graph_bytes(&e->g->t[t]), bytes);
+    if (bytes != (size_t)stg_bytes(&e->g->t[t]))
+        return stg_errf(err, "executor: '%s' holds %lld bytes, not %zu", e->g->t[t].name, (long long)stg_bytes(&e->g->t[t]), bytes);
     int i = input_index(e, t);
     if (i >= 0) { // staged: wait until the run that last read this slot is done
         int slot = e->parity;
@@ -163,16 +148,16 @@ int rt_exec_write(rt_exec *e, int t, const void *host, size_t bytes, stg_err *er
 
 int rt_exec_read(rt_exec *e, int t, void *host, size_t bytes, stg_err *err) {
     if (t < 0 || t >= e->g->nt || !e->ptr[t]) return stg_errf(err, "executor: tensor %d has no memory", t);
-    if (bytes != (size_t)graph_bytes(&e->g->t[t]))
-        return stg_errf(err, "executor: '%s' holds %lld bytes, not %zu", e->g->t[t].name, (long long)graph_bytes(&e->g->t[t]), bytes);
+    if (bytes != (size_t)stg_bytes(&e->g->t[t]))
+        return stg_errf(err, "executor: '%s' holds %lld bytes, not %zu", e->g->t[t].name, (long long)stg_bytes(&e->g->t[t]), bytes);
     if (e->b->ops->sync(e->b, err) || e->b->ops->download(e->b, host, e->ptr[t], bytes, err)) return -1;
     return e->b->ops->sync(e->b, err);
 }
 
 int rt_exec_read_f64(rt_exec *e, int t, double *host, stg_err *err) {
     const stg_tensor *x = &e->g->t[t];
-    int64_t n = graph_numel(x);
-    size_t bytes = (size_t)graph_bytes(x);
+    int64_t n = stg_numel(x);
+    size_t bytes = (size_t)stg_bytes(x);
     void *tmp = stg_malloc(bytes, err);
     if (!tmp) return -1;
     int r = rt_exec_read(e, t, tmp, bytes, err);
@@ -181,7 +166,7 @@ int rt_exec_read_f64(rt_exec *e, int t, double *host, stg_err *err) {
             switch (x->dtype) {
             case STG_F32: host[i] = ((const float *)tmp)[i]; break;
             case STG_F64: host[i] = ((const double *)tmp)[i]; break;
-            case STG_BF16: host[i] = rt_bf16_to_f32(((const uint16_t *)tmp)[i]); break;
+            case STG_BF16: host[i] = stg_bf16_to_f32(((const uint16_t *)tmp)[i]); break;
             case STG_I32: host[i] = ((const int32_t *)tmp)[i]; break;
             default: r = stg_errf(err, "executor: '%s' has an unknown dtype", x->name); i = n; break;
             }
@@ -193,15 +178,15 @@ int rt_exec_read_f64(rt_exec *e, int t, double *host, stg_err *err) {
 
 int rt_exec_write_f64(rt_exec *e, int t, const double *host, stg_err *err) {
     const stg_tensor *x = &e->g->t[t];
-    int64_t n = graph_numel(x);
-    size_t bytes = (size_t)graph_bytes(x);
+    int64_t n = stg_numel(x);
+    size_t bytes = (size_t)stg_bytes(x);
     void *tmp = stg_malloc(bytes, err);
     if (!tmp) return -1;
     for (int64_t i = 0; i < n; i++) {
         switch (x->dtype) {
         case STG_F32: ((float *)tmp)[i] = (float)host[i]; break;
         case STG_F64: ((double *)tmp)[i] = host[i]; break;
-        case STG_BF16: ((uint16_t *)tmp)[i] = rt_f32_to_bf16((float)host[i]); break;
+        case STG_BF16: ((uint16_t *)tmp)[i] = stg_f32_to_bf16((float)host[i]); break;
         case STG_I32: ((int32_t *)tmp)[i] = (int32_t)host[i]; break;
         default: break;
         }
@@ -229,7 +214,7 @@ int rt_exec_init_params(rt_exec *e, uint64_t seed, stg_err *err) {
     int64_t maxn = 1;
     for (int t = 0; t < g->nt; t++)
         if (g->t[t].cls == STG_CLASS_PARAM || g->t[t].cls == STG_CLASS_OPTIMIZER) {
-            int64_t n = graph_numel(&g->t[t]);
+            int64_t n = stg_numel(&g->t[t]);
             if (n > maxn) maxn = n;
         }
     double *buf = stg_malloc(sizeof(double) * (size_t)maxn, err);
@@ -239,7 +224,7 @@ int rt_exec_init_params(rt_exec *e, uint64_t seed, stg_err *err) {
     for (int t = 0; t < g->nt && !rc; t++) {
         const stg_tensor *x = &g->t[t];
         if (x->cls != STG_CLASS_PARAM) continue;
-        int64_t n = graph_numel(x);
+        int64_t n = stg_numel(x);
         double std = 1.0;
         switch (x->init) {
         case STG_INIT_LINEAR: std = sqrt(2.0 / (double)(x->shape[0] + x->shape[1])); // fall through
@@ -262,7 +247,7 @@ int rt_exec_init_params(rt_exec *e, uint64_t seed, stg_err *err) {
     for (int t = 0; t < g->nt && !rc; t++) {
         const stg_tensor *x = &g->t[t];
         if (x->cls != STG_CLASS_OPTIMIZER || rt_exec_param_truth(e, x->param) == t) continue;
-        memset(buf, 0, sizeof(double) * (size_t)graph_numel(x));
+        memset(buf, 0, sizeof(double) * (size_t)stg_numel(x));
         rc = rt_exec_write_f64(e, t, buf, err);
     }
     free(buf);
@@ -275,7 +260,7 @@ int rt_exec_init_params_fast(rt_exec *e, stg_err *err) {
         const stg_tensor *x = &g->t[t];
         if (x->cls != STG_CLASS_PARAM && x->cls != STG_CLASS_OPTIMIZER) continue;
         bool value = x->cls == STG_CLASS_PARAM || rt_exec_param_truth(e, x->param) == t;
-        if (e->b->ops->fill(e->b, e->ptr[t], value ? 0x3c : 0, (size_t)graph_bytes(x), err)) return -1;
+        if (e->b->ops->fill(e->b, e->ptr[t], value ? 0x3c : 0, (size_t)stg_bytes(x), err)) return -1;
     }
     return e->b->ops->sync(e->b, err);
 }
@@ -333,7 +318,7 @@ static void op_spans(const rt_exec *e, int o, span *sp, int *nr, int *nw) {
             int t = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
             bool writes = k >= op->n_in || (k < 32 && (mut >> k) & 1u);
             if (!e->ptr[t] || writes != (pass == 1)) continue;
-            sp[*nr + *nw] = (span){(uintptr_t)e->ptr[t], (uintptr_t)e->ptr[t] + (uintptr_t)graph_bytes(&e->g->t[t])};
+            sp[*nr + *nw] = (span){(uintptr_t)e->ptr[t], (uintptr_t)e->ptr[t] + (uintptr_t)stg_bytes(&e->g->t[t])};
             if (pass == 0) (*nr)++;
             else (*nw)++;
         }
@@ -593,7 +578,7 @@ static int enqueue(rt_exec *e, unsigned mask, int slot, stg_err *err) {
     rt_backend *b = e->b;
     for (int i = 0; i < e->ninputs; i++) {
         int t = e->inputs[i];
-        if (b->ops->upload(b, e->ptr[t], e->staging[slot][i], (size_t)graph_bytes(&g->t[t]), err)) return -1;
+        if (b->ops->upload(b, e->ptr[t], e->staging[slot][i], (size_t)stg_bytes(&g->t[t]), err)) return -1;
     }
     if (e->o.poison) {
         if (!e->o.separate) {
@@ -601,7 +586,7 @@ static int enqueue(rt_exec *e, unsigned mask, int slot, stg_err *err) {
         } else {
             for (int t = 0; t < g->nt; t++)
                 if (g->t[t].base < 0 && e->ptr[t] && !stg_class_persistent(g->t[t].cls) &&
-                    b->ops->fill(b, e->ptr[t], 0xff, (size_t)graph_bytes(&g->t[t]), err))
+                    b->ops->fill(b, e->ptr[t], 0xff, (size_t)stg_bytes(&g->t[t]), err))
                     return -1;
         }
     }
@@ -638,7 +623,7 @@ int rt_exec_submit(rt_exec *e, unsigned mask, stg_err *err) {
     for (int i = 0; i < e->ninputs; i++) { // inputs not rewritten since the last run: the same again
         if (e->staged[i] < 0) return stg_errf(err, "executor: input '%s' was never written", e->g->t[e->inputs[i]].name);
         if (e->staged[i] != slot) {
-            memcpy(e->staging[slot][i], e->staging[e->staged[i]][i], (size_t)graph_bytes(&e->g->t[e->inputs[i]]));
+            memcpy(e->staging[slot][i], e->staging[e->staged[i]][i], (size_t)stg_bytes(&e->g->t[e->inputs[i]]));
             e->staged[i] = slot;
         }
     }
@@ -715,7 +700,7 @@ int rt_exec_profile(rt_exec *e, unsigned mask, double *ms, stg_err *err) {
     int slot = e->parity;
     for (int i = 0; i < e->ninputs; i++) {
         int t = e->inputs[i];
-        if (b->ops->upload(b, e->ptr[t], e->staging[e->staged[i]][i], (size_t)graph_bytes(&g->t[t]), err)) return -1;
+        if (b->ops->upload(b, e->ptr[t], e->staging[e->staged[i]][i], (size_t)stg_bytes(&g->t[t]), err)) return -1;
     }
     (void)slot;
     for (int s = 0; s < g->nsched; s++) {

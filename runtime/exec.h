@@ -106,8 +106,4 @@ int64_t rt_exec_measured_bytes(const rt_exec *e);
 // master weights in bf16 mode, the parameter itself otherwise).
 int rt_exec_param_truth(const rt_exec *e, int p);
 
-// bf16 conversions (round to nearest even), for host-side staging.
-uint16_t rt_f32_to_bf16(float f);
-float rt_bf16_to_f32(uint16_t h);
-
 #endif

@@ -1,10 +1,8 @@
 // NumPy .npy files (format versions 1.0, 2.0 and 3.0), plus the file helpers the runtime's file
 // formats share (runtime/safetensors.c, runtime/data.c):
 //   - rt_dtype: the element types of the file formats, with their npy and safetensors names;
-//   - rt_mmap: a read-only memory mapping of a whole file;
-//   - rt_afile: atomic file replacement (write PATH.tmp.<pid>, fsync, rename over PATH, fsync
-//     the directory), so a crash or an error never leaves a partial file at PATH and never loses
-//     the file that was there.
+//   (the read-only mapping stg_mmap and atomic replacement stg_afile are the base layer's,
+//   ops/base/file.h)
 //
 // The .npy format (numpy.lib.format): the 6 bytes "\x93NUMPY", one byte major and one byte minor
 // version, the header length (little-endian u16 for 1.0, u32 for 2.0/3.0), then that many bytes of
@@ -19,7 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "graph/err.h"
+#include "ops/base/err.h"
+#include "ops/base/file.h"
 
 // ---- element types --------------------------------------------------------------------------
 
@@ -41,37 +40,6 @@ size_t rt_dtype_size(rt_dtype dt);
 const char *rt_dtype_name(rt_dtype dt);
 // NumPy descr: "|u1", "<u2", "<i4", "<i8", "<f2", "<f4", "<f8"; NULL for bf16 and invalid values.
 const char *rt_dtype_npy_descr(rt_dtype dt);
-
-// ---- read-only mapping of a whole file -------------------------------------------------------
-
-typedef struct rt_mmap {
-    const void *data; // the file's bytes (page-aligned); NULL when the file is empty
-    size_t size;      // file size in bytes
-} rt_mmap;
-
-// Maps `path` read-only. Fails (with the path and the errno text) if the file cannot be opened,
-// is not a regular file, or cannot be mapped. Note: another process truncating the file while it
-// is mapped makes later reads fault (SIGBUS); the runtime's own writers replace files by rename,
-// which never does that.
-int rt_mmap_open(const char *path, rt_mmap *m, stg_err *err);
-// Unmaps (safe on a zeroed or already-closed rt_mmap).
-void rt_mmap_close(rt_mmap *m);
-
-// ---- atomic file replacement -----------------------------------------------------------------
-
-typedef struct rt_afile rt_afile;
-
-// Creates PATH.tmp.<pid> for writing (truncating a stale one).
-int rt_afile_open(const char *path, rt_afile **out, stg_err *err);
-// Appends n bytes (fwrite, checked).
-int rt_afile_write(rt_afile *f, const void *p, size_t n, stg_err *err);
-// fflush, fsync, fclose (all checked), rename over PATH, fsync the directory. Always frees f. On
-// any error before the rename the temporary file is unlinked and the file at PATH is untouched; a
-// failed directory fsync after the rename is reported too (the new file is then in place).
-// One writer per PATH at a time within a process (the temporary name holds only the pid).
-int rt_afile_commit(rt_afile *f, stg_err *err);
-// Gives up: closes and unlinks the temporary file, frees f (NULL is fine).
-void rt_afile_abort(rt_afile *f);
 
 // ---- .npy ------------------------------------------------------------------------------------
 
@@ -97,7 +65,7 @@ int rt_npy_parse(const void *buf, size_t len, rt_npy_info *out, stg_err *err);
 
 typedef struct rt_npy {
     rt_npy_info info; // info.data points into the mapping
-    rt_mmap map;
+    stg_mmap map;
 } rt_npy;
 
 // Memory-maps and parses `path`; messages start with the path. Release with rt_npy_close.
@@ -111,7 +79,7 @@ int rt_npy_header(rt_dtype dt, int ndim, const int64_t *shape, int major, char *
                   stg_err *err);
 
 // Writes data (numel * element size bytes, C order) as a .npy file at path, atomically
-// (rt_afile). bf16 is refused (no numpy dtype).
+// (stg_afile). bf16 is refused (no numpy dtype).
 int rt_npy_write(const char *path, rt_dtype dt, int ndim, const int64_t *shape, const void *data,
                  stg_err *err);
 

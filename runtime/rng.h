@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "graph/err.h"
+#include "ops/base/err.h"
 
 // Bytes of a saved state: "STGRNG1\0" tag, 4 x u64 state, u64 bits of the cached normal, u64 flag.
 #define RT_RNG_STATE_BYTES 56

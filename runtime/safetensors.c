@@ -9,7 +9,7 @@ typedef struct st_meta {
 } st_meta;
 
 struct rt_st {
-    rt_mmap map;          // when opened from a file
+    stg_mmap map;          // when opened from a file
     rt_st_tensor *t;      // header order
     size_t nt, cap_t;
     size_t *by_name;      // indices into t, sorted by name
@@ -512,7 +512,7 @@ void rt_st_free(rt_st *st) {
     free(st->t);
     free(st->meta);
     free(st->by_name);
-    rt_mmap_close(&st->map);
+    stg_mmap_close(&st->map);
     free(st);
 }
 
@@ -542,11 +542,11 @@ int rt_st_parse(const void *buf, size_t len, rt_st **out, stg_err *err) {
 
 int rt_st_open(const char *path, rt_st **out, stg_err *err) {
     *out = NULL;
-    rt_mmap m;
-    if (rt_mmap_open(path, &m, err) != 0) return -1;
+    stg_mmap m;
+    if (stg_mmap_open(path, &m, err) != 0) return -1;
     rt_st *st;
     if (rt_st_parse(m.data, m.size, &st, err) != 0) {
-        rt_mmap_close(&m);
+        stg_mmap_close(&m);
         return stg_err_prefix(err, "%s", path);
     }
     st->map = m;
@@ -783,18 +783,18 @@ int rt_st_writer_write(const rt_st_writer *w, const char *path, stg_err *err) {
     }
     unsigned char len8[8];
     for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)h.n >> (8 * k));
-    rt_afile *f;
-    if (rt_afile_open(path, &f, err) != 0) {
+    stg_afile *f;
+    if (stg_afile_open(path, &f, err) != 0) {
         free(h.p);
         return -1;
     }
-    int rc = rt_afile_write(f, len8, 8, err);
-    if (rc == 0) rc = rt_afile_write(f, h.p, h.n, err);
+    int rc = stg_afile_write(f, len8, 8, err);
+    if (rc == 0) rc = stg_afile_write(f, h.p, h.n, err);
     free(h.p);
-    for (size_t i = 0; rc == 0 && i < w->ne; i++) rc = rt_afile_write(f, w->e[i].data, w->e[i].nbytes, err);
+    for (size_t i = 0; rc == 0 && i < w->ne; i++) rc = stg_afile_write(f, w->e[i].data, w->e[i].nbytes, err);
     if (rc != 0) {
-        rt_afile_abort(f);
+        stg_afile_abort(f);
         return -1;
     }
-    return rt_afile_commit(f, err);
+    return stg_afile_commit(f, err);
 }

@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "graph/err.h"
-#include "runtime/npy.h" // rt_dtype, rt_mmap, rt_afile
+#include "ops/base/err.h"
+#include "runtime/npy.h" // rt_dtype, stg_mmap, stg_afile
 
 #define RT_ST_MAX_HEADER 100000000u
 #define RT_ST_MAX_TENSORS 100000
@@ -71,7 +71,7 @@ int rt_st_writer_add(rt_st_writer *w, const char *name, rt_dtype dt, int ndim, c
                      const void *data, stg_err *err);
 // Adds a metadata entry (both strings copied; duplicate keys rejected).
 int rt_st_writer_meta(rt_st_writer *w, const char *key, const char *value, stg_err *err);
-// Writes the file atomically (rt_afile): PATH.tmp.<pid>, every write checked, fflush, fsync,
+// Writes the file atomically (stg_afile): PATH.tmp.<pid>, every write checked, fflush, fsync,
 // fclose, rename over PATH, fsync of the directory. On any error the temporary file is removed and
 // an existing file at PATH is left as it was. The header is padded with spaces to a multiple of 8.
 int rt_st_writer_write(const rt_st_writer *w, const char *path, stg_err *err);

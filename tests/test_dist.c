@@ -135,7 +135,7 @@ static int train(int rank, int world, int batch, int64_t bucket, double *out, in
     for (int t = 0; t < g->nt; t++) {
         if (g->t[t].cls != STG_CLASS_PARAM) continue;
         if (rt_exec_read_f64(e, t, out + k, err)) goto out;
-        k += graph_numel(&g->t[t]);
+        k += stg_numel(&g->t[t]);
     }
     *nout = k;
     rc = 0;
@@ -245,9 +245,9 @@ static void test_zero1(void **s) {
     int64_t o1 = 0, o0 = 0;
     int nb = 0;
     for (int t = 0; t < g1->nt; t++)
-        if (g1->t[t].cls == STG_CLASS_OPTIMIZER) o1 += graph_numel(&g1->t[t]);
+        if (g1->t[t].cls == STG_CLASS_OPTIMIZER) o1 += stg_numel(&g1->t[t]);
     for (int t = 0; t < g0->nt; t++)
-        if (g0->t[t].cls == STG_CLASS_OPTIMIZER) o0 += graph_numel(&g0->t[t]);
+        if (g0->t[t].cls == STG_CLASS_OPTIMIZER) o0 += stg_numel(&g0->t[t]);
     for (int o = 0; o < g1->nops; o++) nb += g1->ops[o].kind == STG_OP_BROADCAST;
     print_message("ZeRO-1, rank 1 of 3: %lld of %lld optimizer elements\n", (long long)o1, (long long)o0);
     assert_true(o1 > 0 && o1 * 3 < o0 * 12 / 10 + 1 && o1 * 3 > o0 * 8 / 10); // about a third

@@ -95,11 +95,11 @@ static void run_steps(const char *model, const char *const *sets, int nsets, con
     }
     size_t total = 0;
     for (int t = 0; t < r.g->nt; t++)
-        if (r.g->t[t].cls == STG_CLASS_PARAM || r.g->t[t].cls == STG_CLASS_OPTIMIZER) total += (size_t)graph_bytes(&r.g->t[t]);
+        if (r.g->t[t].cls == STG_CLASS_PARAM || r.g->t[t].cls == STG_CLASS_OPTIMIZER) total += (size_t)stg_bytes(&r.g->t[t]);
     char *buf = malloc(total), *q = buf;
     for (int t = 0; t < r.g->nt; t++)
         if (r.g->t[t].cls == STG_CLASS_PARAM || r.g->t[t].cls == STG_CLASS_OPTIMIZER) {
-            size_t n = (size_t)graph_bytes(&r.g->t[t]);
+            size_t n = (size_t)stg_bytes(&r.g->t[t]);
             if (rt_exec_read(r.e, t, q, n, &err)) fail_msg("%s", err.msg);
             q += n;
         }
@@ -189,7 +189,7 @@ static void test_whole_model_gradcheck(void **state) {
         int checked = 0;
         for (int p = 0; p < r.g->nt; p++) {
             if (r.g->t[p].cls != STG_CLASS_PARAM) continue;
-            int64_t n = graph_numel(&r.g->t[p]);
+            int64_t n = stg_numel(&r.g->t[p]);
             double *w = malloc(sizeof(double) * (size_t)n), *gr = malloc(sizeof(double) * (size_t)n);
             // forward-only runs reuse the arena bytes of gradients: take them from a fresh backward
             if (rt_exec_run(r.e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &err) || rt_exec_read_f64(r.e, p, w, &err) ||

@@ -80,7 +80,7 @@ static int run(int dev, int dp, int batch, bool graph, stg_precision prec, doubl
     for (int t = 0; t < g->nt; t++) {
         if (g->t[t].cls != STG_CLASS_PARAM) continue;
         if (rt_exec_read_f64(e, rt_exec_param_truth(e, t), out + k, err)) goto out;
-        k += graph_numel(&g->t[t]);
+        k += stg_numel(&g->t[t]);
     }
     *nout = k;
     rc = 0;

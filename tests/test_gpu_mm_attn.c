@@ -118,7 +118,7 @@ static bool is_bf16(const stg_graph *g, int t) { return g->t[t].dtype == STG_BF1
 
 static void upload(rig *r, int t) {
     const stg_graph *g = r->p->dev;
-    int64_t n = graph_numel(&g->t[t]);
+    int64_t n = stg_numel(&g->t[t]);
     if (is_bf16(g, t)) {
         uint16_t *b = malloc(sizeof(uint16_t) * (size_t)n);
         for (int64_t i = 0; i < n; i++) b[i] = f2bf(r->host[t][i]);
@@ -131,7 +131,7 @@ static void upload(rig *r, int t) {
 
 static void download(rig *r, int t, float *dst) {
     const stg_graph *g = r->p->dev;
-    int64_t n = graph_numel(&g->t[t]);
+    int64_t n = stg_numel(&g->t[t]);
     if (is_bf16(g, t)) {
         uint16_t *b = malloc(sizeof(uint16_t) * (size_t)n);
         CK(cudaMemcpy(b, r->dptr[t], sizeof(uint16_t) * (size_t)n, cudaMemcpyDeviceToHost));
@@ -152,8 +152,8 @@ static void rig_open(rig *r, pair *p) {
     r->host = calloc((size_t)nt, sizeof(float *));
     r->cpu = calloc((size_t)nt, sizeof(float *));
     for (int t = 0; t < nt; t++) {
-        int64_t n = graph_numel(&p->dev->t[t]);
-        CK(cudaMalloc(&r->dptr[t], (size_t)graph_bytes(&p->dev->t[t]) + 16));
+        int64_t n = stg_numel(&p->dev->t[t]);
+        CK(cudaMalloc(&r->dptr[t], (size_t)stg_bytes(&p->dev->t[t]) + 16));
         r->host[t] = malloc(sizeof(float) * (size_t)n);
         r->cpu[t] = malloc(sizeof(float) * (size_t)n);
         if (p->dev->t[t].producer < 0) {
@@ -181,7 +181,7 @@ static void rig_close(rig *r) {
 static void poison_outputs(rig *r, int op) {
     const stg_op *o = &r->p->dev->ops[op];
     for (int i = 0; i < o->n_out; i++)
-        CK(cudaMemsetAsync(r->dptr[o->out[i]], 0xff, (size_t)graph_bytes(&r->p->dev->t[o->out[i]]),
+        CK(cudaMemsetAsync(r->dptr[o->out[i]], 0xff, (size_t)stg_bytes(&r->p->dev->t[o->out[i]]),
                            (cudaStream_t)cuda_stream(ctx)));
 }
 
@@ -223,12 +223,12 @@ static void check_all(rig *r, const char *what, double tol) {
         free(scr);
         for (int i = 0; i < o->n_out; i++) {
             int t = o->out[i];
-            int64_t n = graph_numel(&g->t[t]);
+            int64_t n = stg_numel(&g->t[t]);
             download(r, t, r->host[t]); // later ops read the device's values
             double e = rel_err(r->host[t], r->cpu[t], n);
             char sh[128];
             printf("  %-40s %-13s out %d %-22s %-4s rel err %.3g\n", what, ops_name(o->kind), i,
-                   graph_shape_str(&g->t[t], sh, sizeof sh), stg_dtype_name(g->t[t].dtype), e);
+                   stg_shape_str(&g->t[t], sh, sizeof sh), stg_dtype_name(g->t[t].dtype), e);
             if (!(e < tol)) fail_msg("%s: %s output %d: relative error %g (tolerance %g)", what, ops_name(o->kind), i, e, tol);
         }
     }
@@ -260,8 +260,8 @@ static void mm_case(stg_precision prec, stg_op_kind kind, const mm_spec *s) {
     rig r;
     rig_open(&r, &p);
     char what[128], sa[64], sb[64];
-    snprintf(what, sizeof what, "%s%s%s ta%d tb%d%s", ops_name(kind), graph_shape_str(&p.dev->t[in[0]], sa, sizeof sa),
-             graph_shape_str(&p.dev->t[in[1]], sb, sizeof sb), s->ta, s->tb, s->grad_out ? " grad_out" : "");
+    snprintf(what, sizeof what, "%s%s%s ta%d tb%d%s", ops_name(kind), stg_shape_str(&p.dev->t[in[0]], sa, sizeof sa),
+             stg_shape_str(&p.dev->t[in[1]], sb, sizeof sb), s->ta, s->tb, s->grad_out ? " grad_out" : "");
     check_all(&r, what, prec == STG_PREC_BF16 ? 2e-2 : 1e-4);
     cuda_mm_info info;
     assert_int_equal(cuda_mm_describe(ctx, p.dev->nops - 1, &info), 0);
@@ -403,8 +403,8 @@ static void group_case(stg_precision prec, int n, const mm_spec *s, bool shared)
     rig r;
     rig_open(&r, &p);
     char what[128], sa[64], sb[64];
-    snprintf(what, sizeof what, "group of %d %s%s ta%d tb%d%s%s", n, graph_shape_str(&p.dev->t[in[0]], sa, sizeof sa),
-             graph_shape_str(&p.dev->t[in[1]], sb, sizeof sb), s->ta, s->tb, s->grad_out ? " grad_out" : "",
+    snprintf(what, sizeof what, "group of %d %s%s ta%d tb%d%s%s", n, stg_shape_str(&p.dev->t[in[0]], sa, sizeof sa),
+             stg_shape_str(&p.dev->t[in[1]], sb, sizeof sb), s->ta, s->tb, s->grad_out ? " grad_out" : "",
              shared ? " shared" : "");
     check_all(&r, what, prec == STG_PREC_BF16 ? 2e-2 : 1e-4);
     cuda_mm_info info;
@@ -517,12 +517,12 @@ static void outputs_bytes(rig *r, unsigned char **buf, size_t *n) {
     const stg_graph *g = r->p->dev;
     size_t total = 0;
     for (int t = 0; t < g->nt; t++)
-        if (g->t[t].producer >= 0) total += (size_t)graph_bytes(&g->t[t]);
+        if (g->t[t].producer >= 0) total += (size_t)stg_bytes(&g->t[t]);
     unsigned char *b = malloc(total), *q = b;
     for (int t = 0; t < g->nt; t++)
         if (g->t[t].producer >= 0) {
-            CK(cudaMemcpy(q, r->dptr[t], (size_t)graph_bytes(&g->t[t]), cudaMemcpyDeviceToHost));
-            q += graph_bytes(&g->t[t]);
+            CK(cudaMemcpy(q, r->dptr[t], (size_t)stg_bytes(&g->t[t]), cudaMemcpyDeviceToHost));
+            q += stg_bytes(&g->t[t]);
         }
     *buf = b;
     *n = total;

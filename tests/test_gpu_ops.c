@@ -131,7 +131,7 @@ static stg_graph *build(const op_case *oc, stg_precision prec, int *op) {
 
 // Host values of tensor t (fp32) to device bytes of its dtype, and back.
 static void to_dev_bytes(const stg_tensor *t, const float *src, void *dst) {
-    int64_t n = graph_numel(t);
+    int64_t n = stg_numel(t);
     if (t->dtype == STG_BF16)
         for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = f2bf(src[i]);
     else
@@ -139,7 +139,7 @@ static void to_dev_bytes(const stg_tensor *t, const float *src, void *dst) {
 }
 
 static void from_dev_bytes(const stg_tensor *t, const void *src, float *dst) {
-    int64_t n = graph_numel(t);
+    int64_t n = stg_numel(t);
     if (t->dtype == STG_BF16)
         for (int64_t i = 0; i < n; i++) dst[i] = bf2f(((const uint16_t *)src)[i]);
     else
@@ -149,7 +149,7 @@ static void from_dev_bytes(const stg_tensor *t, const void *src, float *dst) {
 static void gen_input(const op_case *oc, const stg_graph *g, int op, int i, float **host) {
     const in_spec *s = &oc->in[i];
     const stg_tensor *t = &g->t[g->ops[op].in[i]];
-    int64_t n = graph_numel(t);
+    int64_t n = stg_numel(t);
     float *h = host[g->ops[op].in[i]];
     int32_t *hi = (int32_t *)h;
     switch (s->gen) {
@@ -189,7 +189,7 @@ static void gen_input(const op_case *oc, const stg_graph *g, int op, int i, floa
         const stg_op *o = &g->ops[op];
         const stg_tensor *q = &g->t[o->in[0]];
         int64_t B = q->shape[0], S = q->shape[1], H = q->shape[2], Dh = q->shape[3];
-        float *ob = malloc(sizeof(float) * (size_t)graph_numel(q)), *lb = malloc(sizeof(float) * (size_t)(B * H * S));
+        float *ob = malloc(sizeof(float) * (size_t)stg_numel(q)), *lb = malloc(sizeof(float) * (size_t)(B * H * S));
         stg_err err = {{0}};
         size_t sb = cpu_attention_fwd_scratch_f32(B, S, H, Dh);
         void *scr = sb ? malloc(sb) : NULL;
@@ -245,7 +245,7 @@ typedef struct {
 static void upload_and_poison(const stg_graph *g, dev_state *d) {
     for (int t = 0; t < g->nt; t++) {
         if (!d->dptr[t] || !d->owned[t]) continue;
-        size_t bytes = (size_t)graph_bytes(&g->t[t]);
+        size_t bytes = (size_t)stg_bytes(&g->t[t]);
         if (g->t[t].producer >= 0) {
             CK(cudaMemset(d->dptr[t], 0xFF, bytes));
         } else {
@@ -296,11 +296,11 @@ static int written(const stg_graph *g, int t) {
 static size_t snapshot(const stg_graph *g, dev_state *d, unsigned char **out) {
     size_t total = 0;
     for (int t = 0; t < g->nt; t++)
-        if (d->dptr[t] && written(g, t)) total += (size_t)graph_bytes(&g->t[t]);
+        if (d->dptr[t] && written(g, t)) total += (size_t)stg_bytes(&g->t[t]);
     unsigned char *buf = malloc(total ? total : 1), *p = buf;
     for (int t = 0; t < g->nt; t++)
         if (d->dptr[t] && written(g, t)) {
-            size_t b = (size_t)graph_bytes(&g->t[t]);
+            size_t b = (size_t)stg_bytes(&g->t[t]);
             CK(cudaMemcpy(p, d->dptr[t], b, cudaMemcpyDeviceToHost));
             p += b;
         }
@@ -326,10 +326,10 @@ static void dev_alloc(const stg_graph *g, int op, int alias_in, dev_state *d) {
     d->host = calloc((size_t)g->nt, sizeof(float *));
     d->owned = calloc((size_t)g->nt, sizeof(int));
     for (int t = 0; t < g->nt; t++) {
-        int64_t n = graph_numel(&g->t[t]);
+        int64_t n = stg_numel(&g->t[t]);
         d->host[t] = calloc((size_t)(n ? n : 1), sizeof(float));
         if (alias_in >= 0 && t == g->ops[op].out[0]) continue;
-        CK(cudaMalloc(&d->dptr[t], (size_t)(graph_bytes(&g->t[t]) ? graph_bytes(&g->t[t]) : 4)));
+        CK(cudaMalloc(&d->dptr[t], (size_t)(stg_bytes(&g->t[t]) ? stg_bytes(&g->t[t]) : 4)));
         d->owned[t] = 1;
     }
     if (alias_in >= 0) d->dptr[g->ops[op].out[0]] = d->dptr[g->ops[op].in[alias_in]];
@@ -341,8 +341,8 @@ static void compare(const char *name, const stg_graph *gd, dev_state *d, float *
     for (int t = 0; t < gd->nt; t++) {
         if (!d->dptr[t] || !written(gd, t)) continue;
         const stg_tensor *tt = &gd->t[t];
-        int64_t n = graph_numel(tt);
-        size_t bytes = (size_t)graph_bytes(tt);
+        int64_t n = stg_numel(tt);
+        size_t bytes = (size_t)stg_bytes(tt);
         void *raw = malloc(bytes);
         float *got = malloc(sizeof(float) * (size_t)n);
         CK(cudaMemcpy(raw, d->dptr[t], bytes, cudaMemcpyDeviceToHost));
@@ -375,13 +375,13 @@ static void run_case_prec(const op_case *oc, stg_precision prec, int inplace) {
         int t = gd->ops[opd].in[i];
         gen_input(oc, gd, opd, i, d.host);
         if (gd->t[t].dtype == STG_BF16)
-            for (int64_t k = 0; k < graph_numel(&gd->t[t]); k++) d.host[t][k] = round_bf(d.host[t][k]);
+            for (int64_t k = 0; k < stg_numel(&gd->t[t]); k++) d.host[t][k] = round_bf(d.host[t][k]);
     }
 
     // CPU reference on the fp32 graph, outputs poisoned.
     float **ref = calloc((size_t)gr->nt, sizeof(float *));
     for (int t = 0; t < gr->nt; t++) {
-        int64_t n = graph_numel(&gr->t[t]);
+        int64_t n = stg_numel(&gr->t[t]);
         ref[t] = malloc(sizeof(float) * (size_t)(n ? n : 1));
         if (gr->t[t].producer >= 0)
             memset(ref[t], 0xFF, sizeof(float) * (size_t)(n ? n : 1));
@@ -695,7 +695,7 @@ static void run_optim(stg_precision prec) {
     dev_alloc(gd, 0, -1, &d);
     float **ref = calloc((size_t)gr->nt, sizeof(float *));
     for (int t = 0; t < gr->nt; t++) {
-        int64_t n = graph_numel(&gr->t[t]);
+        int64_t n = stg_numel(&gr->t[t]);
         ref[t] = malloc(sizeof(float) * (size_t)(n ? n : 1));
         memset(ref[t], 0xFF, sizeof(float) * (size_t)(n ? n : 1));
     }
@@ -752,8 +752,8 @@ static void run_optim(stg_precision prec) {
     for (int t = 0; t < gd->nt; t++) {
         if (!written(gd, t)) continue;
         const stg_tensor *tt = &gd->t[t];
-        int64_t n = graph_numel(tt);
-        size_t bytes = (size_t)graph_bytes(tt);
+        int64_t n = stg_numel(tt);
+        size_t bytes = (size_t)stg_bytes(tt);
         void *raw = malloc(bytes);
         float *got = malloc(sizeof(float) * (size_t)n);
         CK(cudaMemcpy(raw, d.dptr[t], bytes, cudaMemcpyDeviceToHost));

@@ -33,7 +33,7 @@
 static double *read_all(rt_exec *e, int t) {
     stg_err err;
     const stg_graph *g = rt_exec_graph(e);
-    double *v = malloc(sizeof(double) * (size_t)graph_numel(&g->t[t]));
+    double *v = malloc(sizeof(double) * (size_t)stg_numel(&g->t[t]));
     assert_non_null(v);
     if (rt_exec_read_f64(e, t, v, &err)) fail_msg("%s", err.msg);
     return v;
@@ -144,7 +144,7 @@ static void test_slot_adamw_against_cpu(void **s) {
         build_slot_graph(&o);
         double **c = run_slot_graph(false, norms[k]), **d = run_slot_graph(true, norms[k]);
         for (int t = 0; t < o.g->nt; t++) {
-            int64_t n = graph_numel(&o.g->t[t]);
+            int64_t n = stg_numel(&o.g->t[t]);
             double e = rel_err(d[t], c[t], n);
             print_message("  norm before %.1f: %-6s rel err %.3e\n", norms[k], o.g->t[t].name, e);
             if (!(e < 1e-5)) fail_msg("%s: relative error %g", o.g->t[t].name, e);
@@ -222,14 +222,14 @@ static void steps(rig *r, int n, unsigned mask, double *loss, double *norm) {
 static double *params(rig *r, int64_t *n) {
     int64_t total = 0;
     for (int t = 0; t < r->g->nt; t++)
-        if (r->g->t[t].cls == STG_CLASS_PARAM) total += graph_numel(&r->g->t[t]);
+        if (r->g->t[t].cls == STG_CLASS_PARAM) total += stg_numel(&r->g->t[t]);
     double *all = malloc(sizeof(double) * (size_t)total), *q = all;
     for (int t = 0; t < r->g->nt; t++)
         if (r->g->t[t].cls == STG_CLASS_PARAM) {
             double *v = read_all(r->e, rt_exec_param_truth(r->e, t));
-            memcpy(q, v, sizeof(double) * (size_t)graph_numel(&r->g->t[t]));
+            memcpy(q, v, sizeof(double) * (size_t)stg_numel(&r->g->t[t]));
             free(v);
-            q += graph_numel(&r->g->t[t]);
+            q += stg_numel(&r->g->t[t]);
         }
     *n = total;
     return all;
@@ -299,7 +299,7 @@ static void test_recompute_equal(void **s) {
         int tb = graph_find_tensor(b.g, a.g->t[t].name);
         assert_true(tb >= 0);
         double *ga = read_all(a.e, a.g->t[t].grad), *gb = read_all(b.e, b.g->t[tb].grad);
-        double e = rel_err(gb, ga, graph_numel(&a.g->t[t]));
+        double e = rel_err(gb, ga, stg_numel(&a.g->t[t]));
         if (!(e < 1e-5)) fail_msg("gradient of %s: relative error %g with recomputation", a.g->t[t].name, e);
         worst = fmax(worst, e);
         free(ga);

@@ -81,12 +81,12 @@ static void train(rig *r, int steps, double *losses, double **params, int64_t *n
     }
     int64_t total = 0;
     for (int t = 0; t < r->g->nt; t++)
-        if (r->g->t[t].cls == STG_CLASS_PARAM) total += graph_numel(&r->g->t[t]);
+        if (r->g->t[t].cls == STG_CLASS_PARAM) total += stg_numel(&r->g->t[t]);
     double *all = malloc(sizeof(double) * (size_t)total), *q = all;
     for (int t = 0; t < r->g->nt; t++)
         if (r->g->t[t].cls == STG_CLASS_PARAM) {
             if (rt_exec_read_f64(r->e, rt_exec_param_truth(r->e, t), q, &err)) fail_msg("%s", err.msg);
-            q += graph_numel(&r->g->t[t]);
+            q += stg_numel(&r->g->t[t]);
         }
     *params = all;
     *n = total;
@@ -194,7 +194,7 @@ static void test_step_against_cpu(void **s) {
     assert_true(fabs(rg.loss - rc.loss) / fabs(rc.loss) < 1e-5);
     for (int t = 0; t < c.g->nt; t++) {
         if (c.g->t[t].cls != STG_CLASS_PARAM) continue;
-        int64_t n = graph_numel(&c.g->t[t]);
+        int64_t n = stg_numel(&c.g->t[t]);
         double *a = malloc(sizeof(double) * (size_t)n), *b = malloc(sizeof(double) * (size_t)n);
         if (rt_exec_read_f64(c.e, c.g->t[t].grad, a, &err) || rt_exec_read_f64(g.e, g.g->t[t].grad, b, &err)) fail_msg("%s", err.msg);
         double e = rel_err(b, a, n);

@@ -87,13 +87,13 @@ static char *state_bytes(rig *r, size_t *n) {
     stg_err err;
     size_t total = 0;
     for (int t = 0; t < r->g->nt; t++)
-        if (r->g->t[t].cls == STG_CLASS_PARAM || r->g->t[t].cls == STG_CLASS_OPTIMIZER) total += (size_t)graph_bytes(&r->g->t[t]);
+        if (r->g->t[t].cls == STG_CLASS_PARAM || r->g->t[t].cls == STG_CLASS_OPTIMIZER) total += (size_t)stg_bytes(&r->g->t[t]);
     char *buf = malloc(total), *q = buf;
     assert_non_null(buf);
     for (int t = 0; t < r->g->nt; t++)
         if (r->g->t[t].cls == STG_CLASS_PARAM || r->g->t[t].cls == STG_CLASS_OPTIMIZER) {
-            if (rt_exec_read(r->e, t, q, (size_t)graph_bytes(&r->g->t[t]), &err)) fail_msg("%s", err.msg);
-            q += graph_bytes(&r->g->t[t]);
+            if (rt_exec_read(r->e, t, q, (size_t)stg_bytes(&r->g->t[t]), &err)) fail_msg("%s", err.msg);
+            q += stg_bytes(&r->g->t[t]);
         }
     *n = total;
     return buf;
@@ -149,7 +149,7 @@ static int tensor_named(const stg_graph *g, int param, const char *suffix) {
 
 static double *read_all(rig *r, int t) {
     stg_err err;
-    double *v = malloc(sizeof(double) * (size_t)graph_numel(&r->g->t[t]));
+    double *v = malloc(sizeof(double) * (size_t)stg_numel(&r->g->t[t]));
     assert_non_null(v);
     if (rt_exec_read_f64(r->e, t, v, &err)) fail_msg("%s", err.msg);
     return v;
@@ -184,7 +184,7 @@ static void test_clips_by_previous_norm(void **s) {
         for (int t = 0; t < gc->nt; t++) {
             if (gc->t[t].cls != STG_CLASS_PARAM) continue;
             double *gr = read_all(&c, gc->t[t].grad);
-            for (int64_t i = 0; i < graph_numel(&gc->t[t]); i++) ss += gr[i] * gr[i];
+            for (int64_t i = 0; i < stg_numel(&gc->t[t]); i++) ss += gr[i] * gr[i];
             free(gr);
         }
         double norm = sqrt(ss);
@@ -211,7 +211,7 @@ static void test_clips_by_previous_norm(void **s) {
             int tc = graph_find_tensor(gc, gb->t[t].name);
             double *gr = read_all(&c, gc->t[tc].grad), *w1 = read_all(&b, t), *m1 = read_all(&b, tensor_named(gb, t, "adam_m")),
                    *v1 = read_all(&b, tensor_named(gb, t, "adam_v"));
-            for (int64_t j = 0; j < graph_numel(&gb->t[t]); j++) {
+            for (int64_t j = 0; j < stg_numel(&gb->t[t]); j++) {
                 double g = clip * gr[j];
                 double m = b1 * m0[i][j] + (1 - b1) * g, v = b2 * v0[i][j] + (1 - b2) * g * g;
                 double w = w0[i][j] - at * m / (sqrt(v) + eps);

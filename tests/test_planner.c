@@ -112,7 +112,7 @@ static stg_graph *random_graph(uint64_t seed, int nops) {
         int in1 = pool[rnd(&s, np)];
         int kind = rnd(&s, 10);
         stg_tclass cls = rnd(&s, 5) == 0 ? STG_CLASS_GRAD : rnd(&s, 2) ? STG_CLASS_ACTIVATION : STG_CLASS_TEMPORARY;
-        int64_t n0 = graph_numel(&g->t[in0]);
+        int64_t n0 = stg_numel(&g->t[in0]);
         int64_t n = rnd(&s, 2) ? n0 : rnd(&s, 2) ? 1 + rnd(&s, (int)n0) : n0 + 1 + rnd(&s, 2000);
         snprintf(nm, sizeof nm, "t%d", i);
         if (kind < 2) { // reshape: a view of in0
@@ -187,7 +187,7 @@ static void brute_force_check(const stg_graph *g, const stg_plan *p) {
         }
         int64_t cap = p->region[t] == STG_REGION_ARENA ? p->arena_bytes : p->persistent_bytes;
         assert_true(p->offset[t] >= 0);
-        assert_true(p->offset[t] + graph_bytes(&g->t[t]) <= cap);
+        assert_true(p->offset[t] + stg_bytes(&g->t[t]) <= cap);
         assert_int_equal(p->region[t], stg_class_persistent(g->t[view_root(g, t)].cls) ? STG_REGION_PERSISTENT : STG_REGION_ARENA);
     }
     for (int s = 0; s < g->nsched; s++)
@@ -198,8 +198,8 @@ static void brute_force_check(const stg_graph *g, const stg_plan *p) {
             for (int u = t + 1; u < nt; u++) {
                 if (g->t[u].base >= 0 || p->region[u] != p->region[t]) continue;
                 if (!pt && (first[u] > s || eff[u] < s)) continue;
-                int64_t a0 = p->offset[t], a1 = a0 + graph_bytes(&g->t[t]);
-                int64_t b0 = p->offset[u], b1 = b0 + graph_bytes(&g->t[u]);
+                int64_t a0 = p->offset[t], a1 = a0 + stg_bytes(&g->t[t]);
+                int64_t b0 = p->offset[u], b1 = b0 + stg_bytes(&g->t[u]);
                 if (a1 <= b0 || b1 <= a0) continue;
                 // Overlap: only legal as an in-place hand-over at step s.
                 int older = first[t] <= first[u] ? t : u, newer = older == t ? u : t;
@@ -225,8 +225,8 @@ static void check_totals(const stg_graph *g, const stg_plan *p) {
     int64_t bc[STG_CLASS_COUNT] = {0}, pers = 0;
     for (int t = 0; t < g->nt; t++)
         if (p->owner[t] == t && p->region[t] != STG_REGION_NONE) {
-            bc[g->t[t].cls] += al(graph_bytes(&g->t[t]), p->alignment);
-            if (p->region[t] == STG_REGION_PERSISTENT) pers += al(graph_bytes(&g->t[t]), p->alignment);
+            bc[g->t[t].cls] += al(stg_bytes(&g->t[t]), p->alignment);
+            if (p->region[t] == STG_REGION_PERSISTENT) pers += al(stg_bytes(&g->t[t]), p->alignment);
         }
     for (int c = 0; c < STG_CLASS_COUNT; c++) assert_int_equal(bc[c], p->by_class[c]);
     assert_int_equal(pers, p->persistent_bytes);
@@ -261,7 +261,7 @@ static void check_inplace(const stg_graph *g, const stg_plan *p) {
         for (int j = 0; j < op->n_in; j++)
             if (j != d->inplace_in && p->owner[op->in[j]] == st) shared = true;
         bool allowed = !later && !shared && !stg_class_persistent(g->t[st].cls) && g->t[st].group < 0 &&
-                       g->t[out].group < 0 && al(graph_bytes(&g->t[out]), p->alignment) <= p->size[st];
+                       g->t[out].group < 0 && al(stg_bytes(&g->t[out]), p->alignment) <= p->size[st];
         if (later) assert_int_not_equal(p->owner[out], st);
         if (allowed != (p->owner[out] == st))
             fail_msg("step %d: '%s' over '%s': allowed %d, planned %d", s, g->t[out].name, g->t[in].name, allowed,
@@ -276,7 +276,7 @@ static void check_groups(const stg_graph *g, const stg_plan *p) {
         if (g->t[t].group < 0 || p->region[t] == STG_REGION_NONE) continue;
         for (int u = t + 1; u < g->nt; u++)
             if (g->t[u].group == g->t[t].group) {
-                assert_int_equal(p->offset[u], p->offset[t] + al(graph_bytes(&g->t[t]), p->alignment));
+                assert_int_equal(p->offset[u], p->offset[t] + al(stg_bytes(&g->t[t]), p->alignment));
                 break;
             }
     }

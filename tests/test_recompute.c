@@ -52,12 +52,12 @@ static void run(stg_graph *g, stg_plan *p, double *loss, char **state, size_t *n
     }
     size_t total = 0;
     for (int t = 0; t < g->nt; t++)
-        if (g->t[t].cls == STG_CLASS_PARAM || g->t[t].cls == STG_CLASS_OPTIMIZER) total += (size_t)graph_bytes(&g->t[t]);
+        if (g->t[t].cls == STG_CLASS_PARAM || g->t[t].cls == STG_CLASS_OPTIMIZER) total += (size_t)stg_bytes(&g->t[t]);
     char *buf = malloc(total), *q = buf;
     for (int t = 0; t < g->nt; t++)
         if (g->t[t].cls == STG_CLASS_PARAM || g->t[t].cls == STG_CLASS_OPTIMIZER) {
-            if (rt_exec_read(e, t, q, (size_t)graph_bytes(&g->t[t]), &err)) fail_msg("%s", err.msg);
-            q += graph_bytes(&g->t[t]);
+            if (rt_exec_read(e, t, q, (size_t)stg_bytes(&g->t[t]), &err)) fail_msg("%s", err.msg);
+            q += stg_bytes(&g->t[t]);
         }
     *state = buf;
     *n = total;

@@ -183,7 +183,7 @@ static int spans_of(const rec *x, span *r, int *nr, span *w, int *nw) {
     for (int k = 0; k < op->n_in + op->n_out; k++) {
         int t = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
         if (!x->ptr[t]) continue;
-        span sp = {(uintptr_t)x->ptr[t], (uintptr_t)x->ptr[t] + (uintptr_t)graph_bytes(&x->g->t[t])};
+        span sp = {(uintptr_t)x->ptr[t], (uintptr_t)x->ptr[t] + (uintptr_t)stg_bytes(&x->g->t[t])};
         if (k >= op->n_in || ops_bit(mut, k)) w[(*nw)++] = sp;
         else r[(*nr)++] = sp;
     }
@@ -336,12 +336,12 @@ static void run(rt_backend *b, const char *attention, bool graph, bool poison, d
     }
     size_t total = 0;
     for (int t = 0; t < g->nt; t++)
-        if (g->t[t].cls == STG_CLASS_PARAM || g->t[t].cls == STG_CLASS_OPTIMIZER) total += (size_t)graph_bytes(&g->t[t]);
+        if (g->t[t].cls == STG_CLASS_PARAM || g->t[t].cls == STG_CLASS_OPTIMIZER) total += (size_t)stg_bytes(&g->t[t]);
     char *buf = malloc(total), *q = buf;
     for (int t = 0; t < g->nt; t++)
         if (g->t[t].cls == STG_CLASS_PARAM || g->t[t].cls == STG_CLASS_OPTIMIZER) {
-            if (rt_exec_read(e, t, q, (size_t)graph_bytes(&g->t[t]), &err)) fail_msg("%s", err.msg);
-            q += graph_bytes(&g->t[t]);
+            if (rt_exec_read(e, t, q, (size_t)stg_bytes(&g->t[t]), &err)) fail_msg("%s", err.msg);
+            q += stg_bytes(&g->t[t]);
         }
     *state = buf;
     *n = total;

@@ -1,6 +1,6 @@
 // The CPU backend's op entry point: reads an op's tensors and typed attributes from the graph,
 // picks the float or double kernels (ops/cpu/kernels.h) by the dtype of its float tensors, and
-// calls them. One runner per op kind, in a table generated from ops/oplist.h: an op kind without
+// calls them. One runner per op kind, in a table generated from ops/base/oplist.h: an op kind without
 // a runner here does not compile.
 #include <math.h>
 #include <stddef.h>
@@ -25,7 +25,7 @@ typedef size_t (*cpu_scratch_fn)(const stg_graph *g, const stg_op *op, int f64);
 #define KCALL(f64, name, ...) ((f64) ? name##_f64(__VA_ARGS__) : name##_f32(__VA_ARGS__))
 
 static const char *const cpu_op_names[STG_OP_COUNT] = {
-#define STG_X_NAME(e, n, a) [STG_OP_##e] = #n,
+#define STG_X_NAME(e, n, f, a) [STG_OP_##e] = #n,
     STG_OP_LIST(STG_X_NAME)
 #undef STG_X_NAME
 };
@@ -596,7 +596,7 @@ static int run_broadcast(const stg_graph *g, const stg_op *op, void *const *data
 // ---- the table and the entry points -----------------------------------------------------------
 
 static const cpu_run_fn cpu_runners[STG_OP_COUNT] = {
-#define STG_X_RUNNER(e, n, a) [STG_OP_##e] = run_##n,
+#define STG_X_RUNNER(e, n, f, a) [STG_OP_##e] = run_##n,
     STG_OP_LIST(STG_X_RUNNER)
 #undef STG_X_RUNNER
 };

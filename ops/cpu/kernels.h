@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "graph/err.h"
+#include "ops/base/err.h"
 #include "graph/graph.h"
 
 #define STG_CPU_KERNELS(T, S)                                                                      \

@@ -1,6 +1,6 @@
 // The CUDA backend's context and op entry point: device, stream, cuBLASLt handle, the per-graph
 // preparation (matmul plans, multi-tensor tables, scratch) and the kernel table, one runner per
-// op kind generated from ops/oplist.h (an op kind without a runner does not link).
+// op kind generated from ops/base/oplist.h (an op kind without a runner does not link).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,7 +375,7 @@ typedef int (*cuda_run_fn)(stg_cuda *c, const stg_graph *g, int op, void *const 
 // Designated in enum order over every kind (C++ accepts array designators only when complete and
 // in order, which STG_OP_LIST guarantees).
 static const cuda_run_fn cuda_runners[STG_OP_COUNT] = {
-#define CUDA_X_RUNNER(e, n, a) [STG_OP_##e] = cuda_run_##n,
+#define CUDA_X_RUNNER(e, n, f, a) [STG_OP_##e] = cuda_run_##n,
     STG_OP_LIST(CUDA_X_RUNNER)
 #undef CUDA_X_RUNNER
 };

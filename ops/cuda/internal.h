@@ -185,9 +185,9 @@ size_t cuda_embedding_bwd_work_bytes(const stg_graph *g, int op); // ops/cuda/em
 int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, size_t *table_bytes, size_t *work_bytes,
                     stg_err *err);
 
-// The kernel table: one runner per op kind (generated from ops/oplist.h). Each enqueues op `op`
+// The kernel table: one runner per op kind (generated from ops/base/oplist.h). Each enqueues op `op`
 // of g on c->stream. LINEAR, MATMUL, ATTENTION and ATTENTION_BWD are thin wrappers in cuda.cu.
-#define CUDA_X_RUNNER_DECL(e, n, a) \
+#define CUDA_X_RUNNER_DECL(e, n, f, a) \
     int cuda_run_##n(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
 STG_OP_LIST(CUDA_X_RUNNER_DECL)
 #undef CUDA_X_RUNNER_DECL

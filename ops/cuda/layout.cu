@@ -8,7 +8,7 @@ extern "C" int cuda_run_reshape(stg_cuda *c, const stg_graph *g, int op, void *c
     if (cuda_numel(x) != cuda_numel(y) || x->dtype != y->dtype)
         return stg_errf(err, "%s and %s differ in size or dtype", x->name, y->name);
     if (ptr[o->in[0]] == ptr[o->out[0]]) return 0;
-    CUDA_CHECK(err, cudaMemcpyAsync(ptr[o->out[0]], ptr[o->in[0]], (size_t)graph_bytes(x), cudaMemcpyDeviceToDevice,
+    CUDA_CHECK(err, cudaMemcpyAsync(ptr[o->out[0]], ptr[o->in[0]], (size_t)stg_bytes(x), cudaMemcpyDeviceToDevice,
                                     c->stream));
     return 0;
 }
@@ -59,7 +59,7 @@ extern "C" int cuda_run_transpose(stg_cuda *c, const stg_graph *g, int op, void 
     int64_t total = cuda_numel(x);
     if (total == 0) return 0;
     if (d0 == d1) {
-        CUDA_CHECK(err, cudaMemcpyAsync(ptr[o->out[0]], ptr[o->in[0]], (size_t)graph_bytes(x),
+        CUDA_CHECK(err, cudaMemcpyAsync(ptr[o->out[0]], ptr[o->in[0]], (size_t)stg_bytes(x),
                                         cudaMemcpyDeviceToDevice, c->stream));
         return 0;
     }

@@ -7,7 +7,7 @@
 #include <cuda_runtime.h>
 
 extern "C" {
-#include "graph/err.h" // C: stg_errf has C linkage
+#include "ops/base/err.h" // C: stg_errf has C linkage
 }
 
 // Whether att_wgmma_fwd handles head dim D with this scale (D 64, 80 or 128, scale > 0).

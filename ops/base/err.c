@@ -1,4 +1,4 @@
-#include "graph/err.h"
+#include "ops/base/err.h"
 
 #include <stdarg.h>
 #include <stdio.h>

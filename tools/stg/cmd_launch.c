@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tools/cli.h"
+#include "tools/stg/cli.h"
 
 static const char *launch_usage =
     "usage: stg launch -n N [--nnodes M --node-rank K] [--port P] [--addr A] -- COMMAND [ARGS...]\n"

@@ -12,7 +12,7 @@
 #include "runtime/exec.h"
 #include "runtime/train.h"
 #include "runtime/dist.h"
-#include "tools/cli.h"
+#include "tools/stg/cli.h"
 #ifdef STG_HAVE_CUDA
 #include "runtime/cuda/backend_cuda.h"
 #endif
@@ -82,12 +82,12 @@ static void print_list(const double *x, int64_t n) {
 static double optim_op_bytes(const stg_graph *g, const stg_op *op) {
     double by = 0;
     if (op->kind == STG_OP_GLOBAL_NORM)
-        for (int i = 0; i < op->n_in; i++) by += (double)graph_bytes(&g->t[op->in[i]]);
+        for (int i = 0; i < op->n_in; i++) by += (double)stg_bytes(&g->t[op->in[i]]);
     if (op->kind == STG_OP_ADAMW) {
         int nin = op->n_in - (op->a.adamw.slot > 0);
-        by = (double)graph_bytes(&g->t[op->in[1]]) + 2.0 * (double)(graph_bytes(&g->t[op->in[2]]) + graph_bytes(&g->t[op->in[3]]));
-        by += nin > 6 ? 2.0 * (double)graph_bytes(&g->t[op->in[6]]) + (double)graph_bytes(&g->t[op->in[0]])
-                      : 2.0 * (double)graph_bytes(&g->t[op->in[0]]);
+        by = (double)stg_bytes(&g->t[op->in[1]]) + 2.0 * (double)(stg_bytes(&g->t[op->in[2]]) + stg_bytes(&g->t[op->in[3]]));
+        by += nin > 6 ? 2.0 * (double)stg_bytes(&g->t[op->in[6]]) + (double)stg_bytes(&g->t[op->in[0]])
+                      : 2.0 * (double)stg_bytes(&g->t[op->in[0]]);
     }
     return by;
 }

@@ -12,7 +12,7 @@
 #include "runtime/backend.h"
 #include "runtime/exec.h"
 #include "runtime/rng.h"
-#include "tools/cli.h"
+#include "tools/stg/cli.h"
 
 // q, k, v (B, S, H, D) as parameters, o from the chosen attention, and its backward from an input
 // gradient d.o.

@@ -1,4 +1,4 @@
-#include "tools/cli.h"
+#include "tools/stg/cli.h"
 
 #include <errno.h>
 #include <math.h>

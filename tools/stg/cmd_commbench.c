@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "runtime/dist.h"
-#include "tools/cli.h"
+#include "tools/stg/cli.h"
 #ifdef STG_HAVE_CUDA
 #include "runtime/cuda/backend_cuda.h"
 #endif

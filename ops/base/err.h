@@ -1,9 +1,13 @@
 // Errors with context, shared by every module. Library code fills an stg_err and returns -1;
-// only tools/ prints and exits.
+// only tools/ prints and exits. Part of the base layer (ops/base/): includes nothing outside it.
 #ifndef STG_ERR_H
 #define STG_ERR_H
 
 #include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct stg_err {
     char msg[1024];
@@ -33,5 +37,9 @@ void *stg_malloc(size_t n, stg_err *err);
 void *stg_calloc(size_t n, size_t size, stg_err *err);
 void *stg_realloc(void *p, size_t n, stg_err *err);
 char *stg_strdup(const char *s, stg_err *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

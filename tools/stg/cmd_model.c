@@ -11,7 +11,7 @@
 #include "planner/report.h"
 #include "runtime/backend.h"
 #include "runtime/exec.h"
-#include "tools/cli.h"
+#include "tools/stg/cli.h"
 
 static int usage_model(const char *cmd, const char *extra) {
     fprintf(stderr,
@@ -79,7 +79,7 @@ int cmd_check(int argc, char **argv) {
         const stg_tensor *x = &g->t[t];
         if (x->cls != STG_CLASS_PARAM) continue;
         char sb[128];
-        printf("  %-28s %-14s %12lld\n", x->name, graph_shape_str(x, sb, sizeof sb), (long long)graph_numel(x));
+        printf("  %-28s %-14s %12lld\n", x->name, stg_shape_str(x, sb, sizeof sb), (long long)stg_numel(x));
     }
     int rc = fflush(stdout) || ferror(stdout) ? 1 : 0;
     graph_free(g);

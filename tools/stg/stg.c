@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tools/cli.h"
+#include "tools/stg/cli.h"
 
 typedef struct {
     const char *name;

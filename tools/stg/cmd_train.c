@@ -15,7 +15,7 @@
 #include "runtime/npy.h"
 #include "runtime/safetensors.h"
 #include "runtime/train.h"
-#include "tools/cli.h"
+#include "tools/stg/cli.h"
 
 typedef struct {
     rt_train_cfg cfg;
@@ -270,7 +270,7 @@ int cmd_step(int argc, char **argv) {
     float lossf = (float)loss;
     if (rt_st_writer_add(w, "loss", RT_DT_F32, 0, NULL, &lossf, &err)) goto fail;
     if (logits >= 0) {
-        int64_t n = graph_numel(&g->t[logits]);
+        int64_t n = stg_numel(&g->t[logits]);
         if (!(vals[0] = stg_malloc(sizeof(double) * (size_t)n, &err)) || rt_exec_read_f64(e, logits, vals[0], &err)) goto fail;
         float *f = (float *)vals[0]; // narrowed in place: f[i] is written after vals[0][i] is read
         for (int64_t i = 0; i < n; i++) f[i] = (float)vals[0][i];
@@ -281,7 +281,7 @@ int cmd_step(int argc, char **argv) {
     for (int t = 0; t < g->nt; t++) {
         if (g->t[t].cls != STG_CLASS_PARAM) continue;
         int gr = g->t[t].grad;
-        int64_t n = graph_numel(&g->t[gr]);
+        int64_t n = stg_numel(&g->t[gr]);
         double *d = stg_malloc(sizeof(double) * (size_t)n, &err);
         if (!d) goto fail;
         grads[t] = d;

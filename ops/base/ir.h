@@ -1,0 +1,114 @@
+// The IR's types and limits: tensors, ops, dims and the graph of one step (built by graph/, read by
+// the op rules, the planner and the backends). Part of the base layer: includes nothing outside
+// ops/base/.
+#ifndef STG_BASE_IR_H
+#define STG_BASE_IR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ops/base/err.h"
+#include "ops/base/oplist.h"
+
+#define STG_MAX_OUT 3
+#define STG_NAME_MAX 96
+// Limits that keep sizes far from int64 overflow (every byte count, and the planner's sums over all
+// tensors, stay below 2^62): elements of one tensor, and tensors in one graph.
+#define STG_MAX_NUMEL (INT64_C(1) << 36)
+#define STG_MAX_TENSORS (1 << 22)
+
+typedef enum stg_dtype { STG_F32, STG_BF16, STG_F64, STG_I32, STG_DTYPE_COUNT } stg_dtype;
+
+typedef enum stg_precision {
+    STG_PREC_FP32, // everything float32
+    STG_PREC_BF16, // bf16 working weights and activations; fp32 master weights, grads, AdamW state
+    STG_PREC_FP64, // everything float64 (CPU reference only: finite-difference checks)
+} stg_precision;
+
+// What a tensor is, for the planner and the report. Persistent: PARAM, OPTIMIZER, INPUT, WORKSPACE.
+typedef enum stg_tclass {
+    STG_CLASS_PARAM,      // a trained parameter (in bf16 mode: the bf16 working copy)
+    STG_CLASS_GRAD,       // the final gradient of a parameter
+    STG_CLASS_OPTIMIZER,  // AdamW m and v, and the fp32 master weights in bf16 mode
+    STG_CLASS_INPUT,      // a batch input (tokens, targets)
+    STG_CLASS_ACTIVATION, // written in forward and read in backward: saved for backward
+    STG_CLASS_TEMPORARY,  // everything else the step writes and reads
+    STG_CLASS_WORKSPACE,  // small persistent runtime state (optimizer step and learning rate)
+    STG_CLASS_COUNT
+} stg_tclass;
+
+typedef enum stg_phase { STG_PHASE_FORWARD, STG_PHASE_BACKWARD, STG_PHASE_OPTIMIZER } stg_phase;
+
+typedef enum stg_init {
+    STG_INIT_NONE,
+    STG_INIT_LINEAR,    // truncated normal, std sqrt(2/(d_in+d_out)), clipped at +-3 std; shape [d_out, d_in]
+    STG_INIT_EMBEDDING, // truncated normal, std 1, clipped at +-3
+    STG_INIT_ONES,
+    STG_INIT_ZEROS,
+} stg_init;
+
+
+
+typedef struct stg_tensor {
+    char name[STG_NAME_MAX];
+    int ndim;
+    int64_t shape[STG_MAX_DIMS];
+    stg_dtype dtype;
+    stg_tclass cls;
+    int producer;   // op id that writes it, -1 for parameters, inputs and state
+    int base;       // tensor id this is a view of (same bytes), -1 if it owns its storage
+    int param;      // GRAD / OPTIMIZER: the parameter it belongs to; -1 otherwise
+    int grad;       // PARAM: its gradient tensor after autodiff; -1 otherwise
+    int group;      // contiguous placement group (planner), -1 for none
+    stg_init init;  // PARAM
+    stg_loc loc;    // where it was declared or made
+} stg_tensor;
+
+typedef struct stg_op {
+    stg_op_kind kind;
+    int n_in;
+    int *in;                  // tensor ids (owned)
+    int n_out;
+    int out[STG_MAX_OUT];     // tensor ids
+    stg_attrs a;
+    stg_phase phase;
+    int fwd;                  // backward ops: the forward op whose gradient rule made it; else -1
+    int recompute_of;         // a backward-phase copy of forward op k that recomputes a dropped activation; else -1
+    stg_loc loc;
+} stg_op;
+
+typedef struct stg_dim {
+    char name[64];
+    int64_t value;
+} stg_dim;
+
+typedef struct stg_graph {
+    char name[64];
+    stg_precision precision;
+    stg_dtype act_dtype;   // activations and working weights
+    stg_dtype grad_dtype;  // parameter gradients, master weights and AdamW state
+
+    stg_tensor *t;
+    int nt, cap_t;
+    stg_op *ops;
+    int nops, cap_ops;
+    int n_fwd_ops;         // ops[0, n_fwd_ops) are the forward graph (set by autodiff)
+
+    stg_dim *dims;         // resolved dims, in declaration order
+    int ndims;
+    char (*opt_names)[64]; // string options (e.g. attention) and their resolved values
+    char (*opt_values)[64];
+    int nopts;
+
+    int loss;              // tensor id of the scalar loss, -1 before the loader sets it
+    int grad_norm;         // tensor id of the global gradient norm (after autodiff), -1 before
+    int sched_state;       // tensor id of the optimizer's [steps done, lr] (WORKSPACE), -1 before
+
+    int *schedule;         // op ids in execution order (graph_schedule)
+    int nsched;
+
+    char **strings;        // owned strings (file names referenced by locs)
+    int nstrings;
+} stg_graph;
+
+#endif

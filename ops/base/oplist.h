@@ -1,0 +1,93 @@
+// The one list of op kinds and their typed attributes. The enum, the names, the YAML lookup, the
+// registry's table of rules and every backend's table of records are generated from it: each
+// X(ENUM, name, family, attribute-struct) row names the op-family folder ops/<family>/ that defines
+// `stg_rule_<name>` (rules.c), `stg_cpu_<name>` (cpu.c) and `stg_cuda_<name>` (cuda.cu); a missing
+// one does not link. Adding an op kind: one row here, plus its family's files.
+#ifndef STG_OPLIST_H
+#define STG_OPLIST_H
+
+#include <stdint.h>
+
+#define STG_MAX_DIMS 6
+
+// Typed op parameters: each op kind names its struct in its row below.
+typedef struct { int unused; } stg_no_attrs;
+typedef struct { int64_t vocab; } stg_embedding_bwd_attrs;          // rows of the weight
+typedef struct { int ta, tb, grad_out; } stg_matmul_attrs;          // op(A) op(B), op = transpose if set;
+                                                                    // grad_out: output in the graph's grad dtype
+typedef struct { double eps; } stg_norm_attrs;
+typedef struct { double theta; int inverse; } stg_rope_attrs;       // inverse: rotate by -angle (the backward)
+typedef struct { double fill; } stg_mask_attrs;                     // value written above the diagonal
+typedef struct { double scale; } stg_attention_attrs;               // 0 means 1/sqrt(head_dim)
+typedef struct { double factor; } stg_scale_attrs;
+typedef struct { int ndim; int64_t shape[STG_MAX_DIMS]; } stg_reshape_attrs;
+typedef struct { int d0, d1; } stg_transpose_attrs;                 // swaps two dims (a copy)
+// slot > 0: the optimizer-in-backward form: the op's last input is the per-parameter slots of the
+// squared gradient norms (WORKSPACE), and the op writes the sum of squares of its (unclipped)
+// gradient into element slot - 1; input 4 (the clipping norm) is then the previous step's norm.
+typedef struct { double beta1, beta2, eps, weight_decay, max_norm; int slot; } stg_adamw_attrs;
+// CS336's cosine schedule with linear warm-up, advanced on the device: step += 1, lr = f(step - 1).
+// cosine_steps 0: constant lr after the warm-up.
+typedef struct { double lr, min_lr; int64_t warmup, cosine_steps; } stg_lr_attrs;
+typedef struct { int64_t root; } stg_comm_attrs; // broadcast: the rank whose values everyone gets
+
+typedef union stg_attrs {
+    stg_no_attrs none;
+    stg_embedding_bwd_attrs embedding_bwd;
+    stg_matmul_attrs matmul;
+    stg_norm_attrs norm;
+    stg_rope_attrs rope;
+    stg_mask_attrs mask;
+    stg_attention_attrs attention;
+    stg_scale_attrs scale;
+    stg_reshape_attrs reshape;
+    stg_transpose_attrs transpose;
+    stg_adamw_attrs adamw;
+    stg_lr_attrs lr;
+    stg_comm_attrs comm;
+} stg_attrs;
+
+#define STG_OP_LIST(X)                                                  \
+    X(EMBEDDING, embedding, embedding, stg_no_attrs)                    \
+    X(EMBEDDING_BWD, embedding_bwd, embedding, stg_embedding_bwd_attrs) \
+    X(LINEAR, linear, matmul, stg_no_attrs)                             \
+    X(MATMUL, matmul, matmul, stg_matmul_attrs)                         \
+    X(RMSNORM, rmsnorm, norm, stg_norm_attrs)                           \
+    X(RMSNORM_BWD, rmsnorm_bwd, norm, stg_norm_attrs)                   \
+    X(LAYERNORM, layernorm, norm, stg_norm_attrs)                       \
+    X(LAYERNORM_BWD, layernorm_bwd, norm, stg_norm_attrs)               \
+    X(ROPE, rope, rope, stg_rope_attrs)                                 \
+    X(CAUSAL_MASK, causal_mask, softmax, stg_mask_attrs)                \
+    X(SOFTMAX, softmax, softmax, stg_no_attrs)                          \
+    X(SOFTMAX_BWD, softmax_bwd, softmax, stg_no_attrs)                  \
+    X(ATTENTION, attention, attention, stg_attention_attrs)             \
+    X(ATTENTION_BWD, attention_bwd, attention, stg_attention_attrs)     \
+    X(SILU, silu, elementwise, stg_no_attrs)                            \
+    X(SILU_BWD, silu_bwd, elementwise, stg_no_attrs)                    \
+    X(RELU, relu, elementwise, stg_no_attrs)                            \
+    X(RELU_BWD, relu_bwd, elementwise, stg_no_attrs)                    \
+    X(SWIGLU, swiglu, elementwise, stg_no_attrs)                        \
+    X(SWIGLU_BWD, swiglu_bwd, elementwise, stg_no_attrs)                \
+    X(MUL, mul, elementwise, stg_no_attrs)                              \
+    X(ADD, add, elementwise, stg_no_attrs)                              \
+    X(SCALE, scale, elementwise, stg_scale_attrs)                       \
+    X(RESHAPE, reshape, layout, stg_reshape_attrs)                      \
+    X(TRANSPOSE, transpose, layout, stg_transpose_attrs)                \
+    X(CROSS_ENTROPY, cross_entropy, loss, stg_no_attrs)                 \
+    X(CROSS_ENTROPY_BWD, cross_entropy_bwd, loss, stg_no_attrs)         \
+    X(GLOBAL_NORM, global_norm, optim, stg_no_attrs)                    \
+    X(LR_SCHEDULE, lr_schedule, optim, stg_lr_attrs)                    \
+    X(ADAMW, adamw, optim, stg_adamw_attrs)                             \
+    X(SLOT_NORM, slot_norm, optim, stg_no_attrs)                        \
+    X(ALLREDUCE, allreduce, comm, stg_no_attrs)                         \
+    X(BROADCAST, broadcast, comm, stg_comm_attrs)                       \
+    X(MATMUL_GROUP, matmul_group, matmul, stg_matmul_attrs)            
+
+typedef enum stg_op_kind {
+#define STG_X_ENUM(e, n, f, a) STG_OP_##e,
+    STG_OP_LIST(STG_X_ENUM)
+#undef STG_X_ENUM
+    STG_OP_COUNT
+} stg_op_kind;
+
+#endif

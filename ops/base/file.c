@@ -173,3 +173,21 @@ int stg_afile_commit(stg_afile *f, stg_err *err) {
     afile_release(f);
     return rc;
 }
+
+int stg_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (!a || !b || stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int stg_check_output(const char *out, const char *what, const char *const *inputs, const char *const *input_what,
+                     int n_inputs, stg_err *err) {
+    if (!out) return 0;
+    for (int i = 0; i < n_inputs; i++) {
+        if (!inputs[i]) continue;
+        if (stg_same_file(out, inputs[i]))
+            return stg_errf(err, "%s %s is the same file as the %s %s: refusing to overwrite an input", what, out,
+                            input_what && input_what[i] ? input_what[i] : "input", inputs[i]);
+    }
+    return 0;
+}

@@ -44,6 +44,15 @@ int stg_afile_commit(stg_afile *f, stg_err *err);
 // Gives up: closes and unlinks the temporary file, frees f (NULL is fine).
 void stg_afile_abort(stg_afile *f);
 
+// ---- outputs never overwrite inputs ---------------------------------------------------------
+
+// 1 when both paths exist and name the same file (device and inode, through symlinks), else 0.
+int stg_same_file(const char *a, const char *b);
+// Fails with "WHAT OUT is the same file as the INPUT_WHAT[i] INPUTS[i]" when output path `out`
+// is any of the n inputs (NULL entries and a NULL out are skipped). Call before opening out.
+int stg_check_output(const char *out, const char *what, const char *const *inputs, const char *const *input_what,
+                     int n_inputs, stg_err *err);
+
 #ifdef __cplusplus
 }
 #endif

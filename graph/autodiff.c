@@ -8,6 +8,9 @@
 #include "graph/graph.h"
 #include "ops/registry.h"
 
+// The gradient rules emit their ops through this (ops/registry.h: stg_grad_emit).
+static const stg_grad_emit graph_grad_emit = {graph_add_op};
+
 stg_optim_config graph_optim_defaults(void) {
     stg_optim_config c = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .max_norm = 1.0,
                           .lr = 1e-3, .min_lr = 1e-4, .warmup = 0, .cosine_steps = 0,
@@ -131,7 +134,7 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
             goto done;
         }
         int first_new = g->nops;
-        if (d->grad(g, o, dout, want, din, err) < 0) goto done;
+        if (d->grad(&graph_grad_emit, g, o, dout, want, din, err) < 0) goto done;
         for (int i = 0; i < op.n_in; i++) {
             if (!want[i]) continue;
             if (din[i] < 0) {

@@ -7,7 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "graph/graph.h"
+#include "ops/base/ir.h"
+#include "ops/base/tensor.h"
 
 typedef enum stg_attr_type { STG_ATTR_INT, STG_ATTR_I64, STG_ATTR_FLOAT, STG_ATTR_SHAPE } stg_attr_type;
 
@@ -22,6 +23,14 @@ typedef struct stg_attr_def {
 
 #define STG_GRAD_SEED (-2) // dout value for the loss itself: d loss / d loss = 1
 
+// How a gradient rule adds ops: graph_add_op's contract (graph/graph.h), given by autodiff. Adds an
+// op with the given inputs, creates its outputs (named from name_hint), runs its shape rule and
+// fills out_ids; returns the op id or -1.
+typedef struct stg_grad_emit {
+    int (*add_op)(stg_graph *g, stg_op_kind kind, const int *in, int n_in, const stg_attrs *a, stg_phase phase,
+                  const char *name_hint, stg_loc loc, int *out_ids, stg_err *err);
+} stg_grad_emit;
+
 typedef struct stg_op_def {
     const char *name;
     int min_in, max_in;     // max_in -1: variadic
@@ -35,7 +44,8 @@ typedef struct stg_op_def {
     // tensor id, -1 when that output has no gradient, STG_GRAD_SEED for the loss). For each input
     // with want[i] set it writes din[i], the gradient's tensor id; the rest stay -1.
     // NULL: not differentiable (backward and optimizer ops).
-    int (*grad)(stg_graph *g, int op, const int *dout, const bool *want, int *din, stg_err *err);
+    int (*grad)(const stg_grad_emit *e, stg_graph *g, int op, const int *dout, const bool *want, int *din,
+                stg_err *err);
     double (*flops)(const stg_graph *g, const stg_op *op);
     uint32_t saves_in;      // bit i: the gradient rule reads input i
     uint32_t saves_out;     // bit i: the gradient rule reads output i
@@ -52,9 +62,54 @@ typedef struct stg_op_def {
 // Bit i of an input mask; inputs past 31 (of variadic ops: global_norm, allreduce) share bit 31.
 static inline bool ops_bit(uint32_t mask, int i) { return i >= 0 && ((mask >> (i < 32 ? i : 31)) & 1u); }
 
+// ---- what the families' rules share (ops/registry.c) -----------------------------------------
+
+#define OPS_OP(g, id) (&(g)->ops[(id)])
+#define OPS_IN(g, id, i) (&(g)->t[(g)->ops[(id)].in[(i)]])
+#define OPS_OUT(g, id, o) (&(g)->t[(g)->ops[(id)].out[(o)]])
+#define OPS_BIT(i) (1u << (i))
+// An attribute row: ATTR(union member, field, type, default, required); ATTRS(array) for a row.
+#define ATTR(T, field, type, def, req) {#field, type, offsetof(stg_attrs, T.field), def, req}
+#define ATTRS(x) x, (int)(sizeof x / sizeof x[0])
+
+void ops_set_shape(stg_tensor *t, int ndim, const int64_t *shape, stg_dtype dt);
+void ops_copy_shape(stg_tensor *t, const stg_tensor *src, stg_dtype dt);
+bool ops_is_float(stg_dtype d);
+// "file:line:col: <op>: <fmt with a and b>" at op id's location; returns -1.
+int ops_bad(stg_graph *g, int id, stg_err *err, const char *fmt, const char *a, const char *b);
+const char *ops_sh(const stg_tensor *t, char *buf); // shape string, buf of 128
+int ops_need_float(stg_graph *g, int id, int i, stg_err *err);
+int ops_need_ndim(stg_graph *g, int id, int i, int lo, int hi, stg_err *err);
+int ops_need_same(stg_graph *g, int id, int i, int j, stg_err *err);
+void ops_rows_shape(const stg_tensor *x, int *nd, int64_t *s); // all dims but the last
+stg_dtype ops_grad_dtype_for(const stg_graph *g, const stg_tensor *t);
+// The optional addend input (stg_op_def.addend_in): of output 0's shape and dtype.
+int ops_check_addend(stg_graph *g, int id, stg_err *err);
+// Shape rules several families use.
+int ops_infer_same_as_in0(stg_graph *g, int id, stg_err *err);
+int ops_infer_binary_same(stg_graph *g, int id, stg_err *err);
+int ops_infer_ternary_same(stg_graph *g, int id, stg_err *err);
+double ops_numel_in(const stg_graph *g, const stg_op *op, int i);
+double ops_numel_out(const stg_graph *g, const stg_op *op, int o);
+double ops_flops_elem1(const stg_graph *g, const stg_op *op);
+double ops_flops_elem4(const stg_graph *g, const stg_op *op);
+double ops_flops_elem8(const stg_graph *g, const stg_op *op);
+double ops_flops_softmax(const stg_graph *g, const stg_op *op);
+double ops_flops_zero(const stg_graph *g, const stg_op *op);
+// Emits one backward op of kind k for forward op fwd through e (its outputs named from hint);
+// returns the op id or -1. ops_emit1: the same, named "d.<tensor like>", returning output 0.
+int ops_emit(const stg_grad_emit *e, stg_graph *g, int fwd, stg_op_kind k, const int *in, int n, const stg_attrs *a,
+             const char *hint, int *outs, stg_err *err);
+int ops_emit1(const stg_grad_emit *e, stg_graph *g, int fwd, stg_op_kind k, const int *in, int n, const stg_attrs *a,
+              int like, stg_err *err);
+const char *ops_dname(const stg_graph *g, int t, char *buf); // "d.<name of t>", buf of STG_NAME_MAX
+void ops_name_out(stg_graph *g, int t, int like);             // names t "d.<name of like>"
+stg_attrs ops_no_attrs(void);
+
 // The lr_schedule op's learning rate for iteration t (0-based): CS336's get_lr_cosine_schedule.
 double ops_lr_at(const stg_lr_attrs *a, int64_t t);
 
+// The row of kind k (NULL for a value outside the op list).
 const stg_op_def *ops_def(stg_op_kind k);
 // The outputs an op of kind k with n_in inputs writes (its n_out, or n_in / 2 for pairwise ops).
 int ops_n_out(const stg_op_def *d, int n_in);

@@ -3,7 +3,7 @@
 #ifndef STG_OPS_CPU_H
 #define STG_OPS_CPU_H
 
-#include "graph/graph.h"
+#include "ops/base/ir.h"
 
 #include <stddef.h>
 
@@ -21,7 +21,7 @@ size_t cpu_op_scratch_bytes(const stg_graph *g, int op);
 int cpu_op_run(const stg_graph *g, int op, void *const *data, void *scratch, size_t scratch_bytes,
                stg_err *err);
 
-// Whether the CPU backend implements kind k (every kind: checked by tests/test_registry.c).
+// Whether the CPU backend implements kind k (every kind has a record: checked by tests/test_ops.c).
 int cpu_op_supported(stg_op_kind k);
 
 #endif

@@ -1,14 +1,15 @@
-// The storage type of the CPU reference kernels. Every file in ops/cpu/real/ is written once over
-// `real` and compiled twice (CMakeLists.txt): with STG_REAL_F32 (real = float, names end in _f32)
-// and with STG_REAL_F64 (real = double, names end in _f64). Reductions always accumulate in double.
-//
-// Only files in ops/cpu/real/ include this header; everything else sees both variants through
-// ops/cpu/kernels.h.
+// The storage type of the CPU reference kernels. Every family's ops/<family>/real.c is written
+// once over `real` and compiled twice (CMakeLists.txt): with STG_REAL_F32 (real = float, names end
+// in _f32) and with STG_REAL_F64 (real = double, names end in _f64). Reductions always accumulate
+// in double. Only those files include this header; everything else sees both variants through
+// the families' kernels.h.
 #ifndef STG_OPS_CPU_REAL_H
 #define STG_OPS_CPU_REAL_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "ops/base/err.h"
 
 #if defined(STG_REAL_F32) && defined(STG_REAL_F64)
 #error "define exactly one of STG_REAL_F32 and STG_REAL_F64"
@@ -19,7 +20,7 @@ typedef float real;
 typedef double real;
 #define RFN(name) name##_f64
 #else
-#error "ops/cpu/real/*.c must be compiled with -DSTG_REAL_F32 or -DSTG_REAL_F64"
+#error "ops/<family>/real.c must be compiled with -DSTG_REAL_F32 or -DSTG_REAL_F64"
 #endif
 
 #ifdef _OPENMP
@@ -72,6 +73,32 @@ static inline int cpu_thread_id(void) {
 #else
     return 0;
 #endif
+}
+
+// ---- scratch bookkeeping ---------------------------------------------------------------------
+
+// Per-thread scratch rows are padded to CPU_SCRATCH_PAD doubles (64 bytes), so that two threads
+// never write the same cache line.
+#define CPU_SCRATCH_PAD 8
+
+static inline size_t cpu_pad(size_t n_doubles) {
+    return (n_doubles + CPU_SCRATCH_PAD - 1) / CPU_SCRATCH_PAD * CPU_SCRATCH_PAD;
+}
+
+// 0 when `scratch` holds the `need` bytes kernel `kernel` asks for and is aligned to 8 bytes; else
+// -1 with a message. threads: the thread count `need` was computed for (0: it does not depend on it).
+static inline int cpu_scratch_check(const char *kernel, const void *scratch, size_t have, size_t need,
+                                    int threads, stg_err *err) {
+    if (need == 0) return 0;
+    if (!scratch || have < need)
+        return threads > 0
+                   ? stg_errf(err, "%s: scratch is %zu bytes, the kernel needs %zu (for %d threads)",
+                              kernel, scratch ? have : (size_t)0, need, threads)
+                   : stg_errf(err, "%s: scratch is %zu bytes, the kernel needs %zu", kernel,
+                              scratch ? have : (size_t)0, need);
+    if ((uintptr_t)scratch % 8 != 0)
+        return stg_errf(err, "%s: scratch at %p is not aligned to 8 bytes", kernel, scratch);
+    return 0;
 }
 
 #endif

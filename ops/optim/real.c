@@ -1,7 +1,7 @@
 // The optimizer side: squared norms for the global gradient norm, and AdamW with clipping.
 #include <math.h>
 
-#include "ops/cpu/kernels.h"
+#include "ops/optim/kernels.h"
 #include "ops/cpu/real.h"
 
 // x (n) -> sum of x^2, in double; in CPU_CHUNKS fixed chunks (the same bits for any thread count)

@@ -1,7 +1,7 @@
 // Mean cross-entropy over all rows, with the log-sum-exp saved for the backward.
 #include <math.h>
 
-#include "ops/cpu/kernels.h"
+#include "ops/loss/kernels.h"
 #include "ops/cpu/real.h"
 
 static int check_targets(const int32_t *tgt, int64_t rows, int64_t V, stg_err *err) {

@@ -7,7 +7,7 @@
 // output rows of all batches; every row is summed in the same order whatever the thread count.
 #include <string.h>
 
-#include "ops/cpu/kernels.h"
+#include "ops/matmul/kernels.h"
 #include "ops/cpu/real.h"
 
 // B (nb, n, k) if tb else (nb, k, n) -> Bd (nb, k, n) in double

@@ -4,7 +4,7 @@
 // Dot products over Dh are vectorized sums in double.
 #include <math.h>
 
-#include "ops/cpu/kernels.h"
+#include "ops/attention/kernels.h"
 #include "ops/cpu/real.h"
 
 static double dot_dh(const real *a, const real *b, int64_t Dh) {

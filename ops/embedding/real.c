@@ -1,7 +1,7 @@
 // Token embedding lookup and its backward (scatter-add of gradient rows).
 #include <string.h>
 
-#include "ops/cpu/kernels.h"
+#include "ops/embedding/kernels.h"
 #include "ops/cpu/real.h"
 
 // Reports the first token outside [0, V) with its position.

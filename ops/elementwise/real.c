@@ -2,7 +2,7 @@
 // element. Every output may alias an input: each element is read before it is written.
 #include <math.h>
 
-#include "ops/cpu/kernels.h"
+#include "ops/elementwise/kernels.h"
 #include "ops/cpu/real.h"
 
 static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }

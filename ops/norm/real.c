@@ -2,7 +2,7 @@
 // are summed over rows per column (parallel over columns), so they are deterministic.
 #include <math.h>
 
-#include "ops/cpu/kernels.h"
+#include "ops/norm/kernels.h"
 #include "ops/cpu/real.h"
 
 // x (rows, D), w (D) -> y (rows, D), rstd (rows)

@@ -1,7 +1,7 @@
 // Rotary position embedding over adjacent pairs (x[2k], x[2k+1]), as in the CS336 handout.
 #include <math.h>
 
-#include "ops/cpu/kernels.h"
+#include "ops/rope/kernels.h"
 #include "ops/cpu/real.h"
 
 // x (outer, S, H, Dh) -> y (outer, S, H, Dh); y may alias x (each pair is read before written).

@@ -1,7 +1,7 @@
 // Softmax over the last dim and the causal mask applied before it.
 #include <math.h>
 
-#include "ops/cpu/kernels.h"
+#include "ops/softmax/kernels.h"
 #include "ops/cpu/real.h"
 
 // x (outer, Sq, Sk) -> y: y[i][j] = fill if j > i + (Sk - Sq), else x[i][j]. y may alias x.

@@ -2,7 +2,7 @@
 // transpose of any two dims.
 #include <string.h>
 
-#include "ops/cpu/kernels.h"
+#include "ops/layout/kernels.h"
 #include "ops/cpu/real.h"
 
 // x (n) -> y (n)

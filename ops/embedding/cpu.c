@@ -1,0 +1,38 @@
+// The embedding family on the CPU backend: runners for embedding, embedding_bwd, reading the op's tensors and
+// attributes and calling the float or double kernels (ops/embedding/real.c), and one record per kind.
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ops/cpu/rec.h"
+#include "ops/embedding/kernels.h"
+
+// tokens (...) i32, W (V, D) -> y (..., D)
+static int run_embedding(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                         size_t scratch_bytes, int f64, stg_err *err) {
+    const stg_tensor *tok = IN(g, op, 0), *W = IN(g, op, 1);
+    if (cpu_need_i32(tok, err) || cpu_need_ndim(W, 2, err)) return -1;
+    return KCALL(f64, cpu_embedding_fwd, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0),
+                 stg_numel(tok), W->shape[0], W->shape[1], err);
+}
+
+// tokens (...), dy (..., D) -> dW (V, D)
+static int run_embedding_bwd(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                             size_t scratch_bytes, int f64, stg_err *err) {
+    const stg_tensor *tok = IN(g, op, 0), *dW = OUT(g, op, 0);
+    if (cpu_need_i32(tok, err) || cpu_need_ndim(dW, 2, err)) return -1;
+    return KCALL(f64, cpu_embedding_bwd, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0),
+                 stg_numel(tok), dW->shape[0], dW->shape[1], scratch, scratch_bytes, err);
+}
+
+static size_t scratch_embedding_bwd(const stg_graph *g, const stg_op *op, int f64) {
+    const stg_tensor *tok = IN(g, op, 0), *dW = OUT(g, op, 0);
+    if (dW->ndim < 2) return 0;
+    return KCALL(f64, cpu_embedding_bwd_scratch, stg_numel(tok), dW->shape[0], dW->shape[1]);
+}
+
+// ---- records ---------------------------------------------------------------------------------
+
+const stg_cpu_rec stg_cpu_embedding = {run_embedding, NULL, 0};
+const stg_cpu_rec stg_cpu_embedding_bwd = {run_embedding_bwd, scratch_embedding_bwd, 0};

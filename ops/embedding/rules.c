@@ -1,0 +1,52 @@
+// The embedding family's rules (embedding, embedding_bwd): shape rules, gradient rules, FLOPs and each op's row
+// (ops/registry.h), read by the registry through stg_rule_<name>.
+#include "ops/registry.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+static int infer_embedding(stg_graph *g, int id, stg_err *err) {
+    const stg_tensor *tok = OPS_IN(g, id, 0), *w = OPS_IN(g, id, 1);
+    if (tok->dtype != STG_I32) return ops_bad(g, id, err, "token ids '%s' must be i32", tok->name, NULL);
+    if (tok->ndim > STG_MAX_DIMS - 1) return ops_bad(g, id, err, "token ids '%s' have too many dims", tok->name, NULL);
+    if (ops_need_ndim(g, id, 1, 2, 2, err) || ops_need_float(g, id, 1, err)) return -1;
+    int64_t s[STG_MAX_DIMS];
+    for (int i = 0; i < tok->ndim; i++) s[i] = tok->shape[i];
+    s[tok->ndim] = w->shape[1];
+    ops_set_shape(OPS_OUT(g, id, 0), tok->ndim + 1, s, w->dtype);
+    return 0;
+}
+
+static int infer_embedding_bwd(stg_graph *g, int id, stg_err *err) {
+    const stg_tensor *tok = OPS_IN(g, id, 0), *dy = OPS_IN(g, id, 1);
+    if (tok->dtype != STG_I32) return ops_bad(g, id, err, "token ids '%s' must be i32", tok->name, NULL);
+    if (dy->ndim != tok->ndim + 1) return ops_bad(g, id, err, "gradient '%s' must have one more dim than the tokens", dy->name, NULL);
+    for (int i = 0; i < tok->ndim; i++)
+        if (dy->shape[i] != tok->shape[i]) return ops_bad(g, id, err, "gradient '%s' does not match the tokens' shape", dy->name, NULL);
+    int64_t v = OPS_OP(g, id)->a.embedding_bwd.vocab;
+    if (v <= 0) return ops_bad(g, id, err, "vocab must be positive%s%s", NULL, NULL);
+    int64_t s[2] = {v, dy->shape[dy->ndim - 1]};
+    ops_set_shape(OPS_OUT(g, id, 0), 2, s, g->grad_dtype);
+    return 0;
+}
+
+static int grad_embedding(const stg_grad_emit *e, stg_graph *g, int id, const int *dout, const bool *want, int *din, stg_err *err) {
+    int tok = g->ops[id].in[0], w = g->ops[id].in[1];
+    if (!want[1]) return 0;
+    stg_attrs a = ops_no_attrs();
+    a.embedding_bwd.vocab = g->t[w].shape[0];
+    int in[2] = {tok, dout[0]};
+    return (din[1] = ops_emit1(e, g, id, STG_OP_EMBEDDING_BWD, in, 2, &a, w, err)) < 0 ? -1 : 0;
+}
+
+// ---- attributes and rows ---------------------------------------------------------------------
+
+static const stg_attr_def attrs_embedding_bwd[] = {ATTR(embedding_bwd, vocab, STG_ATTR_I64, 0, 1)};
+
+const stg_op_def stg_rule_embedding = {"embedding", 2, 2, 1, NULL, 0, infer_embedding, grad_embedding, ops_flops_zero,
+                          .saves_in = OPS_BIT(0), .no_grad_in = OPS_BIT(0), .no_decay_in = OPS_BIT(1), .inplace_in = -1};
+
+const stg_op_def stg_rule_embedding_bwd = {"embedding_bwd", 2, 2, 1, ATTRS(attrs_embedding_bwd), infer_embedding_bwd, NULL, ops_flops_elem1,
+                              .inplace_in = -1};

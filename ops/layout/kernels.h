@@ -1,0 +1,23 @@
+// The layout family's CPU reference kernels: raw pointers and explicit sizes, no graph, each over
+// float (suffix _f32) and double (suffix _f64), written once over `real` in ops/layout/real.c.
+// The conventions of every CPU kernel (accumulation in double, scratch, aliasing) are in
+// ops/cpu/kernels.h.
+#ifndef STG_OPS_LAYOUT_KERNELS_H
+#define STG_OPS_LAYOUT_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/base/err.h"
+#include "ops/base/ir.h"
+
+#define STG_CPU_LAYOUT_KERNELS(T, S)                                                           \
+    /* reshape: y = x (n elements); nothing when y == x, memmove otherwise. */                 \
+    void cpu_copy_##S(const T *x, T *y, int64_t n);                                            \
+    /* x (shape[0], ..., shape[ndim-1]) -> y with dims d0 and d1 swapped, contiguous. */       \
+    void cpu_transpose_##S(const T *x, T *y, int ndim, const int64_t *shape, int d0, int d1);
+
+STG_CPU_LAYOUT_KERNELS(float, f32)
+STG_CPU_LAYOUT_KERNELS(double, f64)
+
+#endif

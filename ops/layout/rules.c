@@ -1,0 +1,78 @@
+// The layout family's rules (reshape, transpose): shape rules, gradient rules, FLOPs and each op's row
+// (ops/registry.h), read by the registry through stg_rule_<name>.
+#include "ops/registry.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+static int infer_reshape(stg_graph *g, int id, stg_err *err) {
+    stg_reshape_attrs *r = &OPS_OP(g, id)->a.reshape;
+    const stg_tensor *x = OPS_IN(g, id, 0);
+    if (r->ndim < 0 || r->ndim > STG_MAX_DIMS) return ops_bad(g, id, err, "shape has too many dims%s%s", NULL, NULL);
+    int64_t known = 1;
+    int infer_at = -1;
+    for (int i = 0; i < r->ndim; i++) {
+        if (r->shape[i] == -1 && infer_at < 0) infer_at = i;
+        else if (r->shape[i] <= 0) return ops_bad(g, id, err, "shape sizes must be positive (one may be -1)%s%s", NULL, NULL);
+        else known *= r->shape[i];
+    }
+    int64_t n = stg_numel(x);
+    if (infer_at >= 0) {
+        if (known == 0 || n % known) return ops_bad(g, id, err, "cannot infer the -1 dim for '%s'%s", x->name, NULL);
+        r->shape[infer_at] = n / known;
+        known *= r->shape[infer_at];
+    }
+    if (known != n) {
+        char b[128], what[300];
+        snprintf(what, sizeof what, "'%s' %s has %lld elements; the new shape has %lld", x->name, ops_sh(x, b), (long long)n,
+                 (long long)known);
+        return ops_bad(g, id, err, "%s%s", what, NULL);
+    }
+    ops_set_shape(OPS_OUT(g, id, 0), r->ndim, r->shape, x->dtype);
+    return 0;
+}
+
+static int infer_transpose(stg_graph *g, int id, stg_err *err) {
+    stg_transpose_attrs *t = &OPS_OP(g, id)->a.transpose;
+    const stg_tensor *x = OPS_IN(g, id, 0);
+    if (t->d0 < 0) t->d0 += x->ndim;
+    if (t->d1 < 0) t->d1 += x->ndim;
+    if (t->d0 < 0 || t->d0 >= x->ndim || t->d1 < 0 || t->d1 >= x->ndim)
+        return ops_bad(g, id, err, "dims to swap are out of range for '%s'%s", x->name, NULL);
+    int64_t s[STG_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) s[i] = x->shape[i];
+    s[t->d0] = x->shape[t->d1];
+    s[t->d1] = x->shape[t->d0];
+    ops_set_shape(OPS_OUT(g, id, 0), x->ndim, s, x->dtype);
+    return 0;
+}
+
+static int grad_reshape(const stg_grad_emit *e, stg_graph *g, int id, const int *dout, const bool *want, int *din, stg_err *err) {
+    const stg_tensor *x = &g->t[g->ops[id].in[0]];
+    int64_t s[STG_MAX_DIMS];
+    int nd = x->ndim;
+    for (int i = 0; i < nd; i++) s[i] = x->shape[i];
+    stg_attrs a = ops_no_attrs();
+    a.reshape.ndim = nd;
+    for (int i = 0; i < nd; i++) a.reshape.shape[i] = s[i];
+    return (din[0] = ops_emit1(e, g, id, STG_OP_RESHAPE, &dout[0], 1, &a, g->ops[id].in[0], err)) < 0 ? -1 : 0;
+}
+
+static int grad_transpose(const stg_grad_emit *e, stg_graph *g, int id, const int *dout, const bool *want, int *din, stg_err *err) {
+    stg_attrs a = g->ops[id].a;
+    return (din[0] = ops_emit1(e, g, id, STG_OP_TRANSPOSE, &dout[0], 1, &a, g->ops[id].in[0], err)) < 0 ? -1 : 0;
+}
+
+// ---- attributes and rows ---------------------------------------------------------------------
+
+static const stg_attr_def attrs_reshape[] = {{"shape", STG_ATTR_SHAPE, offsetof(stg_attrs, reshape), 0, 1}};
+
+static const stg_attr_def attrs_transpose[] = {ATTR(transpose, d0, STG_ATTR_INT, 0, 1), ATTR(transpose, d1, STG_ATTR_INT, 0, 1)};
+
+const stg_op_def stg_rule_reshape = {"reshape", 1, 1, 1, ATTRS(attrs_reshape), infer_reshape, grad_reshape, ops_flops_zero, .inplace_in = -1,
+                        .view = 1};
+
+const stg_op_def stg_rule_transpose = {"transpose", 1, 1, 1, ATTRS(attrs_transpose), infer_transpose, grad_transpose, ops_flops_zero,
+                          .inplace_in = -1};

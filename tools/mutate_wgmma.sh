@@ -5,8 +5,8 @@
 set -u
 build=${1:?usage: tools/mutate_wgmma.sh BUILD}
 [ -d "$build" ] || { echo "mutate_wgmma: no build directory $build" >&2; exit 2; }
-fwd=ops/cuda/sm90a/attention_wgmma.cu
-bwd=ops/cuda/sm90a/attention_wgmma_bwd.cu
+fwd=ops/attention/sm90a/attention_wgmma.cu
+bwd=ops/attention/sm90a/attention_wgmma_bwd.cu
 # file|text of the line to drop (each appears once)
 muts=("$fwd|if constexpr (TL) wg_mma_n16<1>(otl, pf[kk], wg_tdesc<NDC>(vb, BK, kk));"
       "$bwd|wg_mma_n16<1>(dvt, pa[kk], wg_tdesc<NDC>(ds, BQ, kk));"

@@ -1,6 +1,7 @@
-// The CUDA backend's context and op entry point: device, stream, cuBLASLt handle, the per-graph
-// preparation (matmul plans, multi-tensor tables, scratch) and the kernel table, one runner per
-// op kind generated from ops/base/oplist.h (an op kind without a runner does not link).
+// The CUDA backend's context and op entry point: device, streams, cuBLASLt handle, the per-graph
+// preparation (each op's record's prepare, the multi-tensor and rope tables, scratch) and the table
+// of records, one per op kind (each family's ops/<family>/cuda.cu defines `stg_cuda_<name>`; the
+// table is generated from ops/base/oplist.h, so a kind without a record does not link).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,13 +101,14 @@ extern "C" int cuda_new(const stg_cuda_opts *o, stg_cuda **out, stg_err *err) {
 
 // Frees what cuda_prepare made (plans, tables, workspace); keeps the device, stream and handle.
 static void cuda_release_prepared(stg_cuda *c) {
-    if (c->mm) {
-        for (int i = 0; i < c->nops; i++)
-            if (c->mm[i]) cuda_mm_free(c->mm[i]);
-        free(c->mm);
-    }
-    c->mm = NULL;
+    for (int i = 0; c->state && i < c->nops; i++)
+        if (c->state[i] && c->state_free[i]) c->state_free[i](c->state[i]);
+    free(c->state);
+    free(c->state_free);
+    c->state = NULL;
+    c->state_free = NULL;
     c->nops = 0;
+    c->side_ws_need = 0;
     if (c->lt_workspace) cudaFree(c->lt_workspace);
     c->lt_workspace = NULL;
     c->lt_workspace_bytes = 0;
@@ -118,9 +120,9 @@ static void cuda_release_prepared(stg_cuda *c) {
     if (c->scratch) cudaFree(c->scratch);
     c->scratch = NULL;
     c->scratch_bytes = 0;
-    if (c->mm_tab) cudaFree(c->mm_tab);
-    c->mm_tab = NULL;
-    c->mm_tab_bytes = 0;
+    if (c->op_tab) cudaFree(c->op_tab);
+    c->op_tab = NULL;
+    c->op_tab_bytes = 0;
     c->work = NULL;
     c->work_bytes = 0;
     c->adamw_table = NULL;
@@ -184,7 +186,7 @@ extern "C" double cuda_peak_tflops(const stg_cuda *c, stg_precision p) {
 }
 
 extern "C" size_t cuda_workspace_bytes(const stg_cuda *c) {
-    return c->lt_workspace_bytes + c->scratch_bytes + c->mm_tab_bytes + (CUDA_STREAMS - 1) * c->side_ws_bytes;
+    return c->lt_workspace_bytes + c->scratch_bytes + c->op_tab_bytes + (CUDA_STREAMS - 1) * c->side_ws_bytes;
 }
 
 extern "C" int cuda_workspace_parts(const stg_cuda *c, const char **names, int64_t *bytes, int max) {
@@ -192,7 +194,7 @@ extern "C" int cuda_workspace_parts(const stg_cuda *c, const char **names, int64
     const char *nm[3] = {"cuBLASLt workspace, stream 0", "cuBLASLt workspaces, streams 1-2",
                          "kernel scratch; optimizer, matmul-group, rope tables"};
     int64_t by[3] = {(int64_t)c->lt_workspace_bytes, (int64_t)((CUDA_STREAMS - 1) * c->side_ws_bytes),
-                     (int64_t)(c->scratch_bytes + c->mm_tab_bytes)};
+                     (int64_t)(c->scratch_bytes + c->op_tab_bytes)};
     int n = 0;
     for (int i = 0; i < 3 && n < max; i++) {
         names[n] = nm[i];
@@ -205,58 +207,11 @@ extern "C" int cuda_workspace_parts(const stg_cuda *c, const char **names, int64
 
 static size_t cuda_align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-// Per-kind preparation: plans and the bytes of c->work an op needs. Kinds not listed need none
-// (global_norm and adamw are planned together by cuda_optim_plan).
-typedef int (*cuda_prep_fn)(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err);
+#define CUDA_X_REC(e, n, f, a) &stg_cuda_##n,
+static const cuda_rec *const cuda_recs[STG_OP_COUNT] = {STG_OP_LIST(CUDA_X_REC)};
+#undef CUDA_X_REC
 
-static int prep_mm(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err) {
-    // a matmul_group's address table: its slot in c->mm_tab, in op order
-    size_t at = 0;
-    for (int i = 0; i < op; i++) at += cuda_mm_table_bytes(g, i);
-    void *table = cuda_mm_table_bytes(g, op) ? (char *)c->mm_tab + at : NULL;
-    return cuda_mm_prepare(c, g, op, ptr, table, err);
-}
-
-static int prep_attention(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err) {
-    *work = cuda_attention_scratch_bytes(g, op);
-    return 0;
-}
-
-static int prep_norm_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err) {
-    *work = cuda_norm_bwd_work_bytes(g, op);
-    return 0;
-}
-
-static int prep_cross_entropy(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err) {
-    *work = cuda_cross_entropy_work_bytes(g, op);
-    return 0;
-}
-
-static int prep_embedding_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, size_t *work, stg_err *err) {
-    *work = cuda_embedding_bwd_work_bytes(g, op);
-    return 0;
-}
-
-static const struct {
-    stg_op_kind kind;
-    cuda_prep_fn fn;
-} cuda_preparers[] = {
-    {STG_OP_LINEAR, prep_mm},
-    {STG_OP_MATMUL, prep_mm},
-    {STG_OP_MATMUL_GROUP, prep_mm},
-    {STG_OP_RMSNORM_BWD, prep_norm_bwd},
-    {STG_OP_LAYERNORM_BWD, prep_norm_bwd},
-    {STG_OP_ATTENTION, prep_attention},
-    {STG_OP_ATTENTION_BWD, prep_attention},
-    {STG_OP_CROSS_ENTROPY, prep_cross_entropy},
-    {STG_OP_EMBEDDING_BWD, prep_embedding_bwd},
-};
-
-static cuda_prep_fn cuda_preparer(stg_op_kind k) {
-    for (size_t i = 0; i < sizeof cuda_preparers / sizeof cuda_preparers[0]; i++)
-        if (cuda_preparers[i].kind == k) return cuda_preparers[i].fn;
-    return NULL;
-}
+static const cuda_rec *cuda_rec_of(stg_op_kind k) { return (int)k >= 0 && k < STG_OP_COUNT ? cuda_recs[k] : NULL; }
 
 extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, stg_err *err) {
     if (g->precision == STG_PREC_FP64)
@@ -265,30 +220,27 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
     CUDA_CHECK(err, cudaStreamSynchronize(c->stream));
     cuda_release_prepared(c);
 
-    c->mm = (cuda_mm_plan **)stg_calloc((size_t)(g->nops > 0 ? g->nops : 1), sizeof *c->mm, err);
-    if (!c->mm) return -1;
+    int n = g->nops > 0 ? g->nops : 1;
+    c->state = (void **)stg_calloc((size_t)n, sizeof *c->state, err);
+    c->state_free = (void (**)(void *))stg_calloc((size_t)n, sizeof *c->state_free, err);
+    if (!c->state || !c->state_free) return -1;
     c->nops = g->nops;
 
-    bool any_mm = false;
+    // The ops' device tables, in one allocation, op after op.
     size_t tab = 0;
     for (int i = 0; i < g->nops; i++) {
-        stg_op_kind k = g->ops[i].kind;
-        any_mm |= k == STG_OP_MATMUL || k == STG_OP_LINEAR || k == STG_OP_MATMUL_GROUP;
-        tab += cuda_mm_table_bytes(g, i);
+        const cuda_rec *r = cuda_rec_of(g->ops[i].kind);
+        if (!r || !r->run || (!r->lane && !r->lane_of))
+            return stg_errf(err, "cuda: op kind %s has no complete record (run function and lane)",
+                            ops_name(g->ops[i].kind));
+        if (r->table_bytes) tab += r->table_bytes(g, i);
     }
     if (tab) {
-        CUDA_CHECK(err, cudaMalloc(&c->mm_tab, tab));
-        c->mm_tab_bytes = tab;
-    }
-    if (any_mm) {
-        size_t ws = cuda_mm_workspace_bytes();
-        if (ws) {
-            CUDA_CHECK(err, cudaMalloc(&c->lt_workspace, ws));
-            c->lt_workspace_bytes = ws;
-        }
+        CUDA_CHECK(err, cudaMalloc(&c->op_tab, tab));
+        c->op_tab_bytes = tab;
     }
 
-    size_t work = 0;
+    size_t work = 0, at = 0;
     for (int i = 0; i < g->nops; i++) {
         const stg_op *op = &g->ops[i];
         for (int k = 0; k < op->n_in + op->n_out; k++) {
@@ -297,19 +249,28 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
                 return stg_errf(err, "cuda: op %s (tensor %s) is f64: f64 graphs run on the CPU backend only",
                                 ops_name(op->kind), g->t[t].name);
         }
-        cuda_prep_fn prep = cuda_preparer(op->kind);
+        const cuda_rec *r = cuda_rec_of(op->kind);
+        size_t tb = r->table_bytes ? r->table_bytes(g, i) : 0;
+        void *table = tb ? (char *)c->op_tab + at : NULL;
+        at += tb;
         size_t need = 0;
-        if (prep && prep(c, g, i, ptr, &need, err))
-            return stg_err_prefix(err, "cuda: preparing %s (%s)", ops_name(op->kind),
-                                  op->n_out ? g->t[op->out[0]].name : g->t[op->in[0]].name);
+        if (r->prepare) {
+            void *st = NULL;
+            int rc = r->prepare(c, g, i, ptr, table, &st, &need, err);
+            if (st) {
+                c->state[i] = st;
+                c->state_free[i] = r->free_state;
+            }
+            if (rc)
+                return stg_err_prefix(err, "cuda: preparing %s (%s)", ops_name(op->kind),
+                                      op->n_out ? g->t[op->out[0]].name : g->t[op->in[0]].name);
+        }
         if (need > work) work = need;
     }
 
     // The other streams' cuBLASLt workspaces: as large as the largest algorithm chosen needs (each
     // algorithm was chosen for the main workspace, so every one of them fits).
-    size_t side = 0;
-    for (int i = 0; i < g->nops; i++)
-        if (c->mm[i] && cuda_mm_plan_workspace(c->mm[i]) > side) side = cuda_mm_plan_workspace(c->mm[i]);
+    size_t side = c->side_ws_need;
     if (side) {
         side = cuda_align256(side);
         for (int i = 1; i < CUDA_STREAMS; i++) CUDA_CHECK(err, cudaMalloc(&c->side_ws[i], side));
@@ -348,45 +309,18 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
     return 0;
 }
 
-// ---- the kernel table ---------------------------------------------------------------------------
+// ---- dispatch -----------------------------------------------------------------------------------
 
-extern "C" int cuda_run_linear(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
-    return cuda_mm_run(c, g, op, ptr, err);
+extern "C" int cuda_op_supported(stg_op_kind k) {
+    const cuda_rec *r = cuda_rec_of(k);
+    return r && r->run && (r->lane || r->lane_of);
 }
-
-extern "C" int cuda_run_matmul(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
-    return cuda_mm_run(c, g, op, ptr, err);
-}
-
-extern "C" int cuda_run_matmul_group(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
-    return cuda_mm_run(c, g, op, ptr, err);
-}
-
-extern "C" int cuda_run_attention(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
-    return cuda_attention_run(c, g, op, ptr, c->work, err);
-}
-
-extern "C" int cuda_run_attention_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
-    return cuda_attention_bwd_run(c, g, op, ptr, c->work, err);
-}
-
-typedef int (*cuda_run_fn)(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
-
-// Designated in enum order over every kind (C++ accepts array designators only when complete and
-// in order, which STG_OP_LIST guarantees).
-static const cuda_run_fn cuda_runners[STG_OP_COUNT] = {
-#define CUDA_X_RUNNER(e, n, f, a) [STG_OP_##e] = cuda_run_##n,
-    STG_OP_LIST(CUDA_X_RUNNER)
-#undef CUDA_X_RUNNER
-};
-
-extern "C" int cuda_op_supported(stg_op_kind k) { return (int)k >= 0 && k < STG_OP_COUNT && cuda_runners[k] != NULL; }
 
 extern "C" int cuda_op_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     if (!g || op < 0 || op >= g->nops) return stg_errf(err, "cuda: no op %d", op);
     const stg_op *o = &g->ops[op];
     if (!cuda_op_supported(o->kind)) return stg_errf(err, "cuda: op kind %d has no kernel", (int)o->kind);
-    if (c->nops != g->nops || !c->mm)
+    if (c->nops != g->nops || !c->state)
         return stg_errf(err, "cuda: op %s: cuda_prepare was not called for this graph", ops_name(o->kind));
     for (int i = 0; i < o->n_in + o->n_out; i++) {
         int id = i < o->n_in ? o->in[i] : o->out[i - o->n_in];
@@ -396,7 +330,7 @@ extern "C" int cuda_op_run(stg_cuda *c, const stg_graph *g, int op, void *const 
             return stg_errf(err, "cuda: op %s (tensor %s) is f64: f64 graphs run on the CPU backend only",
                             ops_name(o->kind), g->t[id].name);
     }
-    if (cuda_runners[o->kind](c, g, op, ptr, err)) {
+    if (cuda_recs[o->kind]->run(c, g, op, ptr, err)) {
         const char *what = o->n_out > 0 ? g->t[o->out[0]].name : g->t[o->in[0]].name;
         return stg_err_prefix(err, "cuda: op %s (%s)", ops_name(o->kind), what);
     }
@@ -410,44 +344,10 @@ extern "C" int cuda_stream_count(const stg_cuda *c) { return CUDA_STREAMS; }
 extern "C" void *cuda_stream_at(stg_cuda *c, int s) { return (void *)c->streams[s >= 0 && s <= CUDA_STREAMS ? s : 0]; }
 
 extern "C" int cuda_op_lane(const stg_graph *g, int op) {
-    switch (g->ops[op].kind) {
-    // Kernels that use nothing of the context but the stream (and, for matmuls, the workspace
-    // cuda_op_run_on swaps in). Everything else stays on stream 0: the shared scratch c->work
-    // (norm and embedding backward, attention backward, the loss) is one buffer.
-    case STG_OP_LINEAR:
-    case STG_OP_MATMUL:
-    case STG_OP_MATMUL_GROUP:
-    case STG_OP_EMBEDDING:
-    case STG_OP_RMSNORM:
-    case STG_OP_LAYERNORM:
-    case STG_OP_ROPE:
-    case STG_OP_CAUSAL_MASK:
-    case STG_OP_SOFTMAX:
-    case STG_OP_SOFTMAX_BWD:
-    case STG_OP_ATTENTION:
-    case STG_OP_SILU:
-    case STG_OP_SILU_BWD:
-    case STG_OP_RELU:
-    case STG_OP_RELU_BWD:
-    case STG_OP_SWIGLU:
-    case STG_OP_SWIGLU_BWD:
-    case STG_OP_MUL:
-    case STG_OP_ADD:
-    case STG_OP_SCALE:
-    case STG_OP_RESHAPE:
-    case STG_OP_TRANSPOSE:
-        return CUDA_LANE_ANY;
-    case STG_OP_ADAMW: // with a slot (optimizer in backward): only its own tensors, and c->work
-        return g->ops[op].a.adamw.slot > 0 ? CUDA_LANE_MAIN : CUDA_LANE_BARRIER;
-    case STG_OP_GLOBAL_NORM: // multi-tensor launches over tensors the op does not name
-    case STG_OP_LR_SCHEDULE:
-        return CUDA_LANE_BARRIER;
-    case STG_OP_ALLREDUCE: // NCCL, on the communication stream
-    case STG_OP_BROADCAST:
-        return CUDA_LANE_COMM;
-    default:
-        return CUDA_LANE_MAIN;
-    }
+    const cuda_rec *r = cuda_rec_of(g->ops[op].kind);
+    if (!r) return CUDA_LANE_MAIN;
+    int lane = r->lane_of ? r->lane_of(g, op) : r->lane;
+    return lane > 0 ? lane - 1 : CUDA_LANE_MAIN; // a record without a lane fails cuda_prepare first
 }
 
 extern "C" int cuda_op_run_on(stg_cuda *c, int s, const stg_graph *g, int op, void *const *ptr, stg_err *err) {

@@ -21,7 +21,7 @@ typedef struct stg_cuda_opts {
     int device;  // CUDA device ordinal
     bool tf32;   // allow TF32 tensor cores for fp32 matmuls (off by default)
     bool gemm_tune; // choose each matmul shape's cuBLASLt algorithm by timing the heuristic's
-                    // first candidates (ops/cuda/matmul.cu), not the heuristic's first answer alone
+                    // first candidates (ops/matmul/cuda.cu), not the heuristic's first answer alone
 } stg_cuda_opts;
 
 // How many CUDA devices there are (0 when there is no driver or no GPU: never an error).
@@ -68,12 +68,12 @@ int cuda_op_run_on(stg_cuda *c, int s, const stg_graph *g, int op, void *const *
 
 // Measures device-to-device copy bandwidth (bytes read plus bytes written per second): the median
 // of `reps` cudaMemcpyAsync of `bytes` between two fresh buffers, timed with events on c->stream
-// (ops/cuda/optim.cu). Allocates and frees 2 x bytes of device memory; not for use in a capture.
+// (ops/optim/cuda.cu). Allocates and frees 2 x bytes of device memory; not for use in a capture.
 int cuda_copy_bandwidth(stg_cuda *c, size_t bytes, int reps, double *bytes_per_s, stg_err *err);
 // Times variants of the AdamW and global-norm kernels (unroll, cache hints, chunk) and a copy on
 // synthetic tensors of about n elements in all (AdamW in the bf16 form: fp32 master, m, v and
 // gradient, bf16 weight), each the median of `reps` runs: one row per variant with the bytes it
-// moves (ops/cuda/optim.cu; printed by tests/test_gpu_optim.c under STG_BENCH_OPTIM=1).
+// moves (ops/optim/cuda.cu; printed by tests/test_gpu_optim.c under STG_BENCH_OPTIM=1).
 typedef struct cuda_optim_bench_row {
     char name[80];
     double ms, bytes;

@@ -53,10 +53,10 @@ extern "C" { // C headers: ops_name, ops_def, ... have C linkage
 // Streams a captured run may spread its ops over (cuda_op_lane says which ops may leave stream 0).
 #define CUDA_STREAMS 3
 
-// One cuBLASLt matmul configuration, chosen before capture and reused (ops/cuda/matmul.cu).
+// One cuBLASLt matmul configuration, chosen before capture and reused (ops/matmul/cuda.cu).
 typedef struct cuda_mm_plan cuda_mm_plan;
 
-// ---- multi-tensor tables (ops/cuda/optim.cu) ----------------------------------------------------
+// ---- multi-tensor tables (ops/optim/cuda.cu) ----------------------------------------------------
 // Elements per block of the multi-tensor kernels. Multiples of 4 (float4 alignment of chunks) and
 // of the elements one block covers per loop trip (CUDA_OPTIM_THREADS x 4 x the unroll), so only an
 // entry's last chunk has a remainder. Large chunks amortise each block's table lookup and constants;
@@ -117,11 +117,14 @@ struct stg_cuda {
     size_t lt_workspace_bytes;
     void *scratch;           // kernels' scratch (reductions, attention row statistics, tables)
     size_t scratch_bytes;
-    void *mm_tab;            // the matmul_group ops' address tables (cuda_mm_table_bytes each)
-    size_t mm_tab_bytes;
-    // per-op state built by cuda_prepare (indexed by op id; NULL/0 where unused)
-    cuda_mm_plan **mm;       // (nops) matmul plans
+    void *op_tab;            // the ops' device tables (each record's table_bytes, op after op:
+    size_t op_tab_bytes;     // the matmul_group address tables)
+    // per-op state built by the records' prepare (indexed by op id; NULL where unused), each freed
+    // by the free_state of the record that made it (the matmul family's GEMM plans)
+    void **state;            // (nops)
+    void (**state_free)(void *); // (nops)
     int nops;
+    size_t side_ws_need;     // the largest cuBLASLt workspace an op's algorithm needs (matmul prepare)
     // multi-tensor tables (device memory inside scratch), built by cuda_prepare
     void *adamw_table;       // cuda_adamw_entry[n_adamw]
     int n_adamw;
@@ -142,7 +145,7 @@ struct stg_cuda {
     int *norm_first;         // (2 nops): [0, nops) the first table entry of each global_norm op, -1
                              // for other ops; [nops, 2 nops) the AdamW entry of each adamw op, -1 else
     // the rope ops' cos/sin tables (device memory inside scratch), one per (positions, head dim,
-    // theta), built by cuda_prepare (ops/cuda/rope.cu)
+    // theta), built by cuda_prepare (ops/rope/cuda.cu)
     struct cuda_rope_key *rope_keys;
     int n_rope;
     void *rope_tab;
@@ -172,41 +175,63 @@ int cuda_same_float(const stg_graph *g, const stg_op *op, int t, int like, stg_e
 unsigned cuda_blocks(const stg_cuda *c, int64_t n, int per_block);
 
 // Per-op scratch (bytes of c->work) of the kernel files' ops; 0 when the op needs none.
-size_t cuda_norm_bwd_work_bytes(const stg_graph *g, int op);      // ops/cuda/norm.cu
+size_t cuda_norm_bwd_work_bytes(const stg_graph *g, int op);      // ops/norm/cuda.cu
 // The rope tables the graph's rope ops need (c->rope_keys, c->n_rope) and their bytes; then, with
-// c->rope_tab set, their values (a kernel on c->stream). ops/cuda/rope.cu
+// c->rope_tab set, their values (a kernel on c->stream). ops/rope/cuda.cu
 int cuda_rope_plan(stg_cuda *c, const stg_graph *g, size_t *bytes, stg_err *err);
 int cuda_rope_fill(stg_cuda *c, stg_err *err);
-size_t cuda_cross_entropy_work_bytes(const stg_graph *g, int op); // ops/cuda/loss.cu
-size_t cuda_embedding_bwd_work_bytes(const stg_graph *g, int op); // ops/cuda/embedding.cu (sort scratch)
-// Builds the global-norm and AdamW host tables from ptr (ops/cuda/optim.cu): sets norm_host,
+size_t cuda_cross_entropy_work_bytes(const stg_graph *g, int op); // ops/loss/cuda.cu
+size_t cuda_embedding_bwd_work_bytes(const stg_graph *g, int op); // ops/embedding/cuda.cu (sort scratch)
+// Builds the global-norm and AdamW host tables from ptr (ops/optim/cuda.cu): sets norm_host,
 // norm_first, n_norm, adamw_host, n_adamw, first_adamw_op, adamw_blocks; returns the table bytes in
 // *table_bytes and the largest global-norm partials in *work_bytes.
 int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, size_t *table_bytes, size_t *work_bytes,
                     stg_err *err);
 
-// The kernel table: one runner per op kind (generated from ops/base/oplist.h). Each enqueues op `op`
-// of g on c->stream. LINEAR, MATMUL, ATTENTION and ATTENTION_BWD are thin wrappers in cuda.cu.
-#define CUDA_X_RUNNER_DECL(e, n, f, a) \
-    int cuda_run_##n(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
-STG_OP_LIST(CUDA_X_RUNNER_DECL)
-#undef CUDA_X_RUNNER_DECL
+// ---- the records --------------------------------------------------------------------------------
+// One per op kind: each family's ops/<family>/cuda.cu defines `stg_cuda_<name>`; ops/cuda/cuda.cu
+// dispatches through the table of them generated from ops/base/oplist.h (a kind without a record
+// does not link; a record without a run function or a lane fails cuda_prepare).
+// Lanes of a record: the public CUDA_LANE_* + 1, so that 0 means "not set".
+enum { CUDA_REC_MAIN = 1 + CUDA_LANE_MAIN, CUDA_REC_ANY = 1 + CUDA_LANE_ANY, CUDA_REC_BARRIER = 1 + CUDA_LANE_BARRIER,
+       CUDA_REC_COMM = 1 + CUDA_LANE_COMM };
 
-// ---- ops/cuda/matmul.cu: MATMUL, LINEAR and MATMUL_GROUP through cuBLASLt -------------------------------------
-// Builds c->mm[op] for a MATMUL or LINEAR op: layouts, the matmul descriptor (bf16 in and out with
+typedef struct cuda_rec {
+    // Enqueues op `op` of g on c->stream; ptr[t] is tensor t's device address.
+    int (*run)(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
+    // Before the first step, outside any capture (NULL: nothing to prepare): may set *state (freed
+    // with free_state when the context is re-prepared or freed), fill its `table` (device memory of
+    // table_bytes, NULL when 0) and ask for *work bytes of the shared scratch c->work.
+    int (*prepare)(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state,
+                   size_t *work, stg_err *err);
+    void (*free_state)(void *state);
+    size_t (*table_bytes)(const stg_graph *g, int op); // NULL: none
+    // The stream lane (CUDA_REC_*): ANY for kernels that use nothing of the context but the stream
+    // (and, for matmuls, the workspace cuda_op_run_on swaps in); MAIN for those that use the shared
+    // scratch c->work; BARRIER for those that also touch tensors they do not name; COMM for NCCL.
+    int lane;
+    int (*lane_of)(const stg_graph *g, int op); // when set, the lane of each op (CUDA_REC_*)
+} cuda_rec;
+
+#define CUDA_X_REC_DECL(e, n, f, a) extern const cuda_rec stg_cuda_##n;
+STG_OP_LIST(CUDA_X_REC_DECL)
+#undef CUDA_X_REC_DECL
+
+// ---- ops/matmul/cuda.cu: MATMUL, LINEAR and MATMUL_GROUP through cuBLASLt -------------------------------------
+// Builds the plan (*state) of a MATMUL or LINEAR op: layouts, the matmul descriptor (bf16 in and out with
 // fp32 compute; fp32 with TF32 only when c->tf32; fp32 output for grad_out), the algorithm from the
 // heuristic (cached by shape across ops), using c->lt_workspace; with c->gemm_tune the fastest of
 // the heuristic's first answers, timed on the op's tensors in ptr (NULL: the heuristic's first).
 // MATMUL_GROUP: one batched product over its pairs through tables of addresses, written from ptr
 // into `table` (device memory of cuda_mm_table_bytes; ignored by the other kinds).
-int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, stg_err *err);
+int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state,
+                    stg_err *err);
 size_t cuda_mm_table_bytes(const stg_graph *g, int op); // 0 but for MATMUL_GROUP
-void cuda_mm_free(cuda_mm_plan *p);
-size_t cuda_mm_plan_workspace(const cuda_mm_plan *p); // the workspace its algorithm needs
+void cuda_mm_free(void *plan);
 size_t cuda_mm_workspace_bytes(void); // the cuBLASLt workspace to allocate
 int cuda_mm_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
 
-// ---- ops/cuda/attention.cu: fused causal attention, (B, S, H, Dh) layout -------------------------
+// ---- ops/attention/cuda.cu: fused causal attention, (B, S, H, Dh) layout -------------------------
 size_t cuda_attention_scratch_bytes(const stg_graph *g, int op); // ATTENTION or ATTENTION_BWD
 int cuda_attention_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *scratch, stg_err *err);
 int cuda_attention_bwd_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *scratch, stg_err *err);

@@ -213,3 +213,14 @@ extern "C" int cuda_run_embedding_bwd(stg_cuda *c, const stg_graph *g, int op, v
     return db ? embedding_bwd_launch<float, bf16>(c, tp, ptr[o->in[1]], ptr[o->out[0]], n, V, D, err)
               : embedding_bwd_launch<float, float>(c, tp, ptr[o->in[1]], ptr[o->out[0]], n, V, D, err);
 }
+
+// ---- records ------------------------------------------------------------------------------------
+
+static int prep_embedding_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
+                   stg_err *err) {
+    *work = cuda_embedding_bwd_work_bytes(g, op);
+    return 0;
+}
+
+const cuda_rec stg_cuda_embedding = {cuda_run_embedding, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_embedding_bwd = {cuda_run_embedding_bwd, prep_embedding_bwd, NULL, NULL, CUDA_REC_MAIN, NULL};

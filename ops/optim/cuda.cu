@@ -859,3 +859,14 @@ out:
     free(nh);
     return rc;
 }
+
+// ---- records ------------------------------------------------------------------------------------
+
+// AdamW with a slot (optimizer in backward) touches only its own tensors (and c->work); the one
+// multi-tensor launch of the ordinary form updates every parameter, named or not.
+static int adamw_lane(const stg_graph *g, int op) { return g->ops[op].a.adamw.slot > 0 ? CUDA_REC_MAIN : CUDA_REC_BARRIER; }
+
+const cuda_rec stg_cuda_adamw = {cuda_run_adamw, NULL, NULL, NULL, CUDA_REC_BARRIER, adamw_lane};
+const cuda_rec stg_cuda_global_norm = {cuda_run_global_norm, NULL, NULL, NULL, CUDA_REC_BARRIER, NULL};
+const cuda_rec stg_cuda_lr_schedule = {cuda_run_lr_schedule, NULL, NULL, NULL, CUDA_REC_BARRIER, NULL};
+const cuda_rec stg_cuda_slot_norm = {cuda_run_slot_norm, NULL, NULL, NULL, CUDA_REC_MAIN, NULL};

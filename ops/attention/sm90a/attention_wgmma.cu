@@ -22,8 +22,8 @@
 #include <stdint.h>
 
 #include "ops/cuda/internal.h"
-#include "ops/cuda/sm90a/attention_wgmma.h"
-#include "ops/cuda/sm90a/wgmma.cuh"
+#include "ops/attention/sm90a/attention_wgmma.h"
+#include "ops/attention/sm90a/wgmma.cuh"
 
 template <int D, int NWG, int BK, int NST>
 static size_t wg_fwd_smem(void) {

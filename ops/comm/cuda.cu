@@ -69,3 +69,8 @@ extern "C" int cuda_run_broadcast(stg_cuda *c, const stg_graph *g, int op, void 
     return stg_errf(err, "broadcast: this stg was built without NCCL");
 #endif
 }
+
+// ---- records ------------------------------------------------------------------------------------
+
+const cuda_rec stg_cuda_allreduce = {cuda_run_allreduce, NULL, NULL, NULL, CUDA_REC_COMM, NULL};
+const cuda_rec stg_cuda_broadcast = {cuda_run_broadcast, NULL, NULL, NULL, CUDA_REC_COMM, NULL};

@@ -178,3 +178,7 @@ extern "C" int cuda_run_rope(stg_cuda *c, const stg_graph *g, int op, void *cons
     CUDA_LAUNCH_CHECK(err, "rope_kernel");
     return 0;
 }
+
+// ---- records ------------------------------------------------------------------------------------
+
+const cuda_rec stg_cuda_rope = {cuda_run_rope, NULL, NULL, NULL, CUDA_REC_ANY, NULL};

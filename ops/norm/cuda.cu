@@ -588,3 +588,16 @@ extern "C" int cuda_run_rmsnorm_bwd(stg_cuda *c, const stg_graph *g, int op, voi
 extern "C" int cuda_run_layernorm_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     return norm_bwd_run(c, g, op, ptr, true, err);
 }
+
+// ---- records ------------------------------------------------------------------------------------
+
+static int prep_norm_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
+                   stg_err *err) {
+    *work = cuda_norm_bwd_work_bytes(g, op);
+    return 0;
+}
+
+const cuda_rec stg_cuda_rmsnorm = {cuda_run_rmsnorm, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_layernorm = {cuda_run_layernorm, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_rmsnorm_bwd = {cuda_run_rmsnorm_bwd, prep_norm_bwd, NULL, NULL, CUDA_REC_MAIN, NULL};
+const cuda_rec stg_cuda_layernorm_bwd = {cuda_run_layernorm_bwd, prep_norm_bwd, NULL, NULL, CUDA_REC_MAIN, NULL};

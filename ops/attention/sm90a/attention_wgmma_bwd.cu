@@ -28,8 +28,8 @@
 #include <stdint.h>
 
 #include "ops/cuda/internal.h"
-#include "ops/cuda/sm90a/attention_wgmma.h"
-#include "ops/cuda/sm90a/wgmma.cuh"
+#include "ops/attention/sm90a/attention_wgmma.h"
+#include "ops/attention/sm90a/wgmma.cuh"
 
 #define WG_LOG2E 1.4426950408889634f
 

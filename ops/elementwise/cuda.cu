@@ -165,3 +165,15 @@ extern "C" int cuda_run_scale(stg_cuda *c, const stg_graph *g, int op, void *con
     f.f = (float)g->ops[op].a.scale.factor;
     return ew_run<1, 1>(c, g, op, ptr, f, err);
 }
+
+// ---- records ------------------------------------------------------------------------------------
+
+const cuda_rec stg_cuda_silu = {cuda_run_silu, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_silu_bwd = {cuda_run_silu_bwd, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_relu = {cuda_run_relu, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_relu_bwd = {cuda_run_relu_bwd, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_swiglu = {cuda_run_swiglu, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_swiglu_bwd = {cuda_run_swiglu_bwd, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_mul = {cuda_run_mul, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_add = {cuda_run_add, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_scale = {cuda_run_scale, NULL, NULL, NULL, CUDA_REC_ANY, NULL};

@@ -16,7 +16,7 @@
 //
 // MATMUL_GROUP: the products of its pairs (equal shapes, each one matrix product) as one cuBLASLt
 // call in pointer-array batch mode: the operands stay where the plan put them, and a table of
-// their addresses (device memory, c->mm_tab, written before capture) is what cuBLASLt reads.
+// their addresses (device memory, the context's op_tab, written before capture) is what cuBLASLt reads.
 //
 // Everything is chosen by cuda_mm_prepare before capture; cuda_mm_run only enqueues
 // cublasLtMatmul on c->stream with c->lt_workspace: no allocation, no synchronisation.
@@ -80,9 +80,9 @@ struct cuda_mm_plan {
 };
 
 size_t cuda_mm_workspace_bytes(void) { return MM_WORKSPACE_BYTES; }
-size_t cuda_mm_plan_workspace(const cuda_mm_plan *p) { return p ? p->ch.ws_bytes : 0; }
 
-void cuda_mm_free(cuda_mm_plan *p) {
+void cuda_mm_free(void *plan) {
+    cuda_mm_plan *p = (cuda_mm_plan *)plan;
     if (!p) return;
     if (p->desc) cublasLtMatmulDescDestroy(p->desc);
     if (p->la) cublasLtMatrixLayoutDestroy(p->la);
@@ -395,9 +395,16 @@ static int mm_group_setup(stg_cuda *c, const stg_graph *g, int op, void *const *
     return 0;
 }
 
-int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, stg_err *err) {
+// Op i's plan when op i is a prepared matmul (its state was made here), else NULL.
+static const cuda_mm_plan *mm_plan_of(const stg_cuda *c, int i) {
+    return c && c->state && i >= 0 && i < c->nops && c->state_free[i] == cuda_mm_free ? (const cuda_mm_plan *)c->state[i]
+                                                                                         : NULL;
+}
+
+int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state,
+                    stg_err *err) {
     if (op < 0 || op >= g->nops) return stg_errf(err, "cuda matmul: no op %d", op);
-    if (!c->mm || op >= c->nops) return stg_errf(err, "cuda matmul: the context has no plan slot for op %d", op);
+    if (!c->state || op >= c->nops) return stg_errf(err, "cuda matmul: the context has no state slot for op %d", op);
     cuda_mm_plan *p = (cuda_mm_plan *)calloc(1, sizeof *p);
     if (!p) return stg_errf(err, "cuda matmul: out of host memory");
     const stg_op *o = &g->ops[op];
@@ -411,7 +418,8 @@ int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, v
     }
     const cuda_mm_plan *same = NULL; // an earlier plan of the same key: reuse its search
     for (int i = 0; i < c->nops && !same; i++)
-        if (i != op && c->mm[i] && memcmp(&c->mm[i]->key, &p->key, sizeof p->key) == 0) same = c->mm[i];
+        if (i != op && mm_plan_of(c, i) && memcmp(&mm_plan_of(c, i)->key, &p->key, sizeof p->key) == 0)
+            same = mm_plan_of(c, i);
     p->ch.ms_first = p->ch.ms_pick = -1.0f;
     if (same) {
         p->ch = same->ch;
@@ -421,13 +429,13 @@ int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, v
         cuda_mm_free(p);
         return stg_err_prefix(err, "%s (op %d)", ops_name(o->kind), op);
     }
-    cuda_mm_free(c->mm[op]);
-    c->mm[op] = p;
+    *state = p;
+    if (p->ch.ws_bytes > c->side_ws_need) c->side_ws_need = p->ch.ws_bytes;
     return 0;
 }
 
 int cuda_mm_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
-    const cuda_mm_plan *p = c->mm && op >= 0 && op < c->nops ? c->mm[op] : NULL;
+    const cuda_mm_plan *p = mm_plan_of(c, op);
     if (!p) return stg_errf(err, "cuda matmul: op %d was not prepared (cuda_prepare)", op);
     const stg_op *o = &g->ops[op];
     if (o->in[0] != p->in0 || o->in[1] != p->in1 || o->out[0] != p->out)
@@ -464,7 +472,7 @@ static int mm_algo_attr(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigA
 }
 
 extern "C" int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out) {
-    const cuda_mm_plan *p = c && c->mm && op >= 0 && op < c->nops ? c->mm[op] : NULL;
+    const cuda_mm_plan *p = mm_plan_of(c, op);
     if (!p) return -1;
     memset(out, 0, sizeof *out);
     out->m = p->key.n; // ours: cuBLASLt's n
@@ -483,3 +491,34 @@ extern "C" int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out) {
     out->ms_pick = p->ch.ms_pick;
     return 0;
 }
+
+// ---- records ------------------------------------------------------------------------------------
+
+static int prep_mm(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
+                   stg_err *err) {
+    if (!c->lt_workspace) { // the cuBLASLt workspace, made by the first product (its search uses it)
+        size_t ws = cuda_mm_workspace_bytes();
+        if (ws) {
+            CUDA_CHECK(err, cudaMalloc(&c->lt_workspace, ws));
+            c->lt_workspace_bytes = ws;
+        }
+    }
+    return cuda_mm_prepare(c, g, op, ptr, table, state, err);
+}
+
+extern "C" int cuda_run_linear(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return cuda_mm_run(c, g, op, ptr, err);
+}
+
+extern "C" int cuda_run_matmul(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return cuda_mm_run(c, g, op, ptr, err);
+}
+
+extern "C" int cuda_run_matmul_group(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return cuda_mm_run(c, g, op, ptr, err);
+}
+
+const cuda_rec stg_cuda_linear = {cuda_run_linear, prep_mm, cuda_mm_free, cuda_mm_table_bytes, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_matmul = {cuda_run_matmul, prep_mm, cuda_mm_free, cuda_mm_table_bytes, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_matmul_group = {cuda_run_matmul_group, prep_mm, cuda_mm_free, cuda_mm_table_bytes, CUDA_REC_ANY,
+                                        NULL};

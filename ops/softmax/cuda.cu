@@ -113,3 +113,9 @@ extern "C" int cuda_run_softmax_bwd(stg_cuda *c, const stg_graph *g, int op, voi
     CUDA_LAUNCH_CHECK(err, "softmax_bwd_kernel");
     return 0;
 }
+
+// ---- records ------------------------------------------------------------------------------------
+
+const cuda_rec stg_cuda_causal_mask = {cuda_run_causal_mask, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_softmax = {cuda_run_softmax, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_softmax_bwd = {cuda_run_softmax_bwd, NULL, NULL, NULL, CUDA_REC_ANY, NULL};

@@ -1,6 +1,6 @@
 // Fused causal attention, flash style. bf16 storage runs on tensor cores: the forward on wgmma
-// (ops/cuda/sm90a/attention_wgmma.cu) at head dims 64, 80 and 128 and the backward on wgmma
-// (ops/cuda/sm90a/attention_wgmma_bwd.cu) at head dims 64 and 80 on compute capability 9.0, else the
+// (ops/attention/sm90a/attention_wgmma.cu) at head dims 64, 80 and 128 and the backward on wgmma
+// (ops/attention/sm90a/attention_wgmma_bwd.cu) at head dims 64 and 80 on compute capability 9.0, else the
 // att_tc_* kernels below (mma.sync m16n8k16, f32 accumulation and softmax, the same three-launch
 // deterministic backward; head dims that are multiples of 8 but not 16 are padded with zeros to the
 // next multiple of 16 inside the kernels). f32 storage runs the CUDA-core kernels described here.
@@ -28,7 +28,7 @@
 
 #include "ops/cuda/internal.h"
 #ifdef STG_ATT_WGMMA
-#include "ops/cuda/sm90a/attention_wgmma.h"
+#include "ops/attention/sm90a/attention_wgmma.h"
 #endif
 
 #define ATT_BQ 64      // queries per tile
@@ -1163,3 +1163,22 @@ extern "C" int cuda_attention_bwd_run(stg_cuda *c, const stg_graph *g, int op, v
     float *Dsum = (float *)scratch;
     ATT_DISPATCH(att_bwd_launch, &s, c, &s, ptr, o, Dsum, err);
 }
+
+// ---- records ------------------------------------------------------------------------------------
+
+static int prep_attention(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
+                   stg_err *err) {
+    *work = cuda_attention_scratch_bytes(g, op);
+    return 0;
+}
+
+static int cuda_run_attention(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return cuda_attention_run(c, g, op, ptr, c->work, err);
+}
+
+static int cuda_run_attention_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return cuda_attention_bwd_run(c, g, op, ptr, c->work, err);
+}
+
+const cuda_rec stg_cuda_attention = {cuda_run_attention, prep_attention, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_attention_bwd = {cuda_run_attention_bwd, prep_attention, NULL, NULL, CUDA_REC_MAIN, NULL};

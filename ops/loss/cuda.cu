@@ -109,3 +109,14 @@ extern "C" int cuda_run_cross_entropy_bwd(stg_cuda *c, const stg_graph *g, int o
     CUDA_LAUNCH_CHECK(err, "ce_bwd_kernel");
     return 0;
 }
+
+// ---- records ------------------------------------------------------------------------------------
+
+static int prep_cross_entropy(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
+                   stg_err *err) {
+    *work = cuda_cross_entropy_work_bytes(g, op);
+    return 0;
+}
+
+const cuda_rec stg_cuda_cross_entropy = {cuda_run_cross_entropy, prep_cross_entropy, NULL, NULL, CUDA_REC_MAIN, NULL};
+const cuda_rec stg_cuda_cross_entropy_bwd = {cuda_run_cross_entropy_bwd, NULL, NULL, NULL, CUDA_REC_MAIN, NULL};

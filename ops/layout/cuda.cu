@@ -67,3 +67,8 @@ extern "C" int cuda_run_transpose(stg_cuda *c, const stg_graph *g, int op, void 
     return b ? transpose_launch<bf16>(c, ptr[o->in[0]], ptr[o->out[0]], N0, M, N1, C, total, err)
              : transpose_launch<float>(c, ptr[o->in[0]], ptr[o->out[0]], N0, M, N1, C, total, err);
 }
+
+// ---- records ------------------------------------------------------------------------------------
+
+const cuda_rec stg_cuda_reshape = {cuda_run_reshape, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_transpose = {cuda_run_transpose, NULL, NULL, NULL, CUDA_REC_ANY, NULL};

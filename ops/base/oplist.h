@@ -66,6 +66,8 @@ typedef union stg_attrs {
     X(SILU_BWD, silu_bwd, elementwise, stg_no_attrs)                    \
     X(RELU, relu, elementwise, stg_no_attrs)                            \
     X(RELU_BWD, relu_bwd, elementwise, stg_no_attrs)                    \
+    X(GELU, gelu, elementwise, stg_no_attrs)                            \
+    X(GELU_BWD, gelu_bwd, elementwise, stg_no_attrs)                    \
     X(SWIGLU, swiglu, elementwise, stg_no_attrs)                        \
     X(SWIGLU_BWD, swiglu_bwd, elementwise, stg_no_attrs)                \
     X(MUL, mul, elementwise, stg_no_attrs)                              \

@@ -30,6 +30,8 @@ CPU_ELEMENTWISE_1_1(run_silu, cpu_silu_fwd)       // x -> y
 CPU_ELEMENTWISE_2_1(run_silu_bwd, cpu_silu_bwd)   // x, dy -> dx
 CPU_ELEMENTWISE_1_1(run_relu, cpu_relu_fwd)       // x -> y
 CPU_ELEMENTWISE_2_1(run_relu_bwd, cpu_relu_bwd)   // y, dy -> dx
+CPU_ELEMENTWISE_1_1(run_gelu, cpu_gelu_fwd)       // x -> y
+CPU_ELEMENTWISE_2_1(run_gelu_bwd, cpu_gelu_bwd)   // x, dy -> dx
 CPU_ELEMENTWISE_2_1(run_swiglu, cpu_swiglu_fwd)   // a, b -> y
 CPU_ELEMENTWISE_2_1(run_mul, cpu_mul)             // a, b -> y
 CPU_ELEMENTWISE_2_1(run_add, cpu_add)             // a, b -> y
@@ -60,6 +62,8 @@ const stg_cpu_rec stg_cpu_silu = {run_silu, NULL, 0};
 const stg_cpu_rec stg_cpu_silu_bwd = {run_silu_bwd, NULL, 0};
 const stg_cpu_rec stg_cpu_relu = {run_relu, NULL, 0};
 const stg_cpu_rec stg_cpu_relu_bwd = {run_relu_bwd, NULL, 0};
+const stg_cpu_rec stg_cpu_gelu = {run_gelu, NULL, 0};
+const stg_cpu_rec stg_cpu_gelu_bwd = {run_gelu_bwd, NULL, 0};
 const stg_cpu_rec stg_cpu_swiglu = {run_swiglu, NULL, 0};
 const stg_cpu_rec stg_cpu_swiglu_bwd = {run_swiglu_bwd, NULL, 0};
 const stg_cpu_rec stg_cpu_mul = {run_mul, NULL, 0};

@@ -1,4 +1,4 @@
-// Elementwise ops: silu, relu, swiglu, mul, add, scale and the backwards. One kernel template over
+// Elementwise ops: silu, relu, gelu, swiglu, mul, add, scale and the backwards. One kernel template over
 // up to three inputs and two outputs; 16-byte vectors when every pointer is aligned, a grid-stride
 // loop, fp32 arithmetic. Each element is read before it is written by the same thread, so any
 // output may alias any input (the planner's in-place rules).
@@ -21,6 +21,20 @@ struct ew_relu {
 };
 struct ew_relu_bwd { // y (relu's output), dy -> dx
     __device__ void operator()(const float *a, float *y) const { y[0] = a[0] > 0.0f ? a[1] : 0.0f; }
+};
+// GELU, tanh approximation (GPT-2): x (1 + tanh(u)) / 2, u = sqrt(2/pi) (x + 0.044715 x^3).
+struct ew_gelu {
+    __device__ void operator()(const float *a, float *y) const {
+        float x = a[0], t = tanhf(0.7978845608f * (x + 0.044715f * x * x * x));
+        y[0] = 0.5f * x * (1.0f + t);
+    }
+};
+struct ew_gelu_bwd { // x, dy -> dx
+    __device__ void operator()(const float *a, float *y) const {
+        float x = a[0], t = tanhf(0.7978845608f * (x + 0.044715f * x * x * x));
+        float d = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608f * (1.0f + 0.134145f * x * x);
+        y[0] = a[1] * d;
+    }
 };
 struct ew_swiglu { // a, b -> silu(a) b
     __device__ void operator()(const float *a, float *y) const { y[0] = a[0] * ew_sigmoid(a[0]) * a[1]; }
@@ -148,6 +162,12 @@ extern "C" int cuda_run_relu(stg_cuda *c, const stg_graph *g, int op, void *cons
 extern "C" int cuda_run_relu_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     return ew_run<2, 1>(c, g, op, ptr, ew_relu_bwd(), err);
 }
+extern "C" int cuda_run_gelu(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return ew_run<1, 1>(c, g, op, ptr, ew_gelu(), err);
+}
+extern "C" int cuda_run_gelu_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return ew_run<2, 1>(c, g, op, ptr, ew_gelu_bwd(), err);
+}
 extern "C" int cuda_run_swiglu(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     return ew_run<2, 1>(c, g, op, ptr, ew_swiglu(), err);
 }
@@ -172,6 +192,8 @@ const cuda_rec stg_cuda_silu = {cuda_run_silu, NULL, NULL, NULL, CUDA_REC_ANY, N
 const cuda_rec stg_cuda_silu_bwd = {cuda_run_silu_bwd, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
 const cuda_rec stg_cuda_relu = {cuda_run_relu, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
 const cuda_rec stg_cuda_relu_bwd = {cuda_run_relu_bwd, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_gelu = {cuda_run_gelu, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_gelu_bwd = {cuda_run_gelu_bwd, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
 const cuda_rec stg_cuda_swiglu = {cuda_run_swiglu, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
 const cuda_rec stg_cuda_swiglu_bwd = {cuda_run_swiglu_bwd, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
 const cuda_rec stg_cuda_mul = {cuda_run_mul, NULL, NULL, NULL, CUDA_REC_ANY, NULL};

@@ -18,6 +18,9 @@
     void cpu_relu_fwd_##S(const T *x, T *y, int64_t n);                                       \
     /* reads relu's output y */                                                               \
     void cpu_relu_bwd_##S(const T *y, const T *dy, T *dx, int64_t n);                         \
+    /* GELU, tanh approximation (GPT-2); the backward reads x */                              \
+    void cpu_gelu_fwd_##S(const T *x, T *y, int64_t n);                                       \
+    void cpu_gelu_bwd_##S(const T *x, const T *dy, T *dx, int64_t n);                         \
     void cpu_swiglu_fwd_##S(const T *a, const T *b, T *y, int64_t n);                         \
     void cpu_swiglu_bwd_##S(const T *a, const T *b, const T *dy, T *da, T *db, int64_t n);    \
     void cpu_mul_##S(const T *a, const T *b, T *y, int64_t n);                                \

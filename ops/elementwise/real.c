@@ -37,6 +37,31 @@ void RFN(cpu_relu_bwd)(const real *y, const real *dy, real *dx, int64_t n) {
     for (int64_t i = 0; i < n; i++) dx[i] = y[i] > 0 ? dy[i] : (real)0;
 }
 
+// GELU, tanh approximation (GPT-2): y = x (1 + tanh(u)) / 2, u = sqrt(2/pi) (x + 0.044715 x^3).
+// In double: tanh saturates to +-1 cleanly, so large |x| gives x or 0 exactly.
+#define GELU_C 0.7978845608028654 // sqrt(2 / pi)
+#define GELU_A 0.044715
+
+void RFN(cpu_gelu_fwd)(const real *x, real *y, int64_t n) {
+    CPU_PARALLEL_FOR(n)
+    for (int64_t i = 0; i < n; i++) {
+        double v = (double)x[i];
+        y[i] = (real)(0.5 * v * (1.0 + tanh(GELU_C * (v + GELU_A * v * v * v))));
+    }
+}
+
+// x, dy (n) -> dx = dy (0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 0.044715 x^2)), t = tanh(u);
+// dx may alias dy.
+void RFN(cpu_gelu_bwd)(const real *x, const real *dy, real *dx, int64_t n) {
+    CPU_PARALLEL_FOR(n)
+    for (int64_t i = 0; i < n; i++) {
+        double v = (double)x[i];
+        double t = tanh(GELU_C * (v + GELU_A * v * v * v));
+        double d = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * GELU_C * (1.0 + 3.0 * GELU_A * v * v);
+        dx[i] = (real)((double)dy[i] * d);
+    }
+}
+
 // a, b (n) -> y = silu(a) b
 void RFN(cpu_swiglu_fwd)(const real *a, const real *b, real *y, int64_t n) {
     CPU_PARALLEL_FOR(n * 8)

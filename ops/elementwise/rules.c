@@ -1,4 +1,4 @@
-// The elementwise family's rules (silu, silu_bwd, relu, relu_bwd, swiglu, swiglu_bwd, mul, add, scale): shape rules, gradient rules, FLOPs and each op's row
+// The elementwise family's rules (silu, silu_bwd, relu, relu_bwd, gelu, gelu_bwd, swiglu, swiglu_bwd, mul, add, scale): shape rules, gradient rules, FLOPs and each op's row
 // (ops/registry.h), read by the registry through stg_rule_<name>.
 #include "ops/registry.h"
 
@@ -25,6 +25,10 @@ static int grad_silu(const stg_grad_emit *e, stg_graph *g, int id, const int *do
 
 static int grad_relu(const stg_grad_emit *e, stg_graph *g, int id, const int *dout, const bool *want, int *din, stg_err *err) {
     return grad_unary_in(e, g, id, dout, want, din, err, STG_OP_RELU_BWD, g->ops[id].out[0]);
+}
+
+static int grad_gelu(const stg_grad_emit *e, stg_graph *g, int id, const int *dout, const bool *want, int *din, stg_err *err) {
+    return grad_unary_in(e, g, id, dout, want, din, err, STG_OP_GELU_BWD, g->ops[id].in[0]);
 }
 
 static int grad_swiglu(const stg_grad_emit *e, stg_graph *g, int id, const int *dout, const bool *want, int *din, stg_err *err) {
@@ -74,6 +78,16 @@ const stg_op_def stg_rule_silu_bwd = {"silu_bwd", 2, 2, 1, NULL, 0, ops_infer_bi
 const stg_op_def stg_rule_relu = {"relu", 1, 1, 1, NULL, 0, ops_infer_same_as_in0, grad_relu, ops_flops_elem1, .saves_out = OPS_BIT(0), .inplace_in = 0};
 
 const stg_op_def stg_rule_relu_bwd = {"relu_bwd", 2, 2, 1, NULL, 0, ops_infer_binary_same, NULL, ops_flops_elem1, .inplace_in = 1};
+
+// GELU, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); the backward
+// reads x. FLOPs counted as 8 (forward) and 12 (backward) per element, roughly the operations.
+static double flops_gelu(const stg_graph *g, const stg_op *op) { return 8.0 * ops_numel_in(g, op, 0); }
+static double flops_gelu_bwd(const stg_graph *g, const stg_op *op) { return 12.0 * ops_numel_in(g, op, 0); }
+
+const stg_op_def stg_rule_gelu = {"gelu", 1, 1, 1, NULL, 0, ops_infer_same_as_in0, grad_gelu, flops_gelu, .saves_in = OPS_BIT(0),
+                                  .inplace_in = 0};
+
+const stg_op_def stg_rule_gelu_bwd = {"gelu_bwd", 2, 2, 1, NULL, 0, ops_infer_binary_same, NULL, flops_gelu_bwd, .inplace_in = 1};
 
 const stg_op_def stg_rule_swiglu = {"swiglu", 2, 2, 1, NULL, 0, ops_infer_binary_same, grad_swiglu, ops_flops_elem4, .saves_in = OPS_BIT(0) | OPS_BIT(1),
                        .inplace_in = 0};

@@ -363,6 +363,10 @@ static void fd_silu_fwd(const fd_case *c, double *const *in, double *y) { cpu_si
 static void fd_silu_bwd(const fd_case *c, double *const *in, const double *dy, double *const *din) {
     cpu_silu_bwd_f64(in[0], dy, din[0], c->in_n[0]);
 }
+static void fd_gelu_fwd(const fd_case *c, double *const *in, double *y) { cpu_gelu_fwd_f64(in[0], y, c->in_n[0]); }
+static void fd_gelu_bwd(const fd_case *c, double *const *in, const double *dy, double *const *din) {
+    cpu_gelu_bwd_f64(in[0], dy, din[0], c->in_n[0]);
+}
 static void fd_relu_fwd(const fd_case *c, double *const *in, double *y) { cpu_relu_fwd_f64(in[0], y, c->in_n[0]); }
 static void fd_relu_bwd(const fd_case *c, double *const *in, const double *dy, double *const *din) {
     double *y = buf_nan(c->in_n[0]);
@@ -473,6 +477,7 @@ static void test_fd_elementwise_and_layout(void **state) {
     fd_case cs[] = {
         {"silu", 1, {17}, 17, {0}, {0}, 0, NULL, fd_silu_fwd, fd_silu_bwd},
         {"relu", 1, {17}, 17, {0}, {0}, 0, NULL, fd_relu_fwd, fd_relu_bwd},
+        {"gelu", 1, {17}, 17, {0}, {0}, 0, NULL, fd_gelu_fwd, fd_gelu_bwd},
         {"swiglu", 2, {17, 17}, 17, {0}, {0}, 0, NULL, fd_swiglu_fwd, fd_swiglu_bwd},
         {"mul", 2, {17, 17}, 17, {0}, {0}, 0, NULL, fd_mul_fwd, fd_mul_bwd},
         {"add", 2, {17, 17}, 17, {0}, {0}, 0, NULL, fd_add_fwd, fd_add_bwd},
@@ -1030,6 +1035,8 @@ static void test_in_place(void **state) {
     cpu_silu_fwd_f64(x, ref, N); RESET(x); cpu_silu_fwd_f64(io, io, N); INPLACE_CHECK("silu");
     cpu_silu_bwd_f64(x, dy, ref, N); RESET(dy); cpu_silu_bwd_f64(x, io, io, N); INPLACE_CHECK("silu_bwd");
     cpu_relu_fwd_f64(x, ref, N); RESET(x); cpu_relu_fwd_f64(io, io, N); INPLACE_CHECK("relu");
+    cpu_gelu_fwd_f64(x, ref, N); RESET(x); cpu_gelu_fwd_f64(io, io, N); INPLACE_CHECK("gelu");
+    cpu_gelu_bwd_f64(x, dy, ref, N); RESET(dy); cpu_gelu_bwd_f64(x, io, io, N); INPLACE_CHECK("gelu_bwd");
     cpu_relu_bwd_f64(x, dy, ref, N); RESET(dy); cpu_relu_bwd_f64(x, io, io, N); INPLACE_CHECK("relu_bwd");
     cpu_swiglu_fwd_f64(x, b, ref, N); RESET(x); cpu_swiglu_fwd_f64(io, b, io, N); INPLACE_CHECK("swiglu");
     cpu_swiglu_bwd_f64(x, b, dy, ref, ref2, N); RESET(dy); cpu_swiglu_bwd_f64(x, b, io, io, t1, N);

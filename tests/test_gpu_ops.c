@@ -445,6 +445,10 @@ static void test_elementwise(void **state) {
     const op_case cases[] = {
         {"silu (2, 200, 1600)", STG_OP_SILU, 1, {ACT(G_NORMAL, 3, 2, 200, 1600)}, attrs0()},
         {"silu odd (7, 333)", STG_OP_SILU, 1, {ACT(G_NORMAL, 3, 7, 333)}, attrs0()},
+        {"gelu (2, 200, 3072)", STG_OP_GELU, 1, {ACT(G_NORMAL, 3, 2, 200, 3072)}, attrs0()},
+        {"gelu odd (7, 333)", STG_OP_GELU, 1, {ACT(G_NORMAL, 3, 7, 333)}, attrs0()},
+        {"gelu_bwd (2, 200, 3072)", STG_OP_GELU_BWD, 2, {ACT(G_NORMAL, 3, 2, 200, 3072), ACT(G_NORMAL, 1, 2, 200, 3072)}, attrs0()},
+        {"gelu_bwd odd (5, 77)", STG_OP_GELU_BWD, 2, {ACT(G_NORMAL, 3, 5, 77), ACT(G_NORMAL, 1, 5, 77)}, attrs0()},
         {"silu_bwd (2, 200, 2560)", STG_OP_SILU_BWD, 2, {ACT(G_NORMAL, 3, 2, 200, 2560), ACT(G_NORMAL, 1, 2, 200, 2560)}, attrs0()},
         {"relu (2, 200, 1600)", STG_OP_RELU, 1, {ACT(G_NORMAL, 1, 2, 200, 1600)}, attrs0()},
         {"relu_bwd (7, 333)", STG_OP_RELU_BWD, 2, {ACT(G_NORMAL, 1, 7, 333), ACT(G_NORMAL, 1, 7, 333)}, attrs0()},

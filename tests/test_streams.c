@@ -102,27 +102,21 @@ static int m_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, st
 
 static int m_streams(rt_backend *b) { return NS; }
 
-// The same policy as the CUDA backend's: ops that would use shared scratch stay on stream 0, the
-// optimizer's multi-tensor ops wait for everything, communication has its own stream.
+// The mock's own lane policy, the same as the CUDA records' (ops/<family>/cuda.cu): ops that would use
+// shared scratch stay on stream 0, the optimizer's multi-tensor ops wait for everything,
+// communication has its own stream, the rest may go anywhere. A table (1 + lane; 0: ANY).
+static const int m_lanes[STG_OP_COUNT] = {
+    [STG_OP_GLOBAL_NORM] = 1 + RT_LANE_BARRIER, [STG_OP_ADAMW] = 1 + RT_LANE_BARRIER,
+    [STG_OP_LR_SCHEDULE] = 1 + RT_LANE_BARRIER, [STG_OP_RMSNORM_BWD] = 1 + RT_LANE_MAIN,
+    [STG_OP_LAYERNORM_BWD] = 1 + RT_LANE_MAIN,  [STG_OP_ATTENTION_BWD] = 1 + RT_LANE_MAIN,
+    [STG_OP_CROSS_ENTROPY] = 1 + RT_LANE_MAIN,  [STG_OP_CROSS_ENTROPY_BWD] = 1 + RT_LANE_MAIN,
+    [STG_OP_EMBEDDING_BWD] = 1 + RT_LANE_MAIN,  [STG_OP_ALLREDUCE] = 1 + RT_LANE_COMM,
+    [STG_OP_BROADCAST] = 1 + RT_LANE_COMM,
+};
+
 static int m_lane(rt_backend *b, const stg_graph *g, int op) {
-    switch (g->ops[op].kind) {
-    case STG_OP_GLOBAL_NORM:
-    case STG_OP_ADAMW:
-    case STG_OP_LR_SCHEDULE:
-        return RT_LANE_BARRIER;
-    case STG_OP_RMSNORM_BWD:
-    case STG_OP_LAYERNORM_BWD:
-    case STG_OP_ATTENTION_BWD:
-    case STG_OP_CROSS_ENTROPY:
-    case STG_OP_CROSS_ENTROPY_BWD:
-    case STG_OP_EMBEDDING_BWD:
-        return RT_LANE_MAIN;
-    case STG_OP_ALLREDUCE:
-    case STG_OP_BROADCAST:
-        return RT_LANE_COMM;
-    default:
-        return RT_LANE_ANY;
-    }
+    int l = m_lanes[g->ops[op].kind];
+    return l ? l - 1 : RT_LANE_ANY;
 }
 
 static int m_run_on(rt_backend *b, int s, const stg_graph *g, int op, void *const *ptr, stg_err *err) {

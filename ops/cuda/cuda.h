@@ -10,10 +10,11 @@
 #include <stdint.h>
 
 #ifdef __cplusplus
-extern "C" { // the graph headers are C: their functions (stg_errf, ...) have C linkage
+extern "C" { // the base headers are C: their functions (stg_errf, ...) have C linkage
 #endif
 
-#include "graph/graph.h"
+#include "ops/base/ir.h"
+#include "ops/base/tensor.h"
 
 typedef struct stg_cuda stg_cuda; // per-device context (ops/cuda/internal.h)
 

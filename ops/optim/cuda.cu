@@ -27,7 +27,7 @@
 // ---- lr_schedule ----------------------------------------------------------------------------------
 
 // sched (2) = [steps done, lr]: done += 1; lr = CS336 cosine schedule with warm-up at t = done - 1
-// (the formula of ops_lr_at in ops/registry.c, in double).
+// (the formula of ops_lr_at in ops/optim/rules.c, in double).
 __global__ void lr_schedule_kernel(void *sched, int sb, double lr, double min_lr, long long warmup,
                                    long long cosine_steps) {
     double done = (double)cu_ldd(sched, sb, 0) + 1.0;

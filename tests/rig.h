@@ -65,6 +65,7 @@ typedef struct rig {
 
 typedef struct rig_cfg {
     rt_backend *b;          // NULL: a new CPU backend, destroyed with the rig
+    bool own_b;             // b is handed over: rig_close destroys it (even when opening fails)
     const rt_exec_opts *eo; // may be NULL
     int init_seed;          // rt_exec_init_params's seed (and steps done 0); < 0: neither
     int64_t feed_seed;      // the synthetic feed's data seed (markov order 4); < 0: no feed
@@ -79,6 +80,7 @@ static inline int rig_try_open(rig *r, stg_step *s, const rig_cfg *c, stg_err *e
     r->g = s->g;
     r->p = s->p;
     r->b = c->b;
+    r->own_b = c->own_b;
     if (!r->b) {
         if (rt_backend_cpu_new(&r->b, err)) return -1;
         r->own_b = true;

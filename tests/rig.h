@@ -139,13 +139,13 @@ static inline char *rig_state(rig *r, size_t *n) {
     return buf;
 }
 
-// Every parameter as doubles after `head` leading slots (the caller's losses), in tensor order;
-// *nout gets the count, head included. out must hold them all.
+// Every parameter's fp32 truth (the master weight in bf16) as doubles after `head` leading slots
+// (the caller's losses), in tensor order; *nout gets the count, head included. out must hold them.
 static inline int rig_try_params_f64(rig *r, double *out, int64_t head, int64_t *nout, stg_err *err) {
     int64_t k = head;
     for (int t = 0; t < r->g->nt; t++) {
         if (r->g->t[t].cls != STG_CLASS_PARAM) continue;
-        if (rt_exec_read_f64(r->e, t, out + k, err)) return -1;
+        if (rt_exec_read_f64(r->e, rt_exec_param_truth(r->e, t), out + k, err)) return -1;
         k += stg_numel(&r->g->t[t]);
     }
     *nout = k;

@@ -139,10 +139,16 @@ static inline char *rig_state(rig *r, size_t *n) {
     return buf;
 }
 
-// Every parameter's fp32 truth (the master weight in bf16) as doubles after `head` leading slots
-// (the caller's losses), in tensor order; *nout gets the count, head included. out must hold them.
-static inline int rig_try_params_f64(rig *r, double *out, int64_t head, int64_t *nout, stg_err *err) {
-    int64_t k = head;
+// n training steps, their losses into out[0..n), then every parameter's fp32 truth (the master
+// weight in bf16) as doubles, in tensor order; *nout gets the count, losses included. out must
+// hold them all.
+static inline int rig_try_train(rig *r, int n, double *out, int64_t *nout, stg_err *err) {
+    for (int i = 0; i < n; i++) {
+        rt_exec_results res;
+        if (rig_try_step(r, RT_PHASE_ALL, &res, err)) return -1;
+        out[i] = res.loss;
+    }
+    int64_t k = n;
     for (int t = 0; t < r->g->nt; t++) {
         if (r->g->t[t].cls != STG_CLASS_PARAM) continue;
         if (rt_exec_read_f64(r->e, rt_exec_param_truth(r->e, t), out + k, err)) return -1;

@@ -120,12 +120,7 @@ static int train(int rank, int world, int batch, int64_t bucket, double *out, in
     if (rig_try_open(&r, st, &(rig_cfg){.b = b, .eo = &eo, .init_seed = 4, .feed_seed = 3, .rng_seed = 8}, err) ||
         (world > 1 && rt_feed_shard(r.f, rank, world, err)))
         goto out;
-    for (int s = 0; s < STEPS; s++) {
-        rt_exec_results res;
-        if (rig_try_step(&r, RT_PHASE_ALL, &res, err)) goto out;
-        out[s] = res.loss;
-    }
-    if (rig_try_params_f64(&r, out, STEPS, nout, err)) goto out;
+    if (rig_try_train(&r, STEPS, out, nout, err)) goto out;
     rc = 0;
 out:
     if (r.s) rig_close(&r);

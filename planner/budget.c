@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ops/registry.h"
+#include "planner/step.h"
 
 typedef struct {
     int t;
@@ -22,11 +23,14 @@ static double step_flops(const stg_graph *g) {
     return f;
 }
 
-int plan_fit_budget(stg_graph *g, int64_t budget, const stg_plan_opts *o, stg_plan **out, stg_budget_report *rep,
-                    stg_err *err) {
+// The search proper, on g, which belongs to the step being fitted. On "cannot fit" returns -1 with
+// *smallest_p the plan of everything recomputed (NULL on other errors).
+static int fit(stg_graph *g, int64_t budget, const stg_plan_opts *o, stg_plan **out, stg_budget_report *rep,
+               stg_plan **smallest_p, stg_err *err) {
     memset(rep, 0, sizeof *rep);
     rep->budget = budget;
     *out = NULL;
+    *smallest_p = NULL;
     stg_plan *p = NULL;
     if (plan_build(g, o, &p, err)) return -1;
     rep->peak_before = rep->peak_after = p->peak_bytes;
@@ -94,8 +98,36 @@ int plan_fit_budget(stg_graph *g, int64_t budget, const stg_plan_opts *o, stg_pl
     }
     free(c);
     int64_t reached = p->peak_bytes;
-    plan_free(p);
+    *smallest_p = p;
     return stg_errf(err, "the step cannot fit in %.2f GiB: with every recomputable activation recomputed (%d of them) the smallest "
                          "planned peak is %.2f GiB (%lld bytes)",
                     (double)budget / (1 << 30), rep->n_recomputed, (double)reached / (1 << 30), (long long)reached);
+}
+
+int plan_fit_budget(const stg_step_opts *o, int64_t budget, stg_step **out, stg_budget_report *rep, stg_step **smallest,
+                    stg_err *err) {
+    *out = NULL;
+    if (smallest) *smallest = NULL;
+    memset(rep, 0, sizeof *rep);
+    // The step is built here, so the recomputation ops go into a graph nobody else holds.
+    stg_step_opts plain = *o;
+    plain.budget = 0;
+    plain.no_plan = true;
+    stg_step *s;
+    if (stg_step_build(&plain, &s, err)) return -1;
+    stg_plan *least = NULL;
+    if (fit(s->g, budget, o->plan.alignment ? &o->plan : NULL, &s->p, rep, &least, err)) {
+        if (smallest && least) {
+            s->p = least;
+            s->budget = *rep;
+            *smallest = s;
+        } else {
+            plan_free(least);
+            stg_step_free(s);
+        }
+        return -1;
+    }
+    s->budget = *rep;
+    *out = s;
+    return 0;
 }

@@ -9,6 +9,9 @@
 #include "graph/graph.h"
 #include "planner/plan.h"
 
+struct stg_step;
+struct stg_step_opts;
+
 typedef struct stg_budget_report {
     int64_t budget;          // bytes asked for
     int64_t peak_before;     // planned peak with nothing recomputed
@@ -20,10 +23,14 @@ typedef struct stg_budget_report {
     int by_kind[STG_OP_COUNT]; // dropped activations by the kind of op that makes them
 } stg_budget_report;
 
-// Plans g within `budget` bytes (peak_bytes <= budget), rewriting g (recomputation ops and a new
-// schedule) only when the plain plan does not fit. On failure returns -1 saying the smallest peak
-// it could reach; g is then left with everything recomputable recomputed.
-int plan_fit_budget(stg_graph *g, int64_t budget, const stg_plan_opts *o, stg_plan **out, stg_budget_report *rep,
-                    stg_err *err);
+// Builds the step o describes (planner/step.h; o->budget and o->no_plan are not read) and plans it
+// within `budget` bytes (peak_bytes <= budget), adding recomputation ops and a new schedule to that
+// step's own graph only when the plain plan does not fit: no graph of the caller's is rewritten.
+// On success *out is the fitted step (its `budget` field a copy of *rep). When even everything
+// recomputable recomputed does not fit, returns -1 saying the smallest peak it reached and, when
+// `smallest` is non-NULL, hands that step (planned) over in *smallest for callers that want to run it
+// anyway; on any other error *smallest is NULL.
+int plan_fit_budget(const struct stg_step_opts *o, int64_t budget, struct stg_step **out, stg_budget_report *rep,
+                    struct stg_step **smallest, stg_err *err);
 
 #endif

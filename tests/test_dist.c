@@ -17,7 +17,6 @@
 
 #include "tests/testutil.h"
 
-#include "graph/loader.h"
 #include "planner/plan.h"
 #include "planner/shard.h"
 #include "runtime/backend.h"
@@ -25,6 +24,7 @@
 #include "runtime/exec.h"
 #include "runtime/safetensors.h"
 #include "runtime/train.h"
+#include "tests/rig.h"
 
 #define MODEL(p) STG_SOURCE_DIR "/models/" p
 #define STEPS 5
@@ -76,76 +76,56 @@ static void test_env(void **s) {
     clear_env();
 }
 
-static stg_graph *load_z(int batch, int world, int64_t bucket, int zero, int rank) {
+static stg_step *load_z(int batch, int world, int64_t bucket, int zero, int rank) {
     char b[32];
     snprintf(b, sizeof b, "batch=%d", batch);
-    const char *sets[] = {"d_model=32", "d_ff=48", "n_layers=2", "n_heads=2", "vocab=64", b, "ctx=16"};
-    stg_load_opts o = {STG_PREC_FP32, sets, 7};
-    stg_optim_config oc = graph_optim_defaults();
-    oc.lr = 1e-2;
-    oc.warmup = 1;
-    oc.cosine_steps = STEPS;
-    oc.max_norm = 0.5; // clipping is active: the norm must be of the averaged gradient
-    oc.dp_world = world;
-    oc.dp_bucket_bytes = bucket;
-    oc.dp_first_bucket_bytes = bucket / 4;
-    oc.dp_zero = zero;
-    oc.dp_rank = rank;
-    stg_graph *g;
-    stg_err err;
-    if (graph_load(MODEL("tiny.yaml"), &o, &g, &err) || graph_autodiff(g, &oc, &err) || graph_schedule(g, &err)) fail_msg("%s", err.msg);
-    return g;
+    const char *sets[] = {RIG_TINY, b, "ctx=16"};
+    stg_step_opts o = rig_opts(MODEL("tiny.yaml"), STG_PREC_FP32, sets, 7);
+    o.optim = rig_optim(1e-2, graph_optim_defaults().min_lr, 1, STEPS);
+    o.optim.max_norm = 0.5; // clipping is active: the norm must be of the averaged gradient
+    o.optim.dp_world = world;
+    o.optim.dp_bucket_bytes = bucket;
+    o.optim.dp_first_bucket_bytes = bucket / 4;
+    o.optim.dp_zero = zero;
+    o.optim.dp_rank = rank;
+    return rig_step(&o);
 }
 
-static stg_graph *load(int batch, int world, int64_t bucket) { return load_z(batch, world, bucket, 0, 0); }
+static stg_step *load(int batch, int world, int64_t bucket) { return load_z(batch, world, bucket, 0, 0); }
 
 // STEPS steps of rank `rank` of `world` (world 0: one process, no data parallelism) with batch
 // rows per process; losses and parameters into out (STEPS + params doubles).
 static int zero_stage; // ZeRO stage of the data-parallel runs (0 or 1)
 
 static int train(int rank, int world, int batch, int64_t bucket, double *out, int64_t *nout, stg_err *err) {
-    stg_graph *g = load_z(batch, world, bucket, world >= 1 ? zero_stage : 0, rank);
-    stg_plan *p = NULL;
+    stg_step *st = load_z(batch, world, bucket, world >= 1 ? zero_stage : 0, rank);
     rt_backend *b = NULL;
-    rt_exec *e = NULL;
-    rt_feed *f = NULL;
+    rig r;
+    memset(&r, 0, sizeof r);
     rt_dist d;
     memset(&d, 0, sizeof d);
     int rc = -1;
     rt_exec_opts eo = {.poison = true};
-    if (plan_build(g, NULL, &p, err) || rt_backend_cpu_new(&b, err)) goto out;
+    if (rt_backend_cpu_new(&b, err)) {
+        stg_step_free(st);
+        goto out;
+    }
     if (world >= 1) {
-        if (rt_dist_from_env(&d, err) || rt_dist_connect(&d, err) || rt_backend_cpu_join(b, &d, err)) goto out;
-        if (d.rank != rank || d.world != world) {
-            stg_errf(err, "environment says rank %d of %d", d.rank, d.world);
+        if (rt_dist_from_env(&d, err) || rt_dist_connect(&d, err) || rt_backend_cpu_join(b, &d, err) ||
+            (d.rank != rank || d.world != world ? stg_errf(err, "environment says rank %d of %d", d.rank, d.world) : 0)) {
+            stg_step_free(st);
             goto out;
         }
     }
-    if (rt_exec_new(g, p, b, &eo, &e, err) || rt_exec_init_params(e, 4, err) || rt_exec_set_steps_done(e, 0, err) ||
-        rt_feed_new(g, NULL, 4, 3, &f, err) || (world > 1 && rt_feed_shard(f, rank, world, err)))
+    if (rig_try_open(&r, st, &(rig_cfg){.b = b, .eo = &eo, .init_seed = 4, .feed_seed = 3, .rng_seed = 8}, err) ||
+        (world > 1 && rt_feed_shard(r.f, rank, world, err)))
         goto out;
-    rt_rng rng;
-    rt_rng_seed(&rng, 8);
-    for (int s = 0; s < STEPS; s++) {
-        rt_exec_results r;
-        if (rt_feed_next(f, e, &rng, err) || rt_exec_run_results(e, RT_PHASE_ALL, &r, err)) goto out;
-        out[s] = r.loss;
-    }
-    int64_t k = STEPS;
-    for (int t = 0; t < g->nt; t++) {
-        if (g->t[t].cls != STG_CLASS_PARAM) continue;
-        if (rt_exec_read_f64(e, t, out + k, err)) goto out;
-        k += stg_numel(&g->t[t]);
-    }
-    *nout = k;
+    if (rig_try_train(&r, STEPS, out, nout, err)) goto out;
     rc = 0;
 out:
-    rt_feed_free(f);
-    rt_exec_free(e);
+    if (r.s) rig_close(&r);
     if (b) b->ops->destroy(b);
     rt_dist_close(&d);
-    plan_free(p);
-    graph_free(g);
     return rc;
 }
 
@@ -241,7 +221,8 @@ static void test_zero1(void **s) {
     equal_global_batch(2, 16 << 10);
     equal_global_batch(3, 16 << 10);
     zero_stage = 0;
-    stg_graph *g1 = load_z(2, 3, 16 << 10, 1, 1), *g0 = load_z(2, 3, 16 << 10, 0, 0);
+    stg_step *s1 = load_z(2, 3, 16 << 10, 1, 1), *s0 = load_z(2, 3, 16 << 10, 0, 0);
+    stg_graph *g1 = s1->g, *g0 = s0->g;
     int64_t o1 = 0, o0 = 0;
     int nb = 0;
     for (int t = 0; t < g1->nt; t++)
@@ -254,13 +235,14 @@ static void test_zero1(void **s) {
     int np = 0;
     for (int t = 0; t < g1->nt; t++) np += g1->t[t].cls == STG_CLASS_PARAM;
     assert_int_equal(nb, np); // every parameter comes from its owner
-    graph_free(g1);
-    graph_free(g0);
+    stg_step_free(s1);
+    stg_step_free(s0);
 }
 
 // The allreduce op groups each bucket's gradients for the planner (contiguous placement).
 static void test_buckets_are_groups(void **s) {
-    stg_graph *g = load(2, 2, 16 << 10);
+    stg_step *st = load(2, 2, 16 << 10);
+    stg_graph *g = st->g;
     int nb = 0, nloss = 0;
     for (int o = 0; o < g->nops; o++) {
         const stg_op *op = &g->ops[o];
@@ -279,11 +261,9 @@ static void test_buckets_are_groups(void **s) {
     }
     assert_int_equal(nloss, 1);
     assert_true(nb >= 2);
-    stg_plan *p;
     stg_err err;
-    if (plan_build(g, NULL, &p, &err) || plan_verify(g, p, &err)) fail_msg("%s", err.msg);
-    plan_free(p);
-    graph_free(g);
+    if (plan_verify(g, st->p, &err)) fail_msg("%s", err.msg);
+    stg_step_free(st);
 }
 
 // A rank that never comes: rank 0 stops with a message within the timeout.
@@ -368,10 +348,10 @@ static void test_launch(void **s) {
 
 // ZeRO accounting: what each stage takes off a device, by class, and the devices needed.
 static void test_shard_accounting(void **s) {
-    stg_graph *g = load(2, 2, 16 << 10);
-    stg_plan *p;
+    stg_step *st = load(2, 2, 16 << 10);
+    stg_graph *g = st->g;
+    stg_plan *p = st->p;
     stg_err err;
-    if (plan_build(g, NULL, &p, &err)) fail_msg("%s", err.msg);
     int64_t opt = p->by_class[STG_CLASS_OPTIMIZER], gr = p->by_class[STG_CLASS_GRAD], par = p->by_class[STG_CLASS_PARAM];
     assert_true(opt == 2 * par && gr == par); // fp32: m and v; gradients like the parameters
     stg_shard_report r;
@@ -419,8 +399,7 @@ static void test_shard_accounting(void **s) {
     }
     assert_int_equal(plan_shard(g, p, 0, 1, 0, 0, &r, &err), -1);
     assert_int_equal(plan_shard(g, p, 2, 4, 0, 0, &r, &err), -1);
-    plan_free(p);
-    graph_free(g);
+    stg_step_free(st);
 }
 
 // Two tensors files hold the same tensors (names, shapes, bytes), whatever their order.

@@ -13,7 +13,6 @@
 
 #include <cmocka.h>
 
-#include "graph/loader.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
 #include "runtime/ckpt.h"
@@ -21,44 +20,20 @@
 #include "runtime/npy.h"
 #include "runtime/safetensors.h"
 #include "runtime/train.h"
+#include "tests/rig.h"
 
 #define MODEL(p) STG_SOURCE_DIR "/models/" p
 
-typedef struct {
-    stg_graph *g;
-    stg_plan *p;
-    rt_backend *b;
-    rt_exec *e;
-} rig;
+// The optimizer and learning-rate schedule of the next open_exec (lr 0: the default below).
+static stg_optim_config next_oc;
+static bool next_group; // the next open_exec groups products (graph_group_matmuls), as `stg` does
 
-// The optimizer and learning-rate schedule of the next rig_open.
-static stg_optim_config next_optim(double lr, double min_lr, int64_t warmup, int64_t cosine_steps) {
-    stg_optim_config oc = graph_optim_defaults();
-    oc.lr = lr;
-    oc.min_lr = min_lr;
-    oc.warmup = warmup;
-    oc.cosine_steps = cosine_steps;
-    return oc;
-}
-static stg_optim_config rig_optim;
-static bool rig_group; // the next rig_open groups products (graph_group_matmuls), as `stg` does
-
-static void rig_open(rig *r, const char *model, stg_precision prec, const char *const *sets, int nsets, const rt_exec_opts *eo) {
-    stg_err err;
-    stg_load_opts o = {prec, sets, nsets};
-    stg_optim_config oc = rig_optim.lr > 0 ? rig_optim : next_optim(1e-2, 1e-3, 2, 10);
-    memset(r, 0, sizeof *r);
-    if (graph_load(model, &o, &r->g, &err) || graph_autodiff(r->g, &oc, &err) ||
-        (rig_group && graph_group_matmuls(r->g, &err) < 0) || graph_schedule(r->g, &err) || plan_build(r->g, NULL, &r->p, &err) ||
-        rt_backend_cpu_new(&r->b, &err) || rt_exec_new(r->g, r->p, r->b, eo, &r->e, &err))
-        fail_msg("%s", err.msg);
-}
-
-static void rig_close(rig *r) {
-    rt_exec_free(r->e);
-    if (r->b) r->b->ops->destroy(r->b);
-    plan_free(r->p);
-    graph_free(r->g);
+// A rig with the executor only: parameters, step count and batches are the test's.
+static void open_exec(rig *r, const char *model, stg_precision prec, const char *const *sets, int nsets, const rt_exec_opts *eo) {
+    stg_step_opts o = rig_opts(model, prec, sets, nsets);
+    o.optim = next_oc.lr > 0 ? next_oc : rig_optim(1e-2, 1e-3, 2, 10);
+    o.ungrouped = !next_group;
+    rig_open(r, rig_step(&o), &(rig_cfg){.eo = eo, .init_seed = -1, .feed_seed = -1});
 }
 
 static char tmpdir[256];
@@ -81,7 +56,7 @@ static const char *small_lm[] = {"d_model=32", "d_ff=48", "n_layers=2", "n_heads
 static void run_steps(const char *model, const char *const *sets, int nsets, const rt_exec_opts *eo, int steps,
                       double *losses, float **params_out, size_t *nbytes_out) {
     rig r;
-    rig_open(&r, model, STG_PREC_FP32, sets, nsets, eo);
+    open_exec(&r, model, STG_PREC_FP32, sets, nsets, eo);
     stg_err err;
     rt_feed *f;
     if (rt_exec_init_params(r.e, 7, &err) || rt_exec_set_steps_done(r.e, 0, &err) || rt_feed_new(r.g, NULL, 4, 11, &f, &err))
@@ -93,18 +68,7 @@ static void run_steps(const char *model, const char *const *sets, int nsets, con
             rt_exec_read_f64(r.e, r.g->loss, &losses[s - 1], &err))
             fail_msg("%s", err.msg);
     }
-    size_t total = 0;
-    for (int t = 0; t < r.g->nt; t++)
-        if (r.g->t[t].cls == STG_CLASS_PARAM || r.g->t[t].cls == STG_CLASS_OPTIMIZER) total += (size_t)stg_bytes(&r.g->t[t]);
-    char *buf = malloc(total), *q = buf;
-    for (int t = 0; t < r.g->nt; t++)
-        if (r.g->t[t].cls == STG_CLASS_PARAM || r.g->t[t].cls == STG_CLASS_OPTIMIZER) {
-            size_t n = (size_t)stg_bytes(&r.g->t[t]);
-            if (rt_exec_read(r.e, t, q, n, &err)) fail_msg("%s", err.msg);
-            q += n;
-        }
-    *params_out = (float *)buf;
-    *nbytes_out = total;
+    *params_out = (float *)rig_state(&r, nbytes_out);
     rt_feed_free(f);
     rig_close(&r);
 }
@@ -138,16 +102,16 @@ static void test_grouped_products(void **state) {
     size_t nb[2];
     rt_exec_opts eo = {.separate = false};
     for (int grouped = 0; grouped < 2; grouped++) {
-        rig_group = grouped;
+        next_group = grouped;
         run_steps(MODEL("tiny.yaml"), small_lm, NSMALL, &eo, 3, loss[grouped], &params[grouped], &nb[grouped]);
     }
     assert_int_equal(nb[1], nb[0]);
     assert_memory_equal(loss[1], loss[0], sizeof loss[0]);
     assert_memory_equal(params[1], params[0], nb[0]);
     for (int m = 0; m < 2; m++) free(params[m]);
-    rig_group = true;
+    next_group = true;
     check_plan_soundness(MODEL("tiny.yaml"), small_lm, NSMALL);
-    rig_group = false;
+    next_group = false;
 }
 
 static void test_plan_soundness_naive(void **state) {
@@ -178,7 +142,7 @@ static void test_whole_model_gradcheck(void **state) {
         memcpy(sets, small_lm, sizeof small_lm);
         sets[NSMALL] = att[a];
         rig r;
-        rig_open(&r, MODEL("tiny.yaml"), STG_PREC_FP64, sets, NSMALL + 1, NULL);
+        open_exec(&r, MODEL("tiny.yaml"), STG_PREC_FP64, sets, NSMALL + 1, NULL);
         stg_err err;
         rt_feed *f;
         rt_rng rng;
@@ -226,9 +190,9 @@ static void test_whole_model_gradcheck(void **state) {
 static void test_train_to_entropy(void **state) {
     const char *sets[] = {"ctx=32", "batch=16"};
     rig r;
-    rig_optim = next_optim(1e-2, 1e-3, 10, 150);
-    rig_open(&r, MODEL("tiny.yaml"), STG_PREC_FP32, sets, 2, NULL);
-    rig_optim.lr = 0;
+    next_oc = rig_optim(1e-2, 1e-3, 10, 150);
+    open_exec(&r, MODEL("tiny.yaml"), STG_PREC_FP32, sets, 2, NULL);
+    next_oc.lr = 0;
     rt_train_cfg c = rt_train_defaults();
     c.steps = 150;
     c.val_every = 150;
@@ -254,17 +218,17 @@ static void test_resume_bitwise(void **state) {
     rt_train_result res;
     stg_err err;
     rig r;
-    rig_open(&r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
+    open_exec(&r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
     if (rt_train(r.e, &c, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
     rig_close(&r);
     c.ckpt_dir = d2;
     c.steps = 5;
-    rig_open(&r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
+    open_exec(&r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
     if (rt_train(r.e, &c, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
     rig_close(&r);
     c.steps = 10;
     c.resume = true;
-    rig_open(&r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
+    open_exec(&r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
     if (rt_train(r.e, &c, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
     assert_int_equal(res.steps_done, 10);
     rig_close(&r);
@@ -294,7 +258,7 @@ static void write_bytes(const char *path, const void *p, size_t n) {
 
 static void expect_train_error(const char *const *sets, int nsets, rt_train_cfg *c, const char *needle) {
     rig r;
-    rig_open(&r, MODEL("tiny.yaml"), STG_PREC_FP32, sets, nsets, NULL);
+    open_exec(&r, MODEL("tiny.yaml"), STG_PREC_FP32, sets, nsets, NULL);
     rt_train_result res;
     stg_err err;
     err.msg[0] = 0;
@@ -336,7 +300,7 @@ static void test_bad_checkpoint(void **state) {
     rt_train_result res;
     stg_err err;
     rig r;
-    rig_open(&r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
+    open_exec(&r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
     if (rt_train(r.e, &c, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
     rig_close(&r);
     // resuming with other dims
@@ -379,7 +343,7 @@ static void test_nonfinite_loss(void **state) {
     rt_train_result res;
     stg_err err;
     rig r;
-    rig_open(&r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
+    open_exec(&r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
     if (rt_train(r.e, &c, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
     // poison one parameter through a parameter file: the next loss is NaN
     snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);

@@ -20,7 +20,6 @@
 
 #include "tests/testutil.h"
 
-#include "graph/loader.h"
 #include "ops/cuda/cuda.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
@@ -28,6 +27,7 @@
 #include "runtime/dist.h"
 #include "runtime/exec.h"
 #include "runtime/train.h"
+#include "tests/rig.h"
 
 #define MODEL(p) STG_SOURCE_DIR "/models/" p
 #define STEPS 5
@@ -42,58 +42,38 @@ static int run(int dev, int dp, int batch, bool graph, stg_precision prec, doubl
     char b[32];
     snprintf(b, sizeof b, "batch=%d", batch);
     const char *sets[] = {"d_model=64", "d_ff=160", "n_layers=2", "n_heads=2", "vocab=256", b, "ctx=40"};
-    stg_load_opts o = {prec, sets, 7};
-    stg_optim_config oc = graph_optim_defaults();
-    oc.lr = 1e-2;
-    oc.warmup = 1;
-    oc.cosine_steps = STEPS;
-    oc.dp_bucket_bytes = 64 << 10; // several buckets
-    oc.dp_first_bucket_bytes = 16 << 10;
+    stg_step_opts o = rig_opts(MODEL("tiny.yaml"), prec, sets, 7);
+    o.optim = rig_optim(1e-2, graph_optim_defaults().min_lr, 1, STEPS);
+    o.optim.dp_bucket_bytes = 64 << 10; // several buckets
+    o.optim.dp_first_bucket_bytes = 16 << 10;
     rt_dist d;
     memset(&d, 0, sizeof d);
     if (dp && rt_dist_from_env(&d, err)) return -1;
-    oc.dp_world = dp ? d.world : 0;
-    oc.dp_zero = dp ? zero_stage : 0;
-    oc.dp_rank = dp ? d.rank : 0;
-    stg_graph *g = NULL;
-    stg_plan *p = NULL;
+    o.optim.dp_world = dp ? d.world : 0;
+    o.optim.dp_zero = dp ? zero_stage : 0;
+    o.optim.dp_rank = dp ? d.rank : 0;
+    stg_step *st = NULL;
     rt_backend *bk = NULL;
-    rt_exec *e = NULL;
-    rt_feed *f = NULL;
+    rig r;
+    memset(&r, 0, sizeof r);
     int rc = -1;
     rt_exec_opts eo = {.graph = graph};
-    if (graph_load(MODEL("tiny.yaml"), &o, &g, err) || graph_autodiff(g, &oc, err) || graph_schedule(g, err) ||
-        plan_build(g, NULL, &p, err) || rt_backend_cuda_new(dev, false, &bk, err))
+    if (stg_step_build(&o, &st, err) || rt_backend_cuda_new(dev, false, &bk, err) ||
+        (dp && (rt_dist_connect(&d, err) || rt_backend_cuda_join(bk, &d, err)))) {
+        stg_step_free(st);
         goto out;
-    if (dp && (rt_dist_connect(&d, err) || rt_backend_cuda_join(bk, &d, err))) goto out;
-    if (rt_exec_new(g, p, bk, &eo, &e, err) || rt_exec_init_params(e, 3, err) || rt_exec_set_steps_done(e, 0, err) ||
-        rt_feed_new(g, NULL, 4, 9, &f, err) || (dp && d.world > 1 && rt_feed_shard(f, d.rank, d.world, err)))
+    }
+    if (rig_try_open(&r, st, &(rig_cfg){.b = bk, .eo = &eo, .init_seed = 3, .feed_seed = 9, .rng_seed = 8}, err) ||
+        (dp && d.world > 1 && rt_feed_shard(r.f, d.rank, d.world, err)))
         goto out;
-    rt_rng rng;
-    rt_rng_seed(&rng, 8);
-    for (int s = 0; s < STEPS; s++) {
-        rt_exec_results r;
-        if (rt_feed_next(f, e, &rng, err) || rt_exec_run_results(e, RT_PHASE_ALL, &r, err)) goto out;
-        out[s] = r.loss;
-    }
-    int64_t k = STEPS;
-    for (int t = 0; t < g->nt; t++) {
-        if (g->t[t].cls != STG_CLASS_PARAM) continue;
-        if (rt_exec_read_f64(e, rt_exec_param_truth(e, t), out + k, err)) goto out;
-        k += stg_numel(&g->t[t]);
-    }
-    *nout = k;
+    if (rig_try_train(&r, STEPS, out, nout, err)) goto out;
     rc = 0;
 out:
-    rt_feed_free(f);
-    rt_exec_free(e);
+    if (r.s) rig_close(&r);
     if (bk) bk->ops->destroy(bk);
     rt_dist_close(&d);
-    plan_free(p);
-    graph_free(g);
     return rc;
 }
-
 
 static void set_env1(const char *port) {
     setenv("RANK", "0", 1);

@@ -26,6 +26,7 @@
 #include "runtime/exec.h"
 #include "runtime/rng.h"
 #include "runtime/train.h"
+#include "tests/rig.h"
 
 #define MODEL(p) STG_SOURCE_DIR "/models/" p
 
@@ -162,57 +163,33 @@ static void test_slot_adamw_against_cpu(void **s) {
 
 static const char *lm_sets[] = {"d_model=64", "d_ff=160", "n_layers=2", "n_heads=2", "vocab=256", "batch=2", "ctx=40", "attention=flash"};
 
-typedef struct {
-    stg_graph *g;
-    stg_plan *p;
+static stg_step_opts opts(stg_precision prec, bool in_backward, double max_norm) {
+    stg_step_opts o = rig_opts(MODEL("tiny.yaml"), prec, lm_sets, 8);
+    o.optim = rig_optim(1e-2, 1e-3, 1, 5);
+    o.optim.max_norm = max_norm;
+    o.optim.in_backward = in_backward;
+    return o;
+}
+
+static stg_step *load(stg_precision prec, bool in_backward, double max_norm) {
+    stg_step_opts o = opts(prec, in_backward, max_norm);
+    return rig_step(&o);
+}
+
+static void open_rig(rig *r, stg_step *st, bool cuda) {
+    stg_err err;
     rt_backend *b;
-    rt_exec *e;
-    rt_feed *f;
-    rt_rng rng;
-} rig;
-
-static stg_graph *load(stg_precision prec, bool in_backward, double max_norm) {
-    stg_load_opts o = {prec, lm_sets, 8};
-    stg_optim_config oc = graph_optim_defaults();
-    oc.lr = 1e-2;
-    oc.min_lr = 1e-3;
-    oc.warmup = 1;
-    oc.cosine_steps = 5;
-    oc.max_norm = max_norm;
-    oc.in_backward = in_backward;
-    stg_graph *g;
-    stg_err err;
-    if (graph_load(MODEL("tiny.yaml"), &o, &g, &err) || graph_autodiff(g, &oc, &err) || graph_schedule(g, &err)) fail_msg("%s", err.msg);
-    return g;
-}
-
-static void rig_open(rig *r, stg_graph *g, stg_plan *p, bool cuda) {
-    stg_err err;
-    memset(r, 0, sizeof *r);
-    r->g = g;
-    if (!p && plan_build(g, NULL, &p, &err)) fail_msg("%s", err.msg);
-    r->p = p;
+    int rc = cuda ? rt_backend_cuda_new(0, false, &b, &err) : rt_backend_cpu_new(&b, &err);
+    if (rc) fail_msg("%s", err.msg);
     rt_exec_opts eo = {.graph = cuda, .poison = true};
-    int rc = cuda ? rt_backend_cuda_new(0, false, &r->b, &err) : rt_backend_cpu_new(&r->b, &err);
-    if (rc || rt_exec_new(g, p, r->b, &eo, &r->e, &err) || rt_exec_init_params(r->e, 3, &err) || rt_exec_set_steps_done(r->e, 0, &err) ||
-        rt_feed_new(g, NULL, 4, 9, &r->f, &err))
-        fail_msg("%s", err.msg);
-    rt_rng_seed(&r->rng, 17);
-}
-
-static void rig_close(rig *r) {
-    rt_feed_free(r->f);
-    rt_exec_free(r->e);
-    r->b->ops->destroy(r->b);
-    plan_free(r->p);
-    graph_free(r->g);
+    rig_open(r, st, &(rig_cfg){.b = b, .own_b = true, .eo = &eo, .init_seed = 3, .feed_seed = 9, .rng_seed = 17});
 }
 
 static void steps(rig *r, int n, unsigned mask, double *loss, double *norm) {
     stg_err err;
     for (int s = 0; s < n; s++) {
         rt_exec_results res;
-        if (rt_feed_next(r->f, r->e, &r->rng, &err) || rt_exec_run_results(r->e, mask, &res, &err)) fail_msg("%s", err.msg);
+        if (rig_try_step(r, mask, &res, &err)) fail_msg("%s", err.msg);
         loss[s] = res.loss;
         if (norm) norm[s] = res.grad_norm;
     }
@@ -255,8 +232,8 @@ static void compare(rig *a, rig *b, double tol, const char *what) {
 
 static void in_backward_equal(stg_precision prec) {
     rig a, b;
-    rig_open(&a, load(prec, false, 1e30), NULL, true);
-    rig_open(&b, load(prec, true, 1e30), NULL, true);
+    open_rig(&a, load(prec, false, 1e30), true);
+    open_rig(&b, load(prec, true, 1e30), true);
     compare(&a, &b, 1e-5, prec == STG_PREC_BF16 ? "bf16 in backward vs ordinary (gpu)" : "fp32 in backward vs ordinary (gpu)");
     assert_true(b.p->peak_bytes <= a.p->peak_bytes + (1 << 16));
     rig_close(&a);
@@ -269,8 +246,8 @@ static void test_in_backward_equal_bf16(void **s) { in_backward_equal(STG_PREC_B
 // Clipping by the previous step's norm (it triggers every step) on the GPU against the CPU backend.
 static void test_in_backward_clipping_against_cpu(void **s) {
     rig c, d;
-    rig_open(&c, load(STG_PREC_FP32, true, 0.05), NULL, false);
-    rig_open(&d, load(STG_PREC_FP32, true, 0.05), NULL, true);
+    open_rig(&c, load(STG_PREC_FP32, true, 0.05), false);
+    open_rig(&d, load(STG_PREC_FP32, true, 0.05), true);
     compare(&c, &d, 1e-4, "fp32 in backward, clipping, gpu vs cpu");
     rig_close(&c);
     rig_close(&d);
@@ -280,15 +257,18 @@ static void test_in_backward_clipping_against_cpu(void **s) {
 // losses and gradients of the plain plan, and the same parameters after steps.
 static void test_recompute_equal(void **s) {
     stg_err err;
-    stg_graph *g1 = load(STG_PREC_FP32, false, 1.0);
-    stg_plan *p1;
+    stg_step_opts o = opts(STG_PREC_FP32, false, 1.0);
+    stg_step *fitted, *s1;
     stg_budget_report rep;
-    assert_int_equal(plan_fit_budget(g1, 1, NULL, &p1, &rep, &err), -1);
+    assert_int_equal(plan_fit_budget(&o, 1, &fitted, &rep, &s1, &err), -1);
+    assert_non_null(s1);
     assert_true(rep.n_recomputed > 5);
-    if (plan_build(g1, NULL, &p1, &err) || plan_verify(g1, p1, &err)) fail_msg("%s", err.msg);
+    plan_free(s1->p);
+    s1->p = NULL;
+    if (plan_build(s1->g, NULL, &s1->p, &err) || plan_verify(s1->g, s1->p, &err)) fail_msg("%s", err.msg);
     rig a, b;
-    rig_open(&a, load(STG_PREC_FP32, false, 1.0), NULL, true);
-    rig_open(&b, g1, p1, true);
+    open_rig(&a, load(STG_PREC_FP32, false, 1.0), true);
+    open_rig(&b, s1, true);
     assert_true(b.p->peak_bytes < a.p->peak_bytes);
     double la[1], lb[1];
     steps(&a, 1, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, la, NULL);

@@ -15,58 +15,39 @@
 
 #include "tests/testutil.h"
 
-#include "graph/loader.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
 #include "runtime/cuda/backend_cuda.h"
 #include "runtime/exec.h"
 #include "runtime/train.h"
+#include "tests/rig.h"
 
 #define MODEL(p) STG_SOURCE_DIR "/models/" p
 
 static const char *lm_sets[] = {"d_model=64", "d_ff=160", "n_layers=2", "n_heads=2", "vocab=256", "batch=2", "ctx=40", NULL};
 #define NLM 7
 
-typedef struct {
-    stg_graph *g;
-    stg_plan *p;
-    rt_backend *b;
-    rt_exec *e;
-    rt_feed *f;
-} rig;
-
-static void rig_open_sets(rig *r, bool cuda, stg_precision prec, const char **sets, int nsets, const rt_exec_opts *eo) {
+static void open_sets(rig *r, bool cuda, stg_precision prec, const char **sets, int nsets, const rt_exec_opts *eo) {
     stg_err err;
-    stg_load_opts o = {prec, sets, nsets};
-    stg_optim_config oc = graph_optim_defaults();
-    oc.lr = 1e-2;
-    oc.min_lr = 1e-3;
-    oc.warmup = 1;
-    oc.cosine_steps = 5;
-    memset(r, 0, sizeof *r);
+    stg_step_opts o = rig_opts(MODEL("tiny.yaml"), prec, sets, nsets);
+    o.optim = rig_optim(1e-2, 1e-3, 1, 5);
     // the GPU graph with grouped products, as `stg` builds it; the CPU reference without
-    if (graph_load(MODEL("tiny.yaml"), &o, &r->g, &err) || graph_autodiff(r->g, &oc, &err) ||
-        (cuda && graph_group_matmuls(r->g, &err) < 0) || graph_schedule(r->g, &err) || plan_build(r->g, NULL, &r->p, &err))
+    o.ungrouped = !cuda;
+    stg_step *st = rig_step(&o);
+    rt_backend *b;
+    int rc = cuda ? rt_backend_cuda_new(0, false, &b, &err) : rt_backend_cpu_new(&b, &err);
+    if (rc) {
+        stg_step_free(st);
         fail_msg("%s", err.msg);
-    int rc = cuda ? rt_backend_cuda_new(0, false, &r->b, &err) : rt_backend_cpu_new(&r->b, &err);
-    if (rc || rt_exec_new(r->g, r->p, r->b, eo, &r->e, &err) || rt_exec_init_params(r->e, 3, &err) ||
-        rt_exec_set_steps_done(r->e, 0, &err) || rt_feed_new(r->g, NULL, 4, 9, &r->f, &err))
-        fail_msg("%s", err.msg);
+    }
+    rig_open(r, st, &(rig_cfg){.b = b, .own_b = true, .eo = eo, .init_seed = 3, .feed_seed = 9});
 }
 
-static void rig_open(rig *r, bool cuda, stg_precision prec, const char *attention, const rt_exec_opts *eo) {
+static void open_lm(rig *r, bool cuda, stg_precision prec, const char *attention, const rt_exec_opts *eo) {
     const char *sets[NLM + 1];
     memcpy(sets, lm_sets, sizeof(char *) * NLM);
     sets[NLM] = attention;
-    rig_open_sets(r, cuda, prec, sets, NLM + 1, eo);
-}
-
-static void rig_close(rig *r) {
-    rt_feed_free(r->f);
-    rt_exec_free(r->e);
-    if (r->b) r->b->ops->destroy(r->b);
-    plan_free(r->p);
-    graph_free(r->g);
+    open_sets(r, cuda, prec, sets, NLM + 1, eo);
 }
 
 // Runs `steps` training steps; returns the losses and the fp32 truth of every parameter.
@@ -97,10 +78,10 @@ static void against_cpu(stg_precision prec, const char *attention, double tol) {
     rig c, g;
     double lc[3], lg[3], *pc, *pg;
     int64_t nc, ng;
-    rig_open(&c, false, STG_PREC_FP32, attention, NULL);
+    open_lm(&c, false, STG_PREC_FP32, attention, NULL);
     train(&c, 3, lc, &pc, &nc);
     rt_exec_opts eo = {.graph = true};
-    rig_open(&g, true, prec, attention, &eo);
+    open_lm(&g, true, prec, attention, &eo);
     train(&g, 3, lg, &pg, &ng);
     assert_int_equal(nc, ng);
     double el = rel_err(lg, lc, 3), ep = rel_err(pg, pc, nc);
@@ -132,10 +113,10 @@ static void bf16_steps_head_dim(int hd) {
     rig c, g;
     double lc[NSTEPS20], lg[NSTEPS20], *pc, *pg;
     int64_t nc, ng;
-    rig_open_sets(&c, false, STG_PREC_FP32, sets, ns, NULL);
+    open_sets(&c, false, STG_PREC_FP32, sets, ns, NULL);
     train(&c, NSTEPS20, lc, &pc, &nc);
     rt_exec_opts eo = {.graph = true};
-    rig_open_sets(&g, true, STG_PREC_BF16, sets, ns, &eo);
+    open_sets(&g, true, STG_PREC_BF16, sets, ns, &eo);
     train(&g, NSTEPS20, lg, &pg, &ng);
     assert_int_equal(nc, ng);
     double el = rel_err(lg, lc, NSTEPS20), ep = rel_err(pg, pc, nc);
@@ -162,7 +143,7 @@ static void modes_bitwise(stg_precision prec) {
     int64_t n[NMODES];
     for (int m = 0; m < NMODES; m++) {
         rig r;
-        rig_open(&r, true, prec, "attention=flash", &modes[m]);
+        open_lm(&r, true, prec, "attention=flash", &modes[m]);
         train(&r, 4, l[m], &p[m], &n[m]);
         rig_close(&r);
     }
@@ -180,8 +161,8 @@ static void test_graph_equals_eager_bf16(void **s) { modes_bitwise(STG_PREC_BF16
 // What `stg step` dumps: loss and every gradient after one forward and backward, GPU vs CPU.
 static void test_step_against_cpu(void **s) {
     rig c, g;
-    rig_open(&c, false, STG_PREC_FP32, "attention=flash", NULL);
-    rig_open(&g, true, STG_PREC_FP32, "attention=flash", NULL);
+    open_lm(&c, false, STG_PREC_FP32, "attention=flash", NULL);
+    open_lm(&g, true, STG_PREC_FP32, "attention=flash", NULL);
     stg_err err;
     rt_rng r1, r2;
     rt_rng_seed(&r1, 5);

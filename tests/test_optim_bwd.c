@@ -13,97 +13,45 @@
 
 #include <cmocka.h>
 
-#include "graph/loader.h"
 #include "ops/registry.h"
 #include "planner/budget.h"
 #include "planner/plan.h"
-#include "runtime/backend.h"
-#include "runtime/exec.h"
-#include "runtime/train.h"
-
-#define MODEL(p) STG_SOURCE_DIR "/models/" p
+#include "tests/rig.h"
 
 // The tiny LM, in two shapes: "act" (activations dominate the peak) and "param" (batch 1, ctx 8:
 // the gradients dominate, so the ordinary plan peaks with all of them live at the end).
-static stg_graph *load(bool in_backward, double max_norm, bool param_heavy) {
-    const char *act[] = {"d_model=32", "d_ff=48", "n_layers=2", "n_heads=2", "vocab=64", "batch=2", "ctx=16", "attention=flash"};
-    const char *par[] = {"d_model=64", "d_ff=128", "n_layers=2", "n_heads=2", "vocab=256", "batch=1", "ctx=8", "attention=flash"};
-    stg_load_opts o = {STG_PREC_FP32, param_heavy ? par : act, 8};
-    stg_optim_config oc = graph_optim_defaults();
-    oc.lr = 1e-2;
-    oc.min_lr = 1e-3;
-    oc.warmup = 1;
-    oc.cosine_steps = 6;
-    oc.max_norm = max_norm;
-    oc.in_backward = in_backward;
-    stg_graph *g;
-    stg_err err;
-    if (graph_load(MODEL("tiny.yaml"), &o, &g, &err) || graph_autodiff(g, &oc, &err) || graph_schedule(g, &err) ||
-        graph_validate(g, &err))
-        fail_msg("%s", err.msg);
-    return g;
+static const char *act_sets[] = {RIG_TINY, "batch=2", "ctx=16", "attention=flash"};
+static const char *par_sets[] = {"d_model=64", "d_ff=128", "n_layers=2", "n_heads=2", "vocab=256", "batch=1", "ctx=8", "attention=flash"};
+
+static stg_step_opts opts(bool in_backward, double max_norm, bool param_heavy) {
+    stg_step_opts o = rig_opts(MODEL("tiny.yaml"), STG_PREC_FP32, param_heavy ? par_sets : act_sets, 8);
+    o.optim = rig_optim(1e-2, 1e-3, 1, 6);
+    o.optim.max_norm = max_norm;
+    o.optim.in_backward = in_backward;
+    return o;
 }
 
-typedef struct {
-    stg_graph *g;
-    stg_plan *p;
-    rt_backend *b;
-    rt_exec *e;
-    rt_feed *f;
-    rt_rng rng;
-} rig;
+static stg_step *load(bool in_backward, double max_norm, bool param_heavy) {
+    stg_step_opts o = opts(in_backward, max_norm, param_heavy);
+    return rig_step(&o);
+}
 
-static void rig_open(rig *r, stg_graph *g, stg_plan *p) {
+static void open_rig(rig *r, stg_step *st) {
     stg_err err;
-    memset(r, 0, sizeof *r);
-    r->g = g;
-    if (p)
-        r->p = p;
-    else if (plan_build(g, NULL, &r->p, &err))
-        fail_msg("%s", err.msg);
-    if (plan_verify(g, r->p, &err)) fail_msg("%s", err.msg);
+    if (plan_verify(st->g, st->p, &err)) fail_msg("%s", err.msg);
     rt_exec_opts eo = {.poison = true}; // NaN-poisoned arena: nothing may read what it did not write
-    if (rt_backend_cpu_new(&r->b, &err) || rt_exec_new(g, r->p, r->b, &eo, &r->e, &err) || rt_exec_init_params(r->e, 4, &err) ||
-        rt_exec_set_steps_done(r->e, 0, &err) || rt_feed_new(g, NULL, 4, 3, &r->f, &err))
-        fail_msg("%s", err.msg);
-    rt_rng_seed(&r->rng, 8);
-}
-
-static void rig_close(rig *r) {
-    rt_feed_free(r->f);
-    rt_exec_free(r->e);
-    r->b->ops->destroy(r->b);
-    plan_free(r->p);
-    graph_free(r->g);
+    rig_open(r, st, &(rig_cfg){.eo = &eo, .init_seed = 4, .feed_seed = 3, .rng_seed = 8});
 }
 
 static void step(rig *r, unsigned mask, rt_exec_results *res) {
     stg_err err;
-    if (rt_feed_next(r->f, r->e, &r->rng, &err) || rt_exec_run_results(r->e, mask, res, &err)) fail_msg("%s", err.msg);
+    if (rig_try_step(r, mask, res, &err)) fail_msg("%s", err.msg);
 }
 
-// Every parameter and AdamW moment as bytes, in tensor order.
-static char *state_bytes(rig *r, size_t *n) {
-    stg_err err;
-    size_t total = 0;
-    for (int t = 0; t < r->g->nt; t++)
-        if (r->g->t[t].cls == STG_CLASS_PARAM || r->g->t[t].cls == STG_CLASS_OPTIMIZER) total += (size_t)stg_bytes(&r->g->t[t]);
-    char *buf = malloc(total), *q = buf;
-    assert_non_null(buf);
-    for (int t = 0; t < r->g->nt; t++)
-        if (r->g->t[t].cls == STG_CLASS_PARAM || r->g->t[t].cls == STG_CLASS_OPTIMIZER) {
-            if (rt_exec_read(r->e, t, q, (size_t)stg_bytes(&r->g->t[t]), &err)) fail_msg("%s", err.msg);
-            q += stg_bytes(&r->g->t[t]);
-        }
-    *n = total;
-    return buf;
-}
-
-static void equal_to_ordinary(stg_plan *(*plan_b)(stg_graph *)) {
+static void equal_to_ordinary(stg_step *(*step_b)(void)) {
     rig a, b;
-    stg_graph *gb = load(true, 1e30, false);
-    rig_open(&a, load(false, 1e30, false), NULL);
-    rig_open(&b, gb, plan_b ? plan_b(gb) : NULL);
+    open_rig(&a, load(false, 1e30, false));
+    open_rig(&b, step_b ? step_b() : load(true, 1e30, false));
     for (int s = 0; s < 4; s++) {
         rt_exec_results ra, rb;
         step(&a, RT_PHASE_ALL, &ra);
@@ -115,7 +63,7 @@ static void equal_to_ordinary(stg_plan *(*plan_b)(stg_graph *)) {
         assert_true(ra.grad_norm > 0);
     }
     size_t na, nb;
-    char *sa = state_bytes(&a, &na), *sb = state_bytes(&b, &nb);
+    char *sa = rig_state(&a, &na), *sb = rig_state(&b, &nb);
     assert_int_equal(na, nb);
     assert_memory_equal(sa, sb, na);
     free(sa);
@@ -127,17 +75,21 @@ static void equal_to_ordinary(stg_plan *(*plan_b)(stg_graph *)) {
 static void test_equal_without_clipping(void **s) { equal_to_ordinary(NULL); }
 
 // Everything recomputable recomputed (an impossible budget), then planned plainly.
-static stg_plan *recomputed_plan(stg_graph *g) {
+static stg_step *recomputed_step(void) {
     stg_err err;
-    stg_plan *p;
+    stg_step *fitted, *st;
     stg_budget_report rep;
-    assert_int_equal(plan_fit_budget(g, 1, NULL, &p, &rep, &err), -1);
+    stg_step_opts o = opts(true, 1e30, false);
+    assert_int_equal(plan_fit_budget(&o, 1, &fitted, &rep, &st, &err), -1);
+    assert_non_null(st);
     assert_true(rep.n_recomputed > 5);
-    if (plan_build(g, NULL, &p, &err)) fail_msg("%s", err.msg);
-    return p;
+    plan_free(st->p);
+    st->p = NULL;
+    if (plan_build(st->g, NULL, &st->p, &err)) fail_msg("%s", err.msg);
+    return st;
 }
 
-static void test_equal_with_recomputation(void **s) { equal_to_ordinary(recomputed_plan); }
+static void test_equal_with_recomputation(void **s) { equal_to_ordinary(recomputed_step); }
 
 static int tensor_named(const stg_graph *g, int param, const char *suffix) {
     char nm[STG_NAME_MAX + 16];
@@ -162,8 +114,8 @@ static double *read_all(rig *r, int t) {
 static void test_clips_by_previous_norm(void **s) {
     const double max_norm = 0.05, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
     rig b, c;
-    rig_open(&b, load(true, max_norm, false), NULL);
-    rig_open(&c, load(false, 1e30, false), NULL);
+    open_rig(&b, load(true, max_norm, false));
+    open_rig(&c, load(false, 1e30, false));
     stg_graph *gb = b.g, *gc = c.g;
     double prev_norm = -1; // none before the first step
     int distinguished = 0;
@@ -255,7 +207,8 @@ static void test_clips_by_previous_norm(void **s) {
 // reader of its parameter), nothing after it reads the parameter, lr_schedule comes just before the
 // first adamw op and slot_norm is last.
 static void test_schedule(void **s) {
-    stg_graph *g = load(true, 1.0, false);
+    stg_step *st = load(true, 1.0, false);
+    stg_graph *g = st->g;
     int *pos = malloc(sizeof(int) * (size_t)g->nops);
     for (int i = 0; i < g->nsched; i++) pos[g->schedule[i]] = i;
     int first_adam = -1, nadam = 0, nparams = 0;
@@ -299,16 +252,17 @@ static void test_schedule(void **s) {
     for (int i = 0; i < last_bwd; i++) before += g->ops[g->schedule[i]].kind == STG_OP_ADAMW;
     assert_true(before * 2 > nadam);
     free(pos);
-    graph_free(g);
+    stg_step_free(st);
 }
 
 // Gradients die at their adamw op: the plan's peak is lower where the gradients dominate it, and
 // gradients never hold more than the largest few at once.
 static void test_peak(void **s) {
     stg_err err;
-    stg_graph *ga = load(false, 1.0, true), *gb = load(true, 1.0, true);
-    stg_plan *pa, *pb;
-    if (plan_build(ga, NULL, &pa, &err) || plan_build(gb, NULL, &pb, &err) || plan_verify(gb, pb, &err)) fail_msg("%s", err.msg);
+    stg_step *sa = load(false, 1.0, true), *sb = load(true, 1.0, true);
+    stg_graph *ga = sa->g, *gb = sb->g;
+    stg_plan *pa = sa->p, *pb = sb->p;
+    if (plan_verify(gb, pb, &err)) fail_msg("%s", err.msg);
     int64_t grad_max_a = 0, grad_max_b = 0;
     for (int st = 0; st < pa->nsched; st++)
         if (plan_live_at(pa, st, STG_CLASS_GRAD) > grad_max_a) grad_max_a = plan_live_at(pa, st, STG_CLASS_GRAD);
@@ -319,10 +273,8 @@ static void test_peak(void **s) {
     assert_true(pb->peak_bytes < pa->peak_bytes);
     assert_true(grad_max_b * 2 < grad_max_a);
     assert_true(graph_optim_in_backward(gb) && !graph_optim_in_backward(ga));
-    plan_free(pa);
-    plan_free(pb);
-    graph_free(ga);
-    graph_free(gb);
+    stg_step_free(sa);
+    stg_step_free(sb);
 }
 
 int main(void) {

@@ -15,13 +15,13 @@
 
 #include <cmocka.h>
 
-#include "graph/loader.h"
 #include "ops/registry.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
 #include "runtime/dist.h"
 #include "runtime/exec.h"
 #include "runtime/train.h"
+#include "tests/rig.h"
 
 #define MODEL(p) STG_SOURCE_DIR "/models/" p
 #define NS 3      // compute streams
@@ -294,55 +294,24 @@ static const rt_backend_ops mock_ops = {
 
 static int dp_world; // data parallel graphs (allreduce ops on the communication stream) when >= 1
 
-static stg_graph *load(const char *attention) {
-    const char *sets[] = {"d_model=32", "d_ff=48", "n_layers=2", "n_heads=2", "vocab=64", "batch=2", "ctx=16", attention};
-    stg_load_opts o = {STG_PREC_FP32, sets, 8};
-    stg_optim_config oc = graph_optim_defaults();
-    oc.lr = 1e-2;
-    oc.warmup = 1;
-    oc.cosine_steps = 5;
-    oc.dp_world = dp_world;
-    oc.dp_bucket_bytes = 8 << 10;
-    oc.dp_first_bucket_bytes = 2 << 10;
-    stg_graph *g;
-    stg_err err;
-    if (graph_load(MODEL("tiny.yaml"), &o, &g, &err) || graph_autodiff(g, &oc, &err) || graph_schedule(g, &err)) fail_msg("%s", err.msg);
-    return g;
+static stg_step *load(const char *attention) {
+    const char *sets[] = {RIG_TINY, "batch=2", "ctx=16", attention};
+    stg_step_opts o = rig_opts(MODEL("tiny.yaml"), STG_PREC_FP32, sets, 8);
+    o.optim = rig_optim(1e-2, graph_optim_defaults().min_lr, 1, 5);
+    o.optim.dp_world = dp_world;
+    o.optim.dp_bucket_bytes = 8 << 10;
+    o.optim.dp_first_bucket_bytes = 2 << 10;
+    return rig_step(&o);
 }
 
 // 4 steps; losses and parameters (and AdamW state) as bytes.
 static void run(rt_backend *b, const char *attention, bool graph, bool poison, double *loss, char **state, size_t *n) {
-    stg_graph *g = load(attention);
-    stg_plan *p;
-    stg_err err;
-    rt_exec *e;
-    rt_feed *f;
+    rig r;
     rt_exec_opts eo = {.graph = graph, .poison = poison};
-    if (plan_build(g, NULL, &p, &err) || rt_exec_new(g, p, b, &eo, &e, &err) || rt_exec_init_params(e, 4, &err) ||
-        rt_exec_set_steps_done(e, 0, &err) || rt_feed_new(g, NULL, 4, 3, &f, &err))
-        fail_msg("%s", err.msg);
-    rt_rng rng;
-    rt_rng_seed(&rng, 8);
-    for (int s = 0; s < 4; s++) {
-        rt_exec_results r;
-        if (rt_feed_next(f, e, &rng, &err) || rt_exec_run_results(e, RT_PHASE_ALL, &r, &err)) fail_msg("%s", err.msg);
-        loss[s] = r.loss;
-    }
-    size_t total = 0;
-    for (int t = 0; t < g->nt; t++)
-        if (g->t[t].cls == STG_CLASS_PARAM || g->t[t].cls == STG_CLASS_OPTIMIZER) total += (size_t)stg_bytes(&g->t[t]);
-    char *buf = malloc(total), *q = buf;
-    for (int t = 0; t < g->nt; t++)
-        if (g->t[t].cls == STG_CLASS_PARAM || g->t[t].cls == STG_CLASS_OPTIMIZER) {
-            if (rt_exec_read(e, t, q, (size_t)stg_bytes(&g->t[t]), &err)) fail_msg("%s", err.msg);
-            q += stg_bytes(&g->t[t]);
-        }
-    *state = buf;
-    *n = total;
-    rt_feed_free(f);
-    rt_exec_free(e);
-    plan_free(p);
-    graph_free(g);
+    rig_open(&r, load(attention), &(rig_cfg){.b = b, .eo = &eo, .init_seed = 4, .feed_seed = 3, .rng_seed = 8});
+    rig_steps(&r, 4, loss);
+    *state = rig_state(&r, n);
+    rig_close(&r);
 }
 
 static void streams_equal_eager(const char *attention) {
@@ -407,17 +376,12 @@ static void test_critical_path(void **s) {
     M.r = malloc(sizeof(rec) * MAXREC);
     assert_non_null(M.r);
     mock->ops = &mock_ops;
-    stg_graph *g = load("attention=flash");
-    stg_plan *p;
-    rt_exec *e;
-    rt_feed *f;
+    rig r;
     rt_exec_opts eo = {.graph = true};
-    rt_rng rng;
-    rt_rng_seed(&rng, 3);
-    if (plan_build(g, NULL, &p, &err) || rt_exec_new(g, p, mock, &eo, &e, &err) || rt_exec_init_params(e, 4, &err) ||
-        rt_exec_set_steps_done(e, 0, &err) || rt_feed_new(g, NULL, 4, 3, &f, &err) || rt_feed_next(f, e, &rng, &err) ||
-        rt_exec_run(e, RT_PHASE_ALL, &err))
-        fail_msg("%s", err.msg);
+    rig_open(&r, load("attention=flash"), &(rig_cfg){.b = mock, .eo = &eo, .init_seed = 4, .feed_seed = 3, .rng_seed = 3});
+    if (rt_feed_next(r.f, r.e, &r.rng, &err) || rt_exec_run(r.e, RT_PHASE_ALL, &err)) fail_msg("%s", err.msg);
+    stg_graph *g = r.g;
+    rt_exec *e = r.e;
     int n = g->nsched;
     double *ms = malloc(sizeof *ms * (size_t)n), *slack = malloc(sizeof *slack * (size_t)n), total = 0;
     bool *on = malloc(sizeof *on * (size_t)n);
@@ -492,10 +456,7 @@ static void test_critical_path(void **s) {
     assert_true(by_k[2] < by_k[1]);
     assert_int_not_equal(rt_exec_dag_streams(e, RT_PHASE_ALL, 8, &d, &err), 0);
     free(ms), free(slack), free(on), free(rec_of);
-    rt_feed_free(f);
-    rt_exec_free(e);
-    plan_free(p);
-    graph_free(g);
+    rig_close(&r);
     free(M.r);
     free(M.evc);
     cpu->ops->destroy(cpu);

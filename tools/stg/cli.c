@@ -6,9 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "graph/loader.h"
 #include "planner/budget.h"
 #include "planner/plan.h"
+#include "planner/step.h"
 #include "runtime/backend.h"
 #include "runtime/dist.h"
 #ifdef STG_HAVE_CUDA
@@ -143,31 +143,37 @@ int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
     return 0;
 }
 
-// Everything between loading and planning: backward and optimizer (or the forward's classes),
-// grouped products, the schedule.
-static int cli_passes(const cli_model_opts *m, stg_graph *g, stg_err *err) {
-    if (m->train ? graph_autodiff(g, &m->optim, err) : (graph_classify(g), 0)) return -1;
-    if (!m->ungrouped && graph_group_matmuls(g, err) < 0) return -1;
-    return graph_schedule(g, err);
-}
-
-stg_graph *cli_build(const cli_model_opts *m) {
-    const char *sets[CLI_MAX_SETS + 1];
+// The step options m stands for; sets (CLI_MAX_SETS + 2 slots) holds --attention's override first,
+// then the --set ones, then `extra` when non-NULL.
+static stg_step_opts cli_step_opts(const cli_model_opts *m, const char **sets, const char *extra) {
+    stg_step_opts o = stg_step_defaults();
     int n = 0;
     if (m->attention_set[0]) sets[n++] = m->attention_set;
     for (int i = 0; i < m->nsets; i++) sets[n++] = m->sets[i];
-    stg_load_opts lo = {m->precision, sets, n};
+    if (extra) sets[n++] = extra;
+    o.model_path = m->model;
+    o.sets = sets;
+    o.nsets = n;
+    o.precision = m->precision;
+    o.train = m->train;
+    o.optim = m->optim;
+    o.ungrouped = m->ungrouped;
+    o.no_plan = true; // cli_plan plans, once the backend (for --memory-budget auto) is known
+    return o;
+}
+
+stg_graph *cli_build(const cli_model_opts *m) {
+    const char *sets[CLI_MAX_SETS + 2];
+    stg_step_opts o = cli_step_opts(m, sets, NULL);
     stg_err err;
-    stg_graph *g = NULL;
-    if (graph_load(m->model, &lo, &g, &err)) {
+    stg_step *s;
+    if (stg_step_build(&o, &s, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return NULL;
     }
-    if (cli_passes(m, g, &err) || graph_validate(g, &err)) {
-        fprintf(stderr, "%s: %s\n", m->model, err.msg);
-        graph_free(g);
-        return NULL;
-    }
+    stg_graph *g = s->g;
+    s->g = NULL;
+    stg_step_free(s);
     return g;
 }
 
@@ -306,24 +312,17 @@ struct rt_backend *cli_open_backend_at(const char *name, stg_precision prec, uns
 
 // Plans the model with one dim overridden; returns the peak or -1.
 static int64_t peak_with(const cli_model_opts *m, const char *dim, int64_t v) {
-    cli_model_opts m2 = *m;
+    if (m->nsets == CLI_MAX_SETS) return -1;
     char set[96];
     snprintf(set, sizeof set, "%s=%lld", dim, (long long)v);
-    if (m2.nsets == CLI_MAX_SETS) return -1;
-    m2.sets[m2.nsets++] = set;
     const char *sets[CLI_MAX_SETS + 2];
-    int n = 0;
-    if (m2.attention_set[0]) sets[n++] = m2.attention_set;
-    for (int i = 0; i < m2.nsets; i++) sets[n++] = m2.sets[i];
-    stg_load_opts lo = {m2.precision, sets, n};
+    stg_step_opts o = cli_step_opts(m, sets, set);
+    o.no_plan = false;
     stg_err err;
-    stg_graph *g = NULL;
-    stg_plan *p = NULL;
-    int64_t peak = -1;
-    if (!graph_load(m2.model, &lo, &g, &err) && !cli_passes(&m2, g, &err) && !plan_build(g, NULL, &p, &err))
-        peak = p->peak_bytes;
-    plan_free(p);
-    graph_free(g);
+    stg_step *s;
+    if (stg_step_build(&o, &s, &err)) return -1;
+    int64_t peak = s->p->peak_bytes;
+    stg_step_free(s);
     return peak;
 }
 
@@ -361,12 +360,12 @@ int cli_check_fit(const cli_model_opts *m, const stg_graph *g, const stg_plan *p
     return -1;
 }
 
-int cli_plan(const cli_model_opts *m, stg_graph *g, rt_backend *b, stg_plan **p, stg_budget_report *rep) {
+int cli_plan(const cli_model_opts *m, stg_graph **g, rt_backend *b, stg_plan **p, stg_budget_report *rep) {
     stg_err err;
     memset(rep, 0, sizeof *rep);
     *p = NULL;
     if (m->budget == 0) {
-        if (plan_build(g, NULL, p, &err)) {
+        if (plan_build(*g, NULL, p, &err)) {
             fprintf(stderr, "stg: %s\n", err.msg);
             return -1;
         }
@@ -381,10 +380,20 @@ int cli_plan(const cli_model_opts *m, stg_graph *g, rt_backend *b, stg_plan **p,
         }
         budget = fr - ((int64_t)512 << 20); // the CUDA context, cuBLASLt workspace and kernel scratch
     }
-    if (plan_fit_budget(g, budget, NULL, p, rep, &err)) {
+    // The search fits a step of its own, built as *g was; the fitted one replaces *g.
+    const char *sets[CLI_MAX_SETS + 2];
+    stg_step_opts o = cli_step_opts(m, sets, NULL);
+    stg_step *s;
+    if (plan_fit_budget(&o, budget, &s, rep, NULL, &err)) {
         fprintf(stderr, "stg: %s\n", err.msg);
         return -1;
     }
+    graph_free(*g);
+    *g = s->g;
+    *p = s->p;
+    s->g = NULL;
+    s->p = NULL;
+    stg_step_free(s);
     if (rep->n_recomputed)
         fprintf(stderr, "stg: memory budget %.2f GiB: recomputing %d activations (%.2f GiB) in the backward pass, +%.1f%% FLOPs; "
                         "planned peak %.2f GiB (%.2f GiB without)\n",

@@ -67,10 +67,11 @@ struct rt_dist;
 int cli_dist_env(cli_model_opts *m, struct rt_dist *d);
 int cli_dist_join(struct rt_dist *d, struct rt_backend *b);
 
-// Plans g: within the memory budget when one was given (recomputing activations as needed, and
-// saying so on stderr; `rep` gets the details), plainly otherwise. b may be NULL (no device: then
-// an `auto` budget is an error). Prints the error and returns -1.
-int cli_plan(const cli_model_opts *m, stg_graph *g, struct rt_backend *b, struct stg_plan **p, struct stg_budget_report *rep);
+// Plans *g (cli_build's): within the memory budget when one was given (recomputing activations as
+// needed in a step rebuilt from m, which then replaces *g; saying so on stderr; `rep` gets the
+// details), plainly otherwise. b may be NULL (no device: then an `auto` budget is an error). Prints
+// the error and returns -1 (*g is then unchanged).
+int cli_plan(const cli_model_opts *m, stg_graph **g, struct rt_backend *b, struct stg_plan **p, struct stg_budget_report *rep);
 
 // Before allocating: whether the plan fits the backend's free memory. When it does not, prints
 // so with the largest batch (and ctx) that would fit, and returns -1.

@@ -309,7 +309,7 @@ int cmd_bench(int argc, char **argv) {
     int rc = 1;
     if (!g) goto out;
     stg_budget_report brep;
-    if (cli_plan(&m, g, b, &p, &brep)) goto out;
+    if (cli_plan(&m, &g, b, &p, &brep)) goto out;
     int64_t free_before = b->ops->mem_free(b);
     if (cli_check_fit(&m, g, p, b)) {
         if (json) // the refusal as data: the plan says beforehand that the step will not fit

@@ -190,7 +190,7 @@ int cmd_memreport(int argc, char **argv) {
     rt_backend *dev = NULL;
     if (c.device && !(dev = cli_open_backend(c.device, m.precision, false))) goto out;
     stg_budget_report brep;
-    if (cli_plan(&m, g, dev, &p, &brep)) goto out;
+    if (cli_plan(&m, &g, dev, &p, &brep)) goto out;
     if (formula_compute(g, m.train, &fm, &err)) {
         fprintf(stderr, "stg memreport: %s\n", err.msg);
         goto out;

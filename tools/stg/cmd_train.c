@@ -146,7 +146,7 @@ int cmd_train(int argc, char **argv) {
     if (!g) goto out;
     rt_exec_opts eo = {.graph = !c.eager};
     stg_budget_report brep;
-    if (cli_plan(&m, g, b, &p, &brep)) goto out;
+    if (cli_plan(&m, &g, b, &p, &brep)) goto out;
     if (cli_check_fit(&m, g, p, b)) goto out;
     if (rt_exec_new(g, p, b, &eo, &e, &err)) {
         fprintf(stderr, "stg train: %s\n", err.msg);

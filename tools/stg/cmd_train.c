@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ops/base/file.h"
+#include "ops/registry.h"
 #include "planner/budget.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
@@ -21,6 +23,8 @@ typedef struct {
     rt_train_cfg cfg;
     const char *device;
     bool tf32, eager, tune;
+    const char *exec_given; // --exec as typed (NULL: not given)
+    bool min_lr_given, val_every_given;
     bool tty;
     bool quiet; // data parallel: ranks other than 0 print nothing per step
     int64_t last_print;
@@ -57,8 +61,18 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
         if (!VAL()) return -1;
         if (strcmp(v, "graph") && strcmp(v, "eager")) return fprintf(stderr, "stg: --exec '%s': expected graph or eager\n", v), -1;
         c->eager = strcmp(v, "eager") == 0;
+        c->exec_given = v;
         return 1;
     }
+    if (strcmp(a, "--log-mode") == 0) {
+        if (!VAL()) return -1;
+        if (strcmp(v, "new") == 0) f->log_mode = RT_LOG_NEW;
+        else if (strcmp(v, "overwrite") == 0) f->log_mode = RT_LOG_OVERWRITE;
+        else if (strcmp(v, "append") == 0) f->log_mode = RT_LOG_APPEND;
+        else return fprintf(stderr, "stg: --log-mode '%s': expected new, overwrite or append\n", v), -1;
+        return 1;
+    }
+    if (strcmp(a, "--keep") == 0) return VAL() && !cli_int(a, v, 0, 1 << 20, &n) ? (f->keep = (int)n, 1) : -1;
     if (strcmp(a, "--data") == 0) return VAL() ? (f->data = v, 1) : -1;
     if (strcmp(a, "--val") == 0) return VAL() ? (f->val = v, 1) : -1;
     if (strcmp(a, "--log") == 0) return VAL() ? (f->log_path = v, 1) : -1;
@@ -67,7 +81,8 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
     if (strcmp(a, "--resume") == 0) return f->resume = true, 1;
     if (strcmp(a, "--steps") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->steps = n, 1) : -1;
     if (strcmp(a, "--ckpt-every") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->ckpt_every = n, 1) : -1;
-    if (strcmp(a, "--val-every") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->val_every = n, 1) : -1;
+    if (strcmp(a, "--val-every") == 0)
+        return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->val_every = n, c->val_every_given = true, 1) : -1;
     if (strcmp(a, "--val-batches") == 0) return VAL() && !cli_int(a, v, 1, 1 << 20, &n) ? (f->val_batches = n, 1) : -1;
     if (strcmp(a, "--markov-k") == 0) return VAL() && !cli_int(a, v, 1, 256, &n) ? (f->markov_k = (int)n, 1) : -1;
     if (strcmp(a, "--seed") == 0) return VAL() && !cli_int(a, v, 0, INT64_MAX, &n) ? (f->seed = (uint64_t)n, 1) : -1;
@@ -75,12 +90,12 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
     return 0;
 }
 
-static int optim_arg(cli_model_opts *m, int argc, char **argv, int *i) {
+static int optim_arg(cli_model_opts *m, bool *min_lr_given, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v;
     double d;
     int64_t n;
     if (strcmp(a, "--lr") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.lr = d, 1) : -1;
-    if (strcmp(a, "--min-lr") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.min_lr = d, 1) : -1;
+    if (strcmp(a, "--min-lr") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.min_lr = d, *min_lr_given = true, 1) : -1;
     if (strcmp(a, "--warmup") == 0) return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (m->optim.warmup = n, 1) : -1;
     if (strcmp(a, "--cosine-steps") == 0)
         return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 1, INT64_C(1) << 40, &n) ? (m->optim.cosine_steps = n, 1) : -1;
@@ -92,13 +107,65 @@ static int optim_arg(cli_model_opts *m, int argc, char **argv, int *i) {
     return 0;
 }
 
-static const char *train_usage =
-    "usage: stg train MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
-    "       [--exec graph|eager] [--tf32] [--gemm-tune on|off] [--memory-budget BYTES|auto] [--optimizer-in-backward]\n"
-    "       [--group-matmuls on|off]\n"
-    "       [--data FILE.bin|.npy] [--val FILE] [--val-every N] [--val-batches N] [--steps N] [--lr X] [--min-lr X]\n"
-    "       [--warmup N] [--cosine-steps N] [--weight-decay X] [--no-decay-norms-embeddings] [--clip X] [--seed N]\n"
-    "       [--log FILE.jsonl] [--ckpt DIR] [--ckpt-every N] [--resume] [--init FILE.safetensors] [--markov-k K]\n";
+// Validation every this many steps when --val is given without --val-every (printed at the start).
+#define DEFAULT_VAL_EVERY 100
+
+// The checks that need only the command line, before anything is opened: options that would be
+// silently ignored, a schedule that is not what was asked, and outputs that are inputs.
+static int train_checks(cli_model_opts *m, train_ctx *c) {
+    rt_train_cfg *f = &c->cfg;
+    stg_err err;
+    if (f->init_path && f->resume) {
+        fprintf(stderr, "stg train: --init and --resume: a resumed run takes its parameters from the checkpoint; drop one of them\n");
+        return -1;
+    }
+    if (f->resume && !f->ckpt_dir) {
+        fprintf(stderr, "stg train: --resume needs --ckpt DIR\n");
+        return -1;
+    }
+    if (!c->min_lr_given) m->optim.min_lr = 0.1 * m->optim.lr; // the documented default: a tenth of the peak
+    if (m->optim.min_lr > m->optim.lr) {
+        fprintf(stderr, "stg train: --min-lr %g is above --lr %g: the cosine would climb; give --min-lr at most --lr\n", m->optim.min_lr,
+                m->optim.lr);
+        return -1;
+    }
+    if (f->val && !c->val_every_given) f->val_every = DEFAULT_VAL_EVERY;
+    // Outputs never overwrite inputs (compared by device and inode, through symlinks).
+    const char *in[] = {m->model, f->data, f->val, f->init_path};
+    const char *inw[] = {"model file", "--data file", "--val file", "--init file"};
+    if (stg_check_output(f->log_path, "--log", in, inw, 4, &err) || stg_check_output(f->ckpt_dir, "--ckpt", in, inw, 4, &err)) {
+        fprintf(stderr, "stg train: %s\n", err.msg);
+        return -1;
+    }
+    if (f->ckpt_dir) { // an input inside DIR named like a checkpoint would be replaced or removed by the rotation
+        for (int i = 0; i < 4; i++) {
+            if (!in[i]) continue;
+            const char *base = strrchr(in[i], '/');
+            base = base ? base + 1 : in[i];
+            char probe[4200];
+            snprintf(probe, sizeof probe, "%s/%s", f->ckpt_dir, base);
+            bool ckpt_name = strcmp(base, "ckpt.safetensors") == 0 || strcmp(base, "latest") == 0 || strncmp(base, "ckpt-", 5) == 0;
+            if (ckpt_name && stg_same_file(probe, in[i]) && !(i == 3 && f->resume)) {
+                fprintf(stderr, "stg train: the %s %s is a checkpoint in --ckpt %s, which this run replaces and removes: copy it "
+                                "elsewhere or use another --ckpt directory\n", inw[i], in[i], f->ckpt_dir);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+// The learning rate at the schedule's ends, as the lr_schedule op computes it: step s (from 1) uses
+// ops_lr_at(s - 1).
+static void print_schedule(const stg_optim_config *o, int64_t steps, bool min_default) {
+    stg_lr_attrs a = {o->lr, o->min_lr, o->warmup, o->cosine_steps};
+    printf("lr schedule: %.4g at step 1", ops_lr_at(&a, 0));
+    if (o->warmup > 0) printf(", %.4g at step %lld (after %lld warm-up steps)", ops_lr_at(&a, o->warmup), (long long)o->warmup + 1,
+                              (long long)o->warmup);
+    printf(", cosine down to --min-lr %.4g%s", o->min_lr, min_default ? " (0.1 x --lr, the default)" : "");
+    if (steps > 0) printf("; %.4g at the last step, %lld", ops_lr_at(&a, steps - 1), (long long)steps);
+    printf("\n");
+}
 
 int cmd_train(int argc, char **argv) {
     cli_model_opts m;
@@ -109,21 +176,23 @@ int cmd_train(int argc, char **argv) {
     c.tty = isatty(fileno(stderr)) && isatty(fileno(stdout));
     for (int i = 1; i < argc; i++) {
         int r = cli_model_arg(&m, argc, argv, &i);
-        if (!r) r = optim_arg(&m, argc, argv, &i);
+        if (!r) r = optim_arg(&m, &c.min_lr_given, argc, argv, &i);
         if (!r) r = train_arg(&c, argc, argv, &i);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (argv[i][0] == '-' || m.model) {
-            fprintf(stderr, "stg train: unexpected argument '%s'\n%s", argv[i], train_usage);
+            fprintf(stderr, "stg train: unexpected argument '%s'\n", argv[i]);
+            cli_usage(stderr, "train");
             return 2;
         }
         m.model = argv[i];
     }
     if (!m.model) {
-        fputs(train_usage, stderr);
+        cli_usage(stderr, "train");
         return 2;
     }
     if (m.optim.cosine_steps == 0) m.optim.cosine_steps = c.cfg.steps; // anneal over the whole run by default
+    if (train_checks(&m, &c)) return 2;
     rt_dist dist;
     if (cli_dist_env(&m, &dist)) return 2;
     c.cfg.rank = dist.rank;
@@ -133,6 +202,12 @@ int cmd_train(int argc, char **argv) {
     rt_backend *b = cli_open_backend_at(c.device, m.precision, (c.tf32 ? CLI_CUDA_TF32 : 0u) | (c.tune ? CLI_CUDA_GEMM_TUNE : 0u),
                                         dist.local_rank);
     if (!b) return 2;
+    if (strcmp(b->ops->name, "cpu") == 0 && c.exec_given) { // an explicit option that would mean nothing
+        fprintf(stderr, "stg train: --exec %s chooses how CUDA launches a step; the cpu backend runs every op in turn: drop --exec\n",
+                c.exec_given);
+        b->ops->destroy(b);
+        return 2;
+    }
     if (cli_dist_join(&dist, b)) {
         b->ops->destroy(b);
         rt_dist_close(&dist);
@@ -159,17 +234,35 @@ int cmd_train(int argc, char **argv) {
     if (dist.rank == 0 && m.optim.dp_world >= 1)
         printf("data parallel: %d ranks, global batch = %d x the model's batch, gradients averaged in buckets of %.1f MiB\n", dist.world,
                dist.world, (double)m.optim.dp_bucket_bytes / (1 << 20));
+    if (dist.rank == 0) {
+        print_schedule(&m.optim, c.cfg.steps, !c.min_lr_given);
+        if (c.cfg.val && !c.val_every_given)
+            printf("validation: on %s every %d steps and at the end (the default with --val; --val-every N)\n", c.cfg.val, DEFAULT_VAL_EVERY);
+    }
     rt_train_result res;
-    if (rt_train(e, &c.cfg, progress, &c, &res, &err)) {
+    int trc = rt_train(e, &c.cfg, progress, &c, &res, &err);
+    if (dist.rank == 0 && res.stale_tmp_removed > 0)
+        printf("removed %d temporary file%s that killed runs left in %s\n", res.stale_tmp_removed, res.stale_tmp_removed > 1 ? "s" : "",
+               c.cfg.ckpt_dir);
+    if (dist.rank == 0 && res.resumed_from[0]) {
+        printf("resumed from %s (step %lld, verified)\n", res.resumed_from, (long long)(res.steps_done - res.steps_run));
+        if (res.resume_skipped[0]) printf("passed over newer checkpoints: %s\n", res.resume_skipped);
+    }
+    if (trc) {
         if (c.tty) fprintf(stderr, "\n");
         fprintf(stderr, "stg train: %s\n", err.msg);
         goto out;
     }
     if (dist.rank == 0) {
-        printf("done: %lld steps, loss %.4f -> %.4f", (long long)res.steps_done, res.first_loss, res.last_loss);
-        if (!isnan(res.last_val_loss)) printf(", validation %.4f", res.last_val_loss);
-        if (!isnan(res.floor)) printf(" (the synthetic source's entropy, the floor, is %.4f)", res.floor);
-        printf("\n");
+        if (res.steps_run == 0) {
+            printf("done: no steps run (the run is at step %lld of %lld)\n", (long long)res.steps_done, (long long)c.cfg.steps);
+        } else {
+            printf("done: %lld steps, loss %.4f -> %.4f", (long long)res.steps_run, res.first_loss, res.last_loss);
+            if (!isnan(res.last_val_loss)) printf(", validation %.4f", res.last_val_loss);
+            if (!isnan(res.floor)) printf(" (the synthetic source's entropy, the floor, is %.4f)", res.floor);
+            printf("\n");
+        }
+        if (res.last_ckpt[0] && strcmp(res.last_ckpt, res.resumed_from) != 0) printf("checkpoint: %s (verified)\n", res.last_ckpt);
     }
     rc = fflush(stdout) ? 1 : 0;
 out:

@@ -1,5 +1,6 @@
 // stg train, stg step, stg tokens.
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "runtime/data.h"
 #include "runtime/dist.h"
 #include "runtime/exec.h"
+#include "runtime/fsutil.h"
 #include "runtime/npy.h"
 #include "runtime/safetensors.h"
 #include "runtime/train.h"
@@ -303,6 +305,15 @@ int cmd_step(int argc, char **argv) {
         fputs(usage, stderr);
         return 2;
     }
+    {
+        const char *in[] = {m.model, init, batch};
+        const char *inw[] = {"model file", "--init file", "--batch file"};
+        stg_err e0;
+        if (stg_check_output(dump, "--dump", in, inw, 3, &e0)) {
+            fprintf(stderr, "stg step: %s\n", e0.msg);
+            return 2;
+        }
+    }
     if (m.optim.in_backward) {
         fprintf(stderr, "stg step: --optimizer-in-backward frees each gradient as soon as its update runs; stg step dumps the "
                         "gradients, so it runs without it\n");
@@ -405,22 +416,58 @@ out:
     return rc;
 }
 
+// The temporary file a killed `stg tokens` leaves (OUT.tmp.PID, as large as what it read: reading
+// /dev/zero it grows until the disk is full). Killed by a signal that can be caught, it removes its
+// own; a SIGKILL leaves it, and the next run for the same output removes it (its process is dead).
+static char tokens_tmp[4200];
+
+static void tokens_on_signal(int sig) {
+    unlink(tokens_tmp); // async-signal-safe
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static int tokens_guard(const char *out, stg_err *err) {
+    char dir[4200];
+    const char *slash = strrchr(out, '/');
+    const char *base = slash ? slash + 1 : out;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out) : 1, slash ? out : ".");
+    if (slash == out) snprintf(dir, sizeof dir, "/");
+    char prefix[4200];
+    snprintf(prefix, sizeof prefix, "%s.tmp.", base);
+    if (rt_remove_stale_tmp(dir, prefix, err) < 0) return -1;
+    snprintf(tokens_tmp, sizeof tokens_tmp, "%s.tmp.%ld", out, (long)getpid());
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) signal(sigs[i], tokens_on_signal);
+    return 0;
+}
+
 int cmd_tokens(int argc, char **argv) {
     const char *in = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-o") == 0) {
             if (!(out = cli_value(argc, argv, &i))) return 2;
         } else if (argv[i][0] == '-' || in) {
-            fprintf(stderr, "stg tokens: unexpected argument '%s'\nusage: stg tokens TEXT -o FILE.bin\n", argv[i]);
+            fprintf(stderr, "stg tokens: unexpected argument '%s'\n", argv[i]);
+            cli_usage(stderr, "tokens");
             return 2;
         } else
             in = argv[i];
     }
     if (!in || !out) {
-        fprintf(stderr, "usage: stg tokens TEXT -o FILE.bin   (byte-level tokens: vocab 256, uint16 little-endian)\n");
+        cli_usage(stderr, "tokens");
         return 2;
     }
     stg_err err;
+    const char *inw = "input";
+    if (stg_check_output(out, "-o", &in, &inw, 1, &err)) {
+        fprintf(stderr, "stg tokens: %s\n", err.msg);
+        return 2;
+    }
+    if (tokens_guard(out, &err)) {
+        fprintf(stderr, "stg tokens: %s\n", err.msg);
+        return 1;
+    }
     int64_t n = rt_tokens_from_text(in, out, &err);
     if (n < 0) {
         fprintf(stderr, "stg tokens: %s\n", err.msg);

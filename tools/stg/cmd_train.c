@@ -169,6 +169,24 @@ static void print_schedule(const stg_optim_config *o, int64_t steps, bool min_de
     printf("\n");
 }
 
+// What every rank of a data-parallel run must agree on (rt_dist_agree): the model and every option
+// that changes the step or the data, one "key=value" line each, so a difference is named.
+static void run_description(const stg_graph *g, const cli_model_opts *m, const rt_train_cfg *f, char *buf, size_t n) {
+    char dims[4096];
+    rt_dims_string(g, dims, sizeof dims);
+    const stg_optim_config *o = &m->optim;
+    snprintf(buf, n,
+             "model name=%s\ndims and options=%s\nprecision=%s\nparameters=%lld\n--lr=%.17g\n--min-lr=%.17g\n--warmup=%lld\n"
+             "--cosine-steps=%lld\n--weight-decay=%.17g\n--clip=%.17g\n--beta1=%.17g\n--beta2=%.17g\n--no-decay-norms-embeddings=%d\n"
+             "--steps=%lld\n--seed=%llu\n--markov-k=%d\n--data=%s\n--val=%s\n--val-every=%lld\n--ckpt-every=%lld\n--resume=%d\n"
+             "--zero=%d\n--bucket-mb=%.17g\n--optimizer-in-backward=%d\n--group-matmuls=%s\n",
+             g->name, dims, stg_precision_name(g->precision), (long long)graph_param_count(g), o->lr, o->min_lr, (long long)o->warmup,
+             (long long)o->cosine_steps, o->weight_decay, o->max_norm, o->beta1, o->beta2, (int)o->decay_exempt_norms_embeddings,
+             (long long)f->steps, (unsigned long long)f->seed, f->markov_k, f->data ? "a file" : "the synthetic source",
+             f->val ? "a file" : "none", (long long)f->val_every, (long long)f->ckpt_every, (int)f->resume, o->dp_zero,
+             (double)o->dp_bucket_bytes / (1 << 20), (int)o->in_backward, m->ungrouped ? "off" : "on");
+}
+
 int cmd_train(int argc, char **argv) {
     cli_model_opts m;
     cli_model_opts_init(&m);
@@ -221,6 +239,14 @@ int cmd_train(int argc, char **argv) {
     stg_err err;
     int rc = 1;
     if (!g) goto out;
+    if (dist.world > 1) {
+        char desc[RT_DIST_DESC_MAX];
+        run_description(g, &m, &c.cfg, desc, sizeof desc);
+        if (rt_dist_agree(&dist, desc, &err)) {
+            fprintf(stderr, "stg train: rank %d of %d: %s\n", dist.rank, dist.world, err.msg);
+            goto out;
+        }
+    }
     rt_exec_opts eo = {.graph = !c.eager};
     stg_budget_report brep;
     if (cli_plan(&m, g, b, &p, &brep)) goto out;

@@ -230,8 +230,8 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
     if (cfg->ckpt_dir && lead) {
         // Before step 1: temporary files that killed runs left (each as large as a checkpoint), and
         // whether checkpoints can be written here at all (not after hours of training).
-        int removed = rt_remove_stale_tmp(cfg->ckpt_dir, NULL, err);
-        if (removed < 0 || rt_probe_dir(cfg->ckpt_dir, err)) goto out;
+        int removed = rt_probe_dir(cfg->ckpt_dir, err) ? -1 : rt_remove_stale_tmp(cfg->ckpt_dir, NULL, err);
+        if (removed < 0) goto out;
         res->stale_tmp_removed = removed;
     }
     if (cfg->resume) {

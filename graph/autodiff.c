@@ -519,7 +519,15 @@ int graph_write_dot(const stg_graph *g, const char *path, stg_err *err) {
     FILE *f = fopen(path, "w");
     if (!f) return stg_errf(err, "%s: cannot write: %s", path, strerror(errno));
     static const char *colors[] = {"#dbeafe", "#fee2e2", "#dcfce7"};
-    fprintf(f, "digraph \"%s\" {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n", g->name);
+    // The model's name is any YAML string: quotes and backslashes escaped, line breaks as \n, so
+    // the ID stays one valid DOT string.
+    fprintf(f, "digraph \"");
+    for (const char *c = g->name; *c; c++) {
+        if (*c == '"' || *c == '\\') fputc('\\', f);
+        if (*c == '\n' || *c == '\r') fputs("\\n", f);
+        else fputc(*c, f);
+    }
+    fprintf(f, "\" {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
     for (int o = 0; o < g->nops; o++) {
         const stg_op *op = &g->ops[o];
         fprintf(f, "  op%d [shape=box, style=filled, fillcolor=\"%s\", label=\"%s\"];\n", o, colors[op->phase], ops_name(op->kind));

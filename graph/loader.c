@@ -3,11 +3,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "graph/expr.h"
@@ -25,6 +27,7 @@
 #define MAX_CALL_NEST 64        // op calls nested inside one statement: f(g(h(...)))
 #define MAX_DIM_DECLS 1000      // distinct dims
 #define MAX_DIM_DEPTH 100       // dims defined through other dims: a: b, b: c, ...
+#define MAX_YAML_DEPTH 64       // nested lists and mappings: libyaml's time grows with the square of the depth
 
 typedef struct {
     yaml_document_t doc;
@@ -274,11 +277,86 @@ static int read_options(L *l, ydoc *d, yaml_node_t *m) {
 
 // ---- files ----------------------------------------------------------------------------------
 
+// A first pass over the parser's events, before libyaml builds the document: nesting deeper than
+// MAX_YAML_DEPTH is refused where it starts. libyaml's scanner rechecks every pending simple key
+// at each token, so a document nested N deep costs time in N^2 (160k levels: 41 s); stopping at
+// depth 64 keeps any file of the 16 MiB cap linear.
+static int check_depth(L *l, const char *text, size_t len, const char *file) {
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) return stg_errf(l->err, "%s: cannot initialise the YAML parser", file);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    int depth = 0, rc = 0;
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev)) break; // the load that follows reports the syntax error
+        yaml_event_type_t t = ev.type;
+        stg_loc loc = {file, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1};
+        yaml_event_delete(&ev);
+        if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+            if (++depth > MAX_YAML_DEPTH) {
+                rc = stg_errf_at(l->err, loc, "lists and mappings nest more than %d deep here; a model file needs a few levels",
+                                 MAX_YAML_DEPTH);
+                break;
+            }
+        } else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
+            depth--;
+        } else if (t == YAML_STREAM_END_EVENT) {
+            break;
+        }
+    }
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+static int cmp_key(const void *a, const void *b) {
+    const yaml_node_t *x = *(yaml_node_t *const *)a, *y = *(yaml_node_t *const *)b;
+    int c = strcmp((const char *)x->data.scalar.value, (const char *)y->data.scalar.value);
+    if (c) return c;
+    // the same key: the earlier one first, so the later is the one reported
+    return x->start_mark.index < y->start_mark.index ? -1 : x->start_mark.index > y->start_mark.index;
+}
+
+// A key given twice in one mapping (dims: {batch: 8, batch: 16}) is an error: libyaml keeps both and
+// the loader would take one silently. Every mapping node of the document is visited once (the flat
+// node array, so aliases cost nothing more); keys are sorted, so a mapping of n keys costs n log n.
+static int check_duplicate_keys(L *l, ydoc *d) {
+    yaml_node_t **keys = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (yaml_node_t *n = d->doc.nodes.start; rc == 0 && n < d->doc.nodes.top; n++) {
+        if (n->type != YAML_MAPPING_NODE) continue;
+        size_t k = 0, np = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+        if (np > cap) {
+            yaml_node_t **nk = stg_realloc(keys, sizeof *nk * np, l->err);
+            if (!nk) {
+                rc = -1;
+                break;
+            }
+            keys = nk;
+            cap = np;
+        }
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+            yaml_node_t *kn = node(d, p->key);
+            if (kn && kn->type == YAML_SCALAR_NODE) keys[k++] = kn;
+        }
+        if (k > 1) qsort(keys, k, sizeof *keys, cmp_key);
+        for (size_t i = 1; i < k; i++)
+            if (strcmp(sval(keys[i]), sval(keys[i - 1])) == 0) {
+                rc = stg_errf_at(l->err, node_loc(d, keys[i]), "duplicate key '%s' (first at line %d, column %d): say it once", sval(keys[i]),
+                                 (int)keys[i - 1]->start_mark.line + 1, (int)keys[i - 1]->start_mark.column + 1);
+                break;
+            }
+    }
+    free(keys);
+    return rc;
+}
+
 static int parse_yaml(L *l, const char *text, size_t len, const char *file, int *doc_index) {
     if (l->ndocs == MAX_FILES) return stg_errf(l->err, "%s: includes nest more than %d files deep", file, MAX_FILES);
     ydoc *d = &l->docs[l->ndocs];
     d->file = graph_intern(l->g, file, l->err);
     if (!d->file) return -1;
+    if (check_depth(l, text, len, d->file)) return -1;
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) return stg_errf(l->err, "%s: cannot initialise the YAML parser", file);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
@@ -296,18 +374,25 @@ static int parse_yaml(L *l, const char *text, size_t len, const char *file, int 
         stg_loc loc = {d->file, 0, 0};
         return stg_errf_at(l->err, loc, "the model file is empty; expected a mapping with dims, inputs, graph and loss");
     }
-    return 0;
+    return check_duplicate_keys(l, d);
 }
 
 static int read_file(const char *path, char **text, size_t *len, stg_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return stg_errf(err, "%s: cannot open the model file: %s", path, strerror(errno));
     // Only regular files: a FIFO or a device (an include of /dev/stdin, /dev/zero) would block or
-    // never end.
+    // never end. O_NONBLOCK: opening a FIFO for reading would itself wait for a writer, before
+    // fstat could say what it is (for a regular file the flag changes nothing).
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return stg_errf(err, "%s: cannot open the model file: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
         return stg_errf(err, "%s: not a regular file; expected a model file", path);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return stg_errf(err, "%s: cannot open the model file: %s", path, strerror(e));
     }
     if (st.st_size > MAX_FILE_BYTES) {
         fclose(f);

@@ -1,4 +1,5 @@
 // The CPU reference backend: host memory, ops/cpu kernels; everything runs when enqueued.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -30,6 +31,32 @@ static int cpu_fill(rt_backend *b, void *dst, int v, size_t n, stg_err *err) {
 static int cpu_nothing(rt_backend *b, stg_err *err) { return 0; }
 static int cpu_slot(rt_backend *b, int slot, stg_err *err) { return 0; }
 static int64_t cpu_unknown(rt_backend *b) { return -1; }
+
+// The host memory a plan may take: MemAvailable of /proc/meminfo (what the kernel can hand out
+// without swapping, page cache included), -1 where there is no such file. Compared with the plan
+// before anything is allocated (tools/stg/cli.c: cli_check_fit), as the CUDA backend's free
+// device memory is: a CPU run that cannot fit is refused instead of growing into the OOM killer.
+static int64_t cpu_mem_available(rt_backend *b) {
+    const char *over = getenv("STG_HOST_MEM_AVAILABLE"); // bytes: tests and what-if runs
+    if (over && *over) {
+        char *end;
+        long long v = strtoll(over, &end, 10);
+        if (!*end && v >= 0) return v;
+    }
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    int64_t kb = -1;
+    while (fgets(line, sizeof line, f)) {
+        long long v;
+        if (sscanf(line, "MemAvailable: %lld kB", &v) == 1) {
+            kb = v;
+            break;
+        }
+    }
+    if (fclose(f) != 0) return -1;
+    return kb < 0 ? -1 : kb * 1024;
+}
 
 typedef struct {
     double t[2];          // timer marks 0 and 1 (ms)
@@ -159,7 +186,7 @@ static const rt_backend_ops cpu_ops = {
     .prof_mark = cpu_prof_mark,
     .prof_elapsed = cpu_prof_elapsed,
     .mem_used = cpu_unknown, // host memory: not measured (-1)
-    .mem_free = cpu_unknown,
+    .mem_free = cpu_mem_available,
     .destroy = cpu_destroy,
 };
 

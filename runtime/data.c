@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/fsutil.h"
 #include "runtime/npy.h"
 
 // ---- token files ----------------------------------------------------------------------------
@@ -47,7 +48,7 @@ int rt_tokens_open(const char *path, int64_t vocab, rt_tokens **out, stg_err *er
         free(t);
         return -1;
     }
-    if (stg_mmap_open(path, &t->map, err) != 0) {
+    if (rt_require_regular(path, "token file", err) || stg_mmap_open(path, &t->map, err) != 0) {
         rt_tokens_free(t);
         return -1;
     }
@@ -168,8 +169,9 @@ rt_markov *rt_markov_new(int64_t vocab, int k, uint64_t seed, rt_markov_probs pr
         stg_errf(err, "markov: vocab %lld out of range [1, %d]", (long long)vocab, INT32_MAX);
         return NULL;
     }
-    if (k < 1 || k > 256 || k > vocab) {
-        stg_errf(err, "markov: k = %d successors per symbol must be in [1, min(vocab = %lld, 256)]", k, (long long)vocab);
+    if (k < 1 || k > 256 || k > vocab) { // the option's name: users meet this through stg train
+        stg_errf(err, "the synthetic Markov source: --markov-k %d successors per symbol must be in [1, min(vocab = %lld, 256)]%s", k,
+                 (long long)vocab, k > vocab ? ": lower --markov-k or raise vocab" : "");
         return NULL;
     }
     if (probs != RT_MARKOV_UNIFORM && probs != RT_MARKOV_SEEDED) {

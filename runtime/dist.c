@@ -326,3 +326,46 @@ out:
     free(tmp);
     return rc;
 }
+
+// Each line of a description is "key=value"; the first key whose line differs, or NULL.
+static void first_difference(const char *a, const char *b, char *out, size_t n, int rank) {
+    while (*a || *b) {
+        const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+        size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
+        if (la != lb || memcmp(a, b, la) != 0) {
+            snprintf(out, n, "rank %d has %.*s but rank 0 has %.*s", rank, (int)(lb > 400 ? 400 : lb), b, (int)(la > 400 ? 400 : la), a);
+            return;
+        }
+        a += la + (ea ? 1 : 0);
+        b += lb + (eb ? 1 : 0);
+    }
+    snprintf(out, n, "rank %d differs from rank 0", rank);
+}
+
+int rt_dist_agree(rt_dist *d, const char *desc, stg_err *err) {
+    if (!d->connected || d->world <= 1) return 0;
+    char *mine = stg_calloc(1, RT_DIST_DESC_MAX, err), *theirs = stg_calloc(1, RT_DIST_DESC_MAX, err);
+    int rc = -1;
+    if (!mine || !theirs) goto out;
+    snprintf(mine, RT_DIST_DESC_MAX, "%s", desc);
+    stg_err verdict;
+    memset(&verdict, 0, sizeof verdict);
+    for (int k = 1; k < d->world; k++) {
+        if (rt_dist_to_root(d, d->rank == k ? mine : theirs, RT_DIST_DESC_MAX, k, err)) goto out;
+        if (d->rank == 0 && !verdict.msg[0] && memcmp(mine, theirs, RT_DIST_DESC_MAX) != 0) {
+            theirs[RT_DIST_DESC_MAX - 1] = 0;
+            first_difference(mine, theirs, verdict.msg, sizeof verdict.msg, k);
+        }
+    }
+    if (rt_dist_bcast(d, &verdict, sizeof verdict, err)) goto out;
+    verdict.msg[sizeof verdict.msg - 1] = 0;
+    if (verdict.msg[0]) {
+        stg_errf(err, "the ranks were launched with different models or options: %s", verdict.msg);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(mine);
+    free(theirs);
+    return rc;
+}

@@ -48,6 +48,14 @@ int rt_dist_barrier(rt_dist *d, stg_err *err);
 int rt_dist_to_root(rt_dist *d, void *buf, size_t n, int from, stg_err *err);
 // In place: every rank ends with the mean over ranks of buf (n elements of dtype f32, f64 or
 // bf16), summed in double on rank 0 in rank order.
+// Right after the rendezvous, before any collective of the step: every rank gives a description of
+// what it runs ("key=value" lines: the model, its dims, the options that change the step); rank 0
+// compares them and every rank fails at once, naming the first line that differs, when one rank's
+// differs. Ranks launched with different models would otherwise wait out the timeout in their
+// first all-reduce. At most RT_DIST_DESC_MAX - 1 bytes are compared.
+#define RT_DIST_DESC_MAX 8192
+int rt_dist_agree(rt_dist *d, const char *desc, stg_err *err);
+
 int rt_dist_allreduce_mean(rt_dist *d, void *buf, int64_t n, stg_dtype dt, stg_err *err);
 
 #endif

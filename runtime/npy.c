@@ -1,5 +1,7 @@
 #include "runtime/npy.h"
 
+#include "runtime/fsutil.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -275,7 +277,7 @@ int rt_npy_parse(const void *buf, size_t len, rt_npy_info *out, stg_err *err) {
 
 int rt_npy_open(const char *path, rt_npy *out, stg_err *err) {
     memset(out, 0, sizeof *out);
-    if (stg_mmap_open(path, &out->map, err) != 0) return -1;
+    if (rt_require_regular(path, ".npy file", err) || stg_mmap_open(path, &out->map, err) != 0) return -1;
     if (rt_npy_parse(out->map.data, out->map.size, &out->info, err) != 0) {
         stg_err_prefix(err, "%s", path);
         stg_mmap_close(&out->map);

@@ -1,5 +1,7 @@
 #include "runtime/safetensors.h"
 
+#include "runtime/fsutil.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -543,7 +545,7 @@ int rt_st_parse(const void *buf, size_t len, rt_st **out, stg_err *err) {
 int rt_st_open(const char *path, rt_st **out, stg_err *err) {
     *out = NULL;
     stg_mmap m;
-    if (stg_mmap_open(path, &m, err) != 0) return -1;
+    if (rt_require_regular(path, "safetensors file", err) || stg_mmap_open(path, &m, err) != 0) return -1;
     rt_st *st;
     if (rt_st_parse(m.data, m.size, &st, err) != 0) {
         stg_mmap_close(&m);

@@ -10,6 +10,7 @@
 
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
+#include "runtime/fsutil.h"
 
 rt_train_cfg rt_train_defaults(void) {
     rt_train_cfg c;
@@ -18,6 +19,7 @@ rt_train_cfg rt_train_defaults(void) {
     c.seed = 0;
     c.val_batches = 4;
     c.markov_k = 4;
+    c.keep = 2;
     return c;
 }
 
@@ -186,13 +188,16 @@ static int val_loss(rt_exec *e, rt_feed *vf, const rt_train_cfg *cfg, double *ou
 
 // Every rank calls it at the same step; rank 0 writes (with ZeRO-1 the owners send it their
 // parameters' AdamW state first: rt_ckpt_save_dist).
-static int write_ckpt(rt_exec *e, const rt_train_cfg *cfg, int64_t step, const rt_rng *data_rng, stg_err *err) {
-    if (cfg->rank == 0 && mkdir(cfg->ckpt_dir, 0777) != 0 && errno != EEXIST)
-        return stg_errf(err, "%s: cannot create the checkpoint directory: %s", cfg->ckpt_dir, strerror(errno));
-    char path[4096];
-    snprintf(path, sizeof path, "%s/ckpt.safetensors", cfg->ckpt_dir);
+static int write_ckpt(rt_exec *e, const rt_train_cfg *cfg, int64_t step, const rt_rng *data_rng, char *written, size_t wn, stg_err *err) {
     rt_ckpt_state st = {step, *data_rng};
-    return rt_ckpt_save_dist(e, path, &st, cfg->world > 1 ? cfg->dist : NULL, err);
+    return rt_ckpt_save_dir(e, cfg->ckpt_dir, &st, cfg->keep, cfg->world > 1 ? cfg->dist : NULL, written, wn, err);
+}
+
+// ", the last good checkpoint, step N, is P" or ", no checkpoint was written" for messages that stop a run.
+static void last_good(const rt_train_result *res, int64_t step, const rt_train_cfg *cfg, char *buf, size_t n) {
+    if (!cfg->ckpt_dir) snprintf(buf, n, "%s", "");
+    else if (res->last_ckpt[0]) snprintf(buf, n, "; the last good checkpoint (verified), step %lld, is %s", (long long)step, res->last_ckpt);
+    else snprintf(buf, n, "; no checkpoint of this run was written");
 }
 
 int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, rt_train_result *res, stg_err *err) {
@@ -214,28 +219,51 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
     rt_rng data_rng;
     rt_rng_seed_stream(&data_rng, cfg->seed, 1);
     int64_t start = 0;
+    if (cfg->resume && cfg->init_path) {
+        stg_errf(err, "--init %s and --resume: a resumed run takes its parameters from the checkpoint; drop one of them", cfg->init_path);
+        goto out;
+    }
+    if (cfg->resume && !cfg->ckpt_dir) {
+        stg_errf(err, "--resume needs --ckpt DIR");
+        goto out;
+    }
+    if (cfg->ckpt_dir && lead) {
+        // Before step 1: temporary files that killed runs left (each as large as a checkpoint), and
+        // whether checkpoints can be written here at all (not after hours of training).
+        int removed = rt_probe_dir(cfg->ckpt_dir, err) ? -1 : rt_remove_stale_tmp(cfg->ckpt_dir, NULL, err);
+        if (removed < 0) goto out;
+        res->stale_tmp_removed = removed;
+    }
     if (cfg->resume) {
-        if (!cfg->ckpt_dir) {
-            stg_errf(err, "--resume needs --ckpt DIR");
-            goto out;
-        }
-        char path[4096];
-        snprintf(path, sizeof path, "%s/ckpt.safetensors", cfg->ckpt_dir);
         rt_ckpt_state st;
-        if (rt_ckpt_load(e, path, &st, err)) goto out;
+        if (rt_ckpt_resume(e, cfg->ckpt_dir, &st, res->resumed_from, sizeof res->resumed_from, res->resume_skipped,
+                           sizeof res->resume_skipped, err))
+            goto out;
         start = st.step;
         data_rng = st.data_rng;
+        snprintf(res->last_ckpt, sizeof res->last_ckpt, "%s", res->resumed_from);
     } else {
         if (rt_exec_init_params(e, cfg->seed, err)) goto out;
         if (cfg->init_path && rt_params_load(e, cfg->init_path, err)) goto out;
     }
-    if (lead && cfg->log_path && !(log = fopen(cfg->log_path, cfg->resume ? "a" : "w"))) {
-        stg_errf(err, "%s: cannot open the log: %s", cfg->log_path, strerror(errno));
-        goto out;
+    if (lead && cfg->log_path) {
+        bool append = cfg->log_mode == RT_LOG_APPEND || (cfg->log_mode == RT_LOG_NEW && cfg->resume);
+        struct stat ls;
+        if (cfg->log_mode == RT_LOG_NEW && !cfg->resume && stat(cfg->log_path, &ls) == 0 && (!S_ISREG(ls.st_mode) || ls.st_size > 0)) {
+            stg_errf(err, "%s exists%s; a new run does not overwrite it: --log-mode overwrite or --log-mode append (a resumed run appends)",
+                     cfg->log_path, S_ISREG(ls.st_mode) ? " and is not empty" : " and is not a regular file");
+            goto out;
+        }
+        if (!(log = fopen(cfg->log_path, append ? "a" : "w"))) {
+            stg_errf(err, "%s: cannot open the log: %s", cfg->log_path, strerror(errno));
+            goto out;
+        }
     }
     if (rt_exec_set_steps_done(e, start, err)) goto out;
     double t0 = now_s(), tpaused = 0; // time in validation and checkpoints is not training time
+    res->steps_done = start;
     int64_t last_good_ckpt = cfg->resume ? start : -1;
+    char good[4400];
     // Pipelined: step N+1 is submitted before step N's results are read, so the host prepares the
     // next batch while the device works. Validation and checkpoints wait for their step.
     for (int64_t step = start + 1; step <= cfg->steps; step++) {
@@ -255,12 +283,10 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
                 stg_err_prefix(err, "step %lld", (long long)done);
                 goto out;
             }
-            if (!isfinite(r.loss)) {
-                if (last_good_ckpt >= 0)
-                    stg_errf(err, "step %lld: the loss is %g; stopping (the last good checkpoint, step %lld, is in %s)", (long long)done,
-                             r.loss, (long long)last_good_ckpt, cfg->ckpt_dir);
-                else
-                    stg_errf(err, "step %lld: the loss is %g; stopping (try a lower --lr)", (long long)done, r.loss);
+            if (!isfinite(r.loss) || !isfinite(r.grad_norm)) {
+                last_good(res, last_good_ckpt, cfg, good, sizeof good);
+                stg_errf(err, "step %lld: the %s is %g; stopping (try a lower --lr or --clip 1)%s", (long long)done,
+                         isfinite(r.loss) ? "gradient norm" : "loss", isfinite(r.loss) ? r.grad_norm : r.loss, good);
                 goto out;
             }
             double t1 = now_s();
@@ -275,6 +301,7 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
             if (done == start + 1) res->first_loss = r.loss;
             res->last_loss = r.loss;
             res->steps_done = done;
+            res->steps_run = done - start;
             if (log) {
                 fprintf(log, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.6g",
                         (long long)done, r.loss, r.lr, r.grad_norm, p.tokens_per_s);
@@ -288,9 +315,17 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
             if (cb) cb(ctx, &p);
             if (done == step && ckpt_due) {
                 double tc = now_s();
-                if (write_ckpt(e, cfg, step, &data_rng, err)) goto out;
+                char written[4200];
+                if (write_ckpt(e, cfg, step, &data_rng, written, sizeof written, err)) {
+                    last_good(res, last_good_ckpt, cfg, good, sizeof good);
+                    stg_err_prefix(err, "step %lld: checkpoint not written", (long long)step);
+                    size_t k = strlen(err->msg);
+                    snprintf(err->msg + k, sizeof err->msg - k, "%s", good);
+                    goto out;
+                }
                 tpaused += now_s() - tc;
                 last_good_ckpt = step;
+                snprintf(res->last_ckpt, sizeof res->last_ckpt, "%s", written);
             }
         }
     }

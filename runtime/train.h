@@ -18,14 +18,20 @@ typedef struct rt_train_cfg {
     int64_t val_batches;      // batches per validation loss
     int markov_k;             // successors per symbol in the synthetic source
     const char *log_path;     // JSON lines, one per step (NULL: none)
-    const char *ckpt_dir;     // checkpoint directory (NULL: none)
+    int log_mode;             // RT_LOG_*: what to do with an existing log
+    const char *ckpt_dir;     // checkpoint directory (NULL: none; runtime/ckpt.h)
     int64_t ckpt_every;       // steps between checkpoints (0: only at the end)
-    bool resume;              // continue from ckpt_dir/ckpt.safetensors
-    const char *init_path;    // start from these parameters (safetensors)
+    int keep;                 // checkpoints kept in ckpt_dir (newest first; 0: all)
+    bool resume;              // continue from the newest checkpoint in ckpt_dir that verifies
+    const char *init_path;    // start from these parameters (safetensors); not with resume
     int rank, world;          // data parallel: this process's share of every batch; only rank 0
                               // writes logs and checkpoints (world 0 or 1: one process)
     struct rt_dist *dist;     // data parallel: the group (checkpoints with ZeRO-1 gather over it)
 } rt_train_cfg;
+
+// An existing non-empty log: a fresh run refuses it (RT_LOG_NEW, the default: it would be lost),
+// a resumed run appends to it; RT_LOG_OVERWRITE and RT_LOG_APPEND say what to do either way.
+enum { RT_LOG_NEW = 0, RT_LOG_OVERWRITE, RT_LOG_APPEND };
 
 rt_train_cfg rt_train_defaults(void);
 
@@ -40,8 +46,13 @@ typedef struct rt_train_progress {
 typedef void (*rt_progress_fn)(void *ctx, const rt_train_progress *p);
 
 typedef struct rt_train_result {
-    int64_t steps_done;
+    int64_t steps_done;       // the last step completed (the checkpoint's on a resumed run that had nothing to do)
+    int64_t steps_run;        // steps this call ran
     double first_loss, last_loss, last_val_loss, floor;
+    char resumed_from[4200];  // the checkpoint a resumed run loaded ("" otherwise)
+    char resume_skipped[2048]; // why newer checkpoints were passed over ("" when none were)
+    int stale_tmp_removed;    // temporary files of killed runs removed from ckpt_dir
+    char last_ckpt[4200];     // the last checkpoint written and verified ("" when none)
 } rt_train_result;
 
 

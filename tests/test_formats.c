@@ -1042,7 +1042,7 @@ static void test_markov(void **state) {
     rt_markov_free(m);
     // bad arguments
     assert_null(rt_markov_new(3, 4, 1, RT_MARKOV_UNIFORM, &err));
-    assert_mentions(err.msg, "k = 4", NULL);
+    assert_mentions(err.msg, "--markov-k 4", NULL);
     assert_null(rt_markov_new(0, 1, 1, RT_MARKOV_UNIFORM, &err));
 }
 

@@ -232,7 +232,8 @@ static const bad_case bad[] = {
      "m.yaml:5:9: embedding takes 2 inputs, got 1"},
     {"shape mismatch", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [5, 7] init=linear\n  - x = linear(embedding(tokens, e), w)\n" TAIL,
      NULL, "m.yaml:6:9: linear: 'x/embedding' [2, 8] has 8 features but weight 'w' [5, 7] expects 7"},
-    {"heads not dividing d_model", "dims: {d_model: 10, n_heads: 3, head_dim: d_model / n_heads}\n" HEAD "graph: []\n" TAIL, NULL,
+    {"heads not dividing d_model", "dims: {d_model: 10, n_heads: 3, head_dim: d_model / n_heads, batch: 2, d: 8}\n"
+     "inputs: {tokens: [batch, i32], targets: [batch, i32]}\ngraph: []\n" TAIL, NULL,
      "m.yaml:1:51: 10 / 3 is not an integer"},
     {"unknown dim", HEAD "graph:\n  - param e [10, dd] init=embedding\n" TAIL, NULL, "m.yaml:4:18: unknown dim 'dd'"},
     {"division by zero", "dims: {a: 4, z: 0, b: a / (z)}\n" HEAD "graph: []\n" TAIL, NULL, "m.yaml:1:17: dim 'z' is 0"},

@@ -719,7 +719,8 @@ static bool svg_balanced(const char *s) {
     return sp == 0 && seen_svg;
 }
 
-static char *report_string(stg_report_format fmt, const stg_graph *g, const stg_plan *p, const stg_formula *fm,
+static __attribute__((noinline)) char *report_string( // inlined, gcc -O3 takes the result for the local &buf (-Wdangling-pointer)
+    stg_report_format fmt, const stg_graph *g, const stg_plan *p, const stg_formula *fm,
                            const stg_report_extra *x) {
     char *buf = NULL;
     size_t len = 0;

@@ -343,8 +343,10 @@ int cli_check_fit(const cli_model_opts *m, const stg_graph *g, const stg_plan *p
     const int64_t margin = (int64_t)256 << 20; // library workspaces and the CUDA context's own
     int64_t budget = fr - margin;
     if (p->peak_bytes <= budget) return 0;
-    fprintf(stderr, "stg: the step needs %.2f GiB (plan) but the device has %.2f GiB free (less %.0f MiB for workspaces)\n",
-            (double)p->peak_bytes / (1 << 30), (double)fr / (1 << 30), (double)margin / (1 << 20));
+    bool host = strcmp(b->ops->name, "cpu") == 0; // the cpu backend's free memory is the host's MemAvailable
+    fprintf(stderr, "stg: the step needs %.2f GiB (plan) but the %s has %.2f GiB %s (less %.0f MiB for workspaces)\n",
+            (double)p->peak_bytes / (1 << 30), host ? "host" : "device", (double)fr / (1 << 30), host ? "available (MemAvailable)" : "free",
+            (double)margin / (1 << 20));
     bool found;
     int64_t batch = graph_dim(g, "batch", &found);
     if (found) {

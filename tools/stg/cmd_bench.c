@@ -24,18 +24,6 @@ static int cmp_double(const void *a, const void *b) {
 
 static double median_sorted(const double *v, int64_t n) { return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]); }
 
-static const char *usage =
-    "usage: stg bench MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
-    "       [--exec graph|eager] [--what forward|forward-backward|step[,...]] [--warmup N] [--iters N] [--tf32]\n"
-    "       [--gemm-tune on|off] [--json]\n"
-    "       [--what A,B,...]  measure several in one process, in the order given (one report each)\n"
-    "       [--profile]     device time per op kind and name, and the critical path\n"
-    "       [--streams N]   graph mode: spread independent ops over at most N streams (default: all; 1: one)\n"
-    "       [--memory-budget BYTES|auto]  recompute activations so the step fits\n"
-    "       [--optimizer-in-backward]  each AdamW update runs once its gradient is final (clipping by the last step's norm)\n"
-    "       [--group-matmuls on|off]  products of equal shapes sharing an operand as one batched call (default on)\n"
-    "       [--real-init]   (default: parameters filled on the device with a constant; timing does not depend on them)\n";
-
 static double now_ms(void) {
     struct timespec ts;
     if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0; // CLOCK_MONOTONIC is always there (POSIX)
@@ -245,6 +233,7 @@ int cmd_bench(int argc, char **argv) {
     const char *whats[BENCH_MAX_WHAT] = {"step"};
     int nwhat = 1;
     bool eager = false, json = false, tf32 = false, fast_init = true, profile = false, tune = false;
+    const char *exec_given = NULL; // --exec and --streams as given: errors on the cpu backend, which has neither
     int64_t warmup = 5, iters = 10, streams = 0;
     for (int i = 1; i < argc; i++) {
         int r = cli_model_arg(&m, argc, argv, &i);
@@ -265,6 +254,7 @@ int cmd_bench(int argc, char **argv) {
                 return 2;
             }
             eager = strcmp(v, "eager") == 0;
+            exec_given = v;
         } else if (strcmp(a, "--what") == 0) {
             if (!(v = cli_value(argc, argv, &i)) || parse_what(v, masks, whats, &nwhat)) return 2;
         } else if (strcmp(a, "--warmup") == 0) {
@@ -274,13 +264,14 @@ int cmd_bench(int argc, char **argv) {
         } else if (strcmp(a, "--iters") == 0) {
             if (!(v = cli_value(argc, argv, &i)) || cli_int(a, v, 1, 100000, &iters)) return 2;
         } else if (a[0] == '-' || m.model) {
-            fprintf(stderr, "stg bench: unexpected argument '%s'\n%s", a, usage);
+            fprintf(stderr, "stg bench: unexpected argument '%s'\n", a);
+            cli_usage(stderr, "bench");
             return 2;
         } else
             m.model = a;
     }
     if (!m.model) {
-        fputs(usage, stderr);
+        cli_usage(stderr, "bench");
         return 2;
     }
     double t0 = now_ms();
@@ -289,6 +280,13 @@ int cmd_bench(int argc, char **argv) {
     rt_backend *b = cli_open_backend_at(device, m.precision, (tf32 ? CLI_CUDA_TF32 : 0u) | (tune ? CLI_CUDA_GEMM_TUNE : 0u),
                                         dist.local_rank);
     if (!b) return 2;
+    if (strcmp(b->ops->name, "cpu") == 0 && (exec_given || streams)) {
+        if (exec_given) fprintf(stderr, "stg bench: --exec %s chooses how CUDA launches a step; the cpu backend runs every op in turn: drop it\n", exec_given);
+        else fprintf(stderr, "stg bench: --streams spreads a captured CUDA step over streams; the cpu backend has one: drop it\n");
+        b->ops->destroy(b);
+        rt_dist_close(&dist);
+        return 2;
+    }
     if (cli_dist_join(&dist, b)) {
         b->ops->destroy(b);
         rt_dist_close(&dist);
@@ -394,7 +392,8 @@ int cmd_bench(int argc, char **argv) {
         int64_t measured = rt_exec_measured_bytes(e);
         // Device bytes the process gained from before the executor's allocation to the end of these
         // runs: the plan's regions plus what running adds (captured graphs, lazily loaded kernels).
-        int64_t grown = free_before >= 0 && free_after >= 0 ? free_before - free_after : -1;
+        // (not on the cpu: its free memory is the host's MemAvailable, which every other process moves)
+        int64_t grown = strcmp(b->ops->name, "cpu") != 0 && free_before >= 0 && free_after >= 0 ? free_before - free_after : -1;
         // what the backend holds beside the plan, by name (library workspaces, scratch)
         const char *wname[8];
         int64_t wbytes[8], wsum = 0;

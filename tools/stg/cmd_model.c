@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/base/file.h"
 #include "ops/registry.h"
 #include "planner/budget.h"
 #include "planner/formula.h"
@@ -14,8 +15,8 @@
 #include "tools/stg/cli.h"
 
 static int usage_model(const char *cmd, const char *extra) {
-    fprintf(stderr,
-            "usage: stg %s MODEL [--set name=value]... [--attention naive|flash] [--precision fp32|bf16]%s\n", cmd, extra);
+    (void)extra; // the table in tools/stg/usage.c has every command's options
+    cli_usage(stderr, cmd);
     return 2;
 }
 
@@ -49,6 +50,16 @@ static int parse_model_cmd(int argc, char **argv, cli_model_opts *m, extra_fn ex
         return -1;
     }
     return 0;
+}
+
+// -o naming the model file (directly, through a link or another path) would replace it with the
+// output: refused before anything is written.
+static int out_is_input(const cli_model_opts *m, const char *out, const char *cmd) {
+    stg_err err;
+    const char *in = m->model, *inw = "model file";
+    if (!out || strcmp(out, "-") == 0 || !stg_check_output(out, "-o", &in, &inw, 1, &err)) return 0;
+    fprintf(stderr, "stg %s: %s\n", cmd, err.msg);
+    return 1;
 }
 
 int cmd_check(int argc, char **argv) {
@@ -108,6 +119,7 @@ int cmd_graph(int argc, char **argv) {
     const char *usage = " --dot [-o FILE.dot]";
     if (parse_model_cmd(argc, argv, &m, graph_extra, &c, usage)) return 2;
     if (!c.dot) return usage_model("graph", usage);
+    if (out_is_input(&m, c.out, "graph")) return 2;
     stg_graph *g = cli_build(&m);
     if (!g) return 1;
     stg_err err;
@@ -170,6 +182,7 @@ int cmd_memreport(int argc, char **argv) {
                         " [--mode train|forward] [--format text|md|json|svg] [-o FILE] [--device cuda] [--memory-budget BYTES|auto]"
                         " [--optimizer-in-backward] [--group-matmuls on|off] [--world N [--zero 0|1|2|3] [--device-memory GIB]]"))
         return 2;
+    if (out_is_input(&m, c.out, "memreport")) return 2;
     m.train = !c.forward;
     c.zero = m.optim.dp_zero; // --zero is a model option (cli_model_arg)
     m.optim.dp_zero = 0;

@@ -1,10 +1,13 @@
 // stg train, stg step, stg tokens.
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "ops/base/file.h"
+#include "ops/registry.h"
 #include "planner/budget.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
@@ -12,6 +15,7 @@
 #include "runtime/data.h"
 #include "runtime/dist.h"
 #include "runtime/exec.h"
+#include "runtime/fsutil.h"
 #include "runtime/npy.h"
 #include "runtime/safetensors.h"
 #include "runtime/train.h"
@@ -21,6 +25,8 @@ typedef struct {
     rt_train_cfg cfg;
     const char *device;
     bool tf32, eager, tune;
+    const char *exec_given; // --exec as typed (NULL: not given)
+    bool min_lr_given, val_every_given;
     bool tty;
     bool quiet; // data parallel: ranks other than 0 print nothing per step
     int64_t last_print;
@@ -57,8 +63,18 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
         if (!VAL()) return -1;
         if (strcmp(v, "graph") && strcmp(v, "eager")) return fprintf(stderr, "stg: --exec '%s': expected graph or eager\n", v), -1;
         c->eager = strcmp(v, "eager") == 0;
+        c->exec_given = v;
         return 1;
     }
+    if (strcmp(a, "--log-mode") == 0) {
+        if (!VAL()) return -1;
+        if (strcmp(v, "new") == 0) f->log_mode = RT_LOG_NEW;
+        else if (strcmp(v, "overwrite") == 0) f->log_mode = RT_LOG_OVERWRITE;
+        else if (strcmp(v, "append") == 0) f->log_mode = RT_LOG_APPEND;
+        else return fprintf(stderr, "stg: --log-mode '%s': expected new, overwrite or append\n", v), -1;
+        return 1;
+    }
+    if (strcmp(a, "--keep") == 0) return VAL() && !cli_int(a, v, 0, 1 << 20, &n) ? (f->keep = (int)n, 1) : -1;
     if (strcmp(a, "--data") == 0) return VAL() ? (f->data = v, 1) : -1;
     if (strcmp(a, "--val") == 0) return VAL() ? (f->val = v, 1) : -1;
     if (strcmp(a, "--log") == 0) return VAL() ? (f->log_path = v, 1) : -1;
@@ -67,7 +83,8 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
     if (strcmp(a, "--resume") == 0) return f->resume = true, 1;
     if (strcmp(a, "--steps") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->steps = n, 1) : -1;
     if (strcmp(a, "--ckpt-every") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->ckpt_every = n, 1) : -1;
-    if (strcmp(a, "--val-every") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->val_every = n, 1) : -1;
+    if (strcmp(a, "--val-every") == 0)
+        return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->val_every = n, c->val_every_given = true, 1) : -1;
     if (strcmp(a, "--val-batches") == 0) return VAL() && !cli_int(a, v, 1, 1 << 20, &n) ? (f->val_batches = n, 1) : -1;
     if (strcmp(a, "--markov-k") == 0) return VAL() && !cli_int(a, v, 1, 256, &n) ? (f->markov_k = (int)n, 1) : -1;
     if (strcmp(a, "--seed") == 0) return VAL() && !cli_int(a, v, 0, INT64_MAX, &n) ? (f->seed = (uint64_t)n, 1) : -1;
@@ -75,12 +92,12 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
     return 0;
 }
 
-static int optim_arg(cli_model_opts *m, int argc, char **argv, int *i) {
+static int optim_arg(cli_model_opts *m, bool *min_lr_given, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v;
     double d;
     int64_t n;
     if (strcmp(a, "--lr") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.lr = d, 1) : -1;
-    if (strcmp(a, "--min-lr") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.min_lr = d, 1) : -1;
+    if (strcmp(a, "--min-lr") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.min_lr = d, *min_lr_given = true, 1) : -1;
     if (strcmp(a, "--warmup") == 0) return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (m->optim.warmup = n, 1) : -1;
     if (strcmp(a, "--cosine-steps") == 0)
         return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 1, INT64_C(1) << 40, &n) ? (m->optim.cosine_steps = n, 1) : -1;
@@ -92,13 +109,83 @@ static int optim_arg(cli_model_opts *m, int argc, char **argv, int *i) {
     return 0;
 }
 
-static const char *train_usage =
-    "usage: stg train MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
-    "       [--exec graph|eager] [--tf32] [--gemm-tune on|off] [--memory-budget BYTES|auto] [--optimizer-in-backward]\n"
-    "       [--group-matmuls on|off]\n"
-    "       [--data FILE.bin|.npy] [--val FILE] [--val-every N] [--val-batches N] [--steps N] [--lr X] [--min-lr X]\n"
-    "       [--warmup N] [--cosine-steps N] [--weight-decay X] [--no-decay-norms-embeddings] [--clip X] [--seed N]\n"
-    "       [--log FILE.jsonl] [--ckpt DIR] [--ckpt-every N] [--resume] [--init FILE.safetensors] [--markov-k K]\n";
+// Validation every this many steps when --val is given without --val-every (printed at the start).
+#define DEFAULT_VAL_EVERY 100
+
+// The checks that need only the command line, before anything is opened: options that would be
+// silently ignored, a schedule that is not what was asked, and outputs that are inputs.
+static int train_checks(cli_model_opts *m, train_ctx *c) {
+    rt_train_cfg *f = &c->cfg;
+    stg_err err;
+    if (f->init_path && f->resume) {
+        fprintf(stderr, "stg train: --init and --resume: a resumed run takes its parameters from the checkpoint; drop one of them\n");
+        return -1;
+    }
+    if (f->resume && !f->ckpt_dir) {
+        fprintf(stderr, "stg train: --resume needs --ckpt DIR\n");
+        return -1;
+    }
+    if (!c->min_lr_given) m->optim.min_lr = 0.1 * m->optim.lr; // the documented default: a tenth of the peak
+    if (m->optim.min_lr > m->optim.lr) {
+        fprintf(stderr, "stg train: --min-lr %g is above --lr %g: the cosine would climb; give --min-lr at most --lr\n", m->optim.min_lr,
+                m->optim.lr);
+        return -1;
+    }
+    if (f->val && !c->val_every_given) f->val_every = DEFAULT_VAL_EVERY;
+    // Outputs never overwrite inputs (compared by device and inode, through symlinks).
+    const char *in[] = {m->model, f->data, f->val, f->init_path};
+    const char *inw[] = {"model file", "--data file", "--val file", "--init file"};
+    if (stg_check_output(f->log_path, "--log", in, inw, 4, &err) || stg_check_output(f->ckpt_dir, "--ckpt", in, inw, 4, &err)) {
+        fprintf(stderr, "stg train: %s\n", err.msg);
+        return -1;
+    }
+    if (f->ckpt_dir) { // an input inside DIR named like a checkpoint would be replaced or removed by the rotation
+        for (int i = 0; i < 4; i++) {
+            if (!in[i]) continue;
+            const char *base = strrchr(in[i], '/');
+            base = base ? base + 1 : in[i];
+            char probe[4200];
+            snprintf(probe, sizeof probe, "%s/%s", f->ckpt_dir, base);
+            bool ckpt_name = strcmp(base, "ckpt.safetensors") == 0 || strcmp(base, "latest") == 0 || strncmp(base, "ckpt-", 5) == 0;
+            if (ckpt_name && stg_same_file(probe, in[i]) && !(i == 3 && f->resume)) {
+                fprintf(stderr, "stg train: the %s %s is a checkpoint in --ckpt %s, which this run replaces and removes: copy it "
+                                "elsewhere or use another --ckpt directory\n", inw[i], in[i], f->ckpt_dir);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+// The learning rate at the schedule's ends, as the lr_schedule op computes it: step s (from 1) uses
+// ops_lr_at(s - 1).
+static void print_schedule(const stg_optim_config *o, int64_t steps, bool min_default) {
+    stg_lr_attrs a = {o->lr, o->min_lr, o->warmup, o->cosine_steps};
+    printf("lr schedule: %.4g at step 1", ops_lr_at(&a, 0));
+    if (o->warmup > 0) printf(", %.4g at step %lld (after %lld warm-up steps)", ops_lr_at(&a, o->warmup), (long long)o->warmup + 1,
+                              (long long)o->warmup);
+    printf(", cosine down to --min-lr %.4g%s", o->min_lr, min_default ? " (0.1 x --lr, the default)" : "");
+    if (steps > 0) printf("; %.4g at the last step, %lld", ops_lr_at(&a, steps - 1), (long long)steps);
+    printf("\n");
+}
+
+// What every rank of a data-parallel run must agree on (rt_dist_agree): the model and every option
+// that changes the step or the data, one "key=value" line each, so a difference is named.
+static void run_description(const stg_graph *g, const cli_model_opts *m, const rt_train_cfg *f, char *buf, size_t n) {
+    char dims[4096];
+    rt_dims_string(g, dims, sizeof dims);
+    const stg_optim_config *o = &m->optim;
+    snprintf(buf, n,
+             "model name=%s\ndims and options=%s\nprecision=%s\nparameters=%lld\n--lr=%.17g\n--min-lr=%.17g\n--warmup=%lld\n"
+             "--cosine-steps=%lld\n--weight-decay=%.17g\n--clip=%.17g\n--beta1=%.17g\n--beta2=%.17g\n--no-decay-norms-embeddings=%d\n"
+             "--steps=%lld\n--seed=%llu\n--markov-k=%d\n--data=%s\n--val=%s\n--val-every=%lld\n--ckpt-every=%lld\n--resume=%d\n"
+             "--zero=%d\n--bucket-mb=%.17g\n--optimizer-in-backward=%d\n--group-matmuls=%s\n",
+             g->name, dims, stg_precision_name(g->precision), (long long)graph_param_count(g), o->lr, o->min_lr, (long long)o->warmup,
+             (long long)o->cosine_steps, o->weight_decay, o->max_norm, o->beta1, o->beta2, (int)o->decay_exempt_norms_embeddings,
+             (long long)f->steps, (unsigned long long)f->seed, f->markov_k, f->data ? "a file" : "the synthetic source",
+             f->val ? "a file" : "none", (long long)f->val_every, (long long)f->ckpt_every, (int)f->resume, o->dp_zero,
+             (double)o->dp_bucket_bytes / (1 << 20), (int)o->in_backward, m->ungrouped ? "off" : "on");
+}
 
 int cmd_train(int argc, char **argv) {
     cli_model_opts m;
@@ -109,21 +196,23 @@ int cmd_train(int argc, char **argv) {
     c.tty = isatty(fileno(stderr)) && isatty(fileno(stdout));
     for (int i = 1; i < argc; i++) {
         int r = cli_model_arg(&m, argc, argv, &i);
-        if (!r) r = optim_arg(&m, argc, argv, &i);
+        if (!r) r = optim_arg(&m, &c.min_lr_given, argc, argv, &i);
         if (!r) r = train_arg(&c, argc, argv, &i);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (argv[i][0] == '-' || m.model) {
-            fprintf(stderr, "stg train: unexpected argument '%s'\n%s", argv[i], train_usage);
+            fprintf(stderr, "stg train: unexpected argument '%s'\n", argv[i]);
+            cli_usage(stderr, "train");
             return 2;
         }
         m.model = argv[i];
     }
     if (!m.model) {
-        fputs(train_usage, stderr);
+        cli_usage(stderr, "train");
         return 2;
     }
     if (m.optim.cosine_steps == 0) m.optim.cosine_steps = c.cfg.steps; // anneal over the whole run by default
+    if (train_checks(&m, &c)) return 2;
     rt_dist dist;
     if (cli_dist_env(&m, &dist)) return 2;
     c.cfg.rank = dist.rank;
@@ -133,6 +222,12 @@ int cmd_train(int argc, char **argv) {
     rt_backend *b = cli_open_backend_at(c.device, m.precision, (c.tf32 ? CLI_CUDA_TF32 : 0u) | (c.tune ? CLI_CUDA_GEMM_TUNE : 0u),
                                         dist.local_rank);
     if (!b) return 2;
+    if (strcmp(b->ops->name, "cpu") == 0 && c.exec_given) { // an explicit option that would mean nothing
+        fprintf(stderr, "stg train: --exec %s chooses how CUDA launches a step; the cpu backend runs every op in turn: drop --exec\n",
+                c.exec_given);
+        b->ops->destroy(b);
+        return 2;
+    }
     if (cli_dist_join(&dist, b)) {
         b->ops->destroy(b);
         rt_dist_close(&dist);
@@ -144,6 +239,14 @@ int cmd_train(int argc, char **argv) {
     stg_err err;
     int rc = 1;
     if (!g) goto out;
+    if (dist.world > 1) {
+        char desc[RT_DIST_DESC_MAX];
+        run_description(g, &m, &c.cfg, desc, sizeof desc);
+        if (rt_dist_agree(&dist, desc, &err)) {
+            fprintf(stderr, "stg train: rank %d of %d: %s\n", dist.rank, dist.world, err.msg);
+            goto out;
+        }
+    }
     rt_exec_opts eo = {.graph = !c.eager};
     stg_budget_report brep;
     if (cli_plan(&m, &g, b, &p, &brep)) goto out;
@@ -159,17 +262,35 @@ int cmd_train(int argc, char **argv) {
     if (dist.rank == 0 && m.optim.dp_world >= 1)
         printf("data parallel: %d ranks, global batch = %d x the model's batch, gradients averaged in buckets of %.1f MiB\n", dist.world,
                dist.world, (double)m.optim.dp_bucket_bytes / (1 << 20));
+    if (dist.rank == 0) {
+        print_schedule(&m.optim, c.cfg.steps, !c.min_lr_given);
+        if (c.cfg.val && !c.val_every_given)
+            printf("validation: on %s every %d steps and at the end (the default with --val; --val-every N)\n", c.cfg.val, DEFAULT_VAL_EVERY);
+    }
     rt_train_result res;
-    if (rt_train(e, &c.cfg, progress, &c, &res, &err)) {
+    int trc = rt_train(e, &c.cfg, progress, &c, &res, &err);
+    if (dist.rank == 0 && res.stale_tmp_removed > 0)
+        printf("removed %d temporary file%s that killed runs left in %s\n", res.stale_tmp_removed, res.stale_tmp_removed > 1 ? "s" : "",
+               c.cfg.ckpt_dir);
+    if (dist.rank == 0 && res.resumed_from[0]) {
+        printf("resumed from %s (step %lld, verified)\n", res.resumed_from, (long long)(res.steps_done - res.steps_run));
+        if (res.resume_skipped[0]) printf("passed over newer checkpoints: %s\n", res.resume_skipped);
+    }
+    if (trc) {
         if (c.tty) fprintf(stderr, "\n");
         fprintf(stderr, "stg train: %s\n", err.msg);
         goto out;
     }
     if (dist.rank == 0) {
-        printf("done: %lld steps, loss %.4f -> %.4f", (long long)res.steps_done, res.first_loss, res.last_loss);
-        if (!isnan(res.last_val_loss)) printf(", validation %.4f", res.last_val_loss);
-        if (!isnan(res.floor)) printf(" (the synthetic source's entropy, the floor, is %.4f)", res.floor);
-        printf("\n");
+        if (res.steps_run == 0) {
+            printf("done: no steps run (the run is at step %lld of %lld)\n", (long long)res.steps_done, (long long)c.cfg.steps);
+        } else {
+            printf("done: %lld steps, loss %.4f -> %.4f", (long long)res.steps_run, res.first_loss, res.last_loss);
+            if (!isnan(res.last_val_loss)) printf(", validation %.4f", res.last_val_loss);
+            if (!isnan(res.floor)) printf(" (the synthetic source's entropy, the floor, is %.4f)", res.floor);
+            printf("\n");
+        }
+        if (res.last_ckpt[0] && strcmp(res.last_ckpt, res.resumed_from) != 0) printf("checkpoint: %s (verified)\n", res.last_ckpt);
     }
     rc = fflush(stdout) ? 1 : 0;
 out:
@@ -209,6 +330,15 @@ int cmd_step(int argc, char **argv) {
     if (!m.model || !init || !batch || !dump) {
         fputs(usage, stderr);
         return 2;
+    }
+    {
+        const char *in[] = {m.model, init, batch};
+        const char *inw[] = {"model file", "--init file", "--batch file"};
+        stg_err e0;
+        if (stg_check_output(dump, "--dump", in, inw, 3, &e0)) {
+            fprintf(stderr, "stg step: %s\n", e0.msg);
+            return 2;
+        }
     }
     if (m.optim.in_backward) {
         fprintf(stderr, "stg step: --optimizer-in-backward frees each gradient as soon as its update runs; stg step dumps the "
@@ -312,22 +442,58 @@ out:
     return rc;
 }
 
+// The temporary file a killed `stg tokens` leaves (OUT.tmp.PID, as large as what it read: reading
+// /dev/zero it grows until the disk is full). Killed by a signal that can be caught, it removes its
+// own; a SIGKILL leaves it, and the next run for the same output removes it (its process is dead).
+static char tokens_tmp[4200];
+
+static void tokens_on_signal(int sig) {
+    unlink(tokens_tmp); // async-signal-safe
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static int tokens_guard(const char *out, stg_err *err) {
+    char dir[4200];
+    const char *slash = strrchr(out, '/');
+    const char *base = slash ? slash + 1 : out;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out) : 1, slash ? out : ".");
+    if (slash == out) snprintf(dir, sizeof dir, "/");
+    char prefix[4200];
+    snprintf(prefix, sizeof prefix, "%s.tmp.", base);
+    if (rt_remove_stale_tmp(dir, prefix, err) < 0) return -1;
+    snprintf(tokens_tmp, sizeof tokens_tmp, "%s.tmp.%ld", out, (long)getpid());
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) signal(sigs[i], tokens_on_signal);
+    return 0;
+}
+
 int cmd_tokens(int argc, char **argv) {
     const char *in = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-o") == 0) {
             if (!(out = cli_value(argc, argv, &i))) return 2;
         } else if (argv[i][0] == '-' || in) {
-            fprintf(stderr, "stg tokens: unexpected argument '%s'\nusage: stg tokens TEXT -o FILE.bin\n", argv[i]);
+            fprintf(stderr, "stg tokens: unexpected argument '%s'\n", argv[i]);
+            cli_usage(stderr, "tokens");
             return 2;
         } else
             in = argv[i];
     }
     if (!in || !out) {
-        fprintf(stderr, "usage: stg tokens TEXT -o FILE.bin   (byte-level tokens: vocab 256, uint16 little-endian)\n");
+        cli_usage(stderr, "tokens");
         return 2;
     }
     stg_err err;
+    const char *inw = "input";
+    if (stg_check_output(out, "-o", &in, &inw, 1, &err)) {
+        fprintf(stderr, "stg tokens: %s\n", err.msg);
+        return 2;
+    }
+    if (tokens_guard(out, &err)) {
+        fprintf(stderr, "stg tokens: %s\n", err.msg);
+        return 1;
+    }
     int64_t n = rt_tokens_from_text(in, out, &err);
     if (n < 0) {
         fprintf(stderr, "stg tokens: %s\n", err.msg);

@@ -40,7 +40,11 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            if (cli_help_asked(argc - 1, argv + 1)) // usage on stdout, exit 0: asked for, not an error
+                return cli_usage(stdout, argv[1]) || fflush(stdout) ? 1 : 0;
+            return commands[i].run(argc - 1, argv + 1);
+        }
     fprintf(stderr, "stg: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

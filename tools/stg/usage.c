@@ -1,0 +1,135 @@
+// Every command's usage, from one table: `stg CMD --help` prints it, bad command lines print it,
+// and the README's "Options" section is this output (tests/test_readme.c compares them), so the
+// documentation cannot drift from the program.
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/stg/cli.h"
+
+enum {
+    C_CHECK = 1u << 0, C_GRAPH = 1u << 1, C_MEMREPORT = 1u << 2, C_TRAIN = 1u << 3, C_STEP = 1u << 4, C_BENCH = 1u << 5,
+    C_ATTN = 1u << 6, C_COMM = 1u << 7, C_LAUNCH = 1u << 8, C_TOKENS = 1u << 9,
+    C_MODEL = C_CHECK | C_GRAPH | C_MEMREPORT | C_TRAIN | C_STEP | C_BENCH, // commands that read a model
+    C_PLAN = C_MEMREPORT | C_TRAIN | C_BENCH,                             // commands that plan a step
+};
+
+typedef struct {
+    const char *name;
+    unsigned bit;
+    const char *synopsis; // after "usage: stg NAME "
+    const char *about;
+} cmd_usage;
+
+static const cmd_usage cmds[] = {
+    {"check", C_CHECK, "MODEL [options]", "load, differentiate and validate; print ops, tensors, FLOPs and every parameter"},
+    {"graph", C_GRAPH, "MODEL --dot [-o FILE.dot] [options]", "the step's graph (forward, backward, optimizer) as Graphviz"},
+    {"memreport", C_MEMREPORT, "MODEL [options]", "the memory plan against the analytical formula and the lower bound"},
+    {"train", C_TRAIN, "MODEL [options]", "train (the synthetic Markov source when no --data is given); checkpoints, logs"},
+    {"step", C_STEP, "MODEL --init PARAMS.safetensors --batch BATCH.npy --dump OUT.safetensors [options]",
+     "one forward and backward on a given batch; writes the loss, the logits and every gradient"},
+    {"bench", C_BENCH, "MODEL [options]", "timed forward, forward+backward or whole steps (graph or eager)"},
+    {"attn-bench", C_ATTN, "[options]", "CS336's attention study: naive vs flash, time and memory by d_head and seq"},
+    {"comm-bench", C_COMM, "[options]  (under stg launch -n N)", "NCCL all-reduce time and bandwidth, 1 MB to 1 GB"},
+    {"launch", C_LAUNCH, "-n N [options] -- COMMAND [ARGS...]",
+     "N local processes of COMMAND with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT set"},
+    {"tokens", C_TOKENS, "TEXT -o FILE.bin", "byte-level tokens (vocab 256, uint16 little-endian) of any file"},
+};
+
+typedef struct {
+    unsigned cmds;
+    const char *opt; // the option and its value, as typed
+    const char *help;
+} opt_usage;
+
+// One row per option; a row may serve several commands. Order: as printed.
+static const opt_usage opts[] = {
+    {C_MODEL, "--set name=value", "override a dim (an integer expression, e.g. ctx=1024) or a model option"},
+    {C_MODEL, "--attention naive|flash", "attention written out or fused (default flash)"},
+    {C_MODEL & ~C_STEP, "--precision fp32|bf16|fp64", "bf16: bf16 weights and activations, fp32 master weights, gradients and AdamW state; fp64: cpu only"},
+    {C_STEP, "--precision fp32|fp64", "the step's precision (cpu)"},
+    {C_PLAN, "--memory-budget BYTES|auto", "recompute activations so the step fits (e.g. 60G; auto: the device's free memory)"},
+    {C_PLAN, "--optimizer-in-backward", "each AdamW update as soon as its gradient is final (clipping by the previous step's norm)"},
+    {C_PLAN, "--group-matmuls on|off", "products of equal shapes sharing an operand as one batched call (default on)"},
+    {C_TRAIN | C_BENCH, "--device cpu|cuda", "the backend (default: cuda when a GPU is present, else cpu)"},
+    {C_STEP, "--device cpu|cuda", "the backend (default: cuda when a GPU is present, else cpu)"},
+    {C_TRAIN | C_BENCH, "--exec graph|eager", "cuda: capture the step once and replay it (graph, the default) or launch every op; not on the cpu"},
+    {C_TRAIN | C_BENCH, "--tf32", "cuda: TF32 tensor cores for fp32 matmuls"},
+    {C_TRAIN | C_BENCH, "--gemm-tune on|off", "cuda: time each matmul shape's cuBLASLt algorithms among the heuristic's first 8 (default off)"},
+    {C_TRAIN | C_BENCH, "--bucket-mb X", "under stg launch: gradient all-reduce buckets of X MiB (default 25)"},
+    {C_TRAIN | C_BENCH | C_MEMREPORT, "--zero 0|1", "under stg launch: 1 shards the AdamW state over the ranks (memreport: 0 to 3 with --world)"},
+    {C_TRAIN, "--data FILE.bin|.npy", "training tokens (uint16 .bin, or int32/uint16 .npy); default: the synthetic Markov source"},
+    {C_TRAIN, "--val FILE", "validation tokens; validation every 100 steps and at the end unless --val-every says otherwise"},
+    {C_TRAIN, "--val-every N", "steps between validation losses (on --val, else on held-out batches of the training source)"},
+    {C_TRAIN, "--val-batches N", "batches per validation loss (default 4)"},
+    {C_TRAIN, "--markov-k K", "successors per symbol of the synthetic source (default 4; at most vocab)"},
+    {C_TRAIN, "--steps N", "total steps of the run (default 200; a resumed run continues up to N)"},
+    {C_TRAIN, "--lr X", "peak learning rate (default 0.001)"},
+    {C_TRAIN, "--min-lr X", "learning rate at the end of the cosine (default 0.1 x --lr; at most --lr)"},
+    {C_TRAIN, "--warmup N", "steps of linear warm-up from 0 (default 0)"},
+    {C_TRAIN, "--cosine-steps N", "the step where the cosine reaches --min-lr (default --steps)"},
+    {C_TRAIN, "--weight-decay X", "AdamW weight decay (default 0.1)"},
+    {C_TRAIN, "--no-decay-norms-embeddings", "no weight decay on norms and embeddings"},
+    {C_TRAIN, "--beta1 X", "AdamW beta1 (default 0.9)"},
+    {C_TRAIN, "--beta2 X", "AdamW beta2 (default 0.95)"},
+    {C_TRAIN, "--clip X", "clip the global gradient norm to X (default 1; 0: no clipping)"},
+    {C_TRAIN, "--seed N", "parameters and data order (default 0)"},
+    {C_TRAIN, "--init FILE.safetensors", "start from these parameters (not with --resume)"},
+    {C_TRAIN, "--log FILE.jsonl", "one JSON line per step; never an input file"},
+    {C_TRAIN, "--log-mode new|overwrite|append", "an existing non-empty log: refused (new, the default), overwritten or appended to; --resume appends"},
+    {C_TRAIN, "--ckpt DIR", "checkpoints DIR/ckpt-STEP.safetensors, each verified (finite, CRC-32C) before DIR/latest and DIR/ckpt.safetensors point at it"},
+    {C_TRAIN, "--ckpt-every N", "steps between checkpoints (default 0: at the end only)"},
+    {C_TRAIN, "--keep K", "checkpoints kept in DIR, newest first (default 2; 0: all)"},
+    {C_TRAIN, "--resume", "continue from the newest checkpoint in --ckpt DIR that verifies"},
+    {C_GRAPH, "--dot", "write Graphviz (the only format)"},
+    {C_GRAPH, "-o FILE.dot", "the output (default: standard output); never an input file"},
+    {C_MEMREPORT, "--mode train|forward", "the training step (default) or the forward alone"},
+    {C_MEMREPORT, "--format text|md|json|svg", "the report's format (svg: live bytes over the schedule)"},
+    {C_MEMREPORT, "-o FILE", "the output (default: standard output); never an input file"},
+    {C_MEMREPORT, "--device cpu|cuda", "also allocate the plan there and measure what the device holds"},
+    {C_MEMREPORT, "--world N", "bytes per data-parallel device, and how many devices a configuration needs"},
+    {C_MEMREPORT, "--device-memory GIB", "device capacity for --world (default 80)"},
+    {C_STEP, "--init PARAMS.safetensors", "the parameters"},
+    {C_STEP, "--batch BATCH.npy", "int32 [2, batch, ctx]: the tokens, then the targets"},
+    {C_STEP, "--dump OUT.safetensors", "the loss, the logits and every gradient by parameter name; never an input file"},
+    {C_BENCH, "--what forward|forward-backward|step[,...]", "what to time, several in one process in the order given (default step)"},
+    {C_BENCH | C_COMM, "--warmup N", "untimed iterations first (default 5)"},
+    {C_BENCH, "--iters N", "timed iterations (default 10)"},
+    {C_BENCH, "--streams N", "cuda graph mode: spread independent ops over at most N streams (default all; 1: one)"},
+    {C_BENCH, "--profile", "device time per op kind and name, and the critical path (cuda)"},
+    {C_BENCH, "--real-init", "initialise parameters as for training (default: a constant fill)"},
+    {C_BENCH | C_ATTN | C_COMM, "--json", "one JSON object per result"},
+    {C_ATTN, "--device cpu|cuda", "the backend (default: cuda when a GPU is present)"},
+    {C_ATTN, "--precision bf16|fp32", "default bf16"},
+    {C_ATTN, "--batch N", "default 8"},
+    {C_ATTN, "--heads N", "default 1"},
+    {C_ATTN, "--dims A,B,...", "head dims (default 16,32,64,128)"},
+    {C_ATTN, "--seqs A,B,...", "sequence lengths (default 256,1024,4096,8192,16384)"},
+    {C_ATTN, "--iters N", "timed iterations (default 10)"},
+    {C_COMM, "--iters N", "timed iterations (default 20)"},
+    {C_LAUNCH, "-n N", "processes on this node"},
+    {C_LAUNCH, "--nnodes M --node-rank K", "node K of M (RANK = K x N + LOCAL_RANK, WORLD_SIZE = M x N)"},
+    {C_LAUNCH, "--port P", "MASTER_PORT (default: a free port; give it with --nnodes)"},
+    {C_LAUNCH, "--addr A", "MASTER_ADDR (default 127.0.0.1)"},
+    {C_TOKENS, "-o FILE.bin", "the output; never the input file"},
+    {C_MODEL | C_ATTN | C_COMM | C_LAUNCH | C_TOKENS, "-h, --help", "this text"},
+};
+
+int cli_usage(FILE *f, const char *cmd) {
+    const cmd_usage *c = NULL;
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+        if (strcmp(cmds[i].name, cmd) == 0) c = &cmds[i];
+    if (!c) return -1;
+    fprintf(f, "usage: stg %s %s\n%s\n\noptions:\n", c->name, c->synopsis, c->about);
+    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) {
+        if (!(opts[i].cmds & c->bit)) continue;
+        if (strlen(opts[i].opt) <= 30) fprintf(f, "  %-30s %s\n", opts[i].opt, opts[i].help);
+        else fprintf(f, "  %s\n  %-30s %s\n", opts[i].opt, "", opts[i].help);
+    }
+    return 0;
+}
+
+int cli_help_asked(int argc, char **argv) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+    return 0;
+}

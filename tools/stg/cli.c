@@ -11,6 +11,7 @@
 #include "planner/plan.h"
 #include "runtime/backend.h"
 #include "runtime/dist.h"
+#include "runtime/tokenizer/tokenizer.h"
 #ifdef STG_HAVE_CUDA
 #include "runtime/cuda/backend_cuda.h"
 #endif
@@ -85,6 +86,21 @@ int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
         m->sets[m->nsets++] = v;
         return 1;
     }
+    if (strcmp(a, "--tokenizer") == 0) {
+        // The model's vocab from a tokenizer, as --set vocab=N would (applied before the --set
+        // options, so an explicit --set vocab=... still wins).
+        const char *v = cli_value(argc, argv, i);
+        if (!v) return -1;
+        stg_err err;
+        rt_tok *t;
+        if (rt_tok_load(v, &t, &err)) {
+            fprintf(stderr, "stg: --tokenizer: %s\n", err.msg);
+            return -1;
+        }
+        snprintf(m->vocab_set, sizeof m->vocab_set, "vocab=%u", rt_tok_vocab_size(t));
+        rt_tok_free(t);
+        return 1;
+    }
     if (strcmp(a, "--attention") == 0) {
         const char *v = cli_value(argc, argv, i);
         if (!v) return -1;
@@ -152,9 +168,10 @@ static int cli_passes(const cli_model_opts *m, stg_graph *g, stg_err *err) {
 }
 
 stg_graph *cli_build(const cli_model_opts *m) {
-    const char *sets[CLI_MAX_SETS + 1];
+    const char *sets[CLI_MAX_SETS + 2];
     int n = 0;
     if (m->attention_set[0]) sets[n++] = m->attention_set;
+    if (m->vocab_set[0]) sets[n++] = m->vocab_set;
     for (int i = 0; i < m->nsets; i++) sets[n++] = m->sets[i];
     stg_load_opts lo = {m->precision, sets, n};
     stg_err err;
@@ -311,9 +328,10 @@ static int64_t peak_with(const cli_model_opts *m, const char *dim, int64_t v) {
     snprintf(set, sizeof set, "%s=%lld", dim, (long long)v);
     if (m2.nsets == CLI_MAX_SETS) return -1;
     m2.sets[m2.nsets++] = set;
-    const char *sets[CLI_MAX_SETS + 2];
+    const char *sets[CLI_MAX_SETS + 3];
     int n = 0;
     if (m2.attention_set[0]) sets[n++] = m2.attention_set;
+    if (m2.vocab_set[0]) sets[n++] = m2.vocab_set;
     for (int i = 0; i < m2.nsets; i++) sets[n++] = m2.sets[i];
     stg_load_opts lo = {m2.precision, sets, n};
     stg_err err;

@@ -95,7 +95,7 @@ static int optim_arg(cli_model_opts *m, int argc, char **argv, int *i) {
 static const char *train_usage =
     "usage: stg train MODEL [--set k=v]... [--attention naive|flash] [--precision fp32|bf16] [--device cpu|cuda]\n"
     "       [--exec graph|eager] [--tf32] [--gemm-tune on|off] [--memory-budget BYTES|auto] [--optimizer-in-backward]\n"
-    "       [--group-matmuls on|off]\n"
+    "       [--group-matmuls on|off] [--tokenizer TOK (vocab from a tokenizer)]\n"
     "       [--data FILE.bin|.npy] [--val FILE] [--val-every N] [--val-batches N] [--steps N] [--lr X] [--min-lr X]\n"
     "       [--warmup N] [--cosine-steps N] [--weight-decay X] [--no-decay-norms-embeddings] [--clip X] [--seed N]\n"
     "       [--log FILE.jsonl] [--ckpt DIR] [--ckpt-every N] [--resume] [--init FILE.safetensors] [--markov-k K]\n";
@@ -144,6 +144,21 @@ int cmd_train(int argc, char **argv) {
     stg_err err;
     int rc = 1;
     if (!g) goto out;
+    // Token files are bad input (exit 2) when an id is outside the model's vocabulary: checked here,
+    // before any allocation, with the first offending id and its position.
+    for (int k = 0; k < 2; k++) {
+        const char *path = k ? c.cfg.val : c.cfg.data;
+        bool has_vocab;
+        int64_t vocab = graph_dim(g, "vocab", &has_vocab);
+        if (!path || !has_vocab) continue;
+        rt_tokens *tk;
+        if (rt_tokens_open(path, vocab, &tk, &err)) {
+            fprintf(stderr, "stg train: %s (the model's vocab is %lld)\n", err.msg, (long long)vocab);
+            rc = 2;
+            goto out;
+        }
+        rt_tokens_free(tk);
+    }
     rt_exec_opts eo = {.graph = !c.eager};
     stg_budget_report brep;
     if (cli_plan(&m, g, b, &p, &brep)) goto out;

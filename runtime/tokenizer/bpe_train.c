@@ -300,7 +300,7 @@ static int add_token(trainer *tr, const uint8_t *a, size_t la, const uint8_t *b,
     // a and b may point into the pool: memmove-safe order (the pool may have moved: callers pass
     // offsets through tok_at after growth)
     memcpy(tr->pool + tr->pool_len, a, la);
-    memcpy(tr->pool + tr->pool_len + la, b, lb);
+    if (lb) memcpy(tr->pool + tr->pool_len + la, b, lb);
     tr->pool_len += la + lb;
     tr->off[++tr->n_tok] = tr->pool_len;
     return 0;

@@ -181,7 +181,7 @@ static int jstring(jdoc *d, const char **s, size_t *len) {
     char *out = d->strs + d->ns;
     size_t o = 0;
     for (;;) {
-        if (d->pos >= d->n) return jfail(d, "unterminated string");
+        if (d->pos >= d->n) return jfail(d, "unterminated string (truncated?)");
         unsigned char c = (unsigned char)d->src[d->pos];
         if (c == '"') {
             d->pos++;
@@ -275,7 +275,7 @@ static uint32_t jcontainer(jdoc *d, int depth, int obj) {
         last = v;
         d->nodes[me].count++;
         jws(d);
-        if (d->pos >= d->n) return jfail(d, obj ? "unterminated object" : "unterminated array"), JNONE;
+        if (d->pos >= d->n) return jfail(d, obj ? "unterminated object (truncated?)" : "unterminated array (truncated?)"), JNONE;
         char c = d->src[d->pos];
         if (c == ',') {
             d->pos++;
@@ -896,9 +896,14 @@ int rt_tok_load(const char *path, rt_tok **out, stg_err *err) {
     int hf = 0;
     {
         jdoc d;
-        stg_err e2;
+        // Not JSON at all (truncated, say): that is the message, whatever the file was meant to be.
+        if (jparse(&d, s, m.size, path, err)) {
+            jfree(&d);
+            stg_mmap_close(&m);
+            return -1;
+        }
         // (a vocab.json may well have a token "model": it maps to a number, not an object)
-        if (jparse(&d, s, m.size, path, &e2) == 0 && d.nodes[0].type == J_OBJ) {
+        if (d.nodes[0].type == J_OBJ) {
             uint32_t mo = jget(&d, 0, "model");
             hf = mo != JNONE && d.nodes[mo].type == J_OBJ;
         }

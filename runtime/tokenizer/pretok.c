@@ -296,7 +296,7 @@ int64_t *tok_bmap_upsert(tok_bmap *m, const uint8_t *p, size_t n, uint64_t h, in
         m->arena = na;
         m->arena_cap = nc;
     }
-    memcpy(m->arena + m->arena_len, p, n);
+    if (n) memcpy(m->arena + m->arena_len, p, n);
     tok_bslot *s = &m->slots[i];
     s->hash = h;
     s->off = m->arena_len;

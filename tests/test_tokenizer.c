@@ -16,8 +16,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include "runtime/data.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "tests/fuzz/fuzz_tok_entry.h"
 
 static char dir[256];
 
@@ -929,6 +932,44 @@ static void test_cli(void **s) {
     expect_bad("outside the vocabulary [0, 300)", NULL, args);
 }
 
+// ---- the fuzz targets' seeds and saved findings ---------------------------------------------------
+
+static int replay(const char *sub, const char *target, int (*fn)(const uint8_t *, size_t)) {
+    char d[4096];
+    snprintf(d, sizeof d, "%s/tests/fuzz/%s/%s", STG_SOURCE_DIR, sub, target);
+    DIR *dd = opendir(d);
+    if (!dd) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dd)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char p[8192];
+        snprintf(p, sizeof p, "%s/%s", d, e->d_name);
+        FILE *f = fopen(p, "rb");
+        assert_non_null(f);
+        static uint8_t buf[1 << 16];
+        size_t len = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        fn(buf, len);
+        n++;
+    }
+    closedir(dd);
+    return n;
+}
+
+static void test_fuzz_seeds(void **s) {
+    (void)s;
+    int n = 0;
+    for (int k = 0; k < 2; k++) {
+        const char *sub = k ? "regressions" : "corpus";
+        n += replay(sub, "tok_json", stg_fuzz_tok_json) + replay(sub, "tok_gpt2", stg_fuzz_tok_gpt2) +
+             replay(sub, "tok_encode", stg_fuzz_tok_encode);
+    }
+    assert_true(n >= 7);
+    rt_tok_free(stg_fuzz_tok_fixed);
+    stg_fuzz_tok_fixed = NULL;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pretok_table),
@@ -945,6 +986,7 @@ int main(void) {
         cmocka_unit_test(test_hf_json_errors),
         cmocka_unit_test(test_utf8_sanitize),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_fuzz_seeds),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -740,7 +740,7 @@ static void test_gpt2_files(void **s) {
     parse_fails("[1, 2]", "", "must be a JSON object");
     parse_fails("{\"a\": -1}", "", "not an integer in [0, 2^32 - 1)");
     parse_fails("{\"a\": 0, \"b\": 0}", "", "id 0 is given twice");
-    parse_fails("{\"a\": 1}", "", "token id 0 is missing");
+    parse_fails("{\"a\": 1}", "", "id 1 with 1 tokens: the ids must run from 0 without gaps");
     parse_fails("{\"a\": 0}", "", "at least the 256 byte tokens");
     parse_fails("{\"a\\q\": 0}", "", "unknown escape");
     parse_fails("{\"\\ud800\": 0}", "", "high surrogate without its low surrogate");

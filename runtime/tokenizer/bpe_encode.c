@@ -539,6 +539,7 @@ int rt_tok_encode_parallel(const rt_tok *t, const uint8_t *s, size_t n, int thre
     int used = 0;
     int rc = encode_pieces(t, jobs, nj, s, n, &used, err);
     for (int i = 0; i < used && rc == 0; i++) {
+        if (jobs[i].ids.n == 0) continue;
         if (ids_reserve(ids, jobs[i].ids.n, err)) rc = -1;
         else {
             memcpy(ids->v + ids->n, jobs[i].ids.v, jobs[i].ids.n * sizeof *ids->v);
@@ -621,6 +622,7 @@ typedef struct {
 } writer;
 
 static int writer_put(writer *w, const uint32_t *v, size_t n, stg_err *err) {
+    if (n == 0) return 0;
     w->count += (int64_t)n;
     if (w->npy) {
         if (ids_reserve(&w->all, n, err)) return -1;

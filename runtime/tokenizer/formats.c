@@ -460,14 +460,18 @@ static int parts_build(parts *p, int implicit_specials, rt_tok **out, stg_err *e
 // Reads the vocabulary object (string -> id) into p.
 static int read_vocab(const jdoc *d, uint32_t vo, parts *p, uint32_t n_extra, stg_err *err) {
     if (vo == JNONE || d->nodes[vo].type != J_OBJ) return stg_errf(err, "%s: the vocabulary must be a JSON object of token -> id", p->what);
-    int64_t maxid = -1;
-    for (uint32_t c = d->nodes[vo].first; c != JNONE; c = d->nodes[d->nodes[c].next].next) {
+    int64_t maxid = -1, count = 0;
+    for (uint32_t c = d->nodes[vo].first; c != JNONE; c = d->nodes[d->nodes[c].next].next, count++) {
         const jnode *v = &d->nodes[d->nodes[c].next];
         if (v->type != J_NUM || !v->is_int || v->i < 0 || v->i >= (int64_t)UINT32_MAX)
             return stg_errf(err, "%s: token \"%.60s\" has id that is not an integer in [0, 2^32 - 1)", p->what, d->nodes[c].s);
         if (v->i > maxid) maxid = v->i;
     }
-    if ((uint64_t)(maxid + 1) + n_extra > UINT32_MAX) return stg_errf(err, "%s: ids too large", p->what);
+    // Ids run from 0 without gaps, so the highest is below the number of tokens (those of
+    // added_tokens included): checked before anything is sized by it.
+    if (maxid >= count + (int64_t)n_extra)
+        return stg_errf(err, "%s: id %lld with %lld tokens: the ids must run from 0 without gaps", p->what, (long long)maxid,
+                        (long long)(count + (int64_t)n_extra));
     p->n = (uint32_t)(maxid + 1);
     return 0;
 }
@@ -498,7 +502,7 @@ typedef struct {
 static int keymap_build(keymap *km, const parts *p, stg_err *err) {
     if (tok_bmap_init(&km->ids, (size_t)p->n * 2, err)) return -1;
     for (uint32_t i = 0; i < p->n; i++) {
-        if (p->added[i]) continue;
+        if (p->added[i] || !p->key[i]) continue; // a missing id is reported by parts_build
         int added;
         int64_t *v = tok_bmap_upsert(&km->ids, (const uint8_t *)p->key[i], p->klen[i],
                                      tok_hash_bytes((const uint8_t *)p->key[i], p->klen[i]), &added, err);
@@ -657,15 +661,22 @@ int rt_tok_parse_hf_json(const char *text, size_t text_len, rt_tok **out, stg_er
         else if (added != JNONE && d.nodes[added].type != J_ARR && d.nodes[added].type != J_NULL)
             rc = stg_errf(err, "tokenizer.json: added_tokens must be an array");
     }
-    if (rc == 0) rc = read_vocab(&d, vocab, &p, 0, err);
+    uint32_t n_added = added != JNONE && rc == 0 && d.nodes[added].type == J_ARR ? d.nodes[added].count : 0;
+    if (rc == 0) rc = read_vocab(&d, vocab, &p, n_added, err);
     // added_tokens may lie past the model's vocabulary.
     uint32_t n = p.n;
+    uint64_t n_total = (rc == 0 ? d.nodes[vocab].count : 0) + (uint64_t)n_added;
     if (rc == 0 && added != JNONE && d.nodes[added].type == J_ARR)
         for (uint32_t c = d.nodes[added].first; c != JNONE; c = d.nodes[c].next) {
             uint32_t id = jget(&d, c, "id"), ct = jget(&d, c, "content");
             if (id == JNONE || ct == JNONE || d.nodes[id].type != J_NUM || !d.nodes[id].is_int || d.nodes[id].i < 0 ||
                 d.nodes[id].i >= (int64_t)UINT32_MAX - 1 || d.nodes[ct].type != J_STR) {
                 rc = stg_errf(err, "tokenizer.json: each added token needs an integer \"id\" and a string \"content\"");
+                break;
+            }
+            if ((uint64_t)d.nodes[id].i >= n_total) {
+                rc = stg_errf(err, "tokenizer.json: added token id %lld with %llu tokens: the ids must run from 0 without gaps",
+                              (long long)d.nodes[id].i, (unsigned long long)n_total);
                 break;
             }
             if ((uint32_t)d.nodes[id].i + 1 > n) n = (uint32_t)d.nodes[id].i + 1;

@@ -2,7 +2,9 @@
 """SentencePiece's BPE trainer (Debian's python3-sentencepiece) on the same corpus and vocabulary
 size as `stg tokenizer train`, for docs/TOKENIZER.md; prints the wall time.
 
-    /usr/bin/python3 tools/tok/spm_train.py   (Debian's python, which has the module) CORPUS VOCAB MODEL_PREFIX [THREADS]
+    /usr/bin/python3 tools/tok/spm_train.py CORPUS VOCAB MODEL_PREFIX [THREADS]
+
+(/usr/bin/python3: Debian's python, which has the module.)
 
 Every line of the corpus is a sentence (input_sentence_size=0: no sampling, all of them);
 SentencePiece skips lines over max_sentence_length bytes (default 4192) and warns about them.

@@ -16,14 +16,24 @@ struct rt_tokens {
     stg_mmap map;
     const unsigned char *p; // first token byte
     int64_t n;              // token count
-    int width;              // 2: uint16, 4: int32 (both little-endian)
+    int width;              // 2: uint16, 4: int32, TOK_U32: uint32 (all little-endian)
 };
 
+#define TOK_U32 5 // a width code: 4 bytes, unsigned
+
 static int64_t tok_get(const unsigned char *p, int width, int64_t i) {
-    const unsigned char *q = p + (size_t)i * (size_t)width;
+    const unsigned char *q = p + (size_t)i * (width == 2 ? 2u : 4u);
     if (width == 2) return (int64_t)((uint32_t)q[0] | (uint32_t)q[1] << 8);
     uint32_t u = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
-    return (int64_t)(int32_t)u;
+    return width == TOK_U32 ? (int64_t)u : (int64_t)(int32_t)u;
+}
+
+// The uint32 layout written by stg tokenize for vocabularies over 65536 (runtime/tokenizer/
+// tokenizer.h): "STGTOKU4", uint32 version 1, uint32 0, then the ids. Recognised only by that
+// exact 16-byte header and a size of 16 + 4k; every other .bin is raw uint16, as before.
+static int is_u32_bin(const unsigned char *p, size_t size) {
+    static const unsigned char head[16] = {'S', 'T', 'G', 'T', 'O', 'K', 'U', '4', 1, 0, 0, 0, 0, 0, 0, 0};
+    return size >= 16 && (size - 16) % 4 == 0 && memcmp(p, head, 16) == 0;
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -73,6 +83,10 @@ int rt_tokens_open(const char *path, int64_t vocab, rt_tokens **out, stg_err *er
         t->p = info.data;
         t->n = info.numel;
         t->width = (int)rt_dtype_size(info.dtype);
+    } else if (is_u32_bin(t->map.data, t->map.size)) {
+        t->p = (const unsigned char *)t->map.data + 16;
+        t->n = (int64_t)((t->map.size - 16) / 4);
+        t->width = TOK_U32;
     } else {
         if (t->map.size % 2 != 0) {
             stg_errf(err, "%s: %zu bytes is not a whole number of uint16 tokens (odd size)", path, t->map.size);

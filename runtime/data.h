@@ -14,7 +14,10 @@
 // ---- token files ----------------------------------------------------------------------------
 //
 // Two layouts, as CS336 and nanoGPT keep them:
-//   - any path not ending in ".npy": raw little-endian uint16 tokens, no header (a ".bin");
+//   - any path not ending in ".npy": raw little-endian uint16 tokens, no header (a ".bin"), unless
+//     it starts with the 16-byte header "STGTOKU4" + uint32 1 + uint32 0 and is 16 + 4k bytes long:
+//     then little-endian uint32 tokens follow (what `stg tokenize` writes for vocabularies over
+//     65536; docs/TOKENIZER.md);
 //   - ".npy": a 1-D array of '<u2' (uint16) or '<i4' (int32).
 // The file is memory-mapped, never copied.
 

@@ -11,6 +11,7 @@
 #include "planner/step.h"
 #include "runtime/backend.h"
 #include "runtime/dist.h"
+#include "runtime/tokenizer/tokenizer.h"
 #ifdef STG_HAVE_CUDA
 #include "runtime/cuda/backend_cuda.h"
 #endif
@@ -85,6 +86,21 @@ int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
         m->sets[m->nsets++] = v;
         return 1;
     }
+    if (strcmp(a, "--tokenizer") == 0) {
+        // The model's vocab from a tokenizer, as --set vocab=N would (applied before the --set
+        // options, so an explicit --set vocab=... still wins).
+        const char *v = cli_value(argc, argv, i);
+        if (!v) return -1;
+        stg_err err;
+        rt_tok *t;
+        if (rt_tok_load(v, &t, &err)) {
+            fprintf(stderr, "stg: --tokenizer: %s\n", err.msg);
+            return -1;
+        }
+        snprintf(m->vocab_set, sizeof m->vocab_set, "vocab=%u", rt_tok_vocab_size(t));
+        rt_tok_free(t);
+        return 1;
+    }
     if (strcmp(a, "--attention") == 0) {
         const char *v = cli_value(argc, argv, i);
         if (!v) return -1;
@@ -143,12 +159,13 @@ int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
     return 0;
 }
 
-// The step options m stands for; sets (CLI_MAX_SETS + 2 slots) holds --attention's override first,
+// The step options m stands for; sets (CLI_MAX_SETS + 3 slots) holds --attention's and --tokenizer's overrides first,
 // then the --set ones, then `extra` when non-NULL.
 static stg_step_opts cli_step_opts(const cli_model_opts *m, const char **sets, const char *extra) {
     stg_step_opts o = stg_step_defaults();
     int n = 0;
     if (m->attention_set[0]) sets[n++] = m->attention_set;
+    if (m->vocab_set[0]) sets[n++] = m->vocab_set;
     for (int i = 0; i < m->nsets; i++) sets[n++] = m->sets[i];
     if (extra) sets[n++] = extra;
     o.model_path = m->model;
@@ -163,7 +180,7 @@ static stg_step_opts cli_step_opts(const cli_model_opts *m, const char **sets, c
 }
 
 stg_graph *cli_build(const cli_model_opts *m) {
-    const char *sets[CLI_MAX_SETS + 2];
+    const char *sets[CLI_MAX_SETS + 3];
     stg_step_opts o = cli_step_opts(m, sets, NULL);
     stg_err err;
     stg_step *s;
@@ -315,7 +332,7 @@ static int64_t peak_with(const cli_model_opts *m, const char *dim, int64_t v) {
     if (m->nsets == CLI_MAX_SETS) return -1;
     char set[96];
     snprintf(set, sizeof set, "%s=%lld", dim, (long long)v);
-    const char *sets[CLI_MAX_SETS + 2];
+    const char *sets[CLI_MAX_SETS + 3];
     stg_step_opts o = cli_step_opts(m, sets, set);
     o.no_plan = false;
     stg_err err;
@@ -383,7 +400,7 @@ int cli_plan(const cli_model_opts *m, stg_graph **g, rt_backend *b, stg_plan **p
         budget = fr - ((int64_t)512 << 20); // the CUDA context, cuBLASLt workspace and kernel scratch
     }
     // The search fits a step of its own, built as *g was; the fitted one replaces *g.
-    const char *sets[CLI_MAX_SETS + 2];
+    const char *sets[CLI_MAX_SETS + 3];
     stg_step_opts o = cli_step_opts(m, sets, NULL);
     stg_step *s;
     if (plan_fit_budget(&o, budget, &s, rep, NULL, &err)) {

@@ -20,6 +20,7 @@ typedef struct cli_model_opts {
     const char *sets[CLI_MAX_SETS + 1];
     int nsets;
     char attention_set[64];
+    char vocab_set[48]; // --tokenizer TOK: "vocab=N", the tokenizer's vocabulary size
     stg_precision precision;
     bool train; // build backward and optimizer
     stg_optim_config optim;
@@ -92,5 +93,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_attnbench(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_commbench(int argc, char **argv);
+int cmd_tokenizer(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
 
 #endif

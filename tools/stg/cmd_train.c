@@ -247,6 +247,21 @@ int cmd_train(int argc, char **argv) {
             goto out;
         }
     }
+    // Token files are bad input (exit 2) when an id is outside the model's vocabulary: checked here,
+    // before any allocation, with the first offending id and its position.
+    for (int k = 0; k < 2; k++) {
+        const char *path = k ? c.cfg.val : c.cfg.data;
+        bool has_vocab;
+        int64_t vocab = graph_dim(g, "vocab", &has_vocab);
+        if (!path || !has_vocab) continue;
+        rt_tokens *tk;
+        if (rt_tokens_open(path, vocab, &tk, &err)) {
+            fprintf(stderr, "stg train: %s (the model's vocab is %lld)\n", err.msg, (long long)vocab);
+            rc = 2;
+            goto out;
+        }
+        rt_tokens_free(tk);
+    }
     rt_exec_opts eo = {.graph = !c.eager};
     stg_budget_report brep;
     if (cli_plan(&m, &g, b, &p, &brep)) goto out;

@@ -21,6 +21,9 @@ static const command commands[] = {
     {"comm-bench", cmd_commbench, "     NCCL all-reduce time and bandwidth, 1 MB to 1 GB (under stg launch -n N)"},
     {"launch", cmd_launch, "-n N -- CMD  N local processes of CMD for data parallelism (RANK, WORLD_SIZE, ... set)"},
     {"tokens", cmd_tokens, "TEXT -o F  byte-level tokens of any file (vocab 256) as uint16 .bin"},
+    {"tokenizer", cmd_tokenizer, "train|convert|info  byte-level BPE: train on text, convert GPT-2 / Hugging Face files"},
+    {"tokenize", cmd_tokenize, "--tokenizer TOK FILE... -o OUT.bin  text to token ids (uint16, or uint32 past 65536)"},
+    {"detokenize", cmd_detokenize, "--tokenizer TOK IN.bin  token ids back to text"},
 };
 
 static void usage(FILE *f) {
@@ -31,7 +34,8 @@ static void usage(FILE *f) {
                "  --set name=value          override a dim (an integer expression) or an option\n"
                "  --attention naive|flash   attention written out or fused (default flash)\n"
                "  --precision fp32|bf16     bf16: bf16 weights and activations, fp32 master weights,\n"
-               "                            gradients and AdamW state\n");
+               "                            gradients and AdamW state\n"
+               "  --tokenizer TOK           the model's vocab dim from a tokenizer (stg tokenizer train)\n");
 }
 
 int main(int argc, char **argv) {

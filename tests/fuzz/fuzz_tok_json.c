@@ -1,0 +1,6 @@
+// libFuzzer target: see fuzz_tok_entry.h (stg_fuzz_tok_json) for what one input is and what is checked.
+#include "tests/fuzz/fuzz_tok_entry.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return stg_fuzz_tok_json(data, size); }

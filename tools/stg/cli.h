@@ -78,7 +78,8 @@ int cli_plan(const cli_model_opts *m, stg_graph **g, struct rt_backend *b, struc
 // so with the largest batch (and ctx) that would fit, and returns -1.
 int cli_check_fit(const cli_model_opts *m, const stg_graph *g, const struct stg_plan *p, struct rt_backend *b);
 
-// Usage of command `cmd` from the options table (tools/stg/usage.c): -1 for an unknown command.
+// Usage of command `cmd` from the options table (tools/stg/usage.c): -1 for an unknown command;
+// f NULL: only whether cmd is in the table (0) or not (-1).
 int cli_usage(FILE *f, const char *cmd);
 // 1 when --help or -h comes before any "--".
 int cli_help_asked(int argc, char **argv);

@@ -45,7 +45,9 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (strcmp(argv[1], commands[i].name) == 0) {
-            if (cli_help_asked(argc - 1, argv + 1)) // usage on stdout, exit 0: asked for, not an error
+            // usage on stdout, exit 0: asked for, not an error. Commands outside the options table
+            // (the tokenizer's) print their own usage for --help.
+            if (cli_help_asked(argc - 1, argv + 1) && cli_usage(NULL, argv[1]) == 0)
                 return cli_usage(stdout, argv[1]) || fflush(stdout) ? 1 : 0;
             return commands[i].run(argc - 1, argv + 1);
         }

@@ -119,6 +119,7 @@ int cli_usage(FILE *f, const char *cmd) {
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
         if (strcmp(cmds[i].name, cmd) == 0) c = &cmds[i];
     if (!c) return -1;
+    if (!f) return 0; // asked only whether cmd is in the table
     fprintf(f, "usage: stg %s %s\n%s\n\noptions:\n", c->name, c->synopsis, c->about);
     for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) {
         if (!(opts[i].cmds & c->bit)) continue;

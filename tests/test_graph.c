@@ -221,6 +221,9 @@ typedef struct {
 
 #define HEAD "dims: {batch: 2, d: 8}\ninputs: {tokens: [batch, i32], targets: [batch, i32]}\n"
 #define TAIL "loss: loss\n"
+// The end of a dims mapping with HEAD's dims, then HEAD's inputs: for cases that declare dims of their own
+// (a second `dims:` key is an error)
+#define HEAD_INPUTS ", batch: 2, d: 8}\ninputs: {tokens: [batch, i32], targets: [batch, i32]}\n"
 
 static const bad_case bad[] = {
     {"malformed YAML", "dims: {batch: 2\ninputs: [", NULL, "m.yaml:2:"},
@@ -232,18 +235,18 @@ static const bad_case bad[] = {
      "m.yaml:5:9: embedding takes 2 inputs, got 1"},
     {"shape mismatch", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [5, 7] init=linear\n  - x = linear(embedding(tokens, e), w)\n" TAIL,
      NULL, "m.yaml:6:9: linear: 'x/embedding' [2, 8] has 8 features but weight 'w' [5, 7] expects 7"},
-    {"heads not dividing d_model", "dims: {d_model: 10, n_heads: 3, head_dim: d_model / n_heads}\n" HEAD "graph: []\n" TAIL, NULL,
+    {"heads not dividing d_model", "dims: {d_model: 10, n_heads: 3, head_dim: d_model / n_heads" HEAD_INPUTS "graph: []\n" TAIL, NULL,
      "m.yaml:1:51: 10 / 3 is not an integer"},
     {"unknown dim", HEAD "graph:\n  - param e [10, dd] init=embedding\n" TAIL, NULL, "m.yaml:4:18: unknown dim 'dd'"},
-    {"division by zero", "dims: {a: 4, z: 0, b: a / (z)}\n" HEAD "graph: []\n" TAIL, NULL, "m.yaml:1:17: dim 'z' is 0"},
-    {"division by zero in an expression", "dims: {a: 4, b: a / (a - 4)}\n" HEAD "graph: []\n" TAIL, NULL,
+    {"division by zero", "dims: {a: 4, z: 0, b: a / (z)" HEAD_INPUTS "graph: []\n" TAIL, NULL, "m.yaml:1:17: dim 'z' is 0"},
+    {"division by zero in an expression", "dims: {a: 4, b: a / (a - 4)" HEAD_INPUTS "graph: []\n" TAIL, NULL,
      "m.yaml:1:19: division by zero"},
     {"used before defined", HEAD "graph:\n  - param e [10, d] init=embedding\n  - x = add(y, embedding(tokens, e))\n" TAIL, NULL,
      "m.yaml:5:13: 'y' is used before it is defined"},
     {"duplicate parameter", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param e [10, d] init=embedding\n" TAIL, NULL,
      "m.yaml:5:11: duplicate parameter 'e' (first declared at m.yaml:4:11)"},
     {"zero size", HEAD "graph:\n  - param e [10, d - 8] init=embedding\n" TAIL, NULL, "m.yaml:4:18: parameter sizes must be positive"},
-    {"negative dim", "dims: {n: -3}\n" HEAD "graph: []\n" TAIL, NULL, "m.yaml:1:11: dim 'n' is -3; dims must be positive"},
+    {"negative dim", "dims: {n: -3" HEAD_INPUTS "graph: []\n" TAIL, NULL, "m.yaml:1:11: dim 'n' is -3; dims must be positive"},
     {"bad --set syntax", HEAD "graph:\n  - param e [10, d] init=embedding\n  - loss = e\n" TAIL, "d", "--set: 'd' is not name=value"},
     {"--set unknown name", HEAD "graph:\n  - param e [10, d] init=embedding\n  - loss = e\n" TAIL, "width=3",
      "--set: 'width=3': 'width' is neither a dim nor an option"},

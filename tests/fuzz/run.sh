@@ -30,7 +30,7 @@ run_one() {
     ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         "$bin/fuzz_$t" "$dir/corpus" "tests/fuzz/corpus/$t" -dict=tests/fuzz/stg.dict \
         -max_total_time="$secs" -timeout=1 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
-        -artifact_prefix="$dir/artifacts/" ${FUZZ_ARGS:-} >"$dir/log" 2>&1
+        -artifact_prefix="$dir/artifacts/" $([ "$t" = cli ] && echo -close_fd_mask=2) ${FUZZ_ARGS:-} >"$dir/log" 2>&1
 }
 
 fail=0

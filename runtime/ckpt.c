@@ -409,7 +409,7 @@ static int list_numbered(const char *dir, int64_t **out, int *n, stg_err *err) {
         }
         (*out)[(*n)++] = s;
     }
-    closedir(d);
+    if (closedir(d) != 0 && rc == 0) rc = stg_errf(err, "%s: closedir failed: %s", dir, strerror(errno));
     if (rc) {
         free(*out);
         *out = NULL;

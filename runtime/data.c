@@ -184,8 +184,8 @@ rt_markov *rt_markov_new(int64_t vocab, int k, uint64_t seed, rt_markov_probs pr
         return NULL;
     }
     if (k < 1 || k > 256 || k > vocab) { // the option's name: users meet this through stg train
-        stg_errf(err, "the synthetic Markov source: --markov-k %d successors per symbol must be in [1, min(vocab = %lld, 256)]%s", k,
-                 (long long)vocab, k > vocab ? ": lower --markov-k or raise vocab" : "");
+        stg_errf(err, "the synthetic Markov source: k = %d successors per symbol (--markov-k %d) must be in [1, min(vocab = %lld, 256)]%s",
+                 k, k, (long long)vocab, k > vocab ? ": lower --markov-k or raise vocab" : "");
         return NULL;
     }
     if (probs != RT_MARKOV_UNIFORM && probs != RT_MARKOV_SEEDED) {

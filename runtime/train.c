@@ -241,7 +241,10 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
             goto out;
         start = st.step;
         data_rng = st.data_rng;
-        snprintf(res->last_ckpt, sizeof res->last_ckpt, "%s", res->resumed_from);
+        stg_err unverified;
+        res->resumed_verified = rt_ckpt_verify(res->resumed_from, &unverified) == 0;
+        if (res->resumed_verified) // "the last good checkpoint" is said only of one verified good
+            snprintf(res->last_ckpt, sizeof res->last_ckpt, "%s", res->resumed_from);
     } else {
         if (rt_exec_init_params(e, cfg->seed, err)) goto out;
         if (cfg->init_path && rt_params_load(e, cfg->init_path, err)) goto out;

@@ -50,6 +50,7 @@ typedef struct rt_train_result {
     int64_t steps_run;        // steps this call ran
     double first_loss, last_loss, last_val_loss, floor;
     char resumed_from[4200];  // the checkpoint a resumed run loaded ("" otherwise)
+    bool resumed_verified;    // it had checksums and they matched (an older stg's checkpoint has none)
     char resume_skipped[2048]; // why newer checkpoints were passed over ("" when none were)
     int stale_tmp_removed;    // temporary files of killed runs removed from ckpt_dir
     char last_ckpt[4200];     // the last checkpoint written and verified ("" when none)

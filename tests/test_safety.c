@@ -122,7 +122,7 @@ static void make_params(const char *path) {
     snprintf(ck, sizeof ck, "%s/mkparams", dir);
     int rc = stg(out, sizeof out, "train " TINY " --steps 1 --ckpt %s", ck);
     if (rc) fail_msg("%s", out);
-    snprintf(src, sizeof src, "%s/ckpt-1.safetensors", ck);
+    snprintf(src, sizeof src, "%s/ckpt.safetensors", ck); // the newest checkpoint, in every stg
     copy_file(src, path);
 }
 
@@ -223,10 +223,10 @@ static int log_lrs(const char *path, double *lr, int max) {
 
 static void test_lr_schedule(void **s) {
     char out[16384], log[400];
-    snprintf(log, sizeof log, "%s/lr.jsonl", dir);
+    snprintf(log, sizeof log, "%s/lr1.jsonl", dir);
     double lr[16];
     // --lr 1e-5 alone: the cosine goes down from 1e-5 to 1e-6 (not up to a fixed 1e-4)
-    if (stg(out, sizeof out, "train " TINY " --steps 5 --lr 1e-5 --log %s --log-mode overwrite", log)) fail_msg("%s", out);
+    if (stg(out, sizeof out, "train " TINY " --steps 5 --lr 1e-5 --log %s", log)) fail_msg("%s", out);
     assert_int_equal(log_lrs(log, lr, 16), 5);
     for (int i = 0; i < 5; i++) {
         if (lr[i] > 1e-5 * (1 + 1e-9) || lr[i] < 1e-6 * (1 - 1e-9)) fail_msg("step %d: lr %g outside [1e-6, 1e-5]", i + 1, lr[i]);
@@ -235,7 +235,8 @@ static void test_lr_schedule(void **s) {
     assert_non_null(strstr(out, "lr schedule: 1e-05 at step 1"));
     assert_non_null(strstr(out, "(0.1 x --lr, the default)"));
     // --lr 0: nothing moves
-    if (stg(out, sizeof out, "train " TINY " --steps 3 --lr 0 --log %s --log-mode overwrite", log)) fail_msg("%s", out);
+    snprintf(log, sizeof log, "%s/lr2.jsonl", dir);
+    if (stg(out, sizeof out, "train " TINY " --steps 3 --lr 0 --log %s", log)) fail_msg("%s", out);
     assert_int_equal(log_lrs(log, lr, 16), 3);
     for (int i = 0; i < 3; i++) assert_true(lr[i] == 0);
     expect_refused(out, sizeof out, "--min-lr 0.005 is above --lr 0.001", "train " TINY " --steps 3 --lr 1e-3 --min-lr 5e-3");
@@ -545,7 +546,7 @@ static void test_ranks_with_different_options(void **s) {
 
 // ---- 6. nothing silently ignored ----------------------------------------------------------------
 
-static void test_val_default_and_cpu_options(void **s) {
+static void test_val_default(void **s) {
     char out[16384], val[400], log[400];
     snprintf(val, sizeof val, "%s/val.bin", dir);
     snprintf(log, sizeof log, "%s/val.jsonl", dir);
@@ -562,6 +563,10 @@ static void test_val_default_and_cpu_options(void **s) {
     assert_non_null(strstr(b, "\"val_loss\""));
     free(b);
     assert_non_null(strstr(out, ", validation "));
+}
+
+static void test_cpu_refuses_cuda_options(void **s) {
+    char out[16384];
     expect_refused(out, sizeof out, "--exec graph chooses how CUDA launches", "train " TINY " --steps 1 --exec graph");
     expect_refused(out, sizeof out, "--exec eager chooses how CUDA launches", "bench " TINY " --exec eager --iters 1 --warmup 0");
     expect_refused(out, sizeof out, "--streams spreads a captured CUDA step", "bench " TINY " --streams 2 --iters 1 --warmup 0");
@@ -569,7 +574,7 @@ static void test_val_default_and_cpu_options(void **s) {
 
 // ---- 7. messages that tell the truth ------------------------------------------------------------
 
-static void test_truthful_messages(void **s) {
+static void test_help_exits_0(void **s) {
     char out[16384];
     static const char *const cmds[] = {"check", "graph", "memreport", "train", "step", "bench", "attn-bench", "comm-bench", "launch", "tokens"};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
@@ -579,11 +584,22 @@ static void test_truthful_messages(void **s) {
         if (rc != 0 || strncmp(out, want, strlen(want)) != 0) fail_msg("stg %s --help exited %d:\n%s", cmds[i], rc, out);
     }
     assert_int_equal(stg(out, sizeof out, "train models/tiny.yaml -h"), 0);
-    // --steps 0: no loss line
+}
+
+static void test_steps_0_no_loss_line(void **s) {
+    char out[16384];
     if (stg(out, sizeof out, "train " TINY " --steps 0")) fail_msg("%s", out);
     assert_null(strstr(out, "loss"));
     assert_non_null(strstr(out, "done: no steps run"));
+}
+
+static void test_markov_k_named(void **s) {
+    char out[16384];
     expect_refused(out, sizeof out, "--markov-k 4", "train " TINY " --steps 1 --set vocab=1");
+}
+
+static void test_dot_name_quoted(void **s) {
+    char out[16384];
     // a model name with a quote and a backslash: a valid DOT string
     char path[400], dot[400];
     snprintf(path, sizeof path, "%s/q.yaml", dir);
@@ -616,8 +632,12 @@ int main(void) {
         cmocka_unit_test(test_fifos_refused),
         cmocka_unit_test(test_yaml_nesting_and_duplicates),
         cmocka_unit_test(test_ranks_with_different_options),
-        cmocka_unit_test(test_val_default_and_cpu_options),
-        cmocka_unit_test(test_truthful_messages),
+        cmocka_unit_test(test_val_default),
+        cmocka_unit_test(test_cpu_refuses_cuda_options),
+        cmocka_unit_test(test_help_exits_0),
+        cmocka_unit_test(test_steps_0_no_loss_line),
+        cmocka_unit_test(test_markov_k_named),
+        cmocka_unit_test(test_dot_name_quoted),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang into build-fuzz and runs each on its seed corpus.
-#   tests/fuzz/run.sh [SECONDS_PER_TARGET] [TARGET...]     (default 20 s, all eight targets)
+#   tests/fuzz/run.sh [SECONDS_PER_TARGET] [TARGET...]     (default 20 s, all nine targets)
 # Environment: JOBS (targets run at once, default 2), FUZZ_ARGS (more libFuzzer flags),
 # FUZZ_WORK (where the growing corpora, logs and crash files go, default build-fuzz/fuzz-work).
 # The seed corpora in tests/fuzz/corpus/ are read, never written. Exits non-zero when any target
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 secs=${1:-20}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(model expr npy safetensors tokens tok_json tok_gpt2 tok_encode)
+[ ${#targets[@]} -eq 0 ] && targets=(model expr npy safetensors tokens tok_json tok_gpt2 tok_encode cli)
 jobs=${JOBS:-2}
 work=${FUZZ_WORK:-build-fuzz/fuzz-work}
 cc=${CC:-clang}
@@ -30,7 +30,7 @@ run_one() {
     ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         "$bin/fuzz_$t" "$dir/corpus" "tests/fuzz/corpus/$t" -dict=tests/fuzz/stg.dict \
         -max_total_time="$secs" -timeout=1 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
-        -artifact_prefix="$dir/artifacts/" ${FUZZ_ARGS:-} >"$dir/log" 2>&1
+        -artifact_prefix="$dir/artifacts/" $([ "$t" = cli ] && echo -close_fd_mask=2) ${FUZZ_ARGS:-} >"$dir/log" 2>&1
 }
 
 fail=0

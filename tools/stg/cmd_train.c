@@ -288,7 +288,8 @@ int cmd_train(int argc, char **argv) {
         printf("removed %d temporary file%s that killed runs left in %s\n", res.stale_tmp_removed, res.stale_tmp_removed > 1 ? "s" : "",
                c.cfg.ckpt_dir);
     if (dist.rank == 0 && res.resumed_from[0]) {
-        printf("resumed from %s (step %lld, verified)\n", res.resumed_from, (long long)(res.steps_done - res.steps_run));
+        printf("resumed from %s (step %lld, %s)\n", res.resumed_from, (long long)(res.steps_done - res.steps_run),
+               res.resumed_verified ? "verified" : "written without checksums: not verified");
         if (res.resume_skipped[0]) printf("passed over newer checkpoints: %s\n", res.resume_skipped);
     }
     if (trc) {

@@ -129,7 +129,9 @@ int rt_remove_stale_tmp(const char *dir, const char *prefix, stg_err *err) {
         char path[4200];
         snprintf(path, sizeof path, "%s/%s", dir, name);
         struct stat st;
-        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        // regular files (checkpoints, logs) and symlinks (the `latest` pointer's temporary): unlink
+        // removes the link itself, never what it points at
+        if (lstat(path, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) continue;
         if (unlink(path) != 0) {
             rc = stg_errf(err, "%s: cannot remove the stale temporary file: %s", path, strerror(errno));
             break;

@@ -123,6 +123,15 @@ static void test_examples_run_as_shown(void **st) {
             free(body);
             continue;
         }
+        // The shell lines before it in the block (e.g. making its input file) run first, as a reader
+        // would run them: the example must work on a fresh machine.
+        if (cmd > body) {
+            char pre[4096];
+            snprintf(pre, sizeof pre, "%.*s", (int)(cmd - body), body);
+            int prc;
+            free(run(&prc, "%s", pre));
+            if (prc != 0) fail_msg("README.md's\n%sexits %d", pre, prc);
+        }
         char line[4096];
         snprintf(line, sizeof line, "%.*s", (int)strcspn(cmd, "\n"), cmd);
         char args[4096];

@@ -15,20 +15,15 @@
 
 #include "ops/cpu/cpu.h"
 #include "ops/registry.h"
+#include "tests/testutil.h"
 
 static char *slurp(const char *rel) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", STG_SOURCE_DIR, rel);
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    assert_true(n >= 0);
-    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
-    char *s = malloc((size_t)n + 1);
+    char *s = tu_read_all(f, NULL);
     assert_non_null(s);
-    assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = 0;
     fclose(f);
     return s;
 }

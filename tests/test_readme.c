@@ -14,22 +14,14 @@
 
 #include <cmocka.h>
 
+#include "tests/testutil.h"
+
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    char *b = NULL;
-    size_t n = 0, cap = 0, r;
-    do {
-        if (n + 65536 + 1 > cap) {
-            cap = 2 * cap + 65536 + 1;
-            b = realloc(b, cap);
-            assert_non_null(b);
-        }
-        r = fread(b + n, 1, cap - n - 1, f);
-        n += r;
-    } while (r > 0);
+    char *b = tu_read_all(f, NULL);
+    assert_non_null(b);
     fclose(f);
-    b[n] = 0;
     return b;
 }
 
@@ -43,20 +35,10 @@ static char *run(int *rc, const char *fmt, ...) {
     snprintf(cmd, sizeof cmd, "cd '%s' && %s 2>/dev/null", STG_SOURCE_DIR, c);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
-    char *b = NULL;
-    size_t n = 0, cap = 0, r;
-    do {
-        if (n + 65536 + 1 > cap) {
-            cap = 2 * cap + 65536 + 1;
-            b = realloc(b, cap);
-            assert_non_null(b);
-        }
-        r = fread(b + n, 1, cap - n - 1, p);
-        n += r;
-    } while (r > 0);
-    b[n] = 0;
+    char *b = tu_read_all(p, NULL);
+    assert_non_null(b);
     int st = pclose(p);
-    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    *rc = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return b;
 }
 

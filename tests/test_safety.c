@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "tests/testutil.h"
+
 #include "graph/graph.h"
 #include "graph/loader.h"
 #include "planner/plan.h"
@@ -54,15 +56,7 @@ static int stg(char *out, size_t n, const char *fmt, ...) {
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
     snprintf(cmd, sizeof cmd, "cd '%s' && timeout 60 '%s' %s 2>&1", STG_SOURCE_DIR, STG_BINARY, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t k = fread(out, 1, n - 1, p);
-    out[k] = 0;
-    char sink[4096];
-    while (fread(sink, 1, sizeof sink, p) > 0) {
-    }
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return tu_run(cmd, out, n);
 }
 
 static void expect_refused(char *out, size_t n, const char *needle, const char *fmt, ...) {

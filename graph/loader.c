@@ -15,7 +15,7 @@
 #include "graph/expr.h"
 #include "ops/registry.h"
 
-#define MAX_FILES 4       // a size file, the architecture it includes, and two more levels
+#define MAX_FILES STG_MAX_MODEL_FILES
 #define MAX_OPTS 16
 #define MAX_CHOICES 8
 #define MAX_VARS 8
@@ -356,6 +356,7 @@ static int parse_yaml(L *l, const char *text, size_t len, const char *file, int 
     ydoc *d = &l->docs[l->ndocs];
     d->file = graph_intern(l->g, file, l->err);
     if (!d->file) return -1;
+    l->g->files[l->g->nfiles++] = d->file;
     if (check_depth(l, text, len, d->file)) return -1;
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) return stg_errf(l->err, "%s: cannot initialise the YAML parser", file);

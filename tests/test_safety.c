@@ -167,6 +167,18 @@ static void test_outputs_are_not_inputs(void **s) {
     expect_refused(out, sizeof out, "is the same file as the model file", "graph %s --dot -o %s", model, model);
     expect_refused(out, sizeof out, "is the same file as the model file", "memreport %s -o %s", model, model);
     expect_refused(out, sizeof out, "is the same file as the input", "tokens %s -o %s", data, link);
+    // the file the model includes is an input as much as the model file itself
+    expect_refused(out, sizeof out, "is the same file as the file the model includes", "memreport %s -o %s", model, inc);
+    expect_refused(out, sizeof out, "is the same file as the file the model includes", "graph %s --dot -o %s", model, inc);
+    expect_refused(out, sizeof out, "is the same file as the file the model includes",
+                   "train %s --device cpu --set n_layers=1 --set ctx=16 --steps 1 --log %s", model, inc);
+    size_t n3;
+    char *inc0 = slurp(STG_SOURCE_DIR "/models/cs336/lm.yaml", &n3), *inc1 = slurp(inc, &n3);
+    assert_non_null(inc0);
+    assert_non_null(inc1);
+    assert_memory_equal(inc0, inc1, n3);
+    free(inc0);
+    free(inc1);
 
     char *d1 = slurp(data, &n0), *i1 = slurp(init, &n1), *m1 = slurp(model, &n2);
     assert_non_null(d1);

@@ -14,7 +14,9 @@
 int stg_mmap_open(const char *path, stg_mmap *m, stg_err *err) {
     m->data = NULL;
     m->size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO for reading would wait for a writer before fstat could refuse it
+    // (for a regular file the flag changes nothing).
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return stg_errf(err, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {

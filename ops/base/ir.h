@@ -82,6 +82,8 @@ typedef struct stg_dim {
     int64_t value;
 } stg_dim;
 
+#define STG_MAX_MODEL_FILES 4 // a size file, the architecture it includes, and two more levels
+
 typedef struct stg_graph {
     char name[64];
     stg_precision precision;
@@ -109,6 +111,10 @@ typedef struct stg_graph {
 
     char **strings;        // owned strings (file names referenced by locs)
     int nstrings;
+    // The model files read (the one named, then each file it includes), as the loader opened them:
+    // the inputs no output may replace. Point into strings.
+    const char *files[STG_MAX_MODEL_FILES];
+    int nfiles;
 } stg_graph;
 
 #endif

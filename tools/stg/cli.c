@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "graph/loader.h"
 #include "planner/budget.h"
 #include "planner/plan.h"
 #include "planner/step.h"
@@ -177,6 +178,25 @@ static stg_step_opts cli_step_opts(const cli_model_opts *m, const char **sets, c
     o.ungrouped = m->ungrouped;
     o.no_plan = true; // cli_plan plans, once the backend (for --memory-budget auto) is known
     return o;
+}
+
+int cli_model_inputs(const char *model, const char **in, const char **what) {
+    static char files[STG_MAX_MODEL_FILES][4096];
+    in[0] = model;
+    what[0] = "model file";
+    if (!model) return 1;
+    stg_load_opts o = {.precision = STG_PREC_FP32};
+    stg_graph *g = NULL;
+    stg_err err;
+    if (graph_load(model, &o, &g, &err)) return 1;
+    int n = 0;
+    for (int i = 0; i < g->nfiles && n < STG_MAX_MODEL_FILES; i++, n++) {
+        snprintf(files[n], sizeof files[n], "%s", g->files[i]);
+        in[n] = files[n];
+        what[n] = i == 0 ? "model file" : "file the model includes";
+    }
+    graph_free(g);
+    return n > 0 ? n : 1;
 }
 
 stg_graph *cli_build(const cli_model_opts *m) {

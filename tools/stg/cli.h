@@ -37,6 +37,12 @@ void cli_model_opts_init(cli_model_opts *m);
 // argument is not a model option, -1 on a bad value (message printed).
 int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i);
 
+// The model file and every file it includes (loaded without --set; a model that does not load
+// gives just its own name: the command's real load reports why), as inputs no output may replace:
+// fills in[] and what[] (at most STG_MAX_MODEL_FILES) and returns how many. The strings live
+// until the next call.
+int cli_model_inputs(const char *model, const char **in, const char **what);
+
 // Loads, differentiates (when m->train), schedules and validates. Prints the error and returns NULL.
 stg_graph *cli_build(const cli_model_opts *m);
 

@@ -56,8 +56,9 @@ static int parse_model_cmd(int argc, char **argv, cli_model_opts *m, extra_fn ex
 // output: refused before anything is written.
 static int out_is_input(const cli_model_opts *m, const char *out, const char *cmd) {
     stg_err err;
-    const char *in = m->model, *inw = "model file";
-    if (!out || strcmp(out, "-") == 0 || !stg_check_output(out, "-o", &in, &inw, 1, &err)) return 0;
+    const char *in[STG_MAX_MODEL_FILES], *inw[STG_MAX_MODEL_FILES];
+    int n = cli_model_inputs(m->model, in, inw);
+    if (!out || strcmp(out, "-") == 0 || !stg_check_output(out, "-o", in, inw, n, &err)) return 0;
     fprintf(stderr, "stg %s: %s\n", cmd, err.msg);
     return 1;
 }

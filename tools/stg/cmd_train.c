@@ -133,21 +133,24 @@ static int train_checks(cli_model_opts *m, train_ctx *c) {
     }
     if (f->val && !c->val_every_given) f->val_every = DEFAULT_VAL_EVERY;
     // Outputs never overwrite inputs (compared by device and inode, through symlinks).
-    const char *in[] = {m->model, f->data, f->val, f->init_path};
-    const char *inw[] = {"model file", "--data file", "--val file", "--init file"};
-    if (stg_check_output(f->log_path, "--log", in, inw, 4, &err) || stg_check_output(f->ckpt_dir, "--ckpt", in, inw, 4, &err)) {
+    const char *in[STG_MAX_MODEL_FILES + 3], *inw[STG_MAX_MODEL_FILES + 3];
+    int nin = cli_model_inputs(m->model, in, inw);
+    in[nin] = f->data, inw[nin++] = "--data file";
+    in[nin] = f->val, inw[nin++] = "--val file";
+    in[nin] = f->init_path, inw[nin++] = "--init file";
+    if (stg_check_output(f->log_path, "--log", in, inw, nin, &err) || stg_check_output(f->ckpt_dir, "--ckpt", in, inw, nin, &err)) {
         fprintf(stderr, "stg train: %s\n", err.msg);
         return -1;
     }
     if (f->ckpt_dir) { // an input inside DIR named like a checkpoint would be replaced or removed by the rotation
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < nin; i++) {
             if (!in[i]) continue;
             const char *base = strrchr(in[i], '/');
             base = base ? base + 1 : in[i];
             char probe[4200];
             snprintf(probe, sizeof probe, "%s/%s", f->ckpt_dir, base);
             bool ckpt_name = strcmp(base, "ckpt.safetensors") == 0 || strcmp(base, "latest") == 0 || strncmp(base, "ckpt-", 5) == 0;
-            if (ckpt_name && stg_same_file(probe, in[i]) && !(i == 3 && f->resume)) {
+            if (ckpt_name && stg_same_file(probe, in[i]) && !(in[i] == f->init_path && f->resume)) {
                 fprintf(stderr, "stg train: the %s %s is a checkpoint in --ckpt %s, which this run replaces and removes: copy it "
                                 "elsewhere or use another --ckpt directory\n", inw[i], in[i], f->ckpt_dir);
                 return -1;
@@ -348,10 +351,12 @@ int cmd_step(int argc, char **argv) {
         return 2;
     }
     {
-        const char *in[] = {m.model, init, batch};
-        const char *inw[] = {"model file", "--init file", "--batch file"};
+        const char *in[STG_MAX_MODEL_FILES + 2], *inw[STG_MAX_MODEL_FILES + 2];
+        int nin = cli_model_inputs(m.model, in, inw);
+        in[nin] = init, inw[nin++] = "--init file";
+        in[nin] = batch, inw[nin++] = "--batch file";
         stg_err e0;
-        if (stg_check_output(dump, "--dump", in, inw, 3, &e0)) {
+        if (stg_check_output(dump, "--dump", in, inw, nin, &e0)) {
             fprintf(stderr, "stg step: %s\n", e0.msg);
             return 2;
         }

@@ -57,6 +57,12 @@ typedef struct stg_op_def {
     // > 0: the op may take one more input at this index, an addend of output 0's shape and dtype
     // that it adds to output 0 (graph_fold_add); 0: none.
     int addend_in;
+    // Differentiable ops: a small model exercising the op, in model-file syntax (its `inputs:` and
+    // `graph:` sections, the graph ending in a scalar `loss`). The sweep (tests/test_ops.c,
+    // tests/test_gpu_sweep.c) loads it, differentiates it and checks the backward against finite
+    // differences (fp64), fp32 against fp64, planned buffer sharing against separate buffers, and
+    // CUDA against the CPU. Parameters use init=embedding (std 1); i32 inputs get values in [0, 5).
+    const char *sample;
 } stg_op_def;
 
 // Bit i of an input mask; inputs past 31 (of variadic ops: global_norm, allreduce) share bit 31.

@@ -54,8 +54,19 @@ static int grad_attention(const stg_grad_emit *e, stg_graph *g, int id, const in
 
 static const stg_attr_def attrs_attention[] = {ATTR(attention, scale, STG_ATTR_FLOAT, 0.0, 0)};
 
+// The sweep's model for attention (tests/test_ops.c).
+static const char sample_attention[] =
+    "inputs: {t: [2, 5, 2, i32]}\n"
+    "graph:\n"
+    "  - param q [2, 5, 2, 8] init=embedding\n"
+    "  - param k [2, 5, 2, 8] init=embedding\n"
+    "  - param v [2, 5, 2, 8] init=embedding\n"
+    "  - o, lse = attention(q, k, v)\n"
+    "  - loss = cross_entropy(o, t)\n";
+
 const stg_op_def stg_rule_attention = {"attention", 3, 3, 2, ATTRS(attrs_attention), infer_attention, grad_attention, flops_attention,
-                          .saves_in = OPS_BIT(0) | OPS_BIT(1) | OPS_BIT(2), .saves_out = OPS_BIT(0) | OPS_BIT(1), .inplace_in = -1};
+                          .saves_in = OPS_BIT(0) | OPS_BIT(1) | OPS_BIT(2), .saves_out = OPS_BIT(0) | OPS_BIT(1), .inplace_in = -1,
+    .sample = sample_attention};
 
 const stg_op_def stg_rule_attention_bwd = {"attention_bwd", 6, 6, 3, ATTRS(attrs_attention), infer_attention_bwd, NULL,
                               flops_attention_bwd, .inplace_in = -1};

@@ -71,11 +71,27 @@ static int grad_scale(const stg_grad_emit *e, stg_graph *g, int id, const int *d
 
 static const stg_attr_def attrs_scale[] = {ATTR(scale, factor, STG_ATTR_FLOAT, 1.0, 1)};
 
-const stg_op_def stg_rule_silu = {"silu", 1, 1, 1, NULL, 0, ops_infer_same_as_in0, grad_silu, ops_flops_elem4, .saves_in = OPS_BIT(0), .inplace_in = 0};
+// The sweep's model for silu (tests/test_ops.c).
+static const char sample_silu[] =
+    "inputs: {t: [3, i32]}\n"
+    "graph:\n"
+    "  - param x [3, 7] init=embedding\n"
+    "  - loss = cross_entropy(silu(x), t)\n";
+
+const stg_op_def stg_rule_silu = {"silu", 1, 1, 1, NULL, 0, ops_infer_same_as_in0, grad_silu, ops_flops_elem4, .saves_in = OPS_BIT(0), .inplace_in = 0,
+    .sample = sample_silu};
 
 const stg_op_def stg_rule_silu_bwd = {"silu_bwd", 2, 2, 1, NULL, 0, ops_infer_binary_same, NULL, ops_flops_elem8, .inplace_in = 1};
 
-const stg_op_def stg_rule_relu = {"relu", 1, 1, 1, NULL, 0, ops_infer_same_as_in0, grad_relu, ops_flops_elem1, .saves_out = OPS_BIT(0), .inplace_in = 0};
+// The sweep's model for relu (tests/test_ops.c).
+static const char sample_relu[] =
+    "inputs: {t: [3, i32]}\n"
+    "graph:\n"
+    "  - param x [3, 7] init=embedding\n"
+    "  - loss = cross_entropy(relu(x), t)\n";
+
+const stg_op_def stg_rule_relu = {"relu", 1, 1, 1, NULL, 0, ops_infer_same_as_in0, grad_relu, ops_flops_elem1, .saves_out = OPS_BIT(0), .inplace_in = 0,
+    .sample = sample_relu};
 
 const stg_op_def stg_rule_relu_bwd = {"relu_bwd", 2, 2, 1, NULL, 0, ops_infer_binary_same, NULL, ops_flops_elem1, .inplace_in = 1};
 
@@ -84,19 +100,62 @@ const stg_op_def stg_rule_relu_bwd = {"relu_bwd", 2, 2, 1, NULL, 0, ops_infer_bi
 static double flops_gelu(const stg_graph *g, const stg_op *op) { return 8.0 * ops_numel_in(g, op, 0); }
 static double flops_gelu_bwd(const stg_graph *g, const stg_op *op) { return 12.0 * ops_numel_in(g, op, 0); }
 
+// The sweep's model for gelu (tests/test_ops.c).
+static const char sample_gelu[] =
+    "inputs: {t: [3, i32]}\n"
+    "graph:\n"
+    "  - param x [3, 7] init=embedding\n"
+    "  - loss = cross_entropy(gelu(x), t)\n";
+
 const stg_op_def stg_rule_gelu = {"gelu", 1, 1, 1, NULL, 0, ops_infer_same_as_in0, grad_gelu, flops_gelu, .saves_in = OPS_BIT(0),
-                                  .inplace_in = 0};
+                                  .inplace_in = 0,
+    .sample = sample_gelu};
 
 const stg_op_def stg_rule_gelu_bwd = {"gelu_bwd", 2, 2, 1, NULL, 0, ops_infer_binary_same, NULL, flops_gelu_bwd, .inplace_in = 1};
 
+// The sweep's model for swiglu (tests/test_ops.c).
+static const char sample_swiglu[] =
+    "inputs: {t: [3, i32]}\n"
+    "graph:\n"
+    "  - param a [3, 7] init=embedding\n"
+    "  - param b [3, 7] init=embedding\n"
+    "  - loss = cross_entropy(swiglu(a, b), t)\n";
+
 const stg_op_def stg_rule_swiglu = {"swiglu", 2, 2, 1, NULL, 0, ops_infer_binary_same, grad_swiglu, ops_flops_elem4, .saves_in = OPS_BIT(0) | OPS_BIT(1),
-                       .inplace_in = 0};
+                       .inplace_in = 0,
+    .sample = sample_swiglu};
 
 const stg_op_def stg_rule_swiglu_bwd = {"swiglu_bwd", 3, 3, 2, NULL, 0, ops_infer_ternary_same, NULL, ops_flops_elem8, .inplace_in = 2};
 
+// The sweep's model for mul (tests/test_ops.c).
+static const char sample_mul[] =
+    "inputs: {t: [3, i32]}\n"
+    "graph:\n"
+    "  - param a [3, 7] init=embedding\n"
+    "  - param b [3, 7] init=embedding\n"
+    "  - loss = cross_entropy(mul(a, b), t)\n";
+
 const stg_op_def stg_rule_mul = {"mul", 2, 2, 1, NULL, 0, ops_infer_binary_same, grad_mul, ops_flops_elem1, .saves_in = OPS_BIT(0) | OPS_BIT(1),
-                    .inplace_in = 0};
+                    .inplace_in = 0,
+    .sample = sample_mul};
 
-const stg_op_def stg_rule_add = {"add", 2, 2, 1, NULL, 0, ops_infer_binary_same, grad_add, ops_flops_elem1, .inplace_in = 0};
+// The sweep's model for add (tests/test_ops.c).
+static const char sample_add[] =
+    "inputs: {t: [3, i32]}\n"
+    "graph:\n"
+    "  - param a [3, 7] init=embedding\n"
+    "  - param b [3, 7] init=embedding\n"
+    "  - loss = cross_entropy(add(a, b), t)\n";
 
-const stg_op_def stg_rule_scale = {"scale", 1, 1, 1, ATTRS(attrs_scale), infer_scale, grad_scale, ops_flops_elem1, .inplace_in = 0};
+const stg_op_def stg_rule_add = {"add", 2, 2, 1, NULL, 0, ops_infer_binary_same, grad_add, ops_flops_elem1, .inplace_in = 0,
+    .sample = sample_add};
+
+// The sweep's model for scale (tests/test_ops.c).
+static const char sample_scale[] =
+    "inputs: {t: [3, i32]}\n"
+    "graph:\n"
+    "  - param x [3, 7] init=embedding\n"
+    "  - loss = cross_entropy(scale(x, factor=0.7), t)\n";
+
+const stg_op_def stg_rule_scale = {"scale", 1, 1, 1, ATTRS(attrs_scale), infer_scale, grad_scale, ops_flops_elem1, .inplace_in = 0,
+    .sample = sample_scale};

@@ -45,8 +45,16 @@ static int grad_embedding(const stg_grad_emit *e, stg_graph *g, int id, const in
 
 static const stg_attr_def attrs_embedding_bwd[] = {ATTR(embedding_bwd, vocab, STG_ATTR_I64, 0, 1)};
 
+// The sweep's model for embedding (tests/test_ops.c).
+static const char sample_embedding[] =
+    "inputs: {tok: [2, 3, i32], t: [2, 3, i32]}\n"
+    "graph:\n"
+    "  - param e [7, 6] init=embedding\n"
+    "  - loss = cross_entropy(embedding(tok, e), t)\n";
+
 const stg_op_def stg_rule_embedding = {"embedding", 2, 2, 1, NULL, 0, infer_embedding, grad_embedding, ops_flops_zero,
-                          .saves_in = OPS_BIT(0), .no_grad_in = OPS_BIT(0), .no_decay_in = OPS_BIT(1), .inplace_in = -1};
+                          .saves_in = OPS_BIT(0), .no_grad_in = OPS_BIT(0), .no_decay_in = OPS_BIT(1), .inplace_in = -1,
+    .sample = sample_embedding};
 
 const stg_op_def stg_rule_embedding_bwd = {"embedding_bwd", 2, 2, 1, ATTRS(attrs_embedding_bwd), infer_embedding_bwd, NULL, ops_flops_elem1,
                               .inplace_in = -1};

@@ -71,8 +71,24 @@ static const stg_attr_def attrs_reshape[] = {{"shape", STG_ATTR_SHAPE, offsetof(
 
 static const stg_attr_def attrs_transpose[] = {ATTR(transpose, d0, STG_ATTR_INT, 0, 1), ATTR(transpose, d1, STG_ATTR_INT, 0, 1)};
 
+// The sweep's model for reshape (tests/test_ops.c).
+static const char sample_reshape[] =
+    "inputs: {t: [6, i32]}\n"
+    "graph:\n"
+    "  - param x [3, 2, 6] init=embedding\n"
+    "  - loss = cross_entropy(reshape(x, shape=[6, 6]), t)\n";
+
 const stg_op_def stg_rule_reshape = {"reshape", 1, 1, 1, ATTRS(attrs_reshape), infer_reshape, grad_reshape, ops_flops_zero, .inplace_in = -1,
-                        .view = 1};
+                        .view = 1,
+    .sample = sample_reshape};
+
+// The sweep's model for transpose (tests/test_ops.c).
+static const char sample_transpose[] =
+    "inputs: {t: [3, 2, i32]}\n"
+    "graph:\n"
+    "  - param x [2, 3, 6] init=embedding\n"
+    "  - loss = cross_entropy(transpose(x, d0=0, d1=1), t)\n";
 
 const stg_op_def stg_rule_transpose = {"transpose", 1, 1, 1, ATTRS(attrs_transpose), infer_transpose, grad_transpose, ops_flops_zero,
-                          .inplace_in = -1};
+                          .inplace_in = -1,
+    .sample = sample_transpose};

@@ -52,8 +52,16 @@ static int grad_cross_entropy(const stg_grad_emit *e, stg_graph *g, int id, cons
 
 // ---- rows ------------------------------------------------------------------------------------
 
+// The sweep's model for cross_entropy (tests/test_ops.c).
+static const char sample_cross_entropy[] =
+    "inputs: {t: [4, i32]}\n"
+    "graph:\n"
+    "  - param x [4, 6] init=embedding\n"
+    "  - loss = cross_entropy(x, t)\n";
+
 const stg_op_def stg_rule_cross_entropy = {"cross_entropy", 2, 2, 2, NULL, 0, infer_cross_entropy, grad_cross_entropy, ops_flops_softmax,
-                              .saves_in = OPS_BIT(0) | OPS_BIT(1), .saves_out = OPS_BIT(1), .no_grad_in = OPS_BIT(1), .inplace_in = -1};
+                              .saves_in = OPS_BIT(0) | OPS_BIT(1), .saves_out = OPS_BIT(1), .no_grad_in = OPS_BIT(1), .inplace_in = -1,
+    .sample = sample_cross_entropy};
 
 const stg_op_def stg_rule_cross_entropy_bwd = {"cross_entropy_bwd", 3, 3, 1, NULL, 0, infer_cross_entropy_bwd, NULL, ops_flops_softmax,
                                   .inplace_in = 0};

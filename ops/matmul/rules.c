@@ -183,11 +183,29 @@ static const stg_attr_def attrs_matmul[] = {ATTR(matmul, ta, STG_ATTR_INT, 0, 0)
 static const stg_attr_def attrs_matmul_group[] = {ATTR(matmul, ta, STG_ATTR_INT, 0, 0), ATTR(matmul, tb, STG_ATTR_INT, 0, 0),
                                                   ATTR(matmul, grad_out, STG_ATTR_INT, 0, 0)};
 
+// The sweep's model for linear (tests/test_ops.c).
+static const char sample_linear[] =
+    "inputs: {t: [2, 3, i32]}\n"
+    "graph:\n"
+    "  - param x [2, 3, 4] init=embedding\n"
+    "  - param w [6, 4] init=embedding\n"
+    "  - loss = cross_entropy(linear(x, w), t)\n";
+
 const stg_op_def stg_rule_linear = {"linear", 2, 3, 1, NULL, 0, infer_linear, grad_linear, flops_linear, .saves_in = OPS_BIT(0) | OPS_BIT(1),
-                       .inplace_in = -1, .addend_in = 2};
+                       .inplace_in = -1, .addend_in = 2,
+    .sample = sample_linear};
+
+// The sweep's model for matmul (tests/test_ops.c).
+static const char sample_matmul[] =
+    "inputs: {t: [2, 3, i32]}\n"
+    "graph:\n"
+    "  - param a [2, 3, 4] init=embedding\n"
+    "  - param b [2, 6, 4] init=embedding\n"
+    "  - loss = cross_entropy(matmul(a, b, tb=1), t)\n";
 
 const stg_op_def stg_rule_matmul = {"matmul", 2, 3, 1, ATTRS(attrs_matmul), infer_matmul, grad_matmul, flops_matmul,
-                       .saves_in = OPS_BIT(0) | OPS_BIT(1), .inplace_in = -1, .addend_in = 2};
+                       .saves_in = OPS_BIT(0) | OPS_BIT(1), .inplace_in = -1, .addend_in = 2,
+    .sample = sample_matmul};
 
 // made by graph_group_matmuls from independent matmuls of equal shapes (no gradient rule: it
     // runs after autodiff); one output per pair of inputs

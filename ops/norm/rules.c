@@ -76,15 +76,34 @@ static int grad_norm(const stg_grad_emit *e, stg_graph *g, int id, const int *do
 
 static const stg_attr_def attrs_norm[] = {ATTR(norm, eps, STG_ATTR_FLOAT, 1e-5, 0)};
 
+// The sweep's model for rmsnorm (tests/test_ops.c).
+static const char sample_rmsnorm[] =
+    "inputs: {t: [3, i32]}\n"
+    "graph:\n"
+    "  - param x [3, 6] init=embedding\n"
+    "  - param w [6] init=embedding\n"
+    "  - loss = cross_entropy(rmsnorm(x, w, eps=1e-5), t)\n";
+
 const stg_op_def stg_rule_rmsnorm = {"rmsnorm", 2, 2, 2, ATTRS(attrs_norm), infer_rmsnorm, grad_norm, ops_flops_elem4,
-                        .saves_in = OPS_BIT(0) | OPS_BIT(1), .saves_out = OPS_BIT(1), .no_decay_in = OPS_BIT(1), .inplace_in = -1};
+                        .saves_in = OPS_BIT(0) | OPS_BIT(1), .saves_out = OPS_BIT(1), .no_decay_in = OPS_BIT(1), .inplace_in = -1,
+    .sample = sample_rmsnorm};
 
 const stg_op_def stg_rule_rmsnorm_bwd = {"rmsnorm_bwd", 4, 5, 2, ATTRS(attrs_norm), infer_norm_bwd, NULL, ops_flops_elem8, .inplace_in = 3,
                             .addend_in = 4};
 
+// The sweep's model for layernorm (tests/test_ops.c).
+static const char sample_layernorm[] =
+    "inputs: {t: [3, i32]}\n"
+    "graph:\n"
+    "  - param x [3, 6] init=embedding\n"
+    "  - param w [6] init=embedding\n"
+    "  - param b [6] init=embedding\n"
+    "  - loss = cross_entropy(layernorm(x, w, b, eps=1e-5), t)\n";
+
 const stg_op_def stg_rule_layernorm = {"layernorm", 3, 3, 2, ATTRS(attrs_norm), infer_layernorm, grad_norm, ops_flops_elem8,
                           .saves_in = OPS_BIT(0) | OPS_BIT(1), .saves_out = OPS_BIT(1), .no_decay_in = OPS_BIT(1) | OPS_BIT(2),
-                          .inplace_in = -1};
+                          .inplace_in = -1,
+    .sample = sample_layernorm};
 
 const stg_op_def stg_rule_layernorm_bwd = {"layernorm_bwd", 4, 5, 3, ATTRS(attrs_norm), infer_norm_bwd, NULL, ops_flops_elem8, .inplace_in = 3,
                               .addend_in = 4};

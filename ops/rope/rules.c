@@ -26,4 +26,12 @@ static int grad_rope(const stg_grad_emit *e, stg_graph *g, int id, const int *do
 
 static const stg_attr_def attrs_rope[] = {ATTR(rope, theta, STG_ATTR_FLOAT, 10000.0, 0), ATTR(rope, inverse, STG_ATTR_INT, 0, 0)};
 
-const stg_op_def stg_rule_rope = {"rope", 1, 1, 1, ATTRS(attrs_rope), infer_rope, grad_rope, ops_flops_elem4, .inplace_in = 0};
+// The sweep's model for rope (tests/test_ops.c).
+static const char sample_rope[] =
+    "inputs: {t: [2, 3, 2, i32]}\n"
+    "graph:\n"
+    "  - param x [2, 3, 2, 6] init=embedding\n"
+    "  - loss = cross_entropy(rope(x, theta=10000), t)\n";
+
+const stg_op_def stg_rule_rope = {"rope", 1, 1, 1, ATTRS(attrs_rope), infer_rope, grad_rope, ops_flops_elem4, .inplace_in = 0,
+    .sample = sample_rope};

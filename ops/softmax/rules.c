@@ -36,10 +36,26 @@ static int grad_softmax(const stg_grad_emit *e, stg_graph *g, int id, const int 
 
 static const stg_attr_def attrs_mask[] = {ATTR(mask, fill, STG_ATTR_FLOAT, -INFINITY, 0)};
 
+// The sweep's model for causal_mask (tests/test_ops.c).
+static const char sample_causal_mask[] =
+    "inputs: {t: [2, 5, i32]}\n"
+    "graph:\n"
+    "  - param s [2, 5, 5] init=embedding\n"
+    "  - loss = cross_entropy(softmax(causal_mask(s)), t)\n";
+
 const stg_op_def stg_rule_causal_mask = {"causal_mask", 1, 1, 1, ATTRS(attrs_mask), infer_causal_mask, grad_causal_mask, ops_flops_zero,
-                            .inplace_in = 0};
+                            .inplace_in = 0,
+    .sample = sample_causal_mask};
+
+// The sweep's model for softmax (tests/test_ops.c).
+static const char sample_softmax[] =
+    "inputs: {t: [3, i32]}\n"
+    "graph:\n"
+    "  - param x [3, 7] init=embedding\n"
+    "  - loss = cross_entropy(softmax(x), t)\n";
 
 const stg_op_def stg_rule_softmax = {"softmax", 1, 1, 1, NULL, 0, infer_softmax, grad_softmax, ops_flops_softmax, .saves_out = OPS_BIT(0),
-                        .inplace_in = 0};
+                        .inplace_in = 0,
+    .sample = sample_softmax};
 
 const stg_op_def stg_rule_softmax_bwd = {"softmax_bwd", 2, 2, 1, NULL, 0, ops_infer_binary_same, NULL, ops_flops_elem4, .inplace_in = 1};

@@ -750,7 +750,7 @@ def report(a, outdir, doc):
         P(exec_section(D, a))
         P("")
     P("## Notes\n")
-    P("- Absolute times move between machines and runs; compare columns of one run. Earlier numbers: [PERF.md](PERF.md).")
+    P("- Absolute times move between machines and runs; compare columns of one run. Earlier numbers: [perf/LOG.md](perf/LOG.md).")
     P("- The peer's torch.compile is per block with dynamic shapes (above); whole-model compilation at ctx 512 and 1024 is in "
       "`../shared/peers/NUMBERS.md` and [PERF.md](PERF.md).")
     os.makedirs(os.path.dirname(os.path.abspath(doc)), exist_ok=True)
@@ -895,7 +895,7 @@ def whole_compile_reference(sizes):
             rows.append(f"ctx {c}: " + ", ".join(vals) + " ms")
     return ("For scale, whole-model torch.compile (static shapes, one compilation per shape), median bf16 step on the same kind of "
             "machine on 2026-11-22 ([perf/2026-11-22-h100-peer.json](perf/2026-11-22-h100-peer.json), "
-            "[perf/2026-11-22-h100-peer-ctx1024.json](perf/2026-11-22-h100-peer-ctx1024.json), commands in [PERF.md](PERF.md)) — "
+            "[perf/2026-11-22-h100-peer-ctx1024.json](perf/2026-11-22-h100-peer-ctx1024.json), commands in [perf/LOG.md](perf/LOG.md)) — "
             + "; ".join(rows) + ". Compare it with this run's columns only loosely (another lease, another stg).\n")
 
 

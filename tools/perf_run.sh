@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/PERF.md's ctx-512 table in one machine lease: stg (graph and eager, fp32 and bf16, every size;
+# docs/perf/LOG.md's ctx-512 table in one machine lease: stg (graph and eager, fp32 and bf16, every size;
 # small at ctx 128 graph and eager; 2.7B fp32 with written-out attention), then the PyTorch peer
 # (tools/bench_peer.py: eager fp32, eager bf16 with SDPA, torch.compile bf16 per block) at ctx 512.
 # Usage: tools/perf_run.sh STG OUTDIR    (peer/torch_lm.py copied from ../shared/peers)

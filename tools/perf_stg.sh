@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# stg's side of docs/PERF.md: every CS336 size at batch 4, ctx 512, fp32 and bf16, graph replay and
+# stg's side of docs/perf/LOG.md: every CS336 size at batch 4, ctx 512, fp32 and bf16, graph replay and
 # eager launch (flash attention), bf16 graph at ctx 1024, small at ctx 128 and 2.7B fp32 with written-out attention.
 # Usage: tools/perf_stg.sh STG OUT.jsonl [sizes]
 set -u

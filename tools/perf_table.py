@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""docs/PERF.md tables from `tools/perf_stg.sh` output (JSON lines) and the peer's torch_lm.py --out file.
+"""docs/perf/LOG.md tables from `tools/perf_stg.sh` output (JSON lines) and the peer's torch_lm.py --out file.
 Usage: tools/perf_table.py STG.jsonl PEER.json [NUMBERS_FP32_NAIVE_2.7B_MS]"""
 import json, sys
 

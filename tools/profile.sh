@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-kernel GPU time of a few steps (Nsight Systems), for docs/PERF.md's breakdown.
+# Per-kernel GPU time of a few steps (Nsight Systems), for docs/perf/LOG.md's breakdown.
 # Usage: tools/profile.sh STG OUTDIR MODEL [stg bench options...]
 set -u
 stg=$1; out=$2; model=$3; shift 3

@@ -1,7 +1,7 @@
 // Probe (not part of the build): three same-shape bf16 GEMMs of the CS336 attention projections, one
 // after another, as one pointer-array batched cuBLASLt call, and as one strided batched call. It asks
 // whether grouping the q, k, v products (forward, and their weight gradients) would fill the H100's
-// waves better. docs/PERF.md has its numbers.
+// waves better. docs/perf/LOG.md has its numbers.
 //   nvcc -O2 -arch=sm_90 tools/probes/gemm_group.cu -lcublasLt -o /tmp/gemm_group && /tmp/gemm_group
 #include <cublasLt.h>
 #include <cuda_runtime.h>

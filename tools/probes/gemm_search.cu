@@ -3,7 +3,7 @@
 // the step, the heuristic's first answer, the best of its first 16 (what --gemm-tune times), and the
 // best of every algorithm id x tile x stages x split-K (1-4) x cluster (auto, 1x1) that
 // cublasLtMatmulAlgoCheck accepts, each timed as 20 launches in one CUDA Graph (the way the step
-// runs them). docs/PERF.md has its numbers.
+// runs them). docs/perf/LOG.md has its numbers.
 //   nvcc -O2 -arch=sm_90 tools/probes/gemm_search.cu -lcublasLt -o /tmp/gemm_search && /tmp/gemm_search
 #include <cublasLt.h>
 #include <cuda_bf16.h>

@@ -4,7 +4,7 @@
 // fp32 parameters (read p, g, m, v; write p, m, v and a bf16 copy: 30 bytes a parameter) on another,
 // each captured in a CUDA Graph. Times: the forward alone, AdamW alone, both at once (whole AdamW
 // beside the whole forward), and chained (AdamW in 13 parts, forward layer i waiting for part i),
-// for AdamW grids of many short blocks and of a few persistent blocks per SM. docs/PERF.md has its
+// for AdamW grids of many short blocks and of a few persistent blocks per SM. docs/perf/LOG.md has its
 // numbers.
 //   nvcc -O2 -arch=sm_90 tools/probes/overlap.cu -lcublas -o /tmp/overlap && /tmp/overlap
 #include <cublas_v2.h>

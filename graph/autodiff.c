@@ -239,6 +239,7 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
         if (owner && owner[p] != oc->dp_rank) continue;
         int state[3];
         const char *suffix[3] = {"adam_m", "adam_v", "master"};
+        const stg_role role[3] = {STG_ROLE_ADAM_M, STG_ROLE_ADAM_V, STG_ROLE_MASTER};
         int nstate = g->precision == STG_PREC_BF16 ? 3 : 2;
         for (int k = 0; k < nstate; k++) {
             char nm[STG_NAME_MAX + 16];
@@ -248,6 +249,7 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
             state[k] = graph_add_tensor(g, nm, pt.ndim, pt.shape, g->grad_dtype, STG_CLASS_OPTIMIZER, pt.loc, err);
             if (state[k] < 0) goto done;
             g->t[state[k]].param = p;
+            g->t[state[k]].role = role[k];
         }
         stg_attrs a;
         memset(&a, 0, sizeof a);

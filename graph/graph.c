@@ -96,6 +96,12 @@ int graph_find_tensor(const stg_graph *g, const char *name) {
     return -1;
 }
 
+int graph_param_state(const stg_graph *g, int p, stg_role role) {
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].cls == STG_CLASS_OPTIMIZER && g->t[t].param == p && g->t[t].role == role) return t;
+    return -1;
+}
+
 int graph_add_op(stg_graph *g, stg_op_kind kind, const int *in, int n_in, const stg_attrs *a,
                  stg_phase phase, const char *name_hint, stg_loc loc, int *out_ids, stg_err *err) {
     const stg_op_def *d = ops_def(kind);

@@ -30,6 +30,9 @@ int graph_add_tensor(stg_graph *g, const char *name, int ndim, const int64_t *sh
 int graph_shape_check(const char *name, int ndim, const int64_t *shape, stg_loc loc, stg_err *err);
 // Finds a tensor by exact name; -1 when absent.
 int graph_find_tensor(const stg_graph *g, const char *name);
+// The OPTIMIZER tensor holding state `role` of parameter p; -1 when there is none (fp32 graphs
+// have no master; a data-parallel rank holds only the state of the parameters it owns).
+int graph_param_state(const stg_graph *g, int p, stg_role role);
 
 // Adds an op with the given inputs, creates its outputs (named out_names[i] or derived from
 // name_hint), runs the registry's shape rule and fills out_ids. Returns the op id or -1.

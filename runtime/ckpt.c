@@ -142,15 +142,6 @@ static int zero_owner(const stg_graph *g, int p) {
     return -1;
 }
 
-// This rank's AdamW state tensor "<param>.<suffix>" of parameter p, -1 when it holds none.
-static int state_of(const stg_graph *g, int p, const char *suffix) {
-    char nm[STG_NAME_MAX + 16];
-    snprintf(nm, sizeof nm, "%s.%s", g->t[p].name, suffix);
-    nm[STG_NAME_MAX - 1] = 0;
-    int t = graph_find_tensor(g, nm);
-    return t >= 0 && g->t[t].cls == STG_CLASS_OPTIMIZER && g->t[t].param == p ? t : -1;
-}
-
 int rt_ckpt_save_dist(rt_exec *e, const char *path, const rt_ckpt_state *st, rt_dist *d, stg_err *err) {
     const stg_graph *g = rt_exec_graph(e);
     bool zero = false;
@@ -158,6 +149,7 @@ int rt_ckpt_save_dist(rt_exec *e, const char *path, const rt_ckpt_state *st, rt_
     if (!d || d->world <= 1) return rt_ckpt_save(e, path, st, err);
     if (!zero) return d->rank == 0 ? rt_ckpt_save(e, path, st, err) : 0; // every rank holds everything
     static const char *const names[3] = {NULL, "adam_m", "adam_v"};
+    static const stg_role roles[3] = {STG_ROLE_NONE, STG_ROLE_ADAM_M, STG_ROLE_ADAM_V};
     size_t hsz = host_dtype(g) == RT_DT_F64 ? 8 : 4;
     rt_st_writer *w = d->rank == 0 ? rt_st_writer_new(err) : NULL;
     if (d->rank == 0 && !w) return -1;
@@ -173,7 +165,7 @@ int rt_ckpt_save_dist(rt_exec *e, const char *path, const rt_ckpt_state *st, rt_
         for (int k = 0; k < 3; k++) {
             void **b = &bufs[3 * p + k];
             if (d->rank == owner) {
-                int src = k == 0 ? rt_exec_param_truth(e, p) : state_of(g, p, names[k]);
+                int src = k == 0 ? rt_exec_param_truth(e, p) : graph_param_state(g, p, roles[k]);
                 if (src < 0) {
                     stg_errf(err, "rank %d: no AdamW state '%s.%s' for a parameter it owns", d->rank, x->name, names[k]);
                     goto out;

@@ -198,13 +198,8 @@ int rt_exec_write_f64(rt_exec *e, int t, const double *host, stg_err *err) {
 
 int rt_exec_param_truth(const rt_exec *e, int p) {
     const stg_graph *g = e->g;
-    if (g->precision != STG_PREC_BF16) return p;
-    for (int t = 0; t < g->nt; t++)
-        if (g->t[t].cls == STG_CLASS_OPTIMIZER && g->t[t].param == p) {
-            const char *dot = strrchr(g->t[t].name, '.');
-            if (dot && strcmp(dot, ".master") == 0) return t;
-        }
-    return p;
+    int m = graph_param_state(g, p, STG_ROLE_MASTER);
+    return m >= 0 ? m : p;
 }
 
 int rt_exec_init_params(rt_exec *e, uint64_t seed, stg_err *err) {

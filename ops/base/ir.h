@@ -47,6 +47,15 @@ typedef enum stg_init {
     STG_INIT_ZEROS,
 } stg_init;
 
+// What an OPTIMIZER tensor holds for its parameter (set where autodiff makes it; names are for
+// people and checkpoints, never looked up to find a role).
+typedef enum stg_role {
+    STG_ROLE_NONE,
+    STG_ROLE_ADAM_M,  // AdamW's first moment
+    STG_ROLE_ADAM_V,  // AdamW's second moment
+    STG_ROLE_MASTER,  // the fp32 master weight of a bf16 parameter
+} stg_role;
+
 
 
 typedef struct stg_tensor {
@@ -61,6 +70,7 @@ typedef struct stg_tensor {
     int grad;       // PARAM: its gradient tensor after autodiff; -1 otherwise
     int group;      // contiguous placement group (planner), -1 for none
     stg_init init;  // PARAM
+    stg_role role;  // OPTIMIZER: which state of `param` it is
     stg_loc loc;    // where it was declared or made
 } stg_tensor;
 

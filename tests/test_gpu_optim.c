@@ -19,6 +19,7 @@
 #include "tests/testutil.h"
 
 #include "graph/loader.h"
+#include "ops/optim/bench.h"
 #include "planner/budget.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"

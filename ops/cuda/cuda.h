@@ -71,15 +71,6 @@ int cuda_op_run_on(stg_cuda *c, int s, const stg_graph *g, int op, void *const *
 // of `reps` cudaMemcpyAsync of `bytes` between two fresh buffers, timed with events on c->stream
 // (ops/optim/cuda.cu). Allocates and frees 2 x bytes of device memory; not for use in a capture.
 int cuda_copy_bandwidth(stg_cuda *c, size_t bytes, int reps, double *bytes_per_s, stg_err *err);
-// Times variants of the AdamW and global-norm kernels (unroll, cache hints, chunk) and a copy on
-// synthetic tensors of about n elements in all (AdamW in the bf16 form: fp32 master, m, v and
-// gradient, bf16 weight), each the median of `reps` runs: one row per variant with the bytes it
-// moves (ops/optim/cuda.cu; printed by tests/test_gpu_optim.c under STG_BENCH_OPTIM=1).
-typedef struct cuda_optim_bench_row {
-    char name[80];
-    double ms, bytes;
-} cuda_optim_bench_row;
-int cuda_optim_bench(stg_cuda *c, int64_t n, int reps, cuda_optim_bench_row *rows, int max_rows, int *nrows, stg_err *err);
 
 // The cuBLASLt algorithm chosen for MATMUL / LINEAR op `op` (after cuda_prepare): our (m, n, k) and
 // batch, cuBLASLt's configuration ids (-1 where it does not report one), the workspace; tuned

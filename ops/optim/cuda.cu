@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "ops/cuda/common.cuh"
+#include "ops/optim/bench.h"
 
 // ---- lr_schedule ----------------------------------------------------------------------------------
 

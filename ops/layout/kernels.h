@@ -15,7 +15,12 @@
     /* reshape: y = x (n elements); nothing when y == x, memmove otherwise. */                 \
     void cpu_copy_##S(const T *x, T *y, int64_t n);                                            \
     /* x (shape[0], ..., shape[ndim-1]) -> y with dims d0 and d1 swapped, contiguous. */       \
-    void cpu_transpose_##S(const T *x, T *y, int ndim, const int64_t *shape, int d0, int d1);
+    void cpu_transpose_##S(const T *x, T *y, int ndim, const int64_t *shape, int d0, int d1);  \
+    /* x (rows, H, Dh) -> y (rows, H n, Dh): y head h = x head h / n. */                      \
+    void cpu_repeat_kv_##S(const T *x, T *y, int64_t rows, int64_t H, int64_t n, int64_t Dh); \
+    /* dy (rows, H n, Dh) -> dx (rows, H, Dh): dx head h = sum of dy heads h n .. h n + n-1, */ \
+    /* in that order, in double. */                                                           \
+    void cpu_repeat_kv_bwd_##S(const T *dy, T *dx, int64_t rows, int64_t H, int64_t n, int64_t Dh);
 
 STG_CPU_LAYOUT_KERNELS(float, f32)
 STG_CPU_LAYOUT_KERNELS(double, f64)

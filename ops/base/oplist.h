@@ -19,7 +19,7 @@ typedef struct { double eps; } stg_norm_attrs;
 typedef struct { double theta; int inverse; } stg_rope_attrs;       // inverse: rotate by -angle (the backward)
 typedef struct { double fill; } stg_mask_attrs;                     // value written above the diagonal
 typedef struct { double scale; } stg_attention_attrs;               // 0 means 1/sqrt(head_dim)
-typedef struct { double factor; } stg_scale_attrs;
+typedef struct { double factor; } stg_scale_attrs;                  // cross_entropy_bwd: the loss gradient (0 means 1)
 typedef struct { int ndim; int64_t shape[STG_MAX_DIMS]; } stg_reshape_attrs;
 typedef struct { int d0, d1; } stg_transpose_attrs;                 // swaps two dims (a copy)
 // slot > 0: the optimizer-in-backward form: the op's last input is the per-parameter slots of the
@@ -76,7 +76,7 @@ typedef union stg_attrs {
     X(RESHAPE, reshape, layout, stg_reshape_attrs)                      \
     X(TRANSPOSE, transpose, layout, stg_transpose_attrs)                \
     X(CROSS_ENTROPY, cross_entropy, loss, stg_no_attrs)                 \
-    X(CROSS_ENTROPY_BWD, cross_entropy_bwd, loss, stg_no_attrs)         \
+    X(CROSS_ENTROPY_BWD, cross_entropy_bwd, loss, stg_scale_attrs)      \
     X(GLOBAL_NORM, global_norm, optim, stg_no_attrs)                    \
     X(LR_SCHEDULE, lr_schedule, optim, stg_lr_attrs)                    \
     X(ADAMW, adamw, optim, stg_adamw_attrs)                             \

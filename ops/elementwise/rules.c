@@ -97,6 +97,8 @@ const stg_op_def stg_rule_swiglu_bwd = {"swiglu_bwd", 3, 3, 2, NULL, 0, ops_infe
 const stg_op_def stg_rule_mul = {"mul", 2, 2, 1, NULL, 0, ops_infer_binary_same, grad_mul, ops_flops_elem1, .saves_in = OPS_BIT(0) | OPS_BIT(1),
                     .inplace_in = 0};
 
-const stg_op_def stg_rule_add = {"add", 2, 2, 1, NULL, 0, ops_infer_binary_same, grad_add, ops_flops_elem1, .inplace_in = 0};
+const stg_op_def stg_rule_add = {"add", 2, 2, 1, NULL, 0, ops_infer_binary_same, grad_add, ops_flops_elem1, .inplace_in = 0,
+                                 .accum_out = OPS_BIT(0)};
 
-const stg_op_def stg_rule_scale = {"scale", 1, 1, 1, ATTRS(attrs_scale), infer_scale, grad_scale, ops_flops_elem1, .inplace_in = 0};
+const stg_op_def stg_rule_scale = {"scale", 1, 1, 1, ATTRS(attrs_scale), infer_scale, grad_scale, ops_flops_elem1, .inplace_in = 0,
+                                   .accum_out = OPS_BIT(0)};

@@ -184,12 +184,12 @@ static const stg_attr_def attrs_matmul_group[] = {ATTR(matmul, ta, STG_ATTR_INT,
                                                   ATTR(matmul, grad_out, STG_ATTR_INT, 0, 0)};
 
 const stg_op_def stg_rule_linear = {"linear", 2, 3, 1, NULL, 0, infer_linear, grad_linear, flops_linear, .saves_in = OPS_BIT(0) | OPS_BIT(1),
-                       .inplace_in = -1, .addend_in = 2};
+                       .inplace_in = -1, .addend_in = 2, .accum_out = OPS_BIT(0)};
 
 const stg_op_def stg_rule_matmul = {"matmul", 2, 3, 1, ATTRS(attrs_matmul), infer_matmul, grad_matmul, flops_matmul,
-                       .saves_in = OPS_BIT(0) | OPS_BIT(1), .inplace_in = -1, .addend_in = 2};
+                       .saves_in = OPS_BIT(0) | OPS_BIT(1), .inplace_in = -1, .addend_in = 2, .accum_out = OPS_BIT(0)};
 
 // made by graph_group_matmuls from independent matmuls of equal shapes (no gradient rule: it
     // runs after autodiff); one output per pair of inputs
 const stg_op_def stg_rule_matmul_group = {"matmul_group", 4, 2 * STG_MAX_OUT, -1, ATTRS(attrs_matmul_group), infer_matmul_group, NULL,
-                             flops_matmul, .inplace_in = -1};
+                             flops_matmul, .inplace_in = -1, .accum_out = OPS_BIT(0) | OPS_BIT(1) | OPS_BIT(2)};

@@ -707,7 +707,7 @@ int rt_exec_submit(rt_exec *e, unsigned mask, stg_err *err) {
                 return stg_errf(err, "executor: micro-batch %d of %d of input '%s' was never written", k + 1, e->micro,
                                 e->g->t[e->inputs[i]].name);
         if (e->staged[i] != slot) {
-            memcpy(e->staging[slot][i], e->staging[e->staged[i]][i], (size_t)stg_bytes(&e->g->t[e->inputs[i]]));
+            memcpy(e->staging[slot][i], e->staging[e->staged[i]][i], (size_t)stg_bytes(&e->g->t[e->inputs[i]]) * (size_t)e->micro);
             e->staged[i] = slot;
         }
     }

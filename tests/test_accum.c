@@ -20,6 +20,9 @@
 
 #include "tests/testutil.h"
 
+#include "ops/elementwise/kernels.h"
+#include "ops/embedding/kernels.h"
+#include "ops/matmul/kernels.h"
 #include "ops/registry.h"
 #include "planner/budget.h"
 #include "planner/plan.h"
@@ -178,6 +181,52 @@ static void test_budget(void **s) {
     if (plan_verify(fit->g, fit->p, &err)) fail_msg("%s", err.msg);
     stg_step_free(fit);
     same_as_one_batch(c, 1e-6);
+}
+
+// ---- the CPU kernels that add into a gradient ---------------------------------------------------
+
+static void fill(double *x, int64_t n, rt_rng *r) {
+    for (int64_t i = 0; i < n; i++) x[i] = 2.0 * rt_rng_uniform(r) - 1.0;
+}
+
+// Each accumulating kernel on fresh random inputs: out (random) + the result equals what the
+// writing kernel gives plus out, to rounding (fp64).
+static void test_kernels(void **s) {
+    rt_rng r;
+    rt_rng_seed(&r, 11);
+    stg_err err;
+    enum { M = 5, N = 7, K = 9 };
+    double A[K * M], B[N * K], C0[M * N], C[M * N], W[M * N];
+    fill(A, K * M, &r), fill(B, N * K, &r), fill(C0, M * N, &r);
+    size_t nb = cpu_matmul_scratch_f64(1, M, N, K, 1, 1, 0);
+    void *sc = malloc(nb);
+    assert_non_null(sc);
+    memcpy(C, C0, sizeof C);
+    assert_int_equal(cpu_matmul_f64(A, B, W, 1, M, N, K, 1, 1, 0, 0, sc, nb, &err), 0); // written
+    assert_int_equal(cpu_matmul_f64(A, B, C, 1, M, N, K, 1, 1, 0, 1, sc, nb, &err), 0); // added
+    for (int i = 0; i < M * N; i++) assert_true(fabs(C[i] - (C0[i] + W[i])) < 1e-12);
+    free(sc);
+    // embedding backward: tokens 0..3 over a vocabulary of 5 (row 4 gets nothing: unchanged)
+    int32_t tok[6] = {1, 3, 1, 0, 2, 1};
+    double dy[6 * 3], dW0[5 * 3], dW[5 * 3], dWw[5 * 3];
+    fill(dy, 18, &r), fill(dW0, 15, &r);
+    nb = cpu_embedding_bwd_scratch_f64(6, 5, 3);
+    sc = malloc(nb);
+    assert_non_null(sc);
+    memcpy(dW, dW0, sizeof dW);
+    assert_int_equal(cpu_embedding_bwd_f64(tok, dy, dWw, 6, 5, 3, 0, sc, nb, &err), 0);
+    assert_int_equal(cpu_embedding_bwd_f64(tok, dy, dW, 6, 5, 3, 1, sc, nb, &err), 0);
+    for (int i = 0; i < 15; i++) assert_true(fabs(dW[i] - (dW0[i] + dWw[i])) < 1e-12);
+    for (int i = 12; i < 15; i++) assert_true(dW[i] == dW0[i]);
+    free(sc);
+    double x[16], y0[16], y[16], z[16];
+    fill(x, 16, &r), fill(y0, 16, &r), fill(z, 16, &r);
+    memcpy(y, y0, sizeof y);
+    cpu_scale_acc_f64(x, y, 16, -0.75);
+    for (int i = 0; i < 16; i++) assert_true(fabs(y[i] - (y0[i] - 0.75 * x[i])) < 1e-15);
+    memcpy(y, y0, sizeof y);
+    cpu_add_acc_f64(x, z, y, 16);
+    for (int i = 0; i < 16; i++) assert_true(fabs(y[i] - (y0[i] + x[i] + z[i])) < 1e-15);
 }
 
 // ---- the graph and the plan -------------------------------------------------------------------
@@ -456,6 +505,7 @@ static void test_cli_runs(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kernels),
         cmocka_unit_test(test_graph),
         cmocka_unit_test(test_in_backward_refused),
         cmocka_unit_test(test_exec_inputs),

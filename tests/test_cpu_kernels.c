@@ -80,7 +80,7 @@ static void *scratch_new(size_t n) {
                             int64_t k, int ta, int tb, int b_batched, stg_err *err) {              \
         size_t nb = cpu_matmul_scratch_##S(batch, m, n, k, ta, tb, b_batched);                     \
         void *sc = scratch_new(nb);                                                                \
-        int rc = cpu_matmul_##S(A, B, C, batch, m, n, k, ta, tb, b_batched, sc, nb, err);          \
+        int rc = cpu_matmul_##S(A, B, C, batch, m, n, k, ta, tb, b_batched, 0, sc, nb, err);       \
         free(sc);                                                                                  \
         return rc;                                                                                 \
     }                                                                                              \
@@ -106,7 +106,7 @@ static void *scratch_new(size_t n) {
                                    int64_t D, stg_err *err) {                                      \
         size_t nb = cpu_embedding_bwd_scratch_##S(n, V, D);                                        \
         void *sc = scratch_new(nb);                                                                \
-        int rc = cpu_embedding_bwd_##S(tok, dy, dW, n, V, D, sc, nb, err);                         \
+        int rc = cpu_embedding_bwd_##S(tok, dy, dW, n, V, D, 0, sc, nb, err);                      \
         free(sc);                                                                                  \
         return rc;                                                                                 \
     }

@@ -276,7 +276,7 @@ int cmd_train(int argc, char **argv) {
                dist.world > 1 ? "; data parallel" : "");
     if (dist.rank == 0 && m.optim.dp_world >= 1)
         printf("data parallel: %d ranks, global batch = %d x the model's batch, gradients averaged in buckets of %.1f MiB\n", dist.world,
-               dist.world, (double)m.optim.dp_bucket_bytes / (1 << 20));
+               dist.world * (g->grad_accum > 1 ? g->grad_accum : 1), (double)m.optim.dp_bucket_bytes / (1 << 20));
     if (dist.rank == 0 && g->grad_accum > 1) {
         int64_t mt = cli_micro_tokens(g);
         printf("gradient accumulation: %d micro-batches of %lld tokens%s per optimizer step: %lld tokens per step\n", g->grad_accum,

@@ -77,6 +77,13 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
     int *owner = NULL; // ZeRO-1 owners of the parameters (graph_dp_owners)
     if (out < 0) return stg_errf(err, "the model has no loss");
     if (g->nops != g->n_fwd_ops) return stg_errf(err, "autodiff runs once, on a forward graph");
+    int accum = oc && oc->grad_accum > 1 ? oc->grad_accum : 0; // micro-batches per optimizer step
+    if (oc && oc->grad_accum < 0) return stg_errf(err, "gradient accumulation: %d micro-batches", oc->grad_accum);
+    if (accum && oc->in_backward)
+        return stg_errf(err, "--optimizer-in-backward and gradient accumulation cannot combine: the optimizer in backward "
+                             "updates each parameter and frees its gradient as soon as that gradient is final, while "
+                             "accumulation must keep every gradient until the last micro-batch has added to it");
+    g->grad_accum = accum; // read by the loss's gradient rule (ops_loss_grad: 1 / accum)
     const int nf = g->nops, ntf = g->nt;
     int *gsum = malloc(sizeof(int) * (size_t)ntf);
     char *needs = calloc((size_t)ntf, 1), *no_decay = calloc((size_t)ntf, 1);
@@ -156,6 +163,14 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
     }
     for (int q = 0; q < ntf; q++)
         if (gsum[q] >= 0 && gsum[q] < g->nt) gsum_uses[gsum[q]]++;
+    if (accum) { // a gradient another backward op reads must not be a running sum: counted as shared
+        for (int o = nf; o < g->nops; o++)
+            for (int i = 0; i < g->ops[o].n_in; i++) {
+                int t = g->ops[o].in[i];
+                gsum_uses[t] += 2;
+                if (g->t[t].base >= 0) gsum_uses[g->t[t].base] += 2;
+            }
+    }
     for (int p = 0; p < ntf; p++) {
         if (g->t[p].cls != STG_CLASS_PARAM) continue;
         nparams++;
@@ -165,11 +180,18 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
         }
         int gt = gsum[p];
         bool shared = g->t[gt].base >= 0 || g->t[gt].cls == STG_CLASS_GRAD || g->t[gt].producer < nf || gsum_uses[gt] > 1;
+        // Accumulation: the op that makes the gradient adds into it after the first micro-batch when
+        // its kind can (ops_can_accumulate); otherwise a copy (a scale op, which can) does.
+        int pr = g->t[gt].producer, k = -1;
+        for (int j = 0; !shared && accum && j < g->ops[pr].n_out; j++)
+            if (g->ops[pr].out[j] == gt) k = j;
+        bool native = accum && !shared && k >= 0 && ops_can_accumulate(g, pr, k);
         char nm[STG_NAME_MAX + 8];
         snprintf(nm, sizeof nm, "%s.grad", g->t[p].name);
         nm[STG_NAME_MAX - 1] = 0;
-        if (shared && (gt = materialize(g, gt, g->t[p].loc, nm, err)) < 0)
+        if ((shared || (accum && !native)) && (gt = materialize(g, gt, g->t[p].loc, nm, err)) < 0)
             goto done;
+        if (accum) g->ops[native ? pr : g->t[gt].producer].accum |= (uint8_t)(1u << (native ? k : 0));
         if (g->t[gt].dtype != g->grad_dtype) {
             stg_errf(err, "internal: the gradient of '%s' is %s, expected %s", g->t[p].name, stg_dtype_name(g->t[gt].dtype),
                      stg_dtype_name(g->grad_dtype));

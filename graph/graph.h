@@ -73,6 +73,12 @@ typedef struct stg_optim_config {
     // keeps its AdamW state (and fp32 master weight) and updates it; a broadcast op from the owner
     // then gives every rank the new values. dp_rank: this process.
     int dp_zero, dp_rank;
+    // Gradient accumulation: micro-batches per optimizer step (0 or 1: none). graph_autodiff sets
+    // g->grad_accum, scales the loss gradient by 1 / grad_accum, makes each parameter's final
+    // gradient accumulate (the op that writes it adds into it after the first micro-batch: its
+    // stg_op.accum bit, or a copy op that does) and refuses in_backward (a gradient is dead as soon
+    // as its update runs, so it cannot be summed over micro-batches).
+    int grad_accum;
 } stg_optim_config;
 
 stg_optim_config graph_optim_defaults(void);

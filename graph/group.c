@@ -9,7 +9,7 @@
 // Rules: members are LINEAR (input of 2 or more dims: the matmul x · Wᵀ) or MATMUL ops of one phase
 // (forward or backward) with a 2-D second operand (and a 2-D first when it is transposed: each
 // member one matrix product), without an addend, that are not recomputation copies, with the same
-// transposes, output dtype and operand shapes and dtypes; each after the first shares the view root
+// transposes, output dtype, gradient accumulation (stg_op.accum) and operand shapes and dtypes; each after the first shares the view root
 // of an operand with the first; none depends on another. At most STG_MAX_OUT members.
 //
 // The group takes the place of its last member in creation order (all members' inputs exist
@@ -137,6 +137,8 @@ int graph_group_matmuls(stg_graph *g, stg_err *err) {
             if (group[j] >= 0 || !as_product(g, j, &aj)) continue;
             const stg_op *oj = &g->ops[j];
             if (oj->phase != oi->phase || aj.ta != ai.ta || aj.tb != ai.tb || aj.grad_out != ai.grad_out) continue;
+            if ((oj->accum & 1u) != (oi->accum & 1u)) continue; // a group's products all accumulate, or none
+
             if (!same_tensor_shape(&g->t[oi->in[0]], &g->t[oj->in[0]]) ||
                 !same_tensor_shape(&g->t[oi->in[1]], &g->t[oj->in[1]]) ||
                 !same_tensor_shape(&g->t[oi->out[0]], &g->t[oj->out[0]]))
@@ -273,6 +275,7 @@ int graph_group_matmuls(stg_graph *g, stg_err *err) {
         groupin[s] = NULL;
         grp.n_in = 2 * k;
         grp.n_out = k;
+        grp.accum = (g->ops[first].accum & 1u) ? (uint8_t)((1u << k) - 1u) : 0; // gradient accumulation
         memset(&grp.a, 0, sizeof grp.a);
         grp.a.matmul = a;
         ops2[s] = grp;

@@ -107,6 +107,15 @@ int ops_check_addend(stg_graph *g, int id, stg_err *err) {
     return 0;
 }
 
+bool ops_can_accumulate(const stg_graph *g, int id, int k) {
+    const stg_op *op = OPS_OP(g, id);
+    const stg_op_def *d = ops_def(op->kind);
+    if (!d || k < 0 || k >= op->n_out || k >= 32 || !((d->accum_out >> k) & 1u)) return false;
+    return !(d->addend_in > 0 && op->n_in > d->addend_in);
+}
+
+double ops_loss_grad(const stg_graph *g) { return g->grad_accum > 1 ? 1.0 / (double)g->grad_accum : 1.0; }
+
 int ops_infer_same_as_in0(stg_graph *g, int id, stg_err *err) {
     if (ops_need_float(g, id, 0, err)) return -1;
     ops_copy_shape(OPS_OUT(g, id, 0), OPS_IN(g, id, 0), OPS_IN(g, id, 0)->dtype);

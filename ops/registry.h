@@ -63,6 +63,10 @@ typedef struct stg_op_def {
     // differences (fp64), fp32 against fp64, planned buffer sharing against separate buffers, and
     // CUDA against the CPU. Parameters use init=embedding (std 1); i32 inputs get values in [0, 5).
     const char *sample;
+    // Bit k: the kind can add its output k into what the buffer holds instead of overwriting it
+    // (gradient accumulation, stg_op.accum: cuBLASLt's beta = 1 for the products); every backend
+    // implements it for these kinds. An op that has its addend input cannot (ops_can_accumulate).
+    uint32_t accum_out;
 } stg_op_def;
 
 // Bit i of an input mask; inputs past 31 (of variadic ops: global_norm, allreduce) share bit 31.
@@ -91,6 +95,12 @@ void ops_rows_shape(const stg_tensor *x, int *nd, int64_t *s); // all dims but t
 stg_dtype ops_grad_dtype_for(const stg_graph *g, const stg_tensor *t);
 // The optional addend input (stg_op_def.addend_in): of output 0's shape and dtype.
 int ops_check_addend(stg_graph *g, int id, stg_err *err);
+// Whether op id can add into its output k (its row's accum_out, and no addend input taken).
+bool ops_can_accumulate(const stg_graph *g, int id, int k);
+// The gradient of the step's loss with respect to the model's loss (what STG_GRAD_SEED stands
+// for): 1, or 1 / g->grad_accum when the step sums that many micro-batches' gradients (their mean).
+// A loss op's gradient rule scales its result by it.
+double ops_loss_grad(const stg_graph *g);
 // Shape rules several families use.
 int ops_infer_same_as_in0(stg_graph *g, int id, stg_err *err);
 int ops_infer_binary_same(stg_graph *g, int id, stg_err *err);

@@ -283,7 +283,7 @@ static int resolve_storage(const stg_graph *g, stg_plan *p, int *vroot, stg_err 
             if (k != 0 || !d || d->inplace_in < 0 || d->inplace_in >= op->n_in) continue;
             int in = op->in[d->inplace_in];
             int st = p->owner[in];
-            if (stg_class_persistent(g->t[st].cls) || stg_class_persistent(g->t[t].cls)) continue;
+            if (stg_tensor_persistent(g, st) || stg_tensor_persistent(g, t)) continue;
             if (g->t[st].group >= 0 || g->t[t].group >= 0) continue;
             if (slast[st] != s) continue; // read later (itself, a view, or an earlier tenant's view)
             if (p->size[t] > p->size[st]) continue;
@@ -384,7 +384,7 @@ int plan_build(const stg_graph *g, const stg_plan_opts *o, stg_plan **out, stg_e
     int64_t pers = 0;
     for (int i = 0; i < nm; i++) {
         int t = members[i];
-        if (!stg_class_persistent(g->t[t].cls)) continue;
+        if (!stg_tensor_persistent(g, t)) continue;
         p->region[t] = STG_REGION_PERSISTENT;
         p->offset[t] = pers;
         pers += p->size[t];
@@ -397,11 +397,11 @@ int plan_build(const stg_graph *g, const stg_plan_opts *o, stg_plan **out, stg_e
     for (int i = 0; i < nm; i++) {
         int t = members[i];
         item_of[t] = -1;
-        if (stg_class_persistent(g->t[t].cls)) continue;
+        if (stg_tensor_persistent(g, t)) continue;
         int grp = g->t[t].group;
         if (grp >= 0 && i > 0) {
             int prev = members[i - 1];
-            if (g->t[prev].group == grp && !stg_class_persistent(g->t[prev].cls) && item_of[prev] >= 0) {
+            if (g->t[prev].group == grp && !stg_tensor_persistent(g, prev) && item_of[prev] >= 0) {
                 item *x = &it[item_of[prev]];
                 item_of[t] = item_of[prev];
                 x->size += p->size[t];
@@ -418,12 +418,12 @@ int plan_build(const stg_graph *g, const stg_plan_opts *o, stg_plan **out, stg_e
     for (int i = 0; i < nm; i++) { // a group mixing regions cannot be one block
         int t = members[i];
         if (i > 0 && g->t[t].group >= 0 && g->t[members[i - 1]].group == g->t[t].group &&
-            stg_class_persistent(g->t[t].cls) != stg_class_persistent(g->t[members[i - 1]].cls)) {
+            stg_tensor_persistent(g, t) != stg_tensor_persistent(g, members[i - 1])) {
             stg_errf(err, "plan: group %d holds '%s' (%s, persistent) and '%s' (%s, arena); a group must lie in one region",
-                     g->t[t].group, g->t[stg_class_persistent(g->t[t].cls) ? t : members[i - 1]].name,
-                     stg_class_name(g->t[stg_class_persistent(g->t[t].cls) ? t : members[i - 1]].cls),
-                     g->t[stg_class_persistent(g->t[t].cls) ? members[i - 1] : t].name,
-                     stg_class_name(g->t[stg_class_persistent(g->t[t].cls) ? members[i - 1] : t].cls));
+                     g->t[t].group, g->t[stg_tensor_persistent(g, t) ? t : members[i - 1]].name,
+                     stg_class_name(g->t[stg_tensor_persistent(g, t) ? t : members[i - 1]].cls),
+                     g->t[stg_tensor_persistent(g, t) ? members[i - 1] : t].name,
+                     stg_class_name(g->t[stg_tensor_persistent(g, t) ? members[i - 1] : t].cls));
             goto fail;
         }
     }
@@ -645,11 +645,11 @@ int plan_verify(const stg_graph *g, const stg_plan *p, stg_err *err) {
             stg_errf(err, "plan_verify: view '%s' is not in the storage of its base '%s'", x->name, g->t[r].name);
             goto done;
         }
-        if (stg_class_persistent(g->t[st].cls) && p->region[st] != STG_REGION_PERSISTENT) {
+        if (stg_tensor_persistent(g, st) && p->region[st] != STG_REGION_PERSISTENT) {
             stg_errf(err, "plan_verify: '%s' (%s) is not in the persistent region", g->t[st].name, stg_class_name(g->t[st].cls));
             goto done;
         }
-        if (!stg_class_persistent(g->t[st].cls) && p->region[st] == STG_REGION_PERSISTENT) {
+        if (!stg_tensor_persistent(g, st) && p->region[st] == STG_REGION_PERSISTENT) {
             stg_errf(err, "plan_verify: '%s' (%s) is in the persistent region", g->t[st].name, stg_class_name(g->t[st].cls));
             goto done;
         }

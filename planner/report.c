@@ -399,6 +399,14 @@ static int write_text(wr *w, bool md, const stg_graph *g, const stg_plan *p, con
         pr(w, md ? "- optimizer: **in backward** (%s)\n" : "optimizer:   in backward (%s)\n",
            "each parameter's AdamW update runs as soon as its gradient is final, which frees the gradient there; gradient "
            "clipping uses the previous step's global norm, and the first step of a run does not clip");
+    if (g->grad_accum > 1) {
+        char gb[64];
+        pr(w, md ? "- gradient accumulation: **%d micro-batches** per optimizer step (%s)\n" : "accumulation: %d micro-batches per optimizer step (%s)\n",
+           g->grad_accum, "each of the model's batch; the gradients are persistent, written by the first micro-batch's backward pass "
+                          "and added into by the others, and clipping and AdamW run once after the last");
+        pr(w, md ? "- accumulated gradients: %s, persistent\n" : "gradients:   %s, persistent (accumulated over the micro-batches)\n",
+           gib(gb, sizeof gb, p->by_class[STG_CLASS_GRAD]));
+    }
     pr(w, md ? "- dims:" : "dims:       ");
     for (int i = 0; i < g->ndims; i++) pr(w, " %s=%lld", g->dims[i].name, (long long)g->dims[i].value);
     for (int i = 0; i < g->nopts; i++) pr(w, " %s=%s", g->opt_names[i], g->opt_values[i]);
@@ -602,6 +610,7 @@ static int write_json(wr *w, const stg_graph *g, const stg_plan *p, const stg_fo
     json_str(w, stg_precision_name(g->precision));
     pr(w, ",\n  \"mode\": ");
     json_str(w, a->mode);
+    pr(w, ",\n  \"grad_accum\": %d", g->grad_accum > 1 ? g->grad_accum : 1);
     pr(w, ",\n  \"dims\": {");
     for (int i = 0; i < g->ndims; i++) {
         pr(w, "%s", i ? ", " : "");

@@ -7,6 +7,7 @@
 #ifndef STG_BACKEND_H
 #define STG_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,10 @@ typedef struct rt_backend_ops {
     int (*prepare)(rt_backend *b, const stg_graph *g, void *const *ptr, stg_err *err);
     // Enqueues op `op` of g; ptr[t] is tensor t's address in backend memory.
     int (*run_op)(rt_backend *b, const stg_graph *g, int op, void *const *ptr, stg_err *err);
+    // Gradient accumulation (stg_graph.grad_accum > 1): whether ops enqueued from now on that are
+    // marked to accumulate (stg_op.accum) add into those outputs (on: micro-batches after the first)
+    // or write them (off, the default). May be NULL: the backend cannot accumulate.
+    void (*set_accumulate)(rt_backend *b, bool on);
     // Marks / waits for a point in the stream (slot 0 or 1), and waits for everything.
     int (*record)(rt_backend *b, int slot, stg_err *err);
     int (*wait)(rt_backend *b, int slot, stg_err *err);

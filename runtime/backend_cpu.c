@@ -65,6 +65,7 @@ typedef struct {
     void *scratch;        // kernel scratch for the prepared graph: one allocation, made by prepare
     size_t scratch_bytes;
     rt_dist *dist;        // the data-parallel group (rt_backend_cpu_join), NULL when none
+    bool accumulate;      // set_accumulate: marked ops add into their outputs
 } cpu_impl;
 
 // Allocates the scratch every op of g may need (the max of cpu_op_scratch_bytes), once, before the
@@ -107,8 +108,10 @@ static int cpu_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, 
             return stg_err_prefix(err, "broadcast of %s", t->name);
         return 0;
     }
-    return cpu_op_run(g, op, ptr, im->scratch, im->scratch_bytes, err);
+    return cpu_op_run_accum(g, op, ptr, im->scratch, im->scratch_bytes, im->accumulate, err);
 }
+
+static void cpu_set_accumulate(rt_backend *b, bool on) { ((cpu_impl *)b->impl)->accumulate = on; }
 
 int rt_backend_cpu_join(rt_backend *b, rt_dist *d, stg_err *err) {
     if (b->ops->run_op != cpu_run) return stg_errf(err, "rt_backend_cpu_join: not a cpu backend");
@@ -177,6 +180,7 @@ static const rt_backend_ops cpu_ops = {
     .fill = cpu_fill,
     .prepare = cpu_prepare,
     .run_op = cpu_run,
+    .set_accumulate = cpu_set_accumulate,
     .record = cpu_slot,
     .wait = cpu_slot,
     .sync = cpu_nothing,

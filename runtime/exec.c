@@ -9,6 +9,13 @@
 
 #define MAX_INPUTS 16
 
+// What a run leaves for the host (results[slot]): the gradient norm, the schedule's [steps done,
+// lr], then one loss per micro-batch; each as the graph's grad dtype (4 or 8 bytes).
+#define RES_NORM 0
+#define RES_SCHED 8
+#define RES_LOSS 32
+static size_t results_bytes(int micro) { return (size_t)RES_LOSS + 8 * (size_t)micro; }
+
 struct rt_exec {
     const stg_graph *g;
     const stg_plan *p;
@@ -20,12 +27,19 @@ struct rt_exec {
     void *persistent, *arena;
     int64_t allocated;
     int64_t mem_before, measured;
-    // inputs staged in host memory, two slots (runs alternate between them)
+    // Gradient accumulation: every run with a forward or backward phase is `micro` passes over as
+    // many micro-batches (g->grad_accum, at least 1); ops that read a parameter gradient (the
+    // data-parallel all-reduce, the optimizer) run in the last pass only (after_grads).
+    int micro;
+    bool *after_grads;         // (nops)
+    // inputs staged in host memory, two slots (runs alternate between them), micro-batch after
+    // micro-batch (micro x the tensor's bytes)
     int inputs[MAX_INPUTS];
     int ninputs;
     void *staging[2][MAX_INPUTS];
     int staged[MAX_INPUTS];    // the slot holding each input's latest value, -1 before any
-    unsigned char *results[2]; // raw loss, grad_norm, [steps done, lr] as the graph's dtypes
+    unsigned char *have;       // (ninputs x micro) micro-batch k of input i was written
+    unsigned char *results[2]; // RES_*: raw gradient norm, [steps done, lr], losses as the graph's dtypes
     unsigned mask[2];          // what the run in each slot computed
     int parity;                // slot of the next submit
     int pending[2];            // slots submitted and not collected, oldest first
@@ -51,9 +65,22 @@ int rt_exec_new(const stg_graph *g, const stg_plan *p, rt_backend *b, const rt_e
     if (o) e->o = *o;
     e->mem_before = b->ops->mem_used(b);
     e->measured = -1;
+    e->micro = g->grad_accum > 1 ? g->grad_accum : 1;
+    if (e->micro > 1 && !b->ops->set_accumulate) {
+        stg_errf(err, "executor: the %s backend cannot accumulate gradients over micro-batches", b->ops->name);
+        goto fail;
+    }
     e->ptr = stg_calloc((size_t)g->nt, sizeof *e->ptr, err);
     e->owned = stg_calloc((size_t)g->nt + 2, sizeof *e->owned, err);
-    if (!e->ptr || !e->owned) goto fail;
+    e->after_grads = stg_calloc((size_t)g->nops + 1, sizeof *e->after_grads, err);
+    e->have = stg_calloc((size_t)MAX_INPUTS * (size_t)e->micro, 1, err);
+    if (!e->ptr || !e->owned || !e->after_grads || !e->have) goto fail;
+    for (int op = 0; op < g->nops; op++)
+        for (int i = 0; i < g->ops[op].n_in; i++) {
+            int t = g->ops[op].in[i];
+            if (g->t[t].cls == STG_CLASS_GRAD || (g->t[t].base >= 0 && g->t[g->t[t].base].cls == STG_CLASS_GRAD))
+                e->after_grads[op] = true;
+        }
     if (!e->o.separate) {
         if (own(e, (size_t)p->persistent_bytes, &e->persistent, err) || own(e, (size_t)p->arena_bytes, &e->arena, err)) goto fail;
         for (int t = 0; t < g->nt; t++) {
@@ -77,12 +104,12 @@ int rt_exec_new(const stg_graph *g, const stg_plan *p, rt_backend *b, const rt_e
         e->inputs[e->ninputs] = t;
         e->staged[e->ninputs] = -1;
         for (int k = 0; k < 2; k++)
-            if (b->ops->alloc_host(b, (size_t)stg_bytes(&g->t[t]), &e->staging[k][e->ninputs], err)) goto fail;
+            if (b->ops->alloc_host(b, (size_t)stg_bytes(&g->t[t]) * (size_t)e->micro, &e->staging[k][e->ninputs], err)) goto fail;
         e->ninputs++;
     }
     for (int k = 0; k < 2; k++) {
-        if (b->ops->alloc_host(b, 64, (void **)&e->results[k], err)) goto fail;
-        memset(e->results[k], 0, 64);
+        if (b->ops->alloc_host(b, results_bytes(e->micro), (void **)&e->results[k], err)) goto fail;
+        memset(e->results[k], 0, results_bytes(e->micro));
     }
     if (b->ops->prepare && b->ops->prepare(b, g, e->ptr, err)) goto fail;
     // Small runtime state starts at zero: the schedule's [steps done, lr] and, with the optimizer in
@@ -116,6 +143,8 @@ void rt_exec_free(rt_exec *e) {
     for (int i = 0; i < e->nowned; i++) e->b->ops->release(e->b, e->owned[i]);
     free(e->owned);
     free(e->ptr);
+    free(e->after_grads);
+    free(e->have);
     free(e);
 }
 
@@ -129,21 +158,42 @@ static int input_index(const rt_exec *e, int t) {
 }
 int64_t rt_exec_allocated_bytes(const rt_exec *e) { return e->allocated; }
 
+int rt_exec_micro(const rt_exec *e) { return e->micro; }
+
+// Stages micro-batch `micro` of input i (all of them when micro < 0) for the next run.
+static int stage(rt_exec *e, int i, int micro, const void *host, size_t bytes, stg_err *err) {
+    int slot = e->parity; // wait until the run that last read this slot is done
+    for (int k = 0; k < e->npending; k++)
+        if (e->pending[k] == slot && e->b->ops->wait(e->b, slot, err)) return -1;
+    char *dst = e->staging[slot][i];
+    if (micro >= 0 && e->staged[i] >= 0 && e->staged[i] != slot) // the other micro-batches: their latest values
+        memcpy(dst, e->staging[e->staged[i]][i], bytes * (size_t)e->micro);
+    for (int k = micro < 0 ? 0 : micro; k < (micro < 0 ? e->micro : micro + 1); k++) {
+        memcpy(dst + bytes * (size_t)k, host, bytes);
+        e->have[i * e->micro + k] = 1;
+    }
+    e->staged[i] = slot;
+    return 0;
+}
+
 int rt_exec_write(rt_exec *e, int t, const void *host, size_t bytes, stg_err *err) {
     if (t < 0 || t >= e->g->nt || !e->ptr[t]) return stg_errf(err, "executor: tensor %d has no memory", t);
     if (bytes != (size_t)stg_bytes(&e->g->t[t]))
         return stg_errf(err, "executor: '%s' holds %lld bytes, not %zu", e->g->t[t].name, (long long)stg_bytes(&e->g->t[t]), bytes);
     int i = input_index(e, t);
-    if (i >= 0) { // staged: wait until the run that last read this slot is done
-        int slot = e->parity;
-        for (int k = 0; k < e->npending; k++)
-            if (e->pending[k] == slot && e->b->ops->wait(e->b, slot, err)) return -1;
-        memcpy(e->staging[slot][i], host, bytes);
-        e->staged[i] = slot;
-        return 0;
-    }
+    if (i >= 0) return stage(e, i, -1, host, bytes, err); // every micro-batch
     if (e->b->ops->upload(e->b, e->ptr[t], host, bytes, err)) return -1;
     return e->b->ops->sync(e->b, err);
+}
+
+int rt_exec_write_micro(rt_exec *e, int t, int micro, const void *host, size_t bytes, stg_err *err) {
+    int i = t >= 0 && t < e->g->nt ? input_index(e, t) : -1;
+    if (i < 0) return stg_errf(err, "executor: tensor %d is not an input", t);
+    if (micro < 0 || micro >= e->micro)
+        return stg_errf(err, "executor: micro-batch %d of '%s': a run has %d", micro, e->g->t[t].name, e->micro);
+    if (bytes != (size_t)stg_bytes(&e->g->t[t]))
+        return stg_errf(err, "executor: '%s' holds %lld bytes, not %zu", e->g->t[t].name, (long long)stg_bytes(&e->g->t[t]), bytes);
+    return stage(e, i, micro, host, bytes, err);
 }
 
 int rt_exec_read(rt_exec *e, int t, void *host, size_t bytes, stg_err *err) {
@@ -326,13 +376,19 @@ static bool overlaps(const span *a, int na, const span *b, int nb) {
     return false;
 }
 
-static int lanes_plan(rt_exec *e, unsigned mask, int nstreams, lanes *l, stg_err *err) {
+// Whether op o runs in a pass of phase_mask: its phase is in it, and an op that reads a parameter
+// gradient runs only in the last micro-batch's pass (gradient accumulation).
+static bool runs(const rt_exec *e, int o, unsigned mask, bool last) {
+    return (mask & (1u << e->g->ops[o].phase)) && (last || !e->after_grads[o]);
+}
+
+static int lanes_plan(rt_exec *e, unsigned mask, bool last, int nstreams, lanes *l, stg_err *err) {
     const stg_graph *g = e->g;
     rt_backend *b = e->b;
     memset(l, 0, sizeof *l);
     int n = 0;
     for (int s = 0; s < g->nsched; s++)
-        if (mask & (1u << g->ops[g->schedule[s]].phase)) n++;
+        if (runs(e, g->schedule[s], mask, last)) n++;
     int maxio = 1;
     for (int o = 0; o < g->nops; o++)
         if (g->ops[o].n_in + g->ops[o].n_out > maxio) maxio = g->ops[o].n_in + g->ops[o].n_out;
@@ -350,7 +406,7 @@ static int lanes_plan(rt_exec *e, unsigned mask, int nstreams, lanes *l, stg_err
     if (!l->op || !l->stream || !l->wait || !l->record || !clock || !spans || !nr || !nw) goto out;
     n = 0;
     for (int s = 0; s < g->nsched; s++)
-        if (mask & (1u << g->ops[g->schedule[s]].phase)) l->op[n++] = g->schedule[s];
+        if (runs(e, g->schedule[s], mask, last)) l->op[n++] = g->schedule[s];
     for (int i = 0; i < n; i++) op_spans(e, l->op[i], spans + (size_t)i * (size_t)maxio, &nr[i], &nw[i]);
     int tail[MAX_STREAMS + 1], now[MAX_STREAMS + 1][MAX_STREAMS + 1];
     bool started[MAX_STREAMS + 1] = {false};
@@ -420,11 +476,11 @@ out:
     return rc;
 }
 
-static int enqueue_ops_concurrent(rt_exec *e, unsigned mask, int nstreams, stg_err *err) {
+static int enqueue_ops_concurrent(rt_exec *e, unsigned mask, bool last, int nstreams, stg_err *err) {
     const stg_graph *g = e->g;
     rt_backend *b = e->b;
     lanes l;
-    if (lanes_plan(e, mask, nstreams, &l, err)) return -1;
+    if (lanes_plan(e, mask, last, nstreams, &l, err)) return -1;
     int rc = -1;
     if (b->ops->events(b, l.n + 1, err) || b->ops->event_record(b, 0, 0, err)) goto out;
     int phase = -1;
@@ -500,7 +556,7 @@ int rt_exec_dag_streams(rt_exec *e, unsigned mask, int nstreams, rt_dag **out, s
         rc = 0;
         goto out;
     }
-    if (lanes_plan(e, mask, nstreams, &l, err)) goto out;
+    if (lanes_plan(e, mask, true, nstreams, &l, err)) goto out;
     int tail[MAX_STREAMS + 1], nw = 0;
     for (int k = 0; k <= MAX_STREAMS; k++) tail[k] = -1;
     for (int i = 0; i < n; i++) {
@@ -567,31 +623,34 @@ int rt_exec_critical_path(rt_exec *e, unsigned mask, const double *ms, double *l
 
 int rt_exec_streams(const rt_exec *e) { return exec_streams(e); }
 
-// Everything one run enqueues: staged inputs up, poison (tests), the ops, results down.
-static int enqueue(rt_exec *e, unsigned mask, int slot, stg_err *err) {
+// One pass of a run: micro-batch k's staged inputs up, poison (tests), the ops of mask (those that
+// read parameter gradients only when last), its loss down.
+static int enqueue_pass(rt_exec *e, unsigned mask, int slot, int k, bool last, stg_err *err) {
     const stg_graph *g = e->g;
     rt_backend *b = e->b;
     for (int i = 0; i < e->ninputs; i++) {
         int t = e->inputs[i];
-        if (b->ops->upload(b, e->ptr[t], e->staging[slot][i], (size_t)stg_bytes(&g->t[t]), err)) return -1;
+        size_t by = (size_t)stg_bytes(&g->t[t]);
+        if (b->ops->upload(b, e->ptr[t], (const char *)e->staging[slot][i] + by * (size_t)k, by, err)) return -1;
     }
     if (e->o.poison) {
         if (!e->o.separate) {
             if (b->ops->fill(b, e->arena, 0xff, (size_t)e->p->arena_bytes, err)) return -1;
         } else {
             for (int t = 0; t < g->nt; t++)
-                if (g->t[t].base < 0 && e->ptr[t] && !stg_class_persistent(g->t[t].cls) &&
+                if (g->t[t].base < 0 && e->ptr[t] && !stg_tensor_persistent(g, t) &&
                     b->ops->fill(b, e->ptr[t], 0xff, (size_t)stg_bytes(&g->t[t]), err))
                     return -1;
         }
     }
+    if (e->micro > 1) b->ops->set_accumulate(b, k > 0); // the first micro-batch writes the gradients
     int nstreams = exec_streams(e);
-    if (nstreams > 1 && enqueue_ops_concurrent(e, mask, nstreams, err)) return -1;
+    if (nstreams > 1 && enqueue_ops_concurrent(e, mask, last, nstreams, err)) return -1;
     int phase = -1;
     static const char *const names[] = {"stg forward", "stg backward", "stg optimizer"};
     for (int s = 0; s < g->nsched && nstreams == 1; s++) {
         int o = g->schedule[s];
-        if (!(mask & (1u << g->ops[o].phase))) continue;
+        if (!runs(e, o, mask, last)) continue;
         if ((int)g->ops[o].phase != phase && b->ops->annotate) b->ops->annotate(b, names[phase = (int)g->ops[o].phase]);
         if (b->ops->run_op(b, g, o, e->ptr, err)) {
             const stg_op *op = &g->ops[o];
@@ -599,11 +658,32 @@ static int enqueue(rt_exec *e, unsigned mask, int slot, stg_err *err) {
         }
     }
     if (phase >= 0 && b->ops->annotate) b->ops->annotate(b, NULL);
+    size_t w = stg_dtype_size(g->grad_dtype);
+    unsigned char *r = e->results[slot];
+    if ((mask & RT_PHASE_FORWARD) && g->loss >= 0 && b->ops->download(b, r + RES_LOSS + 8 * (size_t)k, e->ptr[g->loss], w, err))
+        return -1;
+    return 0;
+}
+
+// Everything one run enqueues: with gradient accumulation one forward and backward pass per
+// micro-batch (the first writing the gradients, the others adding into them), the optimizer in the
+// last; then the results down.
+static int enqueue(rt_exec *e, unsigned mask, int slot, stg_err *err) {
+    const stg_graph *g = e->g;
+    rt_backend *b = e->b;
+    int passes = (mask & (RT_PHASE_FORWARD | RT_PHASE_BACKWARD)) ? e->micro : 1;
+    for (int k = 0; k < passes; k++) {
+        bool last = k == passes - 1;
+        int r = enqueue_pass(e, last ? mask : mask & ~RT_PHASE_OPTIMIZER, slot, k, last, err);
+        if (e->micro > 1) b->ops->set_accumulate(b, false);
+        if (r) return passes > 1 ? stg_err_prefix(err, "micro-batch %d of %d", k + 1, passes) : -1;
+    }
     unsigned char *r = e->results[slot];
     size_t w = stg_dtype_size(g->grad_dtype);
-    if ((mask & RT_PHASE_FORWARD) && g->loss >= 0 && b->ops->download(b, r, e->ptr[g->loss], w, err)) return -1;
-    if ((mask & RT_PHASE_OPTIMIZER) && g->grad_norm >= 0 && b->ops->download(b, r + 8, e->ptr[g->grad_norm], w, err)) return -1;
-    if ((mask & RT_PHASE_OPTIMIZER) && g->sched_state >= 0 && b->ops->download(b, r + 16, e->ptr[g->sched_state], 2 * w, err))
+    if ((mask & RT_PHASE_OPTIMIZER) && g->grad_norm >= 0 && b->ops->download(b, r + RES_NORM, e->ptr[g->grad_norm], w, err))
+        return -1;
+    if ((mask & RT_PHASE_OPTIMIZER) && g->sched_state >= 0 &&
+        b->ops->download(b, r + RES_SCHED, e->ptr[g->sched_state], 2 * w, err))
         return -1;
     return 0;
 }
@@ -617,8 +697,12 @@ int rt_exec_submit(rt_exec *e, unsigned mask, stg_err *err) {
         if (e->pending[k] == slot && b->ops->wait(b, slot, err)) return -1;
     for (int i = 0; i < e->ninputs; i++) { // inputs not rewritten since the last run: the same again
         if (e->staged[i] < 0) return stg_errf(err, "executor: input '%s' was never written", e->g->t[e->inputs[i]].name);
+        for (int k = 0; k < e->micro; k++)
+            if (!e->have[i * e->micro + k])
+                return stg_errf(err, "executor: micro-batch %d of %d of input '%s' was never written", k + 1, e->micro,
+                                e->g->t[e->inputs[i]].name);
         if (e->staged[i] != slot) {
-            memcpy(e->staging[slot][i], e->staging[e->staged[i]][i], (size_t)stg_bytes(&e->g->t[e->inputs[i]]));
+            memcpy(e->staging[slot][i], e->staging[e->staged[i]][i], (size_t)stg_bytes(&e->g->t[e->inputs[i]]) * (size_t)e->micro);
             e->staged[i] = slot;
         }
     }
@@ -669,9 +753,14 @@ int rt_exec_collect(rt_exec *e, rt_exec_results *r, stg_err *err) {
         const unsigned char *p = e->results[slot];
         size_t w = stg_dtype_size(g->grad_dtype);
         unsigned m = e->mask[slot];
-        r->loss = (m & RT_PHASE_FORWARD) && g->loss >= 0 ? raw_at(p, g->grad_dtype) : NAN;
-        r->grad_norm = (m & RT_PHASE_OPTIMIZER) && g->grad_norm >= 0 ? raw_at(p + 8, g->grad_dtype) : NAN;
-        r->lr = (m & RT_PHASE_OPTIMIZER) && g->sched_state >= 0 ? raw_at(p + 16 + w, g->grad_dtype) : NAN;
+        r->loss = NAN;
+        if ((m & RT_PHASE_FORWARD) && g->loss >= 0) { // the mean over the micro-batches
+            double sum = 0;
+            for (int k = 0; k < e->micro; k++) sum += raw_at(p + RES_LOSS + 8 * (size_t)k, g->grad_dtype);
+            r->loss = sum / (double)e->micro;
+        }
+        r->grad_norm = (m & RT_PHASE_OPTIMIZER) && g->grad_norm >= 0 ? raw_at(p + RES_NORM, g->grad_dtype) : NAN;
+        r->lr = (m & RT_PHASE_OPTIMIZER) && g->sched_state >= 0 ? raw_at(p + RES_SCHED + w, g->grad_dtype) : NAN;
     }
     return 0;
 }
@@ -692,6 +781,7 @@ int rt_exec_profile(rt_exec *e, unsigned mask, double *ms, stg_err *err) {
     while (e->npending > 0)
         if (rt_exec_collect(e, NULL, err)) return -1;
     if (b->ops->prof_begin(b, g->nsched + 1, err) || rt_exec_run(e, mask, err)) return -1; // warm, and stage inputs
+    if (e->micro > 1) b->ops->set_accumulate(b, false); // one pass over the first micro-batch
     int slot = e->parity;
     for (int i = 0; i < e->ninputs; i++) {
         int t = e->inputs[i];

@@ -18,8 +18,9 @@ typedef struct rt_exec_opts {
                    // backend has; 1: one stream, the schedule's order)
 } rt_exec_opts;
 
-// What a run leaves for the host: the loss (forward runs), the global gradient norm and the
-// learning rate it used (runs with the optimizer); NAN where the run did not make it.
+// What a run leaves for the host: the loss (forward runs; the mean over the micro-batches under
+// gradient accumulation), the global gradient norm and the learning rate it used (runs with the
+// optimizer); NAN where the run did not make it.
 typedef struct rt_exec_results {
     double loss, grad_norm, lr;
 } rt_exec_results;
@@ -49,8 +50,17 @@ int rt_exec_init_params(rt_exec *e, uint64_t seed, stg_err *err);
 int rt_exec_init_params_fast(rt_exec *e, stg_err *err);
 
 // Raw copies of a whole tensor in its own dtype. Writes to INPUT tensors go to a host staging
-// buffer that the next run uploads at its start (inside the captured graph in graph mode).
+// buffer that the next run uploads at its start (inside the captured graph in graph mode); with
+// gradient accumulation the value goes to every micro-batch (rt_exec_write_micro writes one).
 int rt_exec_write(rt_exec *e, int t, const void *host, size_t bytes, stg_err *err);
+// Gradient accumulation (the graph's grad_accum > 1): every run that has a forward or backward
+// phase makes rt_exec_micro(e) passes, one per micro-batch of the staged inputs (micro-batch k
+// uploaded before pass k, inside the captured graph): the first pass writes the parameter
+// gradients, the later ones add into them, the ops that read gradients (the data-parallel
+// all-reduce, clipping, AdamW) run in the last pass only, and the results' loss is the mean of the
+// passes' losses. rt_exec_micro is 1 for a graph without accumulation.
+int rt_exec_micro(const rt_exec *e);
+int rt_exec_write_micro(rt_exec *e, int t, int micro, const void *host, size_t bytes, stg_err *err);
 int rt_exec_read(rt_exec *e, int t, void *host, size_t bytes, stg_err *err);
 // Copies with conversion from/to double for float tensors (f32, bf16, f64) and i32.
 int rt_exec_read_f64(rt_exec *e, int t, double *host, stg_err *err);

@@ -33,9 +33,10 @@ struct rt_feed {
     rt_tokens *tokens;
     rt_markov *markov;
     rt_toy *toyd;
-    int32_t *a, *b;     // host staging (allocated once): the global batch, world x batch rows
+    int32_t *a, *b;     // host staging (allocated once): the global batch, micro x world x batch rows
     float *x;
     int rank, world;    // data parallel: this process feeds rows [rank * batch, (rank + 1) * batch)
+    int micro;          // gradient accumulation: micro-batches per step (the graph's grad_accum, >= 1)
 };
 
 int rt_feed_new(const stg_graph *g, const char *data_path, int markov_k, uint64_t data_seed, rt_feed **out, stg_err *err) {
@@ -43,6 +44,7 @@ int rt_feed_new(const stg_graph *g, const char *data_path, int markov_k, uint64_
     rt_feed *f = stg_calloc(1, sizeof *f, err);
     if (!f) return -1;
     f->world = 1;
+    f->micro = g->grad_accum > 1 ? g->grad_accum : 1;
     f->in_a = graph_find_tensor(g, "tokens");
     f->in_t = graph_find_tensor(g, "targets");
     if (f->in_a < 0) {
@@ -69,8 +71,8 @@ int rt_feed_new(const stg_graph *g, const char *data_path, int markov_k, uint64_
             rt_feed_free(f);
             return stg_errf(err, "a token model needs a 'vocab' dim");
         }
-        f->a = stg_malloc(sizeof(int32_t) * (size_t)(f->batch * f->ctx), err);
-        f->b = stg_malloc(sizeof(int32_t) * (size_t)(f->batch * f->ctx), err);
+        f->a = stg_malloc(sizeof(int32_t) * (size_t)(f->micro * f->batch * f->ctx), err);
+        f->b = stg_malloc(sizeof(int32_t) * (size_t)(f->micro * f->batch * f->ctx), err);
         if (!f->a || !f->b) rc = -1;
         else if (data_path) rc = rt_tokens_open(data_path, f->vocab, &f->tokens, err);
         else if (!(f->markov = rt_markov_new(f->vocab, markov_k, data_seed, RT_MARKOV_UNIFORM, err))) rc = -1;
@@ -87,8 +89,8 @@ int rt_feed_new(const stg_graph *g, const char *data_path, int markov_k, uint64_
         }
         f->batch = a->shape[0];
         f->features = a->shape[1];
-        f->x = stg_malloc(sizeof(float) * (size_t)(f->batch * f->features), err);
-        f->b = stg_malloc(sizeof(int32_t) * (size_t)f->batch, err);
+        f->x = stg_malloc(sizeof(float) * (size_t)(f->micro * f->batch * f->features), err);
+        f->b = stg_malloc(sizeof(int32_t) * (size_t)(f->micro * f->batch), err);
         if (!f->x || !f->b) rc = -1;
         else if (!(f->toyd = rt_toy_new(f->features, classes, data_seed, err))) rc = -1;
     }
@@ -114,10 +116,11 @@ void rt_feed_free(rt_feed *f) {
 double rt_feed_floor(const rt_feed *f) { return f->markov ? rt_markov_entropy(f->markov) : NAN; }
 
 int64_t rt_feed_tokens_per_batch(const rt_feed *f) { return f->toy ? f->batch : f->batch * f->ctx; }
+int64_t rt_feed_tokens_per_step(const rt_feed *f) { return rt_feed_tokens_per_batch(f) * f->micro; }
 
 int rt_feed_shard(rt_feed *f, int rank, int world, stg_err *err) {
     if (world < 1 || rank < 0 || rank >= world) return stg_errf(err, "data: rank %d of %d", rank, world);
-    int64_t rows = f->batch * world, per = f->toy ? f->features : f->ctx;
+    int64_t rows = f->batch * world * f->micro, per = f->toy ? f->features : f->ctx;
     int32_t *b = realloc(f->b, sizeof(int32_t) * (size_t)(rows * (f->toy ? 1 : per)));
     if (!b) return stg_errf(err, "data: out of host memory for a global batch of %lld rows", (long long)rows);
     f->b = b;
@@ -135,32 +138,45 @@ int rt_feed_shard(rt_feed *f, int rank, int world, stg_err *err) {
     return 0;
 }
 
-// Draws the global batch (world x batch rows, the same on every rank for the same rng) and writes
-// this rank's rows.
+// Draws the global batch (micro x world x batch rows, the same on every rank for the same rng) and
+// writes this rank's rows of each micro-batch: micro-batch k of rank r is rows
+// [(k world + r) batch, (k world + r + 1) batch), so that all of them together are the rows one
+// process without accumulation and with micro x world x batch rows would get.
 int rt_feed_next(rt_feed *f, rt_exec *e, rt_rng *rng, stg_err *err) {
-    int64_t rows = f->batch * f->world, r0 = f->batch * f->rank;
+    int64_t rows = f->batch * f->world * f->micro;
     size_t n = (size_t)(f->batch * f->ctx);
+    if (rt_exec_micro(e) != f->micro)
+        return stg_errf(err, "data: the feed makes %d micro-batches per step, the executor %d", f->micro, rt_exec_micro(e));
     if (f->toy) {
         if (rt_toy_batch(f->toyd, rng, rows, f->x, f->b, err)) return -1;
-        const float *x = f->x + r0 * f->features;
-        const stg_graph *g = rt_exec_graph(e);
-        if (g->t[f->in_a].dtype == STG_F32) {
-            if (rt_exec_write(e, f->in_a, x, sizeof(float) * (size_t)(f->batch * f->features), err)) return -1;
-        } else {
-            double *d = stg_malloc(sizeof(double) * (size_t)(f->batch * f->features), err);
-            if (!d) return -1;
-            for (int64_t i = 0; i < f->batch * f->features; i++) d[i] = x[i];
-            int r = rt_exec_write_f64(e, f->in_a, d, err);
-            free(d);
-            if (r) return -1;
+        const stg_tensor *xt = &rt_exec_graph(e)->t[f->in_a];
+        int64_t ne = f->batch * f->features;
+        void *d = xt->dtype == STG_F32 ? NULL : stg_malloc((size_t)stg_bytes(xt), err); // the features in x's dtype
+        if (xt->dtype != STG_F32 && !d) return -1;
+        int r = 0;
+        for (int k = 0; k < f->micro && !r; k++) {
+            int64_t r0 = f->batch * ((int64_t)k * f->world + f->rank);
+            const float *x = f->x + r0 * f->features;
+            for (int64_t i = 0; d && i < ne; i++) {
+                if (xt->dtype == STG_F64) ((double *)d)[i] = x[i];
+                else ((uint16_t *)d)[i] = stg_f32_to_bf16(x[i]);
+            }
+            r = rt_exec_write_micro(e, f->in_a, k, d ? d : x, (size_t)stg_bytes(xt), err);
+            if (!r) r = rt_exec_write_micro(e, f->in_t, k, f->b + r0, sizeof(int32_t) * (size_t)f->batch, err);
         }
-        return rt_exec_write(e, f->in_t, f->b + r0, sizeof(int32_t) * (size_t)f->batch, err);
+        free(d);
+        return r;
     }
     int r = f->tokens ? rt_tokens_batch(f->tokens, rng, rows, f->ctx, f->a, f->b, err)
                       : rt_markov_batch(f->markov, rng, rows, f->ctx, f->a, f->b, err);
     if (r) return -1;
-    if (rt_exec_write(e, f->in_a, f->a + r0 * f->ctx, sizeof(int32_t) * n, err)) return -1;
-    return rt_exec_write(e, f->in_t, f->b + r0 * f->ctx, sizeof(int32_t) * n, err);
+    for (int k = 0; k < f->micro; k++) {
+        int64_t r0 = f->batch * ((int64_t)k * f->world + f->rank);
+        if (rt_exec_write_micro(e, f->in_a, k, f->a + r0 * f->ctx, sizeof(int32_t) * n, err) ||
+            rt_exec_write_micro(e, f->in_t, k, f->b + r0 * f->ctx, sizeof(int32_t) * n, err))
+            return -1;
+    }
+    return 0;
 }
 
 // ---- the loop -------------------------------------------------------------------------------
@@ -294,8 +310,10 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
             }
             double t1 = now_s();
             // throughput over the run so far (reports arrive in pairs when steps are pipelined)
+            int64_t step_tokens = rt_feed_tokens_per_step(feed) * world;
             rt_train_progress p = {done, cfg->steps, r.loss, r.lr, r.grad_norm, NAN,
-                                   (double)rt_feed_tokens_per_batch(feed) * world * (double)(done - start) / (t1 - t0 - tpaused), t1 - t0, res->floor};
+                                   (double)step_tokens * (double)(done - start) / (t1 - t0 - tpaused), t1 - t0, res->floor,
+                                   step_tokens};
             if (done == step && val_due) {
                 if (val_loss(e, vfeed ? vfeed : feed, cfg, &p.val_loss, err)) goto out;
                 res->last_val_loss = p.val_loss;
@@ -306,8 +324,8 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
             res->steps_done = done;
             res->steps_run = done - start;
             if (log) {
-                fprintf(log, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.6g",
-                        (long long)done, r.loss, r.lr, r.grad_norm, p.tokens_per_s);
+                fprintf(log, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.6g, \"tokens_per_step\": %lld",
+                        (long long)done, r.loss, r.lr, r.grad_norm, p.tokens_per_s, (long long)step_tokens);
                 if (!isnan(p.val_loss)) fprintf(log, ", \"val_loss\": %.9g", p.val_loss);
                 fprintf(log, "}\n");
                 if (fflush(log) != 0 || ferror(log)) {

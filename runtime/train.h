@@ -41,6 +41,7 @@ typedef struct rt_train_progress {
     double val_loss;          // NAN when not computed this step
     double tokens_per_s, elapsed_s;
     double floor;             // the data's entropy (nats/token) when known, else NAN
+    int64_t tokens_per_step;  // tokens of one optimizer step over all ranks and micro-batches
 } rt_train_progress;
 
 typedef void (*rt_progress_fn)(void *ctx, const rt_train_progress *p);
@@ -69,6 +70,9 @@ int rt_feed_next(rt_feed *f, rt_exec *e, rt_rng *rng, stg_err *err);
 // the batch one process with world x batch rows would.
 int rt_feed_shard(rt_feed *f, int rank, int world, stg_err *err);
 double rt_feed_floor(const rt_feed *f); // entropy of the synthetic source, NAN otherwise
-int64_t rt_feed_tokens_per_batch(const rt_feed *f);
+int64_t rt_feed_tokens_per_batch(const rt_feed *f); // one micro-batch of this rank (rows for feature models)
+// Gradient accumulation: the graph's grad_accum micro-batches make one step; rt_feed_next writes
+// them all (rt_exec_write_micro). Tokens of one step of this rank: micro-batches x tokens per batch.
+int64_t rt_feed_tokens_per_step(const rt_feed *f);
 
 #endif

@@ -80,7 +80,7 @@ static void *scratch_new(size_t n) {
                             int64_t k, int ta, int tb, int b_batched, stg_err *err) {              \
         size_t nb = cpu_matmul_scratch_##S(batch, m, n, k, ta, tb, b_batched);                     \
         void *sc = scratch_new(nb);                                                                \
-        int rc = cpu_matmul_##S(A, B, C, batch, m, n, k, ta, tb, b_batched, sc, nb, err);          \
+        int rc = cpu_matmul_##S(A, B, C, batch, m, n, k, ta, tb, b_batched, 0, sc, nb, err);       \
         free(sc);                                                                                  \
         return rc;                                                                                 \
     }                                                                                              \
@@ -106,7 +106,7 @@ static void *scratch_new(size_t n) {
                                    int64_t D, stg_err *err) {                                      \
         size_t nb = cpu_embedding_bwd_scratch_##S(n, V, D);                                        \
         void *sc = scratch_new(nb);                                                                \
-        int rc = cpu_embedding_bwd_##S(tok, dy, dW, n, V, D, sc, nb, err);                         \
+        int rc = cpu_embedding_bwd_##S(tok, dy, dW, n, V, D, 0, sc, nb, err);                      \
         free(sc);                                                                                  \
         return rc;                                                                                 \
     }
@@ -1441,7 +1441,7 @@ static void test_dispatch_scratch(void **state) {
     int32_t toks[3] = {0, 3, 0};
     double dy[6] = {1, 2, 3, 4, 5, 6}, dW[8];
     err.msg[0] = 0;
-    assert_int_equal(cpu_embedding_bwd_f64(toks, dy, dW, 3, 4, 2, NULL, 0, &err), -1);
+    assert_int_equal(cpu_embedding_bwd_f64(toks, dy, dW, 3, 4, 2, 0, NULL, 0, &err), -1);
     assert_non_null(strstr(err.msg, "embedding backward: scratch is 0 bytes"));
     mini_init(&m);
     int tk = mini_tensor(&m, "tokens", STG_I32, 1, st), dyt = mini_tensor(&m, "dy", STG_F64, 2, sy);

@@ -84,6 +84,10 @@ typedef struct stg_op {
     stg_phase phase;
     int fwd;                  // backward ops: the forward op whose gradient rule made it; else -1
     int recompute_of;         // a backward-phase copy of forward op k that recomputes a dropped activation; else -1
+    // Gradient accumulation (stg_graph.grad_accum > 1): bit k set when output k is a parameter
+    // gradient that this op adds into (its row's accum_out) in every micro-batch after the first;
+    // the first writes it. The backends read the micro-batch's mode (first or later) at run time.
+    uint8_t accum;
     stg_loc loc;
 } stg_op;
 
@@ -115,6 +119,11 @@ typedef struct stg_graph {
     int loss;              // tensor id of the scalar loss, -1 before the loader sets it
     int grad_norm;         // tensor id of the global gradient norm (after autodiff), -1 before
     int sched_state;       // tensor id of the optimizer's [steps done, lr] (WORKSPACE), -1 before
+    // Micro-batches per optimizer step (graph_autodiff; 0 or 1: none). With more, every run of the
+    // executor does this many forward and backward passes over as many batches, the parameter
+    // gradients persist across them (the planner puts them in the persistent region) and sum the
+    // passes' gradients, the loss gradient is 1/grad_accum (the mean), and the optimizer runs once.
+    int grad_accum;
 
     int *schedule;         // op ids in execution order (graph_schedule)
     int nsched;

@@ -19,7 +19,7 @@ typedef struct { double eps; } stg_norm_attrs;
 typedef struct { double theta; int inverse; } stg_rope_attrs;       // inverse: rotate by -angle (the backward)
 typedef struct { double fill; } stg_mask_attrs;                     // value written above the diagonal
 typedef struct { double scale; } stg_attention_attrs;               // 0 means 1/sqrt(head_dim)
-typedef struct { double factor; } stg_scale_attrs;
+typedef struct { double factor; } stg_scale_attrs;                  // cross_entropy_bwd: the loss gradient (0 means 1)
 typedef struct { int ndim; int64_t shape[STG_MAX_DIMS]; } stg_reshape_attrs;
 typedef struct { int d0, d1; } stg_transpose_attrs;                 // swaps two dims (a copy)
 typedef struct { int64_t n; } stg_repeat_kv_attrs;                  // each head repeated n times
@@ -80,7 +80,7 @@ typedef union stg_attrs {
     X(REPEAT_KV, repeat_kv, layout, stg_repeat_kv_attrs)                \
     X(REPEAT_KV_BWD, repeat_kv_bwd, layout, stg_repeat_kv_attrs)        \
     X(CROSS_ENTROPY, cross_entropy, loss, stg_no_attrs)                 \
-    X(CROSS_ENTROPY_BWD, cross_entropy_bwd, loss, stg_no_attrs)         \
+    X(CROSS_ENTROPY_BWD, cross_entropy_bwd, loss, stg_scale_attrs)      \
     X(GLOBAL_NORM, global_norm, optim, stg_no_attrs)                    \
     X(LR_SCHEDULE, lr_schedule, optim, stg_lr_attrs)                    \
     X(ADAMW, adamw, optim, stg_adamw_attrs)                             \

@@ -46,6 +46,11 @@ bool stg_class_persistent(stg_tclass c) {
     return c == STG_CLASS_PARAM || c == STG_CLASS_OPTIMIZER || c == STG_CLASS_INPUT || c == STG_CLASS_WORKSPACE;
 }
 
+bool stg_tensor_persistent(const stg_graph *g, int t) {
+    stg_tclass c = g->t[t].cls;
+    return stg_class_persistent(c) || (c == STG_CLASS_GRAD && g->grad_accum > 1);
+}
+
 int64_t stg_numel(const stg_tensor *t) {
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++) n *= t->shape[i];

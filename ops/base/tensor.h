@@ -19,6 +19,10 @@ const char *stg_class_name(stg_tclass c);
 const char *stg_precision_name(stg_precision p);
 const char *stg_phase_name(stg_phase p);
 bool stg_class_persistent(stg_tclass c);
+// Whether tensor t of g lives for the whole run (the planner's persistent region): the persistent
+// classes, and the parameter gradients of a graph that accumulates them over micro-batches
+// (g->grad_accum > 1).
+bool stg_tensor_persistent(const stg_graph *g, int t);
 
 int64_t stg_numel(const stg_tensor *t);
 int64_t stg_bytes(const stg_tensor *t);

@@ -117,6 +117,11 @@ size_t cpu_op_scratch_bytes(const stg_graph *g, int op) {
 
 int cpu_op_run(const stg_graph *g, int op, void *const *data, void *scratch, size_t scratch_bytes,
                stg_err *err) {
+    return cpu_op_run_accum(g, op, data, scratch, scratch_bytes, 0, err);
+}
+
+int cpu_op_run_accum(const stg_graph *g, int op, void *const *data, void *scratch, size_t scratch_bytes,
+                     int accumulate, stg_err *err) {
     if (!g || op < 0 || op >= g->nops) return stg_errf(err, "cpu backend: no op %d", op);
     const stg_op *o = &g->ops[op];
     if (!cpu_op_supported(o->kind)) return stg_errf(err, "cpu backend: op kind %d has no kernel", (int)o->kind);
@@ -127,7 +132,11 @@ int cpu_op_run(const stg_graph *g, int op, void *const *data, void *scratch, siz
     }
     int f64 = cpu_real_of(g, o, cpu_recs[o->kind]->skip_in, err);
     if (f64 < 0) return -1;
-    if (cpu_recs[o->kind]->run(g, o, data, scratch, scratch_bytes, f64, err)) {
+    stg_op now = *o; // the runner adds into its outputs k with bit k of now.accum set
+    if (!accumulate) now.accum = 0;
+    else if (now.accum & ~ops_def(o->kind)->accum_out)
+        return stg_errf(err, "cpu backend: op %s cannot add into its outputs (gradient accumulation)", ops_name(o->kind));
+    if (cpu_recs[o->kind]->run(g, &now, data, scratch, scratch_bytes, f64, err)) {
         const char *what = o->n_out > 0 ? g->t[o->out[0]].name : g->t[o->in[0]].name;
         return stg_err_prefix(err, "cpu backend: op %s (%s)", ops_name(o->kind), what);
     }

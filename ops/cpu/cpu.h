@@ -21,6 +21,12 @@ size_t cpu_op_scratch_bytes(const stg_graph *g, int op);
 int cpu_op_run(const stg_graph *g, int op, void *const *data, void *scratch, size_t scratch_bytes,
                stg_err *err);
 
+// The same, in a micro-batch after the first of a step that accumulates gradients (accumulate 1):
+// an op marked to accumulate (stg_op.accum) adds its result into those outputs instead of
+// writing them. accumulate 0 is cpu_op_run.
+int cpu_op_run_accum(const stg_graph *g, int op, void *const *data, void *scratch, size_t scratch_bytes,
+                     int accumulate, stg_err *err);
+
 // Whether the CPU backend implements kind k (every kind has a record: checked by tests/test_ops.c).
 int cpu_op_supported(stg_op_kind k);
 

@@ -27,6 +27,9 @@ typedef struct stg_cpu_rec {
     uint32_t skip_in;       // inputs (bits) whose float type is not checked against the rest:
                             // scalars read by their own dtype (adamw's norm and schedule state)
 } stg_cpu_rec;
+// Gradient accumulation: a runner of a kind whose row has accum_out adds its output k into what the
+// buffer holds when bit k of op->accum is set. The dispatcher (cpu_op_run_accum) hands runners the
+// op with those bits cleared in the first micro-batch, so they mean "add now".
 
 // Calls the f64 or the f32 variant of kernel `name` with the same arguments (tensor pointers
 // are void * and convert to either).

@@ -233,6 +233,8 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
         if (!r || !r->run || (!r->lane && !r->lane_of))
             return stg_errf(err, "cuda: op kind %s has no complete record (run function and lane)",
                             ops_name(g->ops[i].kind));
+        if (g->ops[i].accum & ~ops_def(g->ops[i].kind)->accum_out)
+            return stg_errf(err, "cuda: op %s cannot add into its outputs (gradient accumulation)", ops_name(g->ops[i].kind));
         if (r->table_bytes) tab += r->table_bytes(g, i);
     }
     if (tab) {
@@ -310,6 +312,8 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
 }
 
 // ---- dispatch -----------------------------------------------------------------------------------
+
+extern "C" void cuda_set_accumulate(stg_cuda *c, bool on) { c->accumulate = on; }
 
 extern "C" int cuda_op_supported(stg_op_kind k) {
     const cuda_rec *r = cuda_rec_of(k);

@@ -50,6 +50,10 @@ int cuda_workspace_parts(const stg_cuda *c, const char **names, int64_t *bytes, 
 // Enqueues op `op` of g on the context's stream; ptr[t] is tensor t's device address.
 int cuda_op_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
 int cuda_op_supported(stg_op_kind k);
+// Gradient accumulation: whether the ops marked to accumulate (stg_op.accum) add into those outputs
+// (on: a micro-batch after the first) or write them (off, the default). Read when an op is
+// enqueued, so a captured run keeps the mode it was captured with.
+void cuda_set_accumulate(stg_cuda *c, bool on);
 
 // Concurrency for captured runs. cuda_stream_count streams (0 is cuda_stream's); cuda_stream_at
 // gives one (a cudaStream_t). cuda_op_lane: CUDA_LANE_MAIN for ops that must run on stream 0 (they

@@ -149,7 +149,13 @@ struct stg_cuda {
     struct cuda_rope_key *rope_keys;
     int n_rope;
     void *rope_tab;
+    bool accumulate;         // cuda_set_accumulate: ops marked in stg_op.accum add into those outputs
 };
+
+// Whether op o adds into its output k now (gradient accumulation, after the first micro-batch).
+static inline bool cuda_accumulating(const stg_cuda *c, const stg_op *o, int k) {
+    return c->accumulate && ((o->accum >> k) & 1u);
+}
 
 // A rope table: float2 (cos, sin) [S][Dh / 2] at byte `off` of c->rope_tab.
 struct cuda_rope_key {
@@ -212,6 +218,8 @@ typedef struct cuda_rec {
     int lane;
     int (*lane_of)(const stg_graph *g, int op); // when set, the lane of each op (CUDA_REC_*)
 } cuda_rec;
+// Gradient accumulation: the run of a kind whose row has accum_out adds its output k into what the
+// buffer holds when cuda_accumulating(c, op, k).
 
 #define CUDA_X_REC_DECL(e, n, f, a) extern const cuda_rec stg_cuda_##n;
 STG_OP_LIST(CUDA_X_REC_DECL)

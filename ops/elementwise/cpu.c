@@ -34,7 +34,6 @@ CPU_ELEMENTWISE_1_1(run_gelu, cpu_gelu_fwd)       // x -> y
 CPU_ELEMENTWISE_2_1(run_gelu_bwd, cpu_gelu_bwd)   // x, dy -> dx
 CPU_ELEMENTWISE_2_1(run_swiglu, cpu_swiglu_fwd)   // a, b -> y
 CPU_ELEMENTWISE_2_1(run_mul, cpu_mul)             // a, b -> y
-CPU_ELEMENTWISE_2_1(run_add, cpu_add)             // a, b -> y
 
 
 // a, b, dy -> da, db
@@ -47,12 +46,23 @@ static int run_swiglu_bwd(const stg_graph *g, const stg_op *op, void *const *dat
     return 0;
 }
 
-// x -> y = factor x
+// a, b -> y = a + b, or y += a + b (gradient accumulation: op->accum)
+static int run_add(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                   size_t scratch_bytes, int f64, stg_err *err) {
+    int64_t n = stg_numel(IN(g, op, 0));
+    if (cpu_same_numel(g, op, n, err)) return -1;
+    if (op->accum & 1u) KCALL(f64, cpu_add_acc, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0), n);
+    else KCALL(f64, cpu_add, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0), n);
+    return 0;
+}
+
+// x -> y = factor x, or y += factor x (gradient accumulation: op->accum)
 static int run_scale(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
                      size_t scratch_bytes, int f64, stg_err *err) {
     int64_t n = stg_numel(IN(g, op, 0));
     if (cpu_same_numel(g, op, n, err)) return -1;
-    KCALL(f64, cpu_scale, DIN(data, op, 0), DOUT(data, op, 0), n, op->a.scale.factor);
+    if (op->accum & 1u) KCALL(f64, cpu_scale_acc, DIN(data, op, 0), DOUT(data, op, 0), n, op->a.scale.factor);
+    else KCALL(f64, cpu_scale, DIN(data, op, 0), DOUT(data, op, 0), n, op->a.scale.factor);
     return 0;
 }
 

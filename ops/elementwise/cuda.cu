@@ -56,6 +56,14 @@ struct ew_scale {
     float f;
     __device__ void operator()(const float *a, float *y) const { y[0] = f * a[0]; }
 };
+// Gradient accumulation: the output is also the last input (each element read before it is written).
+struct ew_add_acc { // a, b, y -> y + (a + b)
+    __device__ void operator()(const float *a, float *y) const { y[0] = a[2] + (a[0] + a[1]); }
+};
+struct ew_scale_acc { // x, y -> y + f x
+    float f;
+    __device__ void operator()(const float *a, float *y) const { y[0] = a[1] + f * a[0]; }
+};
 
 template <typename T> struct ew_args {
     const T *in[3];
@@ -177,10 +185,29 @@ extern "C" int cuda_run_swiglu_bwd(stg_cuda *c, const stg_graph *g, int op, void
 extern "C" int cuda_run_mul(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     return ew_run<2, 1>(c, g, op, ptr, ew_mul(), err);
 }
+// An op that adds into its output (gradient accumulation): the output read as input NI.
+template <int NI, typename F>
+static int ew_run_acc(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, F f, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    int b = ew_check(g, o, err);
+    if (b < 0) return -1;
+    void *in[3] = {NULL, NULL, NULL}, *out[2] = {ptr[o->out[0]], NULL};
+    for (int i = 0; i < NI; i++) in[i] = ptr[o->in[i]];
+    in[NI] = ptr[o->out[0]];
+    int64_t n = cuda_numel(&g->t[o->in[0]]);
+    return b ? ew_launch<bf16, NI + 1, 1>(c, f, in, out, n, err) : ew_launch<float, NI + 1, 1>(c, f, in, out, n, err);
+}
+
 extern "C" int cuda_run_add(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    if (cuda_accumulating(c, &g->ops[op], 0)) return ew_run_acc<2>(c, g, op, ptr, ew_add_acc(), err);
     return ew_run<2, 1>(c, g, op, ptr, ew_add(), err);
 }
 extern "C" int cuda_run_scale(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    if (cuda_accumulating(c, &g->ops[op], 0)) {
+        ew_scale_acc f;
+        f.f = (float)g->ops[op].a.scale.factor;
+        return ew_run_acc<1>(c, g, op, ptr, f, err);
+    }
     ew_scale f;
     f.f = (float)g->ops[op].a.scale.factor;
     return ew_run<1, 1>(c, g, op, ptr, f, err);

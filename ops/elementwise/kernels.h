@@ -25,7 +25,10 @@
     void cpu_swiglu_bwd_##S(const T *a, const T *b, const T *dy, T *da, T *db, int64_t n);    \
     void cpu_mul_##S(const T *a, const T *b, T *y, int64_t n);                                \
     void cpu_add_##S(const T *a, const T *b, T *y, int64_t n);                                \
-    void cpu_scale_##S(const T *x, T *y, int64_t n, double factor);
+    void cpu_scale_##S(const T *x, T *y, int64_t n, double factor);                           \
+    /* Gradient accumulation: y += a + b, and y += factor x (sums in double, rounded once). */ \
+    void cpu_add_acc_##S(const T *a, const T *b, T *y, int64_t n);                            \
+    void cpu_scale_acc_##S(const T *x, T *y, int64_t n, double factor);
 
 STG_CPU_ELEMENTWISE_KERNELS(float, f32)
 STG_CPU_ELEMENTWISE_KERNELS(double, f64)

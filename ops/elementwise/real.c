@@ -99,3 +99,15 @@ void RFN(cpu_scale)(const real *x, real *y, int64_t n, double factor) {
     CPU_PARALLEL_FOR(n)
     for (int64_t i = 0; i < n; i++) y[i] = (real)(factor * (double)x[i]);
 }
+
+// a, b (n) -> y += a + b
+void RFN(cpu_add_acc)(const real *a, const real *b, real *y, int64_t n) {
+    CPU_PARALLEL_FOR(n)
+    for (int64_t i = 0; i < n; i++) y[i] = (real)((double)y[i] + ((double)a[i] + (double)b[i]));
+}
+
+// x (n) -> y += factor x
+void RFN(cpu_scale_acc)(const real *x, real *y, int64_t n, double factor) {
+    CPU_PARALLEL_FOR(n)
+    for (int64_t i = 0; i < n; i++) y[i] = (real)((double)y[i] + factor * (double)x[i]);
+}

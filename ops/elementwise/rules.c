@@ -148,7 +148,7 @@ static const char sample_add[] =
     "  - loss = cross_entropy(add(a, b), t)\n";
 
 const stg_op_def stg_rule_add = {"add", 2, 2, 1, NULL, 0, ops_infer_binary_same, grad_add, ops_flops_elem1, .inplace_in = 0,
-    .sample = sample_add};
+    .sample = sample_add, .accum_out = OPS_BIT(0)};
 
 // The sweep's model for scale (tests/test_ops.c).
 static const char sample_scale[] =
@@ -158,4 +158,4 @@ static const char sample_scale[] =
     "  - loss = cross_entropy(scale(x, factor=0.7), t)\n";
 
 const stg_op_def stg_rule_scale = {"scale", 1, 1, 1, ATTRS(attrs_scale), infer_scale, grad_scale, ops_flops_elem1, .inplace_in = 0,
-    .sample = sample_scale};
+    .sample = sample_scale, .accum_out = OPS_BIT(0)};

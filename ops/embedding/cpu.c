@@ -17,13 +17,13 @@ static int run_embedding(const stg_graph *g, const stg_op *op, void *const *data
                  stg_numel(tok), W->shape[0], W->shape[1], err);
 }
 
-// tokens (...), dy (..., D) -> dW (V, D)
+// tokens (...), dy (..., D) -> dW (V, D), or dW += that (gradient accumulation: op->accum)
 static int run_embedding_bwd(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
                              size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *tok = IN(g, op, 0), *dW = OUT(g, op, 0);
     if (cpu_need_i32(tok, err) || cpu_need_ndim(dW, 2, err)) return -1;
     return KCALL(f64, cpu_embedding_bwd, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0),
-                 stg_numel(tok), dW->shape[0], dW->shape[1], scratch, scratch_bytes, err);
+                 stg_numel(tok), dW->shape[0], dW->shape[1], op->accum & 1u, scratch, scratch_bytes, err);
 }
 
 static size_t scratch_embedding_bwd(const stg_graph *g, const stg_op *op, int f64) {

@@ -107,10 +107,11 @@ __device__ __forceinline__ int64_t emb_lower(const int *keys, int64_t n, int v) 
     return lo;
 }
 
-// One warp per dW row. VEC: D % 4 == 0 and both pointers aligned for 4-element access.
+// One warp per dW row. VEC: D % 4 == 0 and both pointers aligned for 4-element access. acc: add
+// to what dW holds (gradient accumulation) instead of writing it.
 template <typename T, typename TD, bool VEC>
 __global__ void emb_rows_kernel(const int *keys, const int *vals, const T *dy, TD *dW, int64_t n, int64_t V,
-                                int64_t D) {
+                                int64_t D, bool acc) {
     int64_t v = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (v >= V) return;
@@ -124,9 +125,12 @@ __global__ void emb_rows_kernel(const int *keys, const int *vals, const T *dy, T
     TD *out = dW + v * D;
     if (VEC) {
         for (int64_t d0 = 0; d0 < D; d0 += 32 * 4 * 4) { // 4 float4-sized groups per lane per pass
-            float4 acc[4];
+            float4 sum[4];
 #pragma unroll
-            for (int u = 0; u < 4; u++) acc[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            for (int u = 0; u < 4; u++) {
+                int64_t d = d0 + ((int64_t)u * 32 + lane) * 4;
+                sum[u] = acc && d < D ? cu_load4(out + d) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
             for (int64_t j = lo; j < hi; j++) {
                 const T *row = dy + (int64_t)__ldg(vals + j) * D;
 #pragma unroll
@@ -134,28 +138,28 @@ __global__ void emb_rows_kernel(const int *keys, const int *vals, const T *dy, T
                     int64_t d = d0 + ((int64_t)u * 32 + lane) * 4;
                     if (d < D) {
                         float4 g = cu_load4(row + d);
-                        acc[u].x += g.x, acc[u].y += g.y, acc[u].z += g.z, acc[u].w += g.w;
+                        sum[u].x += g.x, sum[u].y += g.y, sum[u].z += g.z, sum[u].w += g.w;
                     }
                 }
             }
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 int64_t d = d0 + ((int64_t)u * 32 + lane) * 4;
-                if (d < D) cu_store4(out + d, acc[u]);
+                if (d < D) cu_store4(out + d, sum[u]);
             }
         }
     } else {
         for (int64_t d = lane; d < D; d += 32) {
-            float acc = 0.0f;
-            for (int64_t j = lo; j < hi; j++) acc += cu_ld(dy, (int64_t)__ldg(vals + j) * D + d);
-            cu_st(out, d, acc);
+            float sum = acc ? cu_ld(out, d) : 0.0f;
+            for (int64_t j = lo; j < hi; j++) sum += cu_ld(dy, (int64_t)__ldg(vals + j) * D + d);
+            cu_st(out, d, sum);
         }
     }
 }
 
 template <typename T, typename TD>
 static int embedding_bwd_launch(stg_cuda *c, const int32_t *tok, const void *dy, void *dW, int64_t n, int64_t V,
-                                int64_t D, stg_err *err) {
+                                int64_t D, bool acc, stg_err *err) {
     if (n > INT32_MAX || V >= INT32_MAX) return stg_errf(err, "embedding_bwd: %lld tokens or %lld rows: too many",
                                                          (long long)n, (long long)V);
     emb_layout L;
@@ -177,20 +181,20 @@ static int embedding_bwd_launch(stg_cuda *c, const int32_t *tok, const void *dy,
         unsigned grid = (unsigned)((V + 7) / 8);
         if (vec)
             emb_rows_kernel<T, TD, true><<<grid, 256, 0, c->stream>>>(keys_out, vals_out, (const T *)dy, (TD *)dW, n,
-                                                                     V, D);
+                                                                     V, D, acc);
         else
             emb_rows_kernel<T, TD, false><<<grid, 256, 0, c->stream>>>(keys_out, vals_out, (const T *)dy, (TD *)dW,
-                                                                      n, V, D);
+                                                                      n, V, D, acc);
         CUDA_LAUNCH_CHECK(err, "emb_rows_kernel");
         return 0;
     }
-    // No tokens: dW = 0 (the kernel with an empty run per row).
+    // No tokens: dW = 0, or unchanged when accumulating (the kernel with an empty run per row).
     bool vec = D % 4 == 0 && cu_aligned(dW, 4 * sizeof(TD));
     unsigned grid = (unsigned)((V + 7) / 8);
     if (vec)
-        emb_rows_kernel<T, TD, true><<<grid, 256, 0, c->stream>>>(NULL, NULL, (const T *)dy, (TD *)dW, 0, V, D);
+        emb_rows_kernel<T, TD, true><<<grid, 256, 0, c->stream>>>(NULL, NULL, (const T *)dy, (TD *)dW, 0, V, D, acc);
     else
-        emb_rows_kernel<T, TD, false><<<grid, 256, 0, c->stream>>>(NULL, NULL, (const T *)dy, (TD *)dW, 0, V, D);
+        emb_rows_kernel<T, TD, false><<<grid, 256, 0, c->stream>>>(NULL, NULL, (const T *)dy, (TD *)dW, 0, V, D, acc);
     CUDA_LAUNCH_CHECK(err, "emb_rows_kernel");
     return 0;
 }
@@ -207,11 +211,12 @@ extern "C" int cuda_run_embedding_bwd(stg_cuda *c, const stg_graph *g, int op, v
     if (cuda_numel(&g->t[o->in[1]]) != n * D) return stg_errf(err, "gradient %s does not match", g->t[o->in[1]].name);
     if (V * D == 0) return 0;
     const int32_t *tp = (const int32_t *)ptr[o->in[0]];
+    bool acc = cuda_accumulating(c, o, 0);
     if (b)
-        return db ? embedding_bwd_launch<bf16, bf16>(c, tp, ptr[o->in[1]], ptr[o->out[0]], n, V, D, err)
-                  : embedding_bwd_launch<bf16, float>(c, tp, ptr[o->in[1]], ptr[o->out[0]], n, V, D, err);
-    return db ? embedding_bwd_launch<float, bf16>(c, tp, ptr[o->in[1]], ptr[o->out[0]], n, V, D, err)
-              : embedding_bwd_launch<float, float>(c, tp, ptr[o->in[1]], ptr[o->out[0]], n, V, D, err);
+        return db ? embedding_bwd_launch<bf16, bf16>(c, tp, ptr[o->in[1]], ptr[o->out[0]], n, V, D, acc, err)
+                  : embedding_bwd_launch<bf16, float>(c, tp, ptr[o->in[1]], ptr[o->out[0]], n, V, D, acc, err);
+    return db ? embedding_bwd_launch<float, bf16>(c, tp, ptr[o->in[1]], ptr[o->out[0]], n, V, D, acc, err)
+              : embedding_bwd_launch<float, float>(c, tp, ptr[o->in[1]], ptr[o->out[0]], n, V, D, acc, err);
 }
 
 // ---- records ------------------------------------------------------------------------------------

@@ -15,9 +15,11 @@
     /* embedding: tok (n) i32, W (V, D) -> y (n, D). Fails on a token outside [0, V). */        \
     int cpu_embedding_fwd_##S(const int32_t *tok, const T *W, T *y, int64_t n, int64_t V,       \
                               int64_t D, stg_err *err);                                         \
-    /* tok (n), dy (n, D) -> dW (V, D): zeroed, then every dy row added to its token's row. */  \
+    /* tok (n), dy (n, D) -> dW (V, D): zeroed, then every dy row added to its token's row; */  \
+    /* accumulate: added to what dW holds (not zeroed first). */                                \
     int cpu_embedding_bwd_##S(const int32_t *tok, const T *dy, T *dW, int64_t n, int64_t V,     \
-                              int64_t D, void *scratch, size_t scratch_bytes, stg_err *err);    \
+                              int64_t D, int accumulate, void *scratch, size_t scratch_bytes,   \
+                              stg_err *err);                                                    \
     size_t cpu_embedding_bwd_scratch_##S(int64_t n, int64_t V, int64_t D);
 
 STG_CPU_EMBEDDING_KERNELS(float, f32)

@@ -32,7 +32,7 @@ size_t RFN(cpu_embedding_bwd_scratch)(int64_t n, int64_t V, int64_t D) {
 // tok (n), dy (n, D) -> dW (V, D). The positions are bucketed by token (a counting sort), then
 // each vocabulary row sums its positions' gradient rows in double: deterministic, no races.
 int RFN(cpu_embedding_bwd)(const int32_t *tok, const real *dy, real *dW, int64_t n, int64_t V,
-                           int64_t D, void *scratch, size_t scratch_bytes, stg_err *err) {
+                           int64_t D, int accumulate, void *scratch, size_t scratch_bytes, stg_err *err) {
     if (check_tokens(tok, n, V, err)) return -1;
     if (cpu_scratch_check("embedding backward", scratch, scratch_bytes,
                           RFN(cpu_embedding_bwd_scratch)(n, V, D), 0, err))
@@ -50,7 +50,7 @@ int RFN(cpu_embedding_bwd)(const int32_t *tok, const real *dy, real *dW, int64_t
     for (int64_t t = 0; t < V; t++) {
         real *row = dW + t * D;
         for (int64_t d = 0; d < D; d++) {
-            double acc = 0.0;
+            double acc = accumulate ? (double)row[d] : 0.0;
             for (int64_t j = start[t]; j < start[t + 1]; j++) acc += (double)dy[pos[j] * D + d];
             row[d] = (real)acc;
         }

@@ -57,4 +57,4 @@ const stg_op_def stg_rule_embedding = {"embedding", 2, 2, 1, NULL, 0, infer_embe
     .sample = sample_embedding};
 
 const stg_op_def stg_rule_embedding_bwd = {"embedding_bwd", 2, 2, 1, ATTRS(attrs_embedding_bwd), infer_embedding_bwd, NULL, ops_flops_elem1,
-                              .inplace_in = -1};
+                              .inplace_in = -1, .accum_out = OPS_BIT(0)};

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ops/cpu/rec.h"
+#include "ops/elementwise/kernels.h" // cpu_scale: the loss gradient's factor
 #include "ops/loss/kernels.h"
 
 // logits (..., V), targets (...) i32 -> loss (), lse (rows)
@@ -17,13 +18,18 @@ static int run_cross_entropy(const stg_graph *g, const stg_op *op, void *const *
                  DOUT(data, op, 1), stg_rows(x), stg_last(x), err);
 }
 
-// logits, targets, lse -> dlogits (..., V)
+// logits, targets, lse -> dlogits (..., V), times the loss gradient (attribute factor, 0 meaning 1:
+// 1 / micro-batches under gradient accumulation)
 static int run_cross_entropy_bwd(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
                                  size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *x = IN(g, op, 0);
     if (cpu_need_i32(IN(g, op, 1), err)) return -1;
-    return KCALL(f64, cpu_cross_entropy_bwd, DIN(data, op, 0), DIN(data, op, 1), DIN(data, op, 2),
-                 DOUT(data, op, 0), stg_rows(x), stg_last(x), err);
+    if (KCALL(f64, cpu_cross_entropy_bwd, DIN(data, op, 0), DIN(data, op, 1), DIN(data, op, 2), DOUT(data, op, 0),
+              stg_rows(x), stg_last(x), err))
+        return -1;
+    double f = op->a.scale.factor;
+    if (f != 0 && f != 1) KCALL(f64, cpu_scale, DOUT(data, op, 0), DOUT(data, op, 0), stg_numel(x), f);
+    return 0;
 }
 
 // ---- records ---------------------------------------------------------------------------------

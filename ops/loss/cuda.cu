@@ -38,7 +38,7 @@ __global__ void ce_mean_kernel(const double *term, void *loss, int lb, int64_t r
     if (threadIdx.x == 0) cu_std(loss, lb, 0, (float)(s / (double)rows));
 }
 
-// logits, tgt, lse -> dlogits = (exp(x - lse) - onehot(tgt)) / rows
+// logits, tgt, lse -> dlogits = (exp(x - lse) - onehot(tgt)) * inv_rows (the loss gradient / rows)
 template <typename T>
 __global__ void ce_bwd_kernel(const T *x, const int32_t *tgt, const void *lse, int lb, T *dx, int64_t V,
                               float inv_rows) {
@@ -98,7 +98,8 @@ extern "C" int cuda_run_cross_entropy_bwd(stg_cuda *c, const stg_graph *g, int o
     if (cuda_numel(&g->t[o->in[2]]) != rows) return stg_errf(err, "%s must have one value per row", g->t[o->in[2]].name);
     if (rows == 0) return 0;
     int threads = cu_row_threads(V, 16);
-    float inv = (float)(1.0 / (double)rows);
+    double f = o->a.scale.factor != 0 ? o->a.scale.factor : 1.0; // the loss gradient (1 / micro-batches when accumulating)
+    float inv = (float)(f / (double)rows);
     if (b)
         ce_bwd_kernel<bf16><<<(unsigned)rows, threads, 0, c->stream>>>(
             (const bf16 *)ptr[o->in[0]], (const int32_t *)ptr[o->in[1]], ptr[o->in[2]], lb, (bf16 *)ptr[o->out[0]], V, inv);

@@ -47,6 +47,7 @@ static int grad_cross_entropy(const stg_grad_emit *e, stg_graph *g, int id, cons
         return stg_errf_at(err, f.loc, "cross_entropy: its loss must be the model's loss itself (scaling or summing losses is not supported)");
     int in[3] = {f.in[0], f.in[1], f.out[1]};
     stg_attrs a = ops_no_attrs();
+    a.scale.factor = ops_loss_grad(g); // the mean over micro-batches when the step accumulates
     return (din[0] = ops_emit1(e, g, id, STG_OP_CROSS_ENTROPY_BWD, in, 3, &a, f.in[0], err)) < 0 ? -1 : 0;
 }
 

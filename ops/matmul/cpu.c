@@ -62,16 +62,16 @@ static int cpu_matmul_dims(const stg_graph *g, const stg_op *op, cpu_mm_dims *d,
     return cpu_pair_dims(g, op, 0, d, err);
 }
 
-// The product of pair p (inputs 2p, 2p + 1) into output p.
+// The product of pair p (inputs 2p, 2p + 1) into output p (added to it when acc).
 static int cpu_mm_call_pair(const cpu_mm_dims *d, const stg_op *op, int p, void *const *data, void *scratch,
-                            size_t scratch_bytes, int f64, stg_err *err) {
+                            size_t scratch_bytes, int f64, int acc, stg_err *err) {
     return KCALL(f64, cpu_matmul, DIN(data, op, 2 * p), DIN(data, op, 2 * p + 1), DOUT(data, op, p), d->batch, d->m,
-                 d->n, d->k, d->ta, d->tb, d->b_batched, scratch, scratch_bytes, err);
+                 d->n, d->k, d->ta, d->tb, d->b_batched, acc, scratch, scratch_bytes, err);
 }
 
 static int cpu_mm_call(const cpu_mm_dims *d, const stg_op *op, void *const *data, void *scratch,
-                       size_t scratch_bytes, int f64, stg_err *err) {
-    return cpu_mm_call_pair(d, op, 0, data, scratch, scratch_bytes, f64, err);
+                       size_t scratch_bytes, int f64, int acc, stg_err *err) {
+    return cpu_mm_call_pair(d, op, 0, data, scratch, scratch_bytes, f64, acc, err);
 }
 
 static size_t cpu_mm_scratch(const cpu_mm_dims *d, int f64) {
@@ -80,12 +80,18 @@ static size_t cpu_mm_scratch(const cpu_mm_dims *d, int f64) {
 
 // The optional addend (stg_op_def.addend_in), added to output 0 after the op has written it (never
 // the addend's buffer: the planner gives an output at most the buffer of input inplace_in).
-static int run_linear(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
-                      size_t scratch_bytes, int f64, stg_err *err) {
+static int linear_into(const stg_graph *g, const stg_op *op, void *const *data, void *scratch, size_t scratch_bytes,
+                       int f64, int acc, stg_err *err) {
     cpu_mm_dims d = {0};
-    if (cpu_linear_dims(g, op, &d, err) || cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, err)) return -1;
+    if (cpu_linear_dims(g, op, &d, err) || cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, acc, err)) return -1;
     cpu_add_addend(g, op, data, f64);
     return 0;
+}
+
+// Gradient accumulation (op->accum): y += x W^T (an op with an addend never accumulates).
+static int run_linear(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                      size_t scratch_bytes, int f64, stg_err *err) {
+    return linear_into(g, op, data, scratch, scratch_bytes, f64, op->accum & 1u, err);
 }
 
 static size_t scratch_linear(const stg_graph *g, const stg_op *op, int f64) {
@@ -93,12 +99,17 @@ static size_t scratch_linear(const stg_graph *g, const stg_op *op, int f64) {
     return cpu_linear_dims(g, op, &d, NULL) ? 0 : cpu_mm_scratch(&d, f64);
 }
 
-static int run_matmul(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
-                      size_t scratch_bytes, int f64, stg_err *err) {
+static int matmul_into(const stg_graph *g, const stg_op *op, void *const *data, void *scratch, size_t scratch_bytes,
+                       int f64, int acc, stg_err *err) {
     cpu_mm_dims d = {0};
-    if (cpu_matmul_dims(g, op, &d, err) || cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, err)) return -1;
+    if (cpu_matmul_dims(g, op, &d, err) || cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, acc, err)) return -1;
     cpu_add_addend(g, op, data, f64);
     return 0;
+}
+
+static int run_matmul(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                      size_t scratch_bytes, int f64, stg_err *err) {
+    return matmul_into(g, op, data, scratch, scratch_bytes, f64, op->accum & 1u, err);
 }
 
 static size_t scratch_matmul(const stg_graph *g, const stg_op *op, int f64) {
@@ -106,12 +117,14 @@ static size_t scratch_matmul(const stg_graph *g, const stg_op *op, int f64) {
     return cpu_matmul_dims(g, op, &d, NULL) ? 0 : cpu_mm_scratch(&d, f64);
 }
 
-// matmul_group: each pair's product, one after another (the pairs have equal shapes).
+// matmul_group: each pair's product, one after another (the pairs have equal shapes); added to
+// the outputs marked in op->accum.
 static int run_matmul_group(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
                             size_t scratch_bytes, int f64, stg_err *err) {
     for (int p = 0; p < op->n_out; p++) {
         cpu_mm_dims d = {0};
-        if (cpu_pair_dims(g, op, p, &d, err) || cpu_mm_call_pair(&d, op, p, data, scratch, scratch_bytes, f64, err))
+        if (cpu_pair_dims(g, op, p, &d, err) ||
+            cpu_mm_call_pair(&d, op, p, data, scratch, scratch_bytes, f64, (op->accum >> p) & 1u, err))
             return -1;
     }
     return 0;

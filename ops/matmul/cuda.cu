@@ -450,15 +450,20 @@ int cuda_mm_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_e
             if (o->n_out != n || p->htab[q] != ptr[o->in[2 * q + 1]] || p->htab[n + q] != ptr[o->in[2 * q]] ||
                 p->htab[3 * n + q] != ptr[o->out[q]])
                 return stg_errf(err, "cuda matmul: matmul_group op %d runs on other tensors than it was prepared for", op);
-        CUBLAS_CHECK(err, cublasLtMatmul(c->lt, p->desc, &one, p->dtab, p->la, p->dtab + n, p->lb, &zero, p->dtab + 2 * n, p->lc,
+        if (o->accum && o->accum != (1u << n) - 1u)
+            return stg_errf(err, "cuda matmul: matmul_group op %d accumulates some outputs but not all", op);
+        // gradient accumulation: beta 1 with C = D, the outputs (every pair of a group accumulates or none)
+        CUBLAS_CHECK(err, cublasLtMatmul(c->lt, p->desc, &one, p->dtab, p->la, p->dtab + n, p->lb,
+                                         cuda_accumulating(c, o, 0) ? &one : &zero, p->dtab + 2 * n, p->lc,
                                          p->dtab + 3 * n, p->lc, &p->ch.algo, c->lt_workspace, c->lt_workspace_bytes,
                                          c->stream));
         return 0;
     }
     // cuBLASLt's A is our B, its B our A; D is our output, C the addend (a third input, beta 1) or
-    // the output itself with beta 0 (not read).
+    // the output itself: beta 0 (not read), or beta 1 when accumulating a gradient (D += product).
     const void *cc = o->n_in == 3 ? ptr[o->in[2]] : ptr[p->out];
-    CUBLAS_CHECK(err, cublasLtMatmul(c->lt, p->desc, &one, ptr[p->in1], p->la, ptr[p->in0], p->lb, o->n_in == 3 ? &one : &zero, cc,
+    bool beta1 = o->n_in == 3 || cuda_accumulating(c, o, 0);
+    CUBLAS_CHECK(err, cublasLtMatmul(c->lt, p->desc, &one, ptr[p->in1], p->la, ptr[p->in0], p->lb, beta1 ? &one : &zero, cc,
                                      p->lc, ptr[p->out], p->lc, &p->ch.algo, c->lt_workspace, c->lt_workspace_bytes, c->stream));
     return 0;
 }

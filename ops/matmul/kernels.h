@@ -14,8 +14,9 @@
 #define STG_CPU_MATMUL_KERNELS(T, S)                                                               \
     /* C (batch, m, n) = op(A) op(B). A (batch, m, k), or (batch, k, m) when ta. B (k, n), or */   \
     /* (n, k) when tb; with b_batched one such matrix per batch, else one shared by all. */        \
+    /* accumulate: C += op(A) op(B) (the sum in double, rounded once). */                         \
     int cpu_matmul_##S(const T *A, const T *B, T *C, int64_t batch, int64_t m, int64_t n,          \
-                       int64_t k, int ta, int tb, int b_batched, void *scratch,                    \
+                       int64_t k, int ta, int tb, int b_batched, int accumulate, void *scratch,    \
                        size_t scratch_bytes, stg_err *err);                                        \
     size_t cpu_matmul_scratch_##S(int64_t batch, int64_t m, int64_t n, int64_t k, int ta, int tb,  \
                                   int b_batched);

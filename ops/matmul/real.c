@@ -53,10 +53,10 @@ size_t RFN(cpu_matmul_scratch)(int64_t batch, int64_t m, int64_t n, int64_t k, i
 }
 
 // A (batch, m, k) or (batch, k, m) when ta; B (k, n) or (n, k) when tb, per batch when
-// b_batched; C (batch, m, n)
+// b_batched; C (batch, m, n), or C += the product when accumulate
 int RFN(cpu_matmul)(const real *A, const real *B, real *C, int64_t batch, int64_t m, int64_t n,
-                    int64_t k, int ta, int tb, int b_batched, void *scratch_mem, size_t scratch_bytes,
-                    stg_err *err) {
+                    int64_t k, int ta, int tb, int b_batched, int accumulate, void *scratch_mem,
+                    size_t scratch_bytes, stg_err *err) {
     size_t need = RFN(cpu_matmul_scratch)(batch, m, n, k, ta, tb, b_batched);
     if (cpu_scratch_check("matmul", scratch_mem, scratch_bytes, need, cpu_max_threads(), err))
         return -1;
@@ -91,7 +91,10 @@ int RFN(cpu_matmul)(const real *A, const real *B, real *C, int64_t batch, int64_
         }
         for (; p < k; p++) axpy1(acc, bm + p * n, (double)(ta ? a[p * m + i] : a[i * k + p]), n);
         real *c = C + r * n;
-        for (int64_t j = 0; j < n; j++) c[j] = (real)acc[j];
+        if (accumulate)
+            for (int64_t j = 0; j < n; j++) c[j] = (real)((double)c[j] + acc[j]);
+        else
+            for (int64_t j = 0; j < n; j++) c[j] = (real)acc[j];
     }
     return 0;
 }

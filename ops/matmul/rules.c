@@ -192,7 +192,7 @@ static const char sample_linear[] =
     "  - loss = cross_entropy(linear(x, w), t)\n";
 
 const stg_op_def stg_rule_linear = {"linear", 2, 3, 1, NULL, 0, infer_linear, grad_linear, flops_linear, .saves_in = OPS_BIT(0) | OPS_BIT(1),
-                       .inplace_in = -1, .addend_in = 2,
+                       .inplace_in = -1, .addend_in = 2, .accum_out = OPS_BIT(0),
     .sample = sample_linear};
 
 // The sweep's model for matmul (tests/test_ops.c).
@@ -204,10 +204,10 @@ static const char sample_matmul[] =
     "  - loss = cross_entropy(matmul(a, b, tb=1), t)\n";
 
 const stg_op_def stg_rule_matmul = {"matmul", 2, 3, 1, ATTRS(attrs_matmul), infer_matmul, grad_matmul, flops_matmul,
-                       .saves_in = OPS_BIT(0) | OPS_BIT(1), .inplace_in = -1, .addend_in = 2,
+                       .saves_in = OPS_BIT(0) | OPS_BIT(1), .inplace_in = -1, .addend_in = 2, .accum_out = OPS_BIT(0),
     .sample = sample_matmul};
 
 // made by graph_group_matmuls from independent matmuls of equal shapes (no gradient rule: it
     // runs after autodiff); one output per pair of inputs
 const stg_op_def stg_rule_matmul_group = {"matmul_group", 4, 2 * STG_MAX_OUT, -1, ATTRS(attrs_matmul_group), infer_matmul_group, NULL,
-                             flops_matmul, .inplace_in = -1};
+                             flops_matmul, .inplace_in = -1, .accum_out = OPS_BIT(0) | OPS_BIT(1) | OPS_BIT(2)};

@@ -85,6 +85,8 @@ static int cb_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, s
     return cuda_op_run(impl(b)->c, g, op, ptr, err);
 }
 
+static void cb_set_accumulate(rt_backend *b, bool on) { cuda_set_accumulate(impl(b)->c, on); }
+
 static int cb_streams(rt_backend *b) { return cuda_stream_count(impl(b)->c); }
 
 static int cb_op_lane(rt_backend *b, const stg_graph *g, int op) {
@@ -310,6 +312,7 @@ static const rt_backend_ops cuda_ops = {
     .fill = cb_fill,
     .prepare = cb_prepare,
     .run_op = cb_run,
+    .set_accumulate = cb_set_accumulate,
     .record = cb_record,
     .wait = cb_wait,
     .sync = cb_sync,

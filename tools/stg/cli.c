@@ -112,6 +112,23 @@ int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
         snprintf(m->attention_set, sizeof m->attention_set, "attention=%s", v);
         return 1;
     }
+    if (strcmp(a, "--grad-accum") == 0) {
+        const char *v = cli_value(argc, argv, i);
+        int64_t n;
+        if (!v) return -1;
+        if (strcmp(v, "0") == 0) {
+            fprintf(stderr, "stg: --grad-accum 0: an optimizer step needs at least one micro-batch (1: no accumulation)\n");
+            return -1;
+        }
+        if (cli_int(a, v, 1, 1 << 16, &n)) return -1;
+        m->optim.grad_accum = (int)n;
+        return 1;
+    }
+    if (strcmp(a, "--total-batch-tokens") == 0) {
+        const char *v = cli_value(argc, argv, i);
+        if (!v || cli_int(a, v, 1, INT64_C(1) << 50, &m->total_batch_tokens)) return -1;
+        return 1;
+    }
     if (strcmp(a, "--optimizer-in-backward") == 0) {
         m->optim.in_backward = true;
         return 1;
@@ -212,6 +229,81 @@ stg_graph *cli_build(const cli_model_opts *m) {
     s->g = NULL;
     stg_step_free(s);
     return g;
+}
+
+int64_t cli_micro_tokens(const stg_graph *g) {
+    int t = graph_find_tensor(g, "tokens");
+    if (t >= 0 && g->t[t].cls == STG_CLASS_INPUT) return stg_numel(&g->t[t]);
+    t = graph_find_tensor(g, "x"); // a feature model: one row is one example
+    if (t >= 0 && g->t[t].cls == STG_CLASS_INPUT && g->t[t].ndim >= 1) return g->t[t].shape[0];
+    return 0;
+}
+
+int cli_resolve_accum(cli_model_opts *m, int world, const char *cmd) {
+    if (world < 1) world = 1;
+    if (m->total_batch_tokens > 0 && m->optim.grad_accum > 0) {
+        fprintf(stderr, "stg %s: --grad-accum and --total-batch-tokens both set the micro-batches per optimizer step: give one\n", cmd);
+        return -1;
+    }
+    if (m->total_batch_tokens > 0) {
+        const char *sets[CLI_MAX_SETS + 3];
+        int n = 0;
+        if (m->attention_set[0]) sets[n++] = m->attention_set;
+        if (m->vocab_set[0]) sets[n++] = m->vocab_set;
+        for (int i = 0; i < m->nsets; i++) sets[n++] = m->sets[i];
+        stg_load_opts lo = {m->precision, sets, n};
+        stg_graph *g = NULL;
+        stg_err err;
+        if (graph_load(m->model, &lo, &g, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            return -1;
+        }
+        int64_t micro = cli_micro_tokens(g);
+        bool fb, fc;
+        int64_t B = graph_dim(g, "batch", &fb), S = graph_dim(g, "ctx", &fc);
+        graph_free(g);
+        if (micro <= 0) {
+            fprintf(stderr, "stg %s: --total-batch-tokens: the model has no 'tokens' (or 'x') input to count\n", cmd);
+            return -1;
+        }
+        int64_t per = micro * world, T = m->total_batch_tokens;
+        char what[160];
+        if (fb && fc && B * S == micro)
+            snprintf(what, sizeof what, "batch %lld x ctx %lld", (long long)B, (long long)S);
+        else
+            snprintf(what, sizeof what, "%lld per batch", (long long)micro);
+        if (world > 1) {
+            size_t k = strlen(what);
+            snprintf(what + k, sizeof what - k, " x %d ranks", world);
+        }
+        if (T % per != 0 || T / per > (1 << 16)) {
+            int64_t below = T / per * per, above = below + per;
+            if (T / per > (1 << 16))
+                fprintf(stderr, "stg %s: --total-batch-tokens %lld would take %lld micro-batches of %lld tokens (%s); at most %d\n", cmd,
+                        (long long)T, (long long)(T / per), (long long)per, what, 1 << 16);
+            else if (below == 0)
+                fprintf(stderr, "stg %s: --total-batch-tokens %lld is less than one micro-batch of %lld tokens (%s); the smallest is %lld\n",
+                        cmd, (long long)T, (long long)per, what, (long long)per);
+            else
+                fprintf(stderr, "stg %s: --total-batch-tokens %lld is not a multiple of the %lld tokens of one micro-batch (%s): "
+                                "%lld or %lld would be (%lld or %lld micro-batches)\n",
+                        cmd, (long long)T, (long long)per, what, (long long)below, (long long)above, (long long)(below / per), (long long)(above / per));
+            return -1;
+        }
+        m->optim.grad_accum = (int)(T / per);
+    }
+    if (m->optim.grad_accum > 1 && !m->train) {
+        fprintf(stderr, "stg %s: --grad-accum and --total-batch-tokens shape the training step; the forward mode has no gradients to accumulate\n", cmd);
+        return -1;
+    }
+    if (m->optim.grad_accum > 1 && m->optim.in_backward) {
+        fprintf(stderr, "stg %s: --optimizer-in-backward cannot combine with gradient accumulation (%d micro-batches): it updates each "
+                        "parameter and frees its gradient as soon as the gradient is final, so nothing is left for the next "
+                        "micro-batch to add to; drop one of them\n",
+                cmd, m->optim.grad_accum);
+        return -1;
+    }
+    return 0;
 }
 
 FILE *cli_out_open(const char *path, char *tmp, size_t tmpn) {

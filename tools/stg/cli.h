@@ -29,6 +29,9 @@ typedef struct cli_model_opts {
     // --group-matmuls off: no matmul_group ops (graph_group_matmuls), every product its own op
     bool ungrouped;
     int64_t budget; // --memory-budget: bytes, 0 for none, -1 for auto (the device's free memory less a margin)
+    // --grad-accum N sets optim.grad_accum; --total-batch-tokens T asks cli_resolve_accum for the N
+    // that makes T tokens per optimizer step (0: not given)
+    int64_t total_batch_tokens;
 } cli_model_opts;
 
 void cli_model_opts_init(cli_model_opts *m);
@@ -45,6 +48,15 @@ int cli_model_inputs(const char *model, const char **in, const char **what);
 
 // Loads, differentiates (when m->train), schedules and validates. Prints the error and returns NULL.
 stg_graph *cli_build(const cli_model_opts *m);
+
+// --total-batch-tokens T: sets m->optim.grad_accum to T / (the tokens of one micro-batch: the
+// model's batch x ctx, or its rows for a feature model, x `world` data-parallel ranks), refusing a T
+// that is not a whole multiple of them. Checks --grad-accum against the rest of the command (a
+// forward-only step, --optimizer-in-backward). Prints the error and returns -1 (bad input: exit 2).
+int cli_resolve_accum(cli_model_opts *m, int world, const char *cmd);
+// Tokens of one micro-batch of one rank (the model's tokens input, or its rows), 0 when the model
+// has neither.
+int64_t cli_micro_tokens(const stg_graph *g);
 
 // Parsing numbers from the command line (prints a message and returns -1 on a bad value).
 int cli_int(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out);

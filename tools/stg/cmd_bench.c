@@ -276,7 +276,7 @@ int cmd_bench(int argc, char **argv) {
     }
     double t0 = now_ms();
     rt_dist dist; // under stg launch: a data-parallel step (allreduce ops); rank 0 reports
-    if (cli_dist_env(&m, &dist)) return 2;
+    if (cli_dist_env(&m, &dist) || cli_resolve_accum(&m, dist.world, "bench")) return 2;
     rt_backend *b = cli_open_backend_at(device, m.precision, (tf32 ? CLI_CUDA_TF32 : 0u) | (tune ? CLI_CUDA_GEMM_TUNE : 0u),
                                         dist.local_rank);
     if (!b) return 2;
@@ -367,17 +367,21 @@ int cmd_bench(int argc, char **argv) {
         free(hsort);
         // FLOPs: the graph's own count of what runs, and the peers' model-FLOPs convention
         // (6·params·tokens + 12·layers·batch·ctx²·d_model per step, /3 for forward, 2/3 for fwd+bwd).
+        // gradient accumulation: every timed run is micro forward and backward passes, one optimizer
+        int micro = rt_exec_micro(e);
         double gflops = 0;
-        for (int s = 0; s < g->nsched; s++)
-            if (mask & (1u << g->ops[g->schedule[s]].phase)) gflops += graph_op_flops(g, g->schedule[s]);
+        for (int s = 0; s < g->nsched; s++) {
+            const stg_op *op = &g->ops[g->schedule[s]];
+            if (mask & (1u << op->phase)) gflops += graph_op_flops(g, g->schedule[s]) * (op->phase == STG_PHASE_OPTIMIZER ? 1 : micro);
+        }
         bool f1, f2, f3, f4, f5;
         double B = (double)graph_dim(g, "batch", &f1), S = (double)graph_dim(g, "ctx", &f2), L = (double)graph_dim(g, "n_layers", &f3),
                D = (double)graph_dim(g, "d_model", &f4);
         (void)graph_dim(g, "vocab", &f5);
-        double tokens = (f1 && f2) ? B * S : (double)rt_feed_tokens_per_batch(f);
+        double tokens = ((f1 && f2) ? B * S : (double)rt_feed_tokens_per_batch(f)) * micro; // per timed run
         double mflops = -1;
         if (f1 && f2 && f3 && f4) {
-            mflops = 6.0 * (double)graph_param_count(g) * B * S + 12.0 * L * B * S * S * D;
+            mflops = (6.0 * (double)graph_param_count(g) * B * S + 12.0 * L * B * S * S * D) * micro;
             mflops *= mask == RT_PHASE_FORWARD ? 1.0 / 3 : mask == (RT_PHASE_FORWARD | RT_PHASE_BACKWARD) ? 1.0 : 1.0;
         }
         double peak = 0;
@@ -401,12 +405,13 @@ int cmd_bench(int argc, char **argv) {
         for (int i = 0; i < nw; i++) wsum += wbytes[i];
         if (json) {
             printf("{\"model\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"attention\": \"%s\", \"exec\": \"%s\", \"what\": \"%s\", "
-                   "\"batch\": %g, \"ctx\": %g, \"params\": %lld, \"warmup\": %lld, \"iters\": %lld, \"first_ms\": %.4f, \"mean_ms\": %.4f, "
+                   "\"batch\": %g, \"ctx\": %g, \"grad_accum\": %d, \"tokens_per_run\": %.0f, \"params\": %lld, \"warmup\": %lld, \"iters\": %lld, \"first_ms\": %.4f, \"mean_ms\": %.4f, "
                    "\"std_ms\": %.4f, \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"tokens_per_s\": %.1f, \"graph_flops\": %.6g, "
                    "\"model_flops\": %.6g, \"tflops\": %.2f, \"mfu\": %.4f, \"planned_bytes\": %lld, \"measured_bytes\": %lld, "
                    "\"recomputed\": %d, \"extra_flops\": %.6g, \"bytes_after_runs\": %lld, \"backend_ms\": %.3f, \"setup_ms\": %.3f, \"submit_median_ms\": %.4f, \"times_ms\": ",
                    g->name, devname, stg_precision_name(g->precision), graph_option(g, "attention") ? graph_option(g, "attention") : "",
-                   eager || !b->ops->capture_begin ? "eager" : "graph", what, f1 ? B : 0, f2 ? S : 0, (long long)graph_param_count(g), (long long)warmup,
+                   eager || !b->ops->capture_begin ? "eager" : "graph", what, f1 ? B : 0, f2 ? S : 0, micro, tokens,
+                   (long long)graph_param_count(g), (long long)warmup,
                    (long long)iters, first_ms, mean, sd, med, ms[0], ms[iters - 1], tokens / (med * 1e-3), gflops, mflops, tflops,
                    peak > 0 ? tflops / peak : 0, (long long)p->peak_bytes, (long long)measured, brep.n_recomputed, brep.extra_flops,
                    (long long)grown, backend_ms, setup_ms, hmed);
@@ -417,9 +422,11 @@ int cmd_bench(int argc, char **argv) {
             for (int i = 0; i < nw; i++) printf("%s\"%s\": %lld", i ? ", " : "", wname[i], (long long)wbytes[i]);
             printf("}}\n");
         } else {
-            printf("%s on %s: %s, %s attention, %s, %s; batch %g ctx %g\n", g->name, devname, stg_precision_name(g->precision),
+            printf("%s on %s: %s, %s attention, %s, %s; batch %g ctx %g", g->name, devname, stg_precision_name(g->precision),
                    graph_option(g, "attention") ? graph_option(g, "attention") : "-", eager || !b->ops->capture_begin ? "eager launch" : "graph replay", what,
                    f1 ? B : 0, f2 ? S : 0);
+            if (micro > 1) printf("; %d micro-batches per run (gradient accumulation): %.0f tokens", micro, tokens);
+            printf("\n");
             printf("  %lld iterations after %lld warm-up (the first took %.2f ms)\n", (long long)iters, (long long)warmup, first_ms);
             printf("  time      mean %.3f ms +- %.3f, median %.3f, min %.3f, max %.3f\n", mean, sd, med, ms[0], ms[iters - 1]);
             if (b->ops->capture_begin) // a device backend: the host only launches

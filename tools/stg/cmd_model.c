@@ -66,7 +66,7 @@ static int out_is_input(const cli_model_opts *m, const char *out, const char *cm
 int cmd_check(int argc, char **argv) {
     cli_model_opts m;
     cli_model_opts_init(&m);
-    if (parse_model_cmd(argc, argv, &m, NULL, NULL, "")) return 2;
+    if (parse_model_cmd(argc, argv, &m, NULL, NULL, "") || cli_resolve_accum(&m, 1, "check")) return 2;
     stg_graph *g = cli_build(&m);
     if (!g) return 1;
     int nparam = 0, counts[STG_PHASE_OPTIMIZER + 1] = {0};
@@ -120,7 +120,7 @@ int cmd_graph(int argc, char **argv) {
     const char *usage = " --dot [-o FILE.dot]";
     if (parse_model_cmd(argc, argv, &m, graph_extra, &c, usage)) return 2;
     if (!c.dot) return usage_model("graph", usage);
-    if (out_is_input(&m, c.out, "graph")) return 2;
+    if (out_is_input(&m, c.out, "graph") || cli_resolve_accum(&m, 1, "graph")) return 2;
     stg_graph *g = cli_build(&m);
     if (!g) return 1;
     stg_err err;
@@ -195,6 +195,7 @@ int cmd_memreport(int argc, char **argv) {
     // the step of one rank before sharding (gradient buckets and their allreduce ops); the ZeRO stage
     // is then accounted for by planner/shard.c
     if (c.world > 1 && m.train) m.optim.dp_world = (int)c.world;
+    if (cli_resolve_accum(&m, c.world > 1 ? (int)c.world : 1, "memreport")) return 2;
     stg_graph *g = cli_build(&m);
     if (!g) return 1;
     stg_err err;

@@ -182,12 +182,12 @@ static void run_description(const stg_graph *g, const cli_model_opts *m, const r
              "model name=%s\ndims and options=%s\nprecision=%s\nparameters=%lld\n--lr=%.17g\n--min-lr=%.17g\n--warmup=%lld\n"
              "--cosine-steps=%lld\n--weight-decay=%.17g\n--clip=%.17g\n--beta1=%.17g\n--beta2=%.17g\n--no-decay-norms-embeddings=%d\n"
              "--steps=%lld\n--seed=%llu\n--markov-k=%d\n--data=%s\n--val=%s\n--val-every=%lld\n--ckpt-every=%lld\n--resume=%d\n"
-             "--zero=%d\n--bucket-mb=%.17g\n--optimizer-in-backward=%d\n--group-matmuls=%s\n",
+             "--zero=%d\n--bucket-mb=%.17g\n--optimizer-in-backward=%d\n--group-matmuls=%s\n--grad-accum=%d\n",
              g->name, dims, stg_precision_name(g->precision), (long long)graph_param_count(g), o->lr, o->min_lr, (long long)o->warmup,
              (long long)o->cosine_steps, o->weight_decay, o->max_norm, o->beta1, o->beta2, (int)o->decay_exempt_norms_embeddings,
              (long long)f->steps, (unsigned long long)f->seed, f->markov_k, f->data ? "a file" : "the synthetic source",
              f->val ? "a file" : "none", (long long)f->val_every, (long long)f->ckpt_every, (int)f->resume, o->dp_zero,
-             (double)o->dp_bucket_bytes / (1 << 20), (int)o->in_backward, m->ungrouped ? "off" : "on");
+             (double)o->dp_bucket_bytes / (1 << 20), (int)o->in_backward, m->ungrouped ? "off" : "on", o->grad_accum > 1 ? o->grad_accum : 1);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -217,7 +217,7 @@ int cmd_train(int argc, char **argv) {
     if (m.optim.cosine_steps == 0) m.optim.cosine_steps = c.cfg.steps; // anneal over the whole run by default
     if (train_checks(&m, &c)) return 2;
     rt_dist dist;
-    if (cli_dist_env(&m, &dist)) return 2;
+    if (cli_dist_env(&m, &dist) || cli_resolve_accum(&m, dist.world, "train")) return 2;
     c.cfg.rank = dist.rank;
     c.cfg.dist = &dist;
     c.cfg.world = dist.world;
@@ -279,7 +279,12 @@ int cmd_train(int argc, char **argv) {
                dist.world > 1 ? "; data parallel" : "");
     if (dist.rank == 0 && m.optim.dp_world >= 1)
         printf("data parallel: %d ranks, global batch = %d x the model's batch, gradients averaged in buckets of %.1f MiB\n", dist.world,
-               dist.world, (double)m.optim.dp_bucket_bytes / (1 << 20));
+               dist.world * (g->grad_accum > 1 ? g->grad_accum : 1), (double)m.optim.dp_bucket_bytes / (1 << 20));
+    if (dist.rank == 0 && g->grad_accum > 1) {
+        int64_t mt = cli_micro_tokens(g);
+        printf("gradient accumulation: %d micro-batches of %lld tokens%s per optimizer step: %lld tokens per step\n", g->grad_accum,
+               (long long)mt, dist.world > 1 ? " on each rank" : "", (long long)(mt * g->grad_accum * (dist.world > 1 ? dist.world : 1)));
+    }
     if (dist.rank == 0) {
         print_schedule(&m.optim, c.cfg.steps, !c.min_lr_given);
         if (c.cfg.val && !c.val_every_given)
@@ -364,6 +369,11 @@ int cmd_step(int argc, char **argv) {
     if (m.optim.in_backward) {
         fprintf(stderr, "stg step: --optimizer-in-backward frees each gradient as soon as its update runs; stg step dumps the "
                         "gradients, so it runs without it\n");
+        return 2;
+    }
+    if (m.optim.grad_accum > 1 || m.total_batch_tokens > 0) {
+        fprintf(stderr, "stg step: runs one batch (the one in --batch); --grad-accum and --total-batch-tokens are for train, bench "
+                        "and memreport\n");
         return 2;
     }
     rt_backend *b = cli_open_backend(device, m.precision, false);

@@ -50,6 +50,8 @@ static const opt_usage opts[] = {
     {C_PLAN, "--memory-budget BYTES|auto", "recompute activations so the step fits (e.g. 60G; auto: the device's free memory)"},
     {C_PLAN, "--optimizer-in-backward", "each AdamW update as soon as its gradient is final (clipping by the previous step's norm)"},
     {C_PLAN, "--group-matmuls on|off", "products of equal shapes sharing an operand as one batched call (default on)"},
+    {C_PLAN, "--grad-accum N", "micro-batches per optimizer step: gradients summed over N forward-backward passes, mean loss, one AdamW (default 1)"},
+    {C_PLAN, "--total-batch-tokens T", "tokens per optimizer step: --grad-accum T / (batch x ctx x ranks), refused unless it divides"},
     {C_TRAIN | C_BENCH, "--device cpu|cuda", "the backend (default: cuda when a GPU is present, else cpu)"},
     {C_STEP, "--device cpu|cuda", "the backend (default: cuda when a GPU is present, else cpu)"},
     {C_TRAIN | C_BENCH, "--exec graph|eager", "cuda: capture the step once and replay it (graph, the default) or launch every op; not on the cpu"},

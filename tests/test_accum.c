@@ -58,16 +58,17 @@ typedef struct {
     bool grouped;       // matmul_group ops (as stg builds)
     int world, zero, rank; // data parallel (world 0: one process)
     int64_t budget;     // > 0: plan within this many bytes
+    bool fused;         // the LM's fused head (linear_cross_entropy)
 } acfg;
 
 static stg_step *build(const acfg *c, stg_err *err) {
     char b[32];
     snprintf(b, sizeof b, "batch=%d", c->batch);
-    const char *lm[] = {RIG_TINY, b, "ctx=16"};
+    const char *lm[] = {RIG_TINY, b, "ctx=16", c->fused ? "fused_head=on" : "fused_head=off"};
     const char *toy[] = {b};
     bool is_toy = c->model && strstr(c->model, "toy.yaml");
     stg_step_opts o = rig_opts(c->model ? c->model : "tied.yaml", STG_PREC_FP32, c->model ? (is_toy ? toy : lm) : toy,
-                               c->model ? (is_toy ? 1 : 7) : 1);
+                               c->model ? (is_toy ? 1 : 8) : 1);
     if (!c->model) {
         o.text = tied_yaml;
         o.text_len = strlen(tied_yaml);
@@ -158,6 +159,10 @@ static void test_lm_grouped(void **s) { same_as_one_batch((acfg){.model = MODEL(
 static void test_lm_three(void **s) { same_as_one_batch((acfg){.model = MODEL("tiny.yaml"), .batch = 1, .accum = 3, .clip = 0.05, .grouped = true}, 1e-6); }
 // rows of features (the toy feed), LayerNorm gain and bias (their gradients accumulate through a copy)
 static void test_toy(void **s) { same_as_one_batch((acfg){.model = MODEL("toy.yaml"), .batch = 4, .accum = 4, .clip = 0.05, .grouped = true}, 1e-6); }
+// The fused LM head + loss: its backward takes the 1/N loss gradient too.
+static void test_lm_fused_head(void **s) {
+    same_as_one_batch((acfg){.model = MODEL("tiny.yaml"), .batch = 2, .accum = 4, .clip = 0.05, .grouped = true, .fused = true}, 1e-6);
+}
 static void test_tied(void **s) { same_as_one_batch((acfg){.model = NULL, .batch = 2, .accum = 4, .clip = 0.05, .grouped = true}, 1e-6); }
 
 // The memory budget recomputes activations in every micro-batch's backward pass; the gradients stay
@@ -515,6 +520,7 @@ int main(void) {
         cmocka_unit_test(test_lm_three),
         cmocka_unit_test(test_toy),
         cmocka_unit_test(test_tied),
+        cmocka_unit_test(test_lm_fused_head),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_dp_graph),
         cmocka_unit_test(test_two_ranks),

@@ -88,6 +88,7 @@ static void build(const head_case *c, stg_precision prec, head_graph *h) {
     stg_attrs a;
     memset(&a, 0, sizeof a);
     a.lce.chunk = c->chunk;
+    a.lce.grad_scale = 1.0;
     int in[4] = {h->x, h->w, h->t, -1}, out[STG_MAX_OUT];
     if (graph_add_op(h->g, STG_OP_LINEAR_CROSS_ENTROPY, in, 3, &a, STG_PHASE_FORWARD, "loss", (stg_loc){0}, out, &err) < 0)
         fail_msg("forward: %s", err.msg);

@@ -90,7 +90,7 @@ static void fused(const lce_case *c, int f32, const double *x, const double *w, 
         for (int64_t i = 0; i < V * D; i++) dw[i] = NAN;
         *loss = NAN;
         if (cpu_lce_fwd_f64(x, w, tgt, loss, lse, lg, R, D, V, c->chunk, scratch, sb, &err) ||
-            cpu_lce_bwd_f64(x, w, tgt, lse, dx, dw, lg, R, D, V, c->chunk, scratch, sb, &err))
+            cpu_lce_bwd_f64(x, w, tgt, lse, dx, dw, lg, R, D, V, c->chunk, 1.0, scratch, sb, &err))
             fail_msg("%s", err.msg);
         free(lg);
     } else {
@@ -101,7 +101,7 @@ static void fused(const lce_case *c, int f32, const double *x, const double *w, 
         for (int64_t i = 0; i < V * D; i++) wf[i] = (float)w[i], dwf[i] = NAN;
         for (int64_t i = 0; i < R; i++) lf[i] = NAN;
         if (cpu_lce_fwd_f32(xf, wf, tgt, &lossf, lf, lg, R, D, V, c->chunk, scratch, sb, &err) ||
-            cpu_lce_bwd_f32(xf, wf, tgt, lf, dxf, dwf, lg, R, D, V, c->chunk, scratch, sb, &err))
+            cpu_lce_bwd_f32(xf, wf, tgt, lf, dxf, dwf, lg, R, D, V, c->chunk, 1.0, scratch, sb, &err))
             fail_msg("%s", err.msg);
         *loss = lossf;
         for (int64_t i = 0; i < R; i++) lse[i] = lf[i];
@@ -180,7 +180,7 @@ static void test_kernels_refuse(void **state) {
     assert_int_equal(cpu_lce_fwd_f64(x, w, tgt, &loss, lse, lg, R, D, V, C, scratch, sb, &err), 0);
     dx[0] = -7;
     tgt[3] = -1;
-    assert_int_equal(cpu_lce_bwd_f64(x, w, tgt, lse, dx, dw, lg, R, D, V, C, scratch, sb, &err), -1);
+    assert_int_equal(cpu_lce_bwd_f64(x, w, tgt, lse, dx, dw, lg, R, D, V, C, 1.0, scratch, sb, &err), -1);
     assert_true(dx[0] == -7);
     free(scratch);
 }

@@ -31,7 +31,8 @@ typedef struct { double beta1, beta2, eps, weight_decay, max_norm; int slot; } s
 // cosine_steps 0: constant lr after the warm-up.
 typedef struct { double lr, min_lr; int64_t warmup, cosine_steps; } stg_lr_attrs;
 typedef struct { int64_t root; } stg_comm_attrs; // broadcast: the rank whose values everyone gets
-typedef struct { int64_t chunk; } stg_lce_attrs; // linear_cross_entropy: rows per chunk (0: chosen by the op)
+typedef struct { int64_t chunk; double grad_scale; } stg_lce_attrs; // linear_cross_entropy: rows per chunk (0: chosen by the op);
+                                                                   // backward: the loss gradient (1 / micro-batches; set by its rule)
 
 typedef union stg_attrs {
     stg_no_attrs none;

@@ -74,7 +74,7 @@ static int run_lce_bwd(const stg_graph *g, const stg_op *op, void *const *data, 
         cpu_need_numel(OUT(g, op, 0), s.rows * s.d, err) || cpu_need_numel(OUT(g, op, 1), s.V * s.d, err))
         return -1;
     return KCALL(f64, cpu_lce_bwd, DIN(data, op, 0), DIN(data, op, 1), DIN(data, op, 2), DIN(data, op, 3), DOUT(data, op, 0),
-                 DOUT(data, op, 1), DOUT(data, op, 2), s.rows, s.d, s.V, s.chunk, scratch, scratch_bytes, err);
+                 DOUT(data, op, 1), DOUT(data, op, 2), s.rows, s.d, s.V, s.chunk, op->a.lce.grad_scale, scratch, scratch_bytes, err);
 }
 
 // ---- records ---------------------------------------------------------------------------------

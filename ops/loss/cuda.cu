@@ -424,7 +424,7 @@ static int lce_bwd_by_vocab(stg_cuda *c, const lce_plan *p, const stg_op *o, voi
     // dx accumulates in fp32: dx itself, or the scratch's accumulator when dx is bf16
     float *acc = p->dxb ? (float *)(dl + (size_t)OPS_LCE_ACC_AT(p->chunk * p->V) * (p->ab ? 2 : 4)) : (float *)ptr[o->out[0]];
     size_t ws = p->ab ? 2 : 4, dws = p->dwb ? 2 : 4;
-    float inv = (float)(1.0 / (double)p->rows);
+    float inv = (float)(o->a.lce.grad_scale / (double)p->rows);
     for (int64_t v0 = 0; v0 < p->V; v0 += p->vb) {
         int64_t nb = p->V - v0 < p->vb ? p->V - v0 : p->vb;
         const lce_gemm *G = p->g[nb != p->vb];
@@ -462,7 +462,7 @@ extern "C" int cuda_run_linear_cross_entropy_bwd(stg_cuda *c, const stg_graph *g
     void *dw = ptr[o->out[1]], *dl = ptr[o->out[2]];
     size_t xs = p->ab ? 2 : 4, dxs = p->dxb ? 2 : 4, ls = p->lb ? 2 : 4;
     int threads = cu_row_threads(p->V, 16);
-    float inv = (float)(1.0 / (double)p->rows);
+    float inv = (float)(o->a.lce.grad_scale / (double)p->rows);
     for (int64_t r0 = 0; r0 < p->rows; r0 += p->chunk) {
         int64_t cr = p->rows - r0 < p->chunk ? p->rows - r0 : p->chunk;
         const lce_gemm *G = p->g[cr != p->chunk];

@@ -25,9 +25,9 @@
                         int64_t rows, int64_t d, int64_t V, int64_t chunk, void *scratch,         \
                         size_t scratch_bytes, stg_err *err);                                      \
     /* x, w, tgt, lse -> dx (rows, d) = dlogits w, dw (V, d) = dlogitsᵀ x with dlogits =        */ \
-    /* (softmax - onehot) / rows, recomputed chunk by chunk in `dlogits` (chunk, V).           */ \
+    /* (softmax - onehot) * scale / rows, recomputed chunk by chunk in `dlogits` (chunk, V).   */ \
     int cpu_lce_bwd_##S(const T *x, const T *w, const int32_t *tgt, const T *lse, T *dx, T *dw,    \
-                        T *dlogits, int64_t rows, int64_t d, int64_t V, int64_t chunk,            \
+                        T *dlogits, int64_t rows, int64_t d, int64_t V, int64_t chunk, double scale, \
                         void *scratch, size_t scratch_bytes, stg_err *err);                       \
     /* Scratch bytes of both: a double per chunk row, and a row of d doubles per thread. */        \
     size_t cpu_lce_scratch_##S(int64_t d, int64_t chunk);

@@ -117,11 +117,12 @@ int RFN(cpu_lce_fwd)(const real *x, const real *w, const int32_t *tgt, real *los
 }
 
 int RFN(cpu_lce_bwd)(const real *x, const real *w, const int32_t *tgt, const real *lse, real *dx, real *dw, real *dl,
-                     int64_t rows, int64_t d, int64_t V, int64_t chunk, void *scratch, size_t scratch_bytes, stg_err *err) {
+                     int64_t rows, int64_t d, int64_t V, int64_t chunk, double scale, void *scratch, size_t scratch_bytes,
+                     stg_err *err) {
     if (lce_check("linear_cross_entropy_bwd", tgt, rows, d, V, chunk, scratch, scratch_bytes, err)) return -1;
     double *acc0 = (double *)scratch + cpu_pad((size_t)chunk); // per thread a row of d doubles
     size_t row = cpu_pad((size_t)d);
-    double inv_rows = 1.0 / (double)rows;
+    double inv_rows = scale / (double)rows;
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         int64_t c = rows - r0 < chunk ? rows - r0 : chunk;
         lce_logits(x, w, dl, r0, c, d, V);

@@ -178,7 +178,9 @@ static int grad_lce(const stg_grad_emit *e, stg_graph *g, int id, const int *dou
     int in[4] = {f.in[0], f.in[1], f.in[2], f.out[1]};
     char hint[STG_NAME_MAX];
     int outs[STG_MAX_OUT];
-    if (ops_emit(e, g, id, STG_OP_LINEAR_CROSS_ENTROPY_BWD, in, 4, &f.a, ops_dname(g, f.in[0], hint), outs, err) < 0) return -1;
+    stg_attrs a = f.a;
+    a.lce.grad_scale = ops_loss_grad(g); // the mean over micro-batches when the step accumulates
+    if (ops_emit(e, g, id, STG_OP_LINEAR_CROSS_ENTROPY_BWD, in, 4, &a, ops_dname(g, f.in[0], hint), outs, err) < 0) return -1;
     ops_name_out(g, outs[1], f.in[1]);
     set_chunk_out(g, g->t[outs[2]].producer, g->t[f.out[0]].name, "dlogits_chunk");
     din[0] = outs[0];
@@ -204,9 +206,17 @@ static double flops_lce_bwd(const stg_graph *g, const stg_op *op) {
 
 static const stg_attr_def attrs_lce[] = {ATTR(lce, chunk, STG_ATTR_I64, 0, 0)};
 
+// The sweep's model for linear_cross_entropy (tests/test_ops.c): chunks of 4 rows over 6 rows.
+static const char sample_linear_cross_entropy[] =
+    "inputs: {t: [2, 3, i32]}\n"
+    "graph:\n"
+    "  - param x [2, 3, 4] init=embedding\n"
+    "  - param w [7, 4] init=embedding\n"
+    "  - loss = linear_cross_entropy(x, w, t, chunk=4)\n";
+
 const stg_op_def stg_rule_linear_cross_entropy = {"linear_cross_entropy", 3, 3, 3, ATTRS(attrs_lce), infer_lce, grad_lce, flops_lce,
                                                   .saves_in = OPS_BIT(0) | OPS_BIT(1) | OPS_BIT(2), .saves_out = OPS_BIT(1),
-                                                  .no_grad_in = OPS_BIT(2), .inplace_in = -1};
+                                                  .no_grad_in = OPS_BIT(2), .inplace_in = -1, .sample = sample_linear_cross_entropy};
 
 const stg_op_def stg_rule_linear_cross_entropy_bwd = {"linear_cross_entropy_bwd", 4, 4, 3, ATTRS(attrs_lce), infer_lce_bwd, NULL,
                                                       flops_lce_bwd, .inplace_in = -1};

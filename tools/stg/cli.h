@@ -97,5 +97,6 @@ int cmd_commbench(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
 
 #endif

@@ -214,7 +214,7 @@ static int64_t total_at(const stg_infer_opts *o, int64_t batch, int64_t prompt, 
 static int64_t largest(const stg_infer_opts *o, bool by_batch, int64_t fixed, int64_t prompt, int64_t capacity, int64_t hi) {
     int64_t lo = 0, probe = 1;
     for (;;) { // doubling until it no longer fits, then bisection
-        int64_t t = by_batch ? total_at(o, probe, prompt, fixed) : total_at(o, fixed, probe, probe);
+        int64_t t = by_batch ? total_at(o, probe, prompt, fixed) : total_at(o, fixed, prompt < probe ? prompt : probe, probe);
         if (t < 0 || t > capacity) {
             hi = probe - 1;
             break;
@@ -225,7 +225,7 @@ static int64_t largest(const stg_infer_opts *o, bool by_batch, int64_t fixed, in
     }
     while (lo < hi) {
         int64_t mid = lo + (hi - lo + 1) / 2;
-        int64_t t = by_batch ? total_at(o, mid, prompt, fixed) : total_at(o, fixed, mid, mid);
+        int64_t t = by_batch ? total_at(o, mid, prompt, fixed) : total_at(o, fixed, prompt < mid ? prompt : mid, mid);
         if (t >= 0 && t <= capacity) lo = mid;
         else hi = mid - 1;
     }
@@ -236,7 +236,7 @@ int stg_infer_fit(const stg_infer_opts *o, int64_t ctx, int64_t capacity, int64_
     if (capacity <= 0) return stg_errf(err, "the device capacity must be positive");
     int64_t prompt = o->prompt < ctx ? o->prompt : ctx;
     *max_batch = largest(o, true, ctx, prompt, capacity, INT64_C(1) << 20);
-    *max_ctx = largest(o, false, o->batch, 0, capacity, INT64_C(1) << 24);
+    *max_ctx = largest(o, false, o->batch, o->prompt, capacity, INT64_C(1) << 24);
     return 0;
 }
 
@@ -287,7 +287,7 @@ int stg_infer_report(FILE *f, bool json, const stg_infer_opts *o, const stg_infe
         if (capacity > 0) {
             fprintf(f, "  fits %.2f GiB: batch up to %lld at context %lld (prompt %lld)", (double)capacity / (1 << 30), (long long)max_b,
                     (long long)s->ctx, (long long)(o->prompt < s->ctx ? o->prompt : s->ctx));
-            fprintf(f, "; context up to %lld at batch %lld (a prompt filling it)\n", (long long)max_c, (long long)o->batch);
+            fprintf(f, "; context up to %lld at batch %lld\n", (long long)max_c, (long long)o->batch);
         }
     }
     if (ferror(f)) return stg_errf(err, "writing the report failed");

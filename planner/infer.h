@@ -72,9 +72,9 @@ typedef struct stg_infer_mem {
 
 int stg_infer_memory(const stg_infer *s, stg_infer_mem *m, stg_err *err);
 
-// The largest batch at this ctx and the largest ctx at this batch (prompt = ctx for the largest:
-// the prefill of a full context) whose total fits `capacity` bytes; 0 when none. o as for
-// stg_infer_build (its batch and prompt are replaced).
+// The largest batch at this ctx and the largest ctx at o's batch (each with o's prompt, or the
+// whole context when shorter) whose total fits `capacity` bytes; 0 when none. o as for
+// stg_infer_build.
 int stg_infer_fit(const stg_infer_opts *o, int64_t ctx, int64_t capacity, int64_t *max_batch, int64_t *max_ctx, stg_err *err);
 
 // The report: text or JSON. measured: device bytes measured by a backend (-1: none); capacity:

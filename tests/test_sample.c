@@ -384,8 +384,9 @@ static void test_cli(void **state) {
     char a[8192], b[8192];
     assert_int_equal(run("--prompt ab -n 6 --temperature 0 --json", a, sizeof a), 0);
     assert_int_equal(run("--prompt ab -n 6 --temperature 0 --json", b, sizeof b), 0);
-    assert_string_equal(a, b);
     assert_non_null(strstr(a, "\"ids\": [["));
+    assert_non_null(strstr(b, "\"ids\": [["));
+    assert_string_equal(strstr(a, "\"ids\": [["), strstr(b, "\"ids\": [[")); // timings aside
     assert_non_null(strstr(a, "\"decode_steps\": 5"));
     int first;
     const char *p = strstr(a, "\"ids\": [[");

@@ -166,16 +166,21 @@ int stg_infer_memory(const stg_infer *s, stg_infer_mem *m, stg_err *err) {
     term(m, "sampler state", state, fs, how);
     snprintf(how, sizeof how, "B x P x 4 = %lld x %lld x 4", (long long)B, (long long)Pr);
     term(m, "prompt tokens", prompt, B * Pr * 4, how);
-    // forward working sets (formula.h): attention 5ND a + BHS s + N s (flash: x, q, k, v, o; lse; rstd),
-    // MLP 2ND a + 3NF a + N s; then the logits N V a. Decode: N = B, no log-sum-exp.
+    // the working sets of a forward pass that saves nothing (the planner's forward plan): attention
+    // 5ND a + BHS s + N s (x, q, k, v, the attention output; its log-sum-exp; an rstd), the MLP
+    // (2ND + 2NF) a + N s (x, the norm's output, the w1 and w3 outputs, swiglu writing over the
+    // first), the head ND a + N s + NVa (the norm's output and the logits). Decode: N = B, no lse.
     int64_t N = B * Pr;
-    int64_t att = 5 * N * D * a + B * H * Pr * st + N * st, mlp = 2 * N * D * a + 3 * N * F * a + N * st;
-    int64_t fpre = (att > mlp ? att : mlp) + N * V * a;
-    snprintf(how, sizeof how, "max(attention 5ND a + BHP s + N s, MLP (2ND + 3NF) a + N s) + logits NVa, N = B x P = %lld", (long long)N);
+    int64_t att = 5 * N * D * a + B * H * Pr * st + N * st, mlp = (2 * N * D + 2 * N * F) * a + N * st, head = N * D * a + N * st + N * V * a;
+    int64_t fpre = att > mlp ? att : mlp;
+    if (head > fpre) fpre = head;
+    snprintf(how, sizeof how, "max(attention 5ND a + BHP s + N s, MLP (2ND + 2NF) a + N s, head ND a + N s + NVa), N = B x P = %lld",
+             (long long)N);
     term(m, "prefill temporaries", pp->arena_bytes, ok ? fpre : -1, how);
-    int64_t Nd = B, attd = 5 * Nd * D * a + Nd * st, mlpd = 2 * Nd * D * a + 3 * Nd * F * a + Nd * st;
-    int64_t fdec = (attd > mlpd ? attd : mlpd) + Nd * V * a;
-    snprintf(how, sizeof how, "max(attention 5ND a + N s, MLP (2ND + 3NF) a + N s) + logits NVa, N = B = %lld", (long long)Nd);
+    int64_t Nd = B, attd = 5 * Nd * D * a + Nd * st, mlpd = (2 * Nd * D + 2 * Nd * F) * a + Nd * st, headd = Nd * D * a + Nd * st + Nd * V * a;
+    int64_t fdec = attd > mlpd ? attd : mlpd;
+    if (headd > fdec) fdec = headd;
+    snprintf(how, sizeof how, "the same with N = B = %lld and no lse", (long long)Nd);
     term(m, "decode temporaries", pd->arena_bytes, ok ? fdec : -1, how);
     m->persistent = pp->persistent_bytes;
     m->arena = pp->arena_bytes > pd->arena_bytes ? pp->arena_bytes : pd->arena_bytes;
@@ -244,15 +249,28 @@ int stg_infer_fit(const stg_infer_opts *o, int64_t ctx, int64_t capacity, int64_
 
 static double mib(int64_t b) { return (double)b / (1 << 20); }
 
+// s as a JSON string (quotes, backslashes and control characters escaped).
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
 int stg_infer_report(FILE *f, bool json, const stg_infer_opts *o, const stg_infer *s, const stg_infer_mem *m, int64_t measured,
                      int64_t capacity, stg_err *err) {
     int64_t max_b = 0, max_c = 0;
     if (capacity > 0 && stg_infer_fit(o, s->ctx, capacity, &max_b, &max_c, err)) return -1;
     const stg_graph *g = s->g[STG_INFER_DECODE];
     if (json) {
-        fprintf(f, "{\"mode\": \"sample\", \"model\": \"%s\", \"precision\": \"%s\", \"batch\": %lld, \"prompt\": %lld, \"ctx\": %lld, "
-                   "\"terms\": [",
-                g->name, stg_precision_name(g->precision), (long long)s->batch, (long long)s->prompt, (long long)s->ctx);
+        fprintf(f, "{\"mode\": \"sample\", \"model\": ");
+        json_str(f, g->name);
+        fprintf(f, ", \"precision\": \"%s\", \"batch\": %lld, \"prompt\": %lld, \"ctx\": %lld, \"terms\": [", stg_precision_name(g->precision),
+                (long long)s->batch, (long long)s->prompt, (long long)s->ctx);
         for (int i = 0; i < m->nterms; i++)
             fprintf(f, "%s{\"name\": \"%s\", \"plan_bytes\": %lld, \"formula_bytes\": %lld}", i ? ", " : "", m->t[i].name,
                     (long long)m->t[i].plan, (long long)m->t[i].formula);

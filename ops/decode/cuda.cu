@@ -421,7 +421,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) sample_kernel(const T *logits,
     best = smp_block_argmax(best);
     int chosen = best.i < V ? best.i : 0;
     if (temperature > 0 && best.v != -INFINITY) {
-        const float m = best.v / temperature, inv_t = 1.f / temperature;
+        const float inv_t = 1.f / temperature, m = best.v * inv_t;
         uint32_t kmin = 0; // keys below are dropped: top-k, then top-p
         if (top_k > 0 && top_k < V) { // the largest key with at least top_k logits at or above it
             uint32_t lo = 0, hi = 0xffffffffu;

@@ -28,6 +28,8 @@ run() { # name, args...
 }
 common=(--precision bf16 --init fill --json)
 run b1 "${common[@]}" --set ctx=1024 --prompt-ids "$tmp/p512.bin" -n 512
+STG_SANITIZER_RUN=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$bld/test_gpu_sample" >"$out/memcheck.txt" 2>&1
+stamp "memcheck rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/memcheck.txt" | tail -3 | tr '\n' ' ')"
 run b64 "${common[@]}" --set ctx=1024 --prompt-ids "$tmp/p512.bin" -n 512 --batch 64
 run b1_greedy "${common[@]}" --set ctx=1024 --prompt-ids "$tmp/p512.bin" -n 512 --temperature 0
 run prefill4096 "${common[@]}" --set ctx=4100 --prompt-ids "$tmp/p4096.bin" -n 4
@@ -35,6 +37,4 @@ for b in 1 64; do
   timeout 60 "$S" memreport "$M" --mode sample --precision bf16 --set ctx=1024 --set batch=$b --prompt 512 --device cuda >"$out/mem_b$b.txt" 2>&1
   stamp "memreport batch $b rc=$?"; cat "$out/mem_b$b.txt"
 done
-STG_SANITIZER_RUN=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$bld/test_gpu_sample" >"$out/memcheck.txt" 2>&1
-stamp "memcheck rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/memcheck.txt" | tail -3 | tr '\n' ' ')"
 rm -rf "$tmp"

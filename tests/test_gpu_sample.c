@@ -428,6 +428,8 @@ static void test_decode_vs_forward(void **state) {
 }
 
 // The captured decode step replayed equals eager launching, bitwise (ids and the last logits).
+static bool quick(void);
+
 static void graph_vs_eager(stg_precision prec) {
     stg_sample_attrs sa = {.temperature = 0.8, .top_p = 0.95, .top_k = 50, .seed = 9};
     smp x[2];
@@ -440,7 +442,7 @@ static void graph_vs_eager(stg_precision prec) {
         ids[m] = malloc(sizeof(int32_t) * (size_t)(B * C));
         lg[m] = malloc(sizeof(double) * (size_t)(B * V));
         if (rt_sampler_prefill(x[m].s, prompt, &err)) fail_msg("%s", err.msg);
-        for (int k = 0; k < 60; k++)
+        for (int k = 0; k < (quick() ? 12 : 60); k++)
             if (rt_sampler_submit(x[m].s, &err)) fail_msg("%s", err.msg); // pipelined: two steps in flight
         if (rt_sampler_ids(x[m].s, ids[m], &err) ||
             rt_exec_read_f64(rt_sampler_exec(x[m].s, STG_INFER_DECODE), x[m].inf->info[1].logits, lg[m], &err))
@@ -450,9 +452,9 @@ static void graph_vs_eager(stg_precision prec) {
     assert_memory_equal(ids[0], ids[1], sizeof(int32_t) * (size_t)n);
     assert_memory_equal(lg[0], lg[1], sizeof(double) * (size_t)(3 * x[0].inf->info[1].vocab));
     int distinct = 0; // the sequences really were sampled (not all one token)
-    for (int64_t j = 7; j < 67; j++) distinct += ids[0][j] != ids[0][j - 1];
-    assert_true(distinct > 5);
-    print_message("%s: 60 captured decode steps equal eager ones bitwise\n", prec == STG_PREC_BF16 ? "bf16" : "fp32");
+    for (int64_t j = 7; j < (quick() ? 19 : 67); j++) distinct += ids[0][j] != ids[0][j - 1];
+    assert_true(distinct > 3);
+    print_message("%s: %d captured decode steps equal eager ones bitwise\n", prec == STG_PREC_BF16 ? "bf16" : "fp32", quick() ? 12 : 60);
     for (int m = 0; m < 2; m++) {
         free(ids[m]), free(lg[m]);
         smp_close(&x[m]);

@@ -4,6 +4,7 @@
 # 4096-token prefill) with the bandwidth bound it prints, `stg memreport --mode sample --device cuda`
 # against the plan, and the test under compute-sanitizer memcheck (a shorter run).
 # Usage: tools/sample_gpu.sh SRC BUILD OUT    (after `source .deps/env.sh`)
+#   RUNS="b1 b64 b1_greedy prefill4096" and MEMS="1 64" (the defaults) choose the timings and reports.
 set -uo pipefail
 src=$1 bld=$2 out=$3
 mkdir -p "$out"
@@ -14,7 +15,7 @@ cmake -S "$src" -B "$bld" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHI
 cmake --build "$bld" --target stg test_gpu_sample >"$out/build.txt" 2>&1 || { grep -E "error" "$out/build.txt" | head -20; tail -5 "$out/build.txt"; exit 1; }
 stamp built
 S=$bld/stg M=$src/models/cs336/2.7B.yaml
-timeout 150 "$bld/test_gpu_sample" >"$out/test_gpu_sample.txt" 2>&1
+timeout 60 "$bld/test_gpu_sample" >"$out/test_gpu_sample.txt" 2>&1
 stamp "test_gpu_sample rc=$? $(grep -E 'PASSED|FAILED' "$out/test_gpu_sample.txt" | tr '\n' ' ')"
 grep -E "rel err|draws|bitwise|ERROR|error" "$out/test_gpu_sample.txt" | head -40
 tmp=$(mktemp -d)
@@ -27,13 +28,15 @@ run() { # name, args...
   stamp "$n rc=$? $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: d[k] for k in d if k not in ('ids','text')})" "$out/$n.json" 2>&1 | cut -c1-900)"
 }
 common=(--precision bf16 --init fill --json)
-run b1 "${common[@]}" --set ctx=1024 --prompt-ids "$tmp/p512.bin" -n 512
-STG_SANITIZER_RUN=1 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 "$bld/test_gpu_sample" >"$out/memcheck.txt" 2>&1
+RUNS=${RUNS-b1 b64 b1_greedy prefill4096} MEMS=${MEMS-1 64}
+want() { case " $RUNS " in *" $1 "*) return 0;; esac; return 1; }
+want b1 && run b1 "${common[@]}" --set ctx=1024 --prompt-ids "$tmp/p512.bin" -n 512
+STG_SANITIZER_RUN=1 timeout 70 compute-sanitizer --tool memcheck --error-exitcode 3 "$bld/test_gpu_sample" >"$out/memcheck.txt" 2>&1
 stamp "memcheck rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/memcheck.txt" | tail -3 | tr '\n' ' ')"
-run b64 "${common[@]}" --set ctx=1024 --prompt-ids "$tmp/p512.bin" -n 512 --batch 64
-run b1_greedy "${common[@]}" --set ctx=1024 --prompt-ids "$tmp/p512.bin" -n 512 --temperature 0
-run prefill4096 "${common[@]}" --set ctx=4100 --prompt-ids "$tmp/p4096.bin" -n 4
-for b in 1 64; do
+want b64 && run b64 "${common[@]}" --set ctx=1024 --prompt-ids "$tmp/p512.bin" -n 512 --batch 64
+want b1_greedy && run b1_greedy "${common[@]}" --set ctx=1024 --prompt-ids "$tmp/p512.bin" -n 512 --temperature 0
+want prefill4096 && run prefill4096 "${common[@]}" --set ctx=4100 --prompt-ids "$tmp/p4096.bin" -n 4
+for b in $MEMS; do
   timeout 60 "$S" memreport "$M" --mode sample --precision bf16 --set ctx=1024 --set batch=$b --prompt 512 --device cuda >"$out/mem_b$b.txt" 2>&1
   stamp "memreport batch $b rc=$?"; cat "$out/mem_b$b.txt"
 done

@@ -426,7 +426,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) sample_kernel(const T *logits,
         if (top_k > 0 && top_k < V) { // the largest key with at least top_k logits at or above it
             uint32_t lo = 0, hi = 0xffffffffu;
             while (lo < hi) {
-                uint32_t mid = lo + (hi - lo + 1) / 2;
+                uint32_t mid = lo + (uint32_t)(((uint64_t)hi - lo + 1) / 2); // 64-bit: the first range is all 2^32 keys
                 int cnt = 0;
                 for (int i = tid; i < V; i += SAMPLE_THREADS) {
                     float x = cu_ld(row, i);
@@ -446,7 +446,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) sample_kernel(const T *logits,
             const float want = top_p * cu_block_sum<float>(tot);
             uint32_t lo = kmin, hi = 0xffffffffu; // the largest key whose top set holds top_p of the weight
             while (lo < hi) {
-                uint32_t mid = lo + (hi - lo + 1) / 2;
+                uint32_t mid = lo + (uint32_t)(((uint64_t)hi - lo + 1) / 2); // 64-bit: the first range is all 2^32 keys
                 float s = 0.f;
                 for (int i = tid; i < V; i += SAMPLE_THREADS) {
                     float x = cu_ld(row, i), z = x * inv_t;

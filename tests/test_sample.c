@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -398,6 +399,49 @@ static void test_cli(void **state) {
     assert_non_null(strstr(b, "--- sequence 1 (1 tokens) ---"));
 }
 
+// stg train --sample-every: the samples are printed and logged, and the training run is bitwise the
+// one without them (the sampler only reads the step's parameters and uses its arena between steps).
+static void test_train_samples(void **state) {
+    (void)state;
+    char dir[] = "/tmp/stg_test_sample_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cmd[2048], out[16384];
+    const char *base = "%s train %s/models/tiny.yaml --device cpu --steps 6 --lr 1e-2 --set d_model=32 --set d_ff=48 --set ctx=24 "
+                       "--log %s/%s.jsonl %s 2>&1";
+    snprintf(cmd, sizeof cmd, base, STG_BINARY, STG_SOURCE_DIR, dir, "with", "--sample-every 2 --sample-prompt 'hi'");
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
+    assert_non_null(strstr(out, "sample at step 2: "));
+    assert_non_null(strstr(out, "sample at step 6: "));
+    snprintf(cmd, sizeof cmd, base, STG_BINARY, STG_SOURCE_DIR, dir, "without", "");
+    assert_int_equal(tu_run(cmd, out, sizeof out), 0);
+    assert_null(strstr(out, "sample at step"));
+    char path[512];
+    double loss[2][6];
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/%s.jsonl", dir, k ? "without" : "with");
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        char line[8192];
+        int n = 0, samples = 0;
+        while (fgets(line, sizeof line, f) && n < 6) {
+            const char *l = strstr(line, "\"loss\": ");
+            assert_non_null(l);
+            loss[k][n++] = strtod(l + 8, NULL);
+            samples += strstr(line, "\"sample\": \"") != NULL;
+        }
+        fclose(f);
+        assert_int_equal(n, 6);
+        assert_int_equal(samples, k ? 0 : 3);
+        unlink(path);
+    }
+    assert_memory_equal(loss[0], loss[1], sizeof loss[0]);
+    rmdir(dir);
+    // a sample prompt without --sample-every is refused
+    snprintf(cmd, sizeof cmd, "%s train %s/models/tiny.yaml --device cpu --steps 1 --sample-prompt x 2>&1", STG_BINARY, STG_SOURCE_DIR);
+    assert_int_equal(tu_run(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "--sample-every"));
+}
+
 // ---- memory -------------------------------------------------------------------------------------
 
 static void test_memory(void **state) {
@@ -455,6 +499,7 @@ int main(void) {
         cmocka_unit_test(test_greedy_chain),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_train_samples),
         cmocka_unit_test(test_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -45,12 +45,60 @@ struct rt_exec {
     int pending[2];            // slots submitted and not collected, oldest first
     int npending;
     void *graphs[8][2];        // captured runs by phase mask and slot
+    bool *shared;              // (nt) with o.share: the tensor's memory is the other executor's
 };
 
 static int own(rt_exec *e, size_t n, void **out, stg_err *err) {
     if (e->b->ops->alloc(e->b, n, out, err)) return -1;
     e->owned[e->nowned++] = *out;
     e->allocated += (int64_t)n;
+    return 0;
+}
+
+// rt_exec_opts.share: persistent tensors named as one of the other executor's persistent tensors,
+// with its shape and dtype, take its memory; the rest of the persistent tensors get memory of their
+// own (one allocation, the plan's order, or one each in separate mode); the arena is the other's
+// when that is at least as large (neither in separate mode). Views follow their base.
+static int share_memory(rt_exec *e, stg_err *err) {
+    const stg_graph *g = e->g, *sg = e->o.share->g;
+    const stg_plan *p = e->p;
+    const rt_exec *sh = e->o.share;
+    if (!(e->shared = stg_calloc((size_t)g->nt, sizeof *e->shared, err))) return -1;
+    int64_t own_bytes = 0;
+    for (int t = 0; t < g->nt; t++) {
+        if (p->region[t] != STG_REGION_PERSISTENT || g->t[t].base >= 0) continue;
+        int u = graph_find_tensor(sg, g->t[t].name);
+        if (u >= 0 && stg_class_persistent(sg->t[u].cls) && sg->t[u].dtype == g->t[t].dtype && stg_same_shape(&sg->t[u], &g->t[t]) &&
+            sh->ptr[u]) {
+            e->ptr[t] = sh->ptr[u];
+            e->shared[t] = true;
+        } else if (e->o.separate) {
+            if (own(e, (size_t)stg_bytes(&g->t[t]), &e->ptr[t], err)) return -1;
+        } else {
+            own_bytes += p->size[t];
+        }
+    }
+    if (!e->o.separate) {
+        if (own_bytes > 0 && own(e, (size_t)own_bytes, &e->persistent, err)) return -1;
+        int64_t off = 0;
+        for (int t = 0; t < g->nt; t++)
+            if (p->region[t] == STG_REGION_PERSISTENT && g->t[t].base < 0 && !e->shared[t]) {
+                e->ptr[t] = (char *)e->persistent + off;
+                off += p->size[t];
+            }
+        if (sh->arena && !sh->o.separate && sh->p->arena_bytes >= p->arena_bytes) e->arena = sh->arena;
+        else if (own(e, (size_t)p->arena_bytes, &e->arena, err)) return -1;
+        for (int t = 0; t < g->nt; t++)
+            if (p->region[t] == STG_REGION_ARENA) e->ptr[t] = (char *)e->arena + p->offset[t];
+    } else {
+        for (int t = 0; t < g->nt; t++)
+            if (g->t[t].base < 0 && p->region[t] == STG_REGION_ARENA && own(e, (size_t)stg_bytes(&g->t[t]), &e->ptr[t], err)) return -1;
+    }
+    for (int t = 0; t < g->nt; t++) { // views: their base's bytes (bases come first)
+        int r = t;
+        for (int k = 0; g->t[r].base >= 0 && k <= g->nt; k++) r = g->t[r].base;
+        if (r != t && (p->region[t] == STG_REGION_PERSISTENT || e->o.separate)) e->ptr[t] = e->ptr[r];
+    }
     return 0;
 }
 
@@ -81,7 +129,9 @@ int rt_exec_new(const stg_graph *g, const stg_plan *p, rt_backend *b, const rt_e
             if (g->t[t].cls == STG_CLASS_GRAD || (g->t[t].base >= 0 && g->t[g->t[t].base].cls == STG_CLASS_GRAD))
                 e->after_grads[op] = true;
         }
-    if (!e->o.separate) {
+    if (e->o.share) {
+        if (share_memory(e, err)) goto fail;
+    } else if (!e->o.separate) {
         if (own(e, (size_t)p->persistent_bytes, &e->persistent, err) || own(e, (size_t)p->arena_bytes, &e->arena, err)) goto fail;
         for (int t = 0; t < g->nt; t++) {
             if (p->region[t] == STG_REGION_PERSISTENT) e->ptr[t] = (char *)e->persistent + p->offset[t];
@@ -115,7 +165,7 @@ int rt_exec_new(const stg_graph *g, const stg_plan *p, rt_backend *b, const rt_e
     // Small runtime state starts at zero: the schedule's [steps done, lr] and, with the optimizer in
     // backward, the previous step's gradient norm (0: the first step does not clip) and its slots.
     for (int t = 0; t < g->nt; t++)
-        if (g->t[t].cls == STG_CLASS_WORKSPACE && g->t[t].base < 0 && e->ptr[t] &&
+        if (g->t[t].cls == STG_CLASS_WORKSPACE && g->t[t].base < 0 && e->ptr[t] && !(e->shared && e->shared[t]) &&
             b->ops->fill(b, e->ptr[t], 0, (size_t)stg_bytes(&g->t[t]), err))
             goto fail;
     if (b->ops->sync(b, err)) goto fail;
@@ -142,6 +192,7 @@ void rt_exec_free(rt_exec *e) {
     }
     for (int i = 0; i < e->nowned; i++) e->b->ops->release(e->b, e->owned[i]);
     free(e->owned);
+    free(e->shared);
     free(e->ptr);
     free(e->after_grads);
     free(e->have);

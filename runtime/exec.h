@@ -16,6 +16,11 @@ typedef struct rt_exec_opts {
     bool graph;    // capture each kind of run once (per phase mask) and replay it (backends with graphs)
     int streams;   // graph mode: spread independent ops over at most this many streams (0: all the
                    // backend has; 1: one stream, the schedule's order)
+    // Another executor whose memory this one uses (the inference graphs: runtime/sample.h): each
+    // persistent tensor with the name, shape and dtype of one of its persistent tensors is that
+    // tensor, and its arena is this one's when at least as large. Its backend may be another (same
+    // device); the caller runs one executor at a time and frees `share` last.
+    const struct rt_exec *share;
 } rt_exec_opts;
 
 // What a run leaves for the host: the loss (forward runs; the mean over the micro-batches under

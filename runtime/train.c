@@ -11,6 +11,7 @@
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
 #include "runtime/fsutil.h"
+#include "runtime/sample.h"
 
 rt_train_cfg rt_train_defaults(void) {
     rt_train_cfg c;
@@ -226,6 +227,7 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
     int rc = -1;
     int64_t queue[2];
     int nq = 0;
+    rt_text sample_text = {0};
     if (rt_feed_new(g, cfg->data, cfg->markov_k, cfg->seed ^ 0x5eedda7aULL, &feed, err)) goto out;
     if (cfg->val && rt_feed_new(g, cfg->val, cfg->markov_k, cfg->seed ^ 0x5eedda7aULL, &vfeed, err)) goto out;
     int world = cfg->world > 1 ? cfg->world : 1;
@@ -293,7 +295,8 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
         queue[nq++] = step;
         bool val_due = cfg->val_every > 0 && (step % cfg->val_every == 0 || step == cfg->steps);
         bool ckpt_due = cfg->ckpt_dir && ((cfg->ckpt_every > 0 && step % cfg->ckpt_every == 0) || step == cfg->steps);
-        while (nq == 2 || (nq > 0 && (val_due || ckpt_due || step == cfg->steps))) {
+        bool sample_due = lead && cfg->sample_fn && cfg->sample_every > 0 && step % cfg->sample_every == 0;
+        while (nq == 2 || (nq > 0 && (val_due || ckpt_due || sample_due || step == cfg->steps))) {
             int64_t done = queue[0];
             queue[0] = queue[1];
             nq--;
@@ -319,6 +322,16 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
                 res->last_val_loss = p.val_loss;
                 tpaused += now_s() - t1;
             }
+            bool sampled = done == step && sample_due;
+            if (sampled) { // between steps: nothing of this executor is in flight
+                double ts = now_s();
+                sample_text.n = 0;
+                if (cfg->sample_fn(cfg->sample_ctx, done, &sample_text, err)) {
+                    stg_err_prefix(err, "step %lld: sampling", (long long)done);
+                    goto out;
+                }
+                tpaused += now_s() - ts;
+            }
             if (done == start + 1) res->first_loss = r.loss;
             res->last_loss = r.loss;
             res->steps_done = done;
@@ -327,6 +340,10 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
                 fprintf(log, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.6g, \"tokens_per_step\": %lld",
                         (long long)done, r.loss, r.lr, r.grad_norm, p.tokens_per_s, (long long)step_tokens);
                 if (!isnan(p.val_loss)) fprintf(log, ", \"val_loss\": %.9g", p.val_loss);
+                if (sampled && (fprintf(log, ", \"sample\": ") < 0 || rt_json_string(log, sample_text.p, sample_text.n))) {
+                    stg_errf(err, "%s: write failed", cfg->log_path);
+                    goto out;
+                }
                 fprintf(log, "}\n");
                 if (fflush(log) != 0 || ferror(log)) {
                     stg_errf(err, "%s: write failed: %s", cfg->log_path, strerror(errno));
@@ -359,5 +376,6 @@ out:
     if (log && fclose(log) != 0 && rc == 0) rc = stg_errf(err, "%s: close failed: %s", cfg->log_path, strerror(errno));
     rt_feed_free(feed);
     rt_feed_free(vfeed);
+    free(sample_text.p);
     return rc;
 }

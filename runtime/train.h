@@ -10,6 +10,8 @@
 #include "runtime/exec.h"
 #include "runtime/rng.h"
 
+struct rt_text;
+
 typedef struct rt_train_cfg {
     int64_t steps;            // total steps of the run (a resumed run continues up to this)
     uint64_t seed;            // parameters and data order
@@ -27,6 +29,12 @@ typedef struct rt_train_cfg {
     int rank, world;          // data parallel: this process's share of every batch; only rank 0
                               // writes logs and checkpoints (world 0 or 1: one process)
     struct rt_dist *dist;     // data parallel: the group (checkpoints with ZeRO-1 gather over it)
+    // Every sample_every steps (0: never; rank 0 only), once the step is done: sample_fn writes a
+    // short sample's text into *text (the caller prints it; the log gets it as the step's "sample").
+    // It must leave the step's executor as it found it (runtime/sample.h's sampler only reads it).
+    int64_t sample_every;
+    int (*sample_fn)(void *ctx, int64_t step, struct rt_text *text, stg_err *err);
+    void *sample_ctx;
 } rt_train_cfg;
 
 // An existing non-empty log: a fresh run refuses it (RT_LOG_NEW, the default: it would be lost),

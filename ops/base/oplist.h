@@ -33,6 +33,13 @@ typedef struct { double lr, min_lr; int64_t warmup, cosine_steps; } stg_lr_attrs
 typedef struct { int64_t root; } stg_comm_attrs; // broadcast: the rank whose values everyone gets
 typedef struct { int64_t chunk; double grad_scale; } stg_lce_attrs; // linear_cross_entropy: rows per chunk (0: chosen by the op);
                                                                    // backward: the loss gradient (1 / micro-batches; set by its rule)
+// Decoding (ops/decode): attention over a KV cache at the position held on the device. scale 0
+// means 1/sqrt(head_dim); rope_theta > 0: q and k are rotated (RoPE) at that position first.
+typedef struct { double scale, rope_theta; } stg_attention_cached_attrs;
+// The next token from the last row of logits: greedy when temperature is 0, else drawn with
+// top_k (0: off) and top_p (1: off) from the counter-based uniform of (seed, position); the
+// position advances by `advance`.
+typedef struct { double temperature, top_p; int64_t top_k, seed, advance; } stg_sample_attrs;
 
 typedef union stg_attrs {
     stg_no_attrs none;
@@ -50,6 +57,8 @@ typedef union stg_attrs {
     stg_lr_attrs lr;
     stg_comm_attrs comm;
     stg_lce_attrs lce;
+    stg_attention_cached_attrs attention_cached;
+    stg_sample_attrs sample;
 } stg_attrs;
 
 #define STG_OP_LIST(X)                                                  \
@@ -92,7 +101,10 @@ typedef union stg_attrs {
     X(BROADCAST, broadcast, comm, stg_comm_attrs)                       \
     X(MATMUL_GROUP, matmul_group, matmul, stg_matmul_attrs)            \
     X(LINEAR_CROSS_ENTROPY, linear_cross_entropy, loss, stg_lce_attrs)  \
-    X(LINEAR_CROSS_ENTROPY_BWD, linear_cross_entropy_bwd, loss, stg_lce_attrs)
+    X(LINEAR_CROSS_ENTROPY_BWD, linear_cross_entropy_bwd, loss, stg_lce_attrs) \
+    X(ATTENTION_CACHED, attention_cached, decode, stg_attention_cached_attrs) \
+    X(KV_WRITE, kv_write, decode, stg_no_attrs)                         \
+    X(SAMPLE, sample, decode, stg_sample_attrs)
 
 typedef enum stg_op_kind {
 #define STG_X_ENUM(e, n, f, a) STG_OP_##e,

@@ -24,5 +24,6 @@
 #include "ops/layout/kernels.h"
 #include "ops/loss/kernels.h"
 #include "ops/optim/kernels.h"
+#include "ops/decode/kernels.h"
 
 #endif

@@ -115,5 +115,16 @@ int cmd_commbench(int argc, char **argv);
 int cmd_tokenizer(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+
+// stg train --sample-every (tools/stg/train_sample.c): a sampler reading the training executor's
+// parameters; cli_train_sample is rt_train_cfg's sample_fn. Open prints its errors.
+typedef struct cli_train_sampler cli_train_sampler;
+struct rt_exec;
+struct rt_text;
+int cli_train_sampler_open(const cli_model_opts *m, const char *tok_path, const char *prompt, uint64_t seed, const char *backend, int device,
+                           const struct rt_exec *train, cli_train_sampler **out);
+int cli_train_sample(void *ctx, int64_t step, struct rt_text *text, stg_err *err);
+void cli_train_sampler_free(cli_train_sampler *t);
 
 #endif

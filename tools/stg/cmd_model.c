@@ -7,11 +7,13 @@
 #include "ops/registry.h"
 #include "planner/budget.h"
 #include "planner/formula.h"
+#include "planner/infer.h"
 #include "planner/plan.h"
 #include "planner/shard.h"
 #include "planner/report.h"
 #include "runtime/backend.h"
 #include "runtime/exec.h"
+#include "runtime/sample.h"
 #include "tools/stg/cli.h"
 
 static int usage_model(const char *cmd, const char *extra) {
@@ -138,6 +140,9 @@ typedef struct {
     const char *out;
     stg_report_format fmt;
     bool forward;
+    bool sample;    // --mode sample: the inference graphs (planner/infer.h)
+    int64_t prompt; // --prompt N (sample mode): prompt tokens per sequence, 0: the whole ctx
+    bool device_memory_given;
     const char *device;
     int64_t world, zero; // --world N --zero K: per-device bytes under data parallelism (0: not asked)
     double device_gib;   // --device-memory: capacity for "how many devices" (GiB)
@@ -148,7 +153,11 @@ static int mem_extra(void *ctx, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v;
     if (strcmp(a, "-o") == 0) return (c->out = cli_value(argc, argv, i)) ? 1 : -1;
     if (strcmp(a, "--world") == 0) return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 1, 1 << 20, &c->world) ? 1 : -1;
-    if (strcmp(a, "--device-memory") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0.001, 1e9, &c->device_gib) ? 1 : -1;
+    if (strcmp(a, "--device-memory") == 0) {
+        c->device_memory_given = true;
+        return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0.001, 1e9, &c->device_gib) ? 1 : -1;
+    }
+    if (strcmp(a, "--prompt") == 0) return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 1, INT64_C(1) << 40, &c->prompt) ? 1 : -1;
     if (strcmp(a, "--device") == 0) return (c->device = cli_value(argc, argv, i)) ? 1 : -1;
     if (strcmp(a, "--format") == 0) {
         if (!(v = cli_value(argc, argv, i))) return -1;
@@ -166,8 +175,9 @@ static int mem_extra(void *ctx, int argc, char **argv, int *i) {
         if (!(v = cli_value(argc, argv, i))) return -1;
         if (strcmp(v, "train") == 0) c->forward = false;
         else if (strcmp(v, "forward") == 0) c->forward = true;
+        else if (strcmp(v, "sample") == 0) c->sample = true;
         else {
-            fprintf(stderr, "stg memreport: --mode '%s': expected train or forward\n", v);
+            fprintf(stderr, "stg memreport: --mode '%s': expected train, forward or sample\n", v);
             return -1;
         }
         return 1;
@@ -175,15 +185,102 @@ static int mem_extra(void *ctx, int argc, char **argv, int *i) {
     return 0;
 }
 
+// --mode sample: the prefill and decode graphs of `stg sample` at the model's batch and ctx, planned
+// term by term against the formula, the largest batch and context that fit the device (its free
+// memory with --device cuda, else --device-memory GIB), and with --device the bytes measured.
+static int memreport_sample(cli_model_opts *m, const mem_ctx *c) {
+    if (c->fmt == STG_REPORT_MD || c->fmt == STG_REPORT_SVG || c->world || m->budget || m->optim.in_backward) {
+        fprintf(stderr, "stg memreport: --mode sample reports as text or json, without --world, --zero, --memory-budget or "
+                        "--optimizer-in-backward\n");
+        return 2;
+    }
+    m->train = false;
+    stg_graph *g = cli_build(m);
+    if (!g) return 2;
+    bool fb, fc;
+    int64_t batch = graph_dim(g, "batch", &fb), ctx = graph_dim(g, "ctx", &fc);
+    graph_free(g);
+    if (!fb || !fc) {
+        fprintf(stderr, "stg memreport: --mode sample needs the dims batch and ctx (sequences, and the KV cache's positions)\n");
+        return 2;
+    }
+    if (c->prompt > ctx) {
+        fprintf(stderr, "stg memreport: --prompt %lld is longer than the context %lld (ctx)\n", (long long)c->prompt, (long long)ctx);
+        return 2;
+    }
+    const char *sets[CLI_MAX_SETS + 3];
+    int ns = 0;
+    if (m->vocab_set[0]) sets[ns++] = m->vocab_set;
+    for (int i = 0; i < m->nsets; i++) sets[ns++] = m->sets[i];
+    stg_infer_opts io = stg_infer_defaults();
+    io.model_path = m->model;
+    io.sets = sets;
+    io.nsets = ns;
+    io.precision = m->precision;
+    io.batch = batch;
+    io.prompt = c->prompt ? c->prompt : ctx;
+    io.ungrouped = m->ungrouped;
+    stg_err err;
+    stg_infer *s = NULL;
+    stg_infer_mem mem;
+    int rc = 1;
+    rt_backend *bp = NULL, *bd = NULL;
+    rt_sampler *smp = NULL;
+    int64_t measured = -1, capacity = (int64_t)(c->device_gib * (double)(1LL << 30));
+    if (stg_infer_build(&io, &s, &err) || stg_infer_memory(s, &mem, &err)) {
+        fprintf(stderr, "stg memreport: %s\n", err.msg);
+        goto out;
+    }
+    if (c->device) {
+        if (!(bp = cli_open_backend(c->device, m->precision, 0)) || !(bd = cli_open_backend(c->device, m->precision, 0))) goto out;
+        int64_t fr = bp->ops->mem_free(bp);
+        if (fr >= 0 && !c->device_memory_given) capacity = fr - ((int64_t)512 << 20); // contexts, workspaces and scratch beside the plan
+        if (fr >= 0 && mem.total > fr) {
+            fprintf(stderr, "stg memreport: the plan needs %.2f GiB and the device has %.2f GiB free: not allocated\n",
+                    (double)mem.total / (1 << 30), (double)fr / (1 << 30));
+        } else {
+            rt_sampler_opts so = {0};
+            if (rt_sampler_new(s, bp, bd, &so, &smp, &err)) {
+                fprintf(stderr, "stg memreport: %s\n", err.msg);
+                goto out;
+            }
+            measured = rt_sampler_measured(smp);
+        }
+    }
+    char tmp[4200];
+    FILE *f = cli_out_open(c->out, tmp, sizeof tmp);
+    if (!f) goto out;
+    if (stg_infer_report(f, c->fmt == STG_REPORT_JSON, &io, s, &mem, measured, capacity, &err)) {
+        fprintf(stderr, "stg memreport: %s\n", err.msg);
+        if (f != stdout) {
+            fclose(f);
+            remove(tmp);
+        }
+        goto out;
+    }
+    rc = cli_out_close(f, c->out, tmp) ? 1 : 0;
+out:
+    rt_sampler_free(smp);
+    stg_infer_free(s);
+    if (bp) bp->ops->destroy(bp);
+    if (bd) bd->ops->destroy(bd);
+    return rc;
+}
+
 int cmd_memreport(int argc, char **argv) {
     cli_model_opts m;
     cli_model_opts_init(&m);
-    mem_ctx c = {NULL, STG_REPORT_TEXT, false, NULL, 0, 0, 80.0};
+    mem_ctx c = {.fmt = STG_REPORT_TEXT, .device_gib = 80.0};
     if (parse_model_cmd(argc, argv, &m, mem_extra, &c,
                         " [--mode train|forward] [--format text|md|json|svg] [-o FILE] [--device cuda] [--memory-budget BYTES|auto]"
                         " [--optimizer-in-backward] [--group-matmuls on|off] [--world N [--zero 0|1|2|3] [--device-memory GIB]]"))
         return 2;
     if (out_is_input(&m, c.out, "memreport")) return 2;
+    if (c.sample) return memreport_sample(&m, &c);
+    if (c.prompt) {
+        fprintf(stderr, "stg memreport: --prompt is for --mode sample\n");
+        return 2;
+    }
     m.train = !c.forward;
     c.zero = m.optim.dp_zero; // --zero is a model option (cli_model_arg)
     m.optim.dp_zero = 0;

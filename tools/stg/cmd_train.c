@@ -30,6 +30,7 @@ typedef struct {
     bool tty;
     bool quiet; // data parallel: ranks other than 0 print nothing per step
     int64_t last_print;
+    const char *sample_prompt, *tok_path; // --sample-prompt; --tokenizer (the sample's text)
 } train_ctx;
 
 static void progress(void *vctx, const rt_train_progress *p) {
@@ -88,6 +89,8 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
     if (strcmp(a, "--val-batches") == 0) return VAL() && !cli_int(a, v, 1, 1 << 20, &n) ? (f->val_batches = n, 1) : -1;
     if (strcmp(a, "--markov-k") == 0) return VAL() && !cli_int(a, v, 1, 256, &n) ? (f->markov_k = (int)n, 1) : -1;
     if (strcmp(a, "--seed") == 0) return VAL() && !cli_int(a, v, 0, INT64_MAX, &n) ? (f->seed = (uint64_t)n, 1) : -1;
+    if (strcmp(a, "--sample-every") == 0) return VAL() && !cli_int(a, v, 1, INT64_C(1) << 40, &n) ? (f->sample_every = n, 1) : -1;
+    if (strcmp(a, "--sample-prompt") == 0) return VAL() ? (c->sample_prompt = v, 1) : -1;
 #undef VAL
     return 0;
 }
@@ -198,6 +201,7 @@ int cmd_train(int argc, char **argv) {
     c.cfg = rt_train_defaults();
     c.tty = isatty(fileno(stderr)) && isatty(fileno(stdout));
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--tokenizer") == 0 && i + 1 < argc) c.tok_path = argv[i + 1]; // also the samples' text
         int r = cli_model_arg(&m, argc, argv, &i);
         if (!r) r = optim_arg(&m, &c.min_lr_given, argc, argv, &i);
         if (!r) r = train_arg(&c, argc, argv, &i);
@@ -215,6 +219,10 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (m.optim.cosine_steps == 0) m.optim.cosine_steps = c.cfg.steps; // anneal over the whole run by default
+    if (c.sample_prompt && !c.cfg.sample_every) {
+        fprintf(stderr, "stg train: --sample-prompt is the prompt of --sample-every N's samples: give --sample-every too\n");
+        return 2;
+    }
     if (train_checks(&m, &c)) return 2;
     rt_dist dist;
     if (cli_dist_env(&m, &dist) || cli_resolve_accum(&m, dist.world, "train")) return 2;
@@ -239,6 +247,7 @@ int cmd_train(int argc, char **argv) {
     stg_graph *g = cli_build(&m);
     stg_plan *p = NULL;
     rt_exec *e = NULL;
+    cli_train_sampler *ts = NULL;
     stg_err err;
     int rc = 1;
     if (!g) goto out;
@@ -290,6 +299,12 @@ int cmd_train(int argc, char **argv) {
         if (c.cfg.val && !c.val_every_given)
             printf("validation: on %s every %d steps and at the end (the default with --val; --val-every N)\n", c.cfg.val, DEFAULT_VAL_EVERY);
     }
+    if (c.cfg.sample_every && dist.rank == 0) {
+        if (cli_train_sampler_open(&m, c.tok_path, c.sample_prompt ? c.sample_prompt : "\n", c.cfg.seed, b->ops->name, dist.local_rank, e, &ts))
+            goto out;
+        c.cfg.sample_fn = cli_train_sample;
+        c.cfg.sample_ctx = ts;
+    }
     rt_train_result res;
     int trc = rt_train(e, &c.cfg, progress, &c, &res, &err);
     if (dist.rank == 0 && res.stale_tmp_removed > 0)
@@ -318,6 +333,7 @@ int cmd_train(int argc, char **argv) {
     }
     rc = fflush(stdout) ? 1 : 0;
 out:
+    cli_train_sampler_free(ts); // before the executor whose memory it reads
     rt_exec_free(e);
     plan_free(p);
     graph_free(g);

@@ -24,6 +24,7 @@ static const command commands[] = {
     {"tokenizer", cmd_tokenizer, "train|convert|info  byte-level BPE: train on text, convert GPT-2 / Hugging Face files"},
     {"tokenize", cmd_tokenize, "--tokenizer TOK FILE... -o OUT.bin  text to token ids (uint16, or uint32 past 65536)"},
     {"detokenize", cmd_detokenize, "--tokenizer TOK IN.bin  token ids back to text"},
+    {"sample", cmd_sample, "MODEL --init CKPT --prompt TEXT  text from a model (KV cache, a captured decode step)"},
 };
 
 static void usage(FILE *f) {

@@ -8,8 +8,8 @@
 
 enum {
     C_CHECK = 1u << 0, C_GRAPH = 1u << 1, C_MEMREPORT = 1u << 2, C_TRAIN = 1u << 3, C_STEP = 1u << 4, C_BENCH = 1u << 5,
-    C_ATTN = 1u << 6, C_COMM = 1u << 7, C_LAUNCH = 1u << 8, C_TOKENS = 1u << 9,
-    C_MODEL = C_CHECK | C_GRAPH | C_MEMREPORT | C_TRAIN | C_STEP | C_BENCH, // commands that read a model
+    C_ATTN = 1u << 6, C_COMM = 1u << 7, C_LAUNCH = 1u << 8, C_TOKENS = 1u << 9, C_SAMPLE = 1u << 10,
+    C_MODEL = C_CHECK | C_GRAPH | C_MEMREPORT | C_TRAIN | C_STEP | C_BENCH | C_SAMPLE, // commands that read a model
     C_PLAN = C_MEMREPORT | C_TRAIN | C_BENCH,                             // commands that plan a step
 };
 
@@ -33,6 +33,8 @@ static const cmd_usage cmds[] = {
     {"launch", C_LAUNCH, "-n N [options] -- COMMAND [ARGS...]",
      "N local processes of COMMAND with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT set"},
     {"tokens", C_TOKENS, "TEXT -o FILE.bin", "byte-level tokens (vocab 256, uint16 little-endian) of any file"},
+    {"sample", C_SAMPLE, "MODEL --init CKPT (--prompt TEXT | --prompt-ids FILE) [options]",
+     "text from a model: the prompt prefilled, then one token per decode step (a captured CUDA Graph on the GPU), streamed"},
 };
 
 typedef struct {
@@ -44,7 +46,7 @@ typedef struct {
 // One row per option; a row may serve several commands. Order: as printed.
 static const opt_usage opts[] = {
     {C_MODEL, "--set name=value", "override a dim (an integer expression, e.g. ctx=1024) or a model option"},
-    {C_MODEL, "--attention naive|flash", "attention written out or fused (default flash)"},
+    {C_MODEL & ~C_SAMPLE, "--attention naive|flash", "attention written out or fused (default flash)"},
     {C_MODEL & ~C_STEP, "--precision fp32|bf16|fp64", "bf16: bf16 weights and activations, fp32 master weights, gradients and AdamW state; fp64: cpu only"},
     {C_STEP, "--precision fp32|fp64", "the step's precision (cpu)"},
     {C_PLAN, "--memory-budget BYTES|auto", "recompute activations so the step fits (e.g. 60G; auto: the device's free memory)"},
@@ -82,14 +84,17 @@ static const opt_usage opts[] = {
     {C_TRAIN, "--ckpt-every N", "steps between checkpoints (default 0: at the end only)"},
     {C_TRAIN, "--keep K", "checkpoints kept in DIR, newest first (default 2; 0: all)"},
     {C_TRAIN, "--resume", "continue from the newest checkpoint in --ckpt DIR that verifies"},
+    {C_TRAIN, "--sample-every N", "every N steps, print a sample of up to 64 tokens (temperature 1) and log it as the step's \"sample\""},
+    {C_TRAIN, "--sample-prompt TEXT", "the samples' prompt (default a newline; encoded by --tokenizer, else its bytes are the ids)"},
     {C_GRAPH, "--dot", "write Graphviz (the only format)"},
     {C_GRAPH, "-o FILE.dot", "the output (default: standard output); never an input file"},
-    {C_MEMREPORT, "--mode train|forward", "the training step (default) or the forward alone"},
+    {C_MEMREPORT, "--mode train|forward|sample", "the training step (default), the forward alone, or stg sample's prefill and decode (KV cache at batch x ctx)"},
+    {C_MEMREPORT, "--prompt N", "--mode sample: prompt tokens per sequence (default: ctx)"},
     {C_MEMREPORT, "--format text|md|json|svg", "the report's format (svg: live bytes over the schedule)"},
     {C_MEMREPORT, "-o FILE", "the output (default: standard output); never an input file"},
     {C_MEMREPORT, "--device cpu|cuda", "also allocate the plan there and measure what the device holds"},
     {C_MEMREPORT, "--world N", "bytes per data-parallel device, and how many devices a configuration needs"},
-    {C_MEMREPORT, "--device-memory GIB", "device capacity for --world (default 80)"},
+    {C_MEMREPORT, "--device-memory GIB", "device capacity for --world and --mode sample's fit (default 80; --device cuda: its free memory)"},
     {C_STEP, "--init PARAMS.safetensors", "the parameters"},
     {C_STEP, "--batch BATCH.npy", "int32 [2, batch, ctx]: the tokens, then the targets"},
     {C_STEP, "--dump OUT.safetensors", "the loss, the logits (unless the head is fused) and every gradient by parameter name; never an input file"},
@@ -113,6 +118,20 @@ static const opt_usage opts[] = {
     {C_LAUNCH, "--port P", "MASTER_PORT (default: a free port; give it with --nnodes)"},
     {C_LAUNCH, "--addr A", "MASTER_ADDR (default 127.0.0.1)"},
     {C_TOKENS, "-o FILE.bin", "the output; never the input file"},
+    {C_SAMPLE, "--init FILE|random|fill", "the parameters: a checkpoint or safetensors file; random: CS336's initialisation from --seed; fill: a constant (timing)"},
+    {C_SAMPLE, "--tokenizer TOK", "encode the prompt and decode the output (and set the vocab); without it, bytes are ids"},
+    {C_SAMPLE, "--prompt TEXT", "the prompt, the same for every sequence"},
+    {C_SAMPLE, "--prompt-ids FILE", "the prompt as token ids (.bin uint16 or .npy)"},
+    {C_SAMPLE, "-n N", "new tokens per sequence (default 64); prompt + N must fit the model's ctx"},
+    {C_SAMPLE, "--batch B", "sequences sampled together (default 1; one streams, more print at the end)"},
+    {C_SAMPLE, "--temperature T", "0: greedy; else logits / T (default 1)"},
+    {C_SAMPLE, "--top-k K", "sample among the K most likely tokens (1 to vocab; default: all)"},
+    {C_SAMPLE, "--top-p P", "sample among the most likely tokens of total probability P, in (0, 1] (default 1)"},
+    {C_SAMPLE, "--seed N", "the sampler's random numbers (and --init random's parameters; default 0)"},
+    {C_SAMPLE, "--stop TEXT|ID", "stop a sequence at this token id (a number or a special token) or once its text ends with TEXT"},
+    {C_SAMPLE, "--json", "ids, text, timings and tokens/s as one JSON object (no streaming)"},
+    {C_SAMPLE, "--device cpu|cuda", "the backend (default: cuda when a GPU is present, else cpu)"},
+    {C_SAMPLE, "--exec graph|eager", "cuda: capture the decode step once and replay it (graph, the default) or launch every op"},
     {C_MODEL | C_ATTN | C_COMM | C_LAUNCH | C_TOKENS, "-h, --help", "this text"},
 };
 

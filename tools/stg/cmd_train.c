@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "ops/base/file.h"
+#include "ops/optim/schedule.h"
 #include "ops/registry.h"
 #include "planner/budget.h"
 #include "planner/plan.h"
@@ -27,6 +28,7 @@ typedef struct {
     bool tf32, eager, tune;
     const char *exec_given; // --exec as typed (NULL: not given)
     bool min_lr_given, val_every_given;
+    bool cosine_steps_given, wsd_frac_given, wsd_shape_given; // --cosine-steps, --wsd-decay-frac, --wsd-shape
     bool tty;
     bool quiet; // data parallel: ranks other than 0 print nothing per step
     int64_t last_print;
@@ -99,13 +101,44 @@ static int optim_arg(cli_model_opts *m, bool *min_lr_given, int argc, char **arg
     if (strcmp(a, "--lr") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.lr = d, 1) : -1;
     if (strcmp(a, "--min-lr") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.min_lr = d, *min_lr_given = true, 1) : -1;
     if (strcmp(a, "--warmup") == 0) return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (m->optim.warmup = n, 1) : -1;
-    if (strcmp(a, "--cosine-steps") == 0)
-        return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 1, INT64_C(1) << 40, &n) ? (m->optim.cosine_steps = n, 1) : -1;
     if (strcmp(a, "--weight-decay") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.weight_decay = d, 1) : -1;
     if (strcmp(a, "--clip") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 1e30, &d) ? (m->optim.max_norm = d, 1) : -1;
     if (strcmp(a, "--beta1") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 0.999999, &d) ? (m->optim.beta1 = d, 1) : -1;
     if (strcmp(a, "--beta2") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 0.999999, &d) ? (m->optim.beta2 = d, 1) : -1;
     if (strcmp(a, "--no-decay-norms-embeddings") == 0) return m->optim.decay_exempt_norms_embeddings = true, 1;
+    return 0;
+}
+
+static const char *const schedule_names[STG_LR_KINDS] = {"cosine", "constant", "linear", "wsd"};
+static const char *const wsd_shape_names[STG_WSD_SHAPES] = {"linear", "cosine", "sqrt"};
+
+// The value's index in names[n], or -1 (printed).
+static int name_index(const char *opt, const char *v, const char *const *names, int n, const char *expected) {
+    for (int k = 0; k < n; k++)
+        if (strcmp(v, names[k]) == 0) return k;
+    fprintf(stderr, "stg: %s '%s': expected %s\n", opt, v, expected);
+    return -1;
+}
+
+// --schedule, --cosine-steps and the WSD options (ops/optim/schedule.h has the formulas).
+static int schedule_arg(cli_model_opts *m, train_ctx *c, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *v;
+    int64_t n;
+    double d;
+    int k;
+    if (strcmp(a, "--cosine-steps") == 0)
+        return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 1, INT64_C(1) << 40, &n) ? (m->optim.cosine_steps = n, c->cosine_steps_given = true, 1)
+                                                                                         : -1;
+    if (strcmp(a, "--schedule") == 0)
+        return (v = cli_value(argc, argv, i)) && (k = name_index(a, v, schedule_names, STG_LR_KINDS, "constant, linear, cosine or wsd")) >= 0
+                   ? (m->optim.lr_kind = k, 1)
+                   : -1;
+    if (strcmp(a, "--wsd-shape") == 0)
+        return (v = cli_value(argc, argv, i)) && (k = name_index(a, v, wsd_shape_names, STG_WSD_SHAPES, "linear, cosine or sqrt")) >= 0
+                   ? (m->optim.wsd_shape = k, c->wsd_shape_given = true, 1)
+                   : -1;
+    if (strcmp(a, "--wsd-decay-frac") == 0)
+        return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 1, &d) ? (m->optim.wsd_decay_frac = d, c->wsd_frac_given = true, 1) : -1;
     return 0;
 }
 
@@ -125,10 +158,21 @@ static int train_checks(cli_model_opts *m, train_ctx *c) {
         fprintf(stderr, "stg train: --resume needs --ckpt DIR\n");
         return -1;
     }
+    const stg_optim_config *o = &m->optim;
+    if (o->lr_kind != STG_LR_WSD && (c->wsd_frac_given || c->wsd_shape_given)) {
+        fprintf(stderr, "stg train: %s shapes the decay of --schedule wsd; this run's schedule is %s: drop it or add --schedule wsd\n",
+                c->wsd_frac_given ? "--wsd-decay-frac" : "--wsd-shape", schedule_names[o->lr_kind]);
+        return -1;
+    }
+    if (o->lr_kind == STG_LR_CONSTANT && (c->min_lr_given || c->cosine_steps_given)) {
+        fprintf(stderr, "stg train: %s: --schedule constant keeps --lr after the warm-up and never decays: drop it\n",
+                c->min_lr_given ? "--min-lr" : "--cosine-steps");
+        return -1;
+    }
     if (!c->min_lr_given) m->optim.min_lr = 0.1 * m->optim.lr; // the documented default: a tenth of the peak
     if (m->optim.min_lr > m->optim.lr) {
-        fprintf(stderr, "stg train: --min-lr %g is above --lr %g: the cosine would climb; give --min-lr at most --lr\n", m->optim.min_lr,
-                m->optim.lr);
+        fprintf(stderr, "stg train: --min-lr %g is above --lr %g: the %s would climb; give --min-lr at most --lr\n", m->optim.min_lr,
+                m->optim.lr, o->lr_kind == STG_LR_COSINE ? "cosine" : "schedule");
         return -1;
     }
     if (f->val && !c->val_every_given) f->val_every = DEFAULT_VAL_EVERY;
@@ -160,11 +204,21 @@ static int train_checks(cli_model_opts *m, train_ctx *c) {
 // The learning rate at the schedule's ends, as the lr_schedule op computes it: step s (from 1) uses
 // ops_lr_at(s - 1).
 static void print_schedule(const stg_optim_config *o, int64_t steps, bool min_default) {
-    stg_lr_attrs a = {o->lr, o->min_lr, o->warmup, o->cosine_steps};
+    stg_lr_attrs a = {o->lr, o->min_lr, o->warmup, o->cosine_steps, o->lr_kind, o->wsd_shape, o->wsd_decay_frac};
     printf("lr schedule: %.4g at step 1", ops_lr_at(&a, 0));
     if (o->warmup > 0) printf(", %.4g at step %lld (after %lld warm-up steps)", ops_lr_at(&a, o->warmup), (long long)o->warmup + 1,
                               (long long)o->warmup);
-    printf(", cosine down to --min-lr %.4g%s", o->min_lr, min_default ? " (0.1 x --lr, the default)" : "");
+    const char *dflt = min_default ? " (0.1 x --lr, the default)" : "";
+    if (o->lr_kind == STG_LR_CONSTANT || o->cosine_steps == 0) printf(", then constant");
+    else if (o->lr_kind == STG_LR_WSD) {
+        int64_t s = stg_lr_wsd_start(&a);
+        printf(", stable through step %lld, then a %s decay (--wsd-shape) over %lld steps (--wsd-decay-frac %g) down to --min-lr %.4g%s",
+               (long long)s, wsd_shape_names[o->wsd_shape], (long long)(o->cosine_steps > s ? o->cosine_steps - s : 0), o->wsd_decay_frac,
+               o->min_lr, dflt);
+    } else
+        printf(", %s down to --min-lr %.4g%s", schedule_names[o->lr_kind], o->min_lr, dflt);
+    if (o->lr_kind != STG_LR_CONSTANT && o->cosine_steps > 0 && o->cosine_steps != steps)
+        printf(", reached at step %lld (--cosine-steps)", (long long)o->cosine_steps + 1);
     if (steps > 0) printf("; %.4g at the last step, %lld", ops_lr_at(&a, steps - 1), (long long)steps);
     printf("\n");
 }
@@ -179,12 +233,14 @@ static void run_description(const stg_graph *g, const cli_model_opts *m, const r
              "model name=%s\ndims and options=%s\nprecision=%s\nparameters=%lld\n--lr=%.17g\n--min-lr=%.17g\n--warmup=%lld\n"
              "--cosine-steps=%lld\n--weight-decay=%.17g\n--clip=%.17g\n--beta1=%.17g\n--beta2=%.17g\n--no-decay-norms-embeddings=%d\n"
              "--steps=%lld\n--seed=%llu\n--markov-k=%d\n--data=%s\n--val=%s\n--val-every=%lld\n--ckpt-every=%lld\n--resume=%d\n"
-             "--zero=%d\n--bucket-mb=%.17g\n--optimizer-in-backward=%d\n--group-matmuls=%s\n",
+             "--zero=%d\n--bucket-mb=%.17g\n--optimizer-in-backward=%d\n--group-matmuls=%s\n--schedule=%s\n--wsd-shape=%s\n"
+             "--wsd-decay-frac=%.17g\n",
              g->name, dims, stg_precision_name(g->precision), (long long)graph_param_count(g), o->lr, o->min_lr, (long long)o->warmup,
              (long long)o->cosine_steps, o->weight_decay, o->max_norm, o->beta1, o->beta2, (int)o->decay_exempt_norms_embeddings,
              (long long)f->steps, (unsigned long long)f->seed, f->markov_k, f->data ? "a file" : "the synthetic source",
              f->val ? "a file" : "none", (long long)f->val_every, (long long)f->ckpt_every, (int)f->resume, o->dp_zero,
-             (double)o->dp_bucket_bytes / (1 << 20), (int)o->in_backward, m->ungrouped ? "off" : "on");
+             (double)o->dp_bucket_bytes / (1 << 20), (int)o->in_backward, m->ungrouped ? "off" : "on", schedule_names[o->lr_kind],
+             wsd_shape_names[o->wsd_shape], o->wsd_decay_frac);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -196,6 +252,7 @@ int cmd_train(int argc, char **argv) {
     c.tty = isatty(fileno(stderr)) && isatty(fileno(stdout));
     for (int i = 1; i < argc; i++) {
         int r = cli_model_arg(&m, argc, argv, &i);
+        if (!r) r = schedule_arg(&m, &c, argc, argv, &i);
         if (!r) r = optim_arg(&m, &c.min_lr_given, argc, argv, &i);
         if (!r) r = train_arg(&c, argc, argv, &i);
         if (r < 0) return 2;

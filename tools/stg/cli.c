@@ -313,6 +313,9 @@ struct rt_backend *cli_open_backend_at(const char *name, stg_precision prec, uns
             return NULL;
         }
         unsigned flags = ((cuda & CLI_CUDA_TF32) ? RT_CUDA_TF32 : 0u) | ((cuda & CLI_CUDA_GEMM_TUNE) ? RT_CUDA_GEMM_TUNE : 0u);
+        // A process that sees one GPU uses it, whatever its local rank: Slurm's GPU binding (and any
+        // CUDA_VISIBLE_DEVICES per rank) gives each task its own device 0.
+        if (device > 0 && cuda_device_count() == 1) device = 0;
         if (rt_backend_cuda_new(device, flags, &b, &err)) {
             fprintf(stderr, "stg: %s\n", err.msg);
             return NULL;

@@ -10,6 +10,7 @@
 
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
+#include "runtime/eval.h"
 #include "runtime/fsutil.h"
 
 rt_train_cfg rt_train_defaults(void) {
@@ -297,7 +298,8 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
             rt_train_progress p = {done, cfg->steps, r.loss, r.lr, r.grad_norm, NAN,
                                    (double)rt_feed_tokens_per_batch(feed) * world * (double)(done - start) / (t1 - t0 - tpaused), t1 - t0, res->floor};
             if (done == step && val_due) {
-                if (val_loss(e, vfeed ? vfeed : feed, cfg, &p.val_loss, err)) goto out;
+                if (cfg->val_full ? rt_eval_full(cfg->val_full, e, &p.val_loss, err) : val_loss(e, vfeed ? vfeed : feed, cfg, &p.val_loss, err))
+                    goto out;
                 res->last_val_loss = p.val_loss;
                 tpaused += now_s() - t1;
             }

@@ -27,6 +27,7 @@ typedef struct rt_train_cfg {
     int rank, world;          // data parallel: this process's share of every batch; only rank 0
                               // writes logs and checkpoints (world 0 or 1: one process)
     struct rt_dist *dist;     // data parallel: the group (checkpoints with ZeRO-1 gather over it)
+    const struct rt_val_full *val_full; // validation as the exact pass over the val file (runtime/eval.h); NULL: sampled batches
 } rt_train_cfg;
 
 // An existing non-empty log: a fresh run refuses it (RT_LOG_NEW, the default: it would be lost),

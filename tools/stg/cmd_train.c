@@ -15,6 +15,7 @@
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
 #include "runtime/dist.h"
+#include "runtime/eval.h"
 #include "runtime/exec.h"
 #include "runtime/fsutil.h"
 #include "runtime/npy.h"
@@ -29,6 +30,7 @@ typedef struct {
     const char *exec_given; // --exec as typed (NULL: not given)
     bool min_lr_given, val_every_given;
     bool cosine_steps_given, wsd_frac_given, wsd_shape_given; // --cosine-steps, --wsd-decay-frac, --wsd-shape
+    bool val_full; // --val-full: validation is the exact pass over every window of --val (runtime/eval.h)
     bool tty;
     bool quiet; // data parallel: ranks other than 0 print nothing per step
     int64_t last_print;
@@ -83,6 +85,7 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
     if (strcmp(a, "--ckpt") == 0) return VAL() ? (f->ckpt_dir = v, 1) : -1;
     if (strcmp(a, "--init") == 0) return VAL() ? (f->init_path = v, 1) : -1;
     if (strcmp(a, "--resume") == 0) return f->resume = true, 1;
+    if (strcmp(a, "--val-full") == 0) return c->val_full = true, 1;
     if (strcmp(a, "--steps") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->steps = n, 1) : -1;
     if (strcmp(a, "--ckpt-every") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->ckpt_every = n, 1) : -1;
     if (strcmp(a, "--val-every") == 0)
@@ -175,6 +178,14 @@ static int train_checks(cli_model_opts *m, train_ctx *c) {
                 m->optim.lr, o->lr_kind == STG_LR_COSINE ? "cosine" : "schedule");
         return -1;
     }
+    if (c->val_full && !f->val) {
+        fprintf(stderr, "stg train: --val-full scores every window of a validation file: give --val FILE\n");
+        return -1;
+    }
+    if (c->val_full && f->val_every == 0 && c->val_every_given) {
+        fprintf(stderr, "stg train: --val-full with --val-every 0 would never run: drop one of them\n");
+        return -1;
+    }
     if (f->val && !c->val_every_given) f->val_every = DEFAULT_VAL_EVERY;
     // Outputs never overwrite inputs (compared by device and inode, through symlinks).
     const char *in[] = {m->model, f->data, f->val, f->init_path};
@@ -225,7 +236,8 @@ static void print_schedule(const stg_optim_config *o, int64_t steps, bool min_de
 
 // What every rank of a data-parallel run must agree on (rt_dist_agree): the model and every option
 // that changes the step or the data, one "key=value" line each, so a difference is named.
-static void run_description(const stg_graph *g, const cli_model_opts *m, const rt_train_cfg *f, char *buf, size_t n) {
+static void run_description(const stg_graph *g, const cli_model_opts *m, const train_ctx *c, char *buf, size_t n) {
+    const rt_train_cfg *f = &c->cfg;
     char dims[4096];
     rt_dims_string(g, dims, sizeof dims);
     const stg_optim_config *o = &m->optim;
@@ -234,13 +246,57 @@ static void run_description(const stg_graph *g, const cli_model_opts *m, const r
              "--cosine-steps=%lld\n--weight-decay=%.17g\n--clip=%.17g\n--beta1=%.17g\n--beta2=%.17g\n--no-decay-norms-embeddings=%d\n"
              "--steps=%lld\n--seed=%llu\n--markov-k=%d\n--data=%s\n--val=%s\n--val-every=%lld\n--ckpt-every=%lld\n--resume=%d\n"
              "--zero=%d\n--bucket-mb=%.17g\n--optimizer-in-backward=%d\n--group-matmuls=%s\n--schedule=%s\n--wsd-shape=%s\n"
-             "--wsd-decay-frac=%.17g\n",
+             "--wsd-decay-frac=%.17g\n--val-full=%d\n",
              g->name, dims, stg_precision_name(g->precision), (long long)graph_param_count(g), o->lr, o->min_lr, (long long)o->warmup,
              (long long)o->cosine_steps, o->weight_decay, o->max_norm, o->beta1, o->beta2, (int)o->decay_exempt_norms_embeddings,
              (long long)f->steps, (unsigned long long)f->seed, f->markov_k, f->data ? "a file" : "the synthetic source",
              f->val ? "a file" : "none", (long long)f->val_every, (long long)f->ckpt_every, (int)f->resume, o->dp_zero,
              (double)o->dp_bucket_bytes / (1 << 20), (int)o->in_backward, m->ungrouped ? "off" : "on", schedule_names[o->lr_kind],
-             wsd_shape_names[o->wsd_shape], o->wsd_decay_frac);
+             wsd_shape_names[o->wsd_shape], o->wsd_decay_frac, (int)c->val_full);
+}
+
+// --val-full: forward executors of the model (the model's batch, and the short last batch's rows)
+// over the --val file's windows; rt_train copies the parameters into them at each validation.
+typedef struct {
+    cli_fwd main, rest;
+    rt_tokens *tk;
+    rt_val_full v;
+} val_full_ctx;
+
+static void val_full_free(val_full_ctx *vf) {
+    cli_fwd_free(&vf->rest);
+    cli_fwd_free(&vf->main);
+    rt_tokens_free(vf->tk);
+    memset(vf, 0, sizeof *vf);
+}
+
+// Prints and returns -1 (bad input: the file holds no whole window).
+static int val_full_open(const cli_model_opts *m, rt_exec *e, rt_backend *b, rt_train_cfg *f, val_full_ctx *vf) {
+    const stg_graph *g = rt_exec_graph(e);
+    int tok = graph_find_tensor(g, "tokens");
+    bool has_vocab, has_batch;
+    int64_t vocab = graph_dim(g, "vocab", &has_vocab);
+    graph_dim(g, "batch", &has_batch);
+    stg_err err;
+    if (tok < 0 || g->t[tok].ndim != 2 || !has_vocab) {
+        fprintf(stderr, "stg train: --val-full needs a token model (inputs tokens and targets [batch, ctx], a vocab dim)\n");
+        return -1;
+    }
+    if (rt_tokens_open(f->val, vocab, &vf->tk, &err) ||
+        rt_eval_shape_of(vf->tk, 0, g->t[tok].shape[0], g->t[tok].shape[1], &vf->v.shape, &err)) {
+        fprintf(stderr, "stg train: --val-full: %s: %s\n", f->val, err.msg);
+        return -1;
+    }
+    if (vf->v.shape.rest > 0 && !has_batch) {
+        fprintf(stderr, "stg train: --val-full: %s's windows do not fill whole batches and the model has no 'batch' dim for the last\n", f->val);
+        return -1;
+    }
+    if (cli_fwd_open(m, 0, b, &vf->main) || (vf->v.shape.rest > 0 && cli_fwd_open(m, vf->v.shape.rest, b, &vf->rest))) return -1;
+    vf->v.main = vf->main.e;
+    vf->v.rest = vf->rest.e;
+    vf->v.tokens = vf->tk;
+    f->val_full = &vf->v;
+    return 0;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -293,12 +349,14 @@ int cmd_train(int argc, char **argv) {
     stg_graph *g = cli_build(&m);
     stg_plan *p = NULL;
     rt_exec *e = NULL;
+    val_full_ctx vf;
+    memset(&vf, 0, sizeof vf);
     stg_err err;
     int rc = 1;
     if (!g) goto out;
     if (dist.world > 1) {
         char desc[RT_DIST_DESC_MAX];
-        run_description(g, &m, &c.cfg, desc, sizeof desc);
+        run_description(g, &m, &c, desc, sizeof desc);
         if (rt_dist_agree(&dist, desc, &err)) {
             fprintf(stderr, "stg train: rank %d of %d: %s\n", dist.rank, dist.world, err.msg);
             goto out;
@@ -327,6 +385,10 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "stg train: %s\n", err.msg);
         goto out;
     }
+    if (c.val_full && val_full_open(&m, e, b, &c.cfg, &vf)) {
+        rc = 2;
+        goto out;
+    }
     if (dist.rank == 0)
         printf("stg train: %s, %lld parameters, %s on %s; step memory %.1f MiB (plan)%s\n", g->name, (long long)graph_param_count(g),
                stg_precision_name(g->precision), b->ops->name, (double)p->peak_bytes / (1 << 20),
@@ -338,6 +400,13 @@ int cmd_train(int argc, char **argv) {
         print_schedule(&m.optim, c.cfg.steps, !c.min_lr_given);
         if (c.cfg.val && !c.val_every_given)
             printf("validation: on %s every %d steps and at the end (the default with --val; --val-every N)\n", c.cfg.val, DEFAULT_VAL_EVERY);
+        if (c.val_full)
+            printf("validation: exact, every window of %s: %lld windows of %lld (%lld targets) in %lld batches of %lld%s%s; its forward "
+                   "executors (with their own copy of the parameters) %.1f MiB (plan)\n",
+                   c.cfg.val, (long long)vf.v.shape.windows, (long long)vf.v.shape.ctx, (long long)vf.v.shape.targets,
+                   (long long)vf.v.shape.batches, (long long)vf.v.shape.batch, vf.v.shape.rest ? " and one short batch" : "",
+                   vf.v.shape.dropped ? ", the last targets (less than a window) not scored" : "",
+                   (double)(vf.main.p->peak_bytes + (vf.rest.p ? vf.rest.p->peak_bytes : 0)) / (1 << 20));
     }
     rt_train_result res;
     int trc = rt_train(e, &c.cfg, progress, &c, &res, &err);
@@ -367,6 +436,7 @@ int cmd_train(int argc, char **argv) {
     }
     rc = fflush(stdout) ? 1 : 0;
 out:
+    val_full_free(&vf);
     rt_exec_free(e);
     plan_free(p);
     graph_free(g);

@@ -16,6 +16,7 @@ static const command commands[] = {
     {"memreport", cmd_memreport, "MODEL  plan the step's memory and report it (text, md, json, svg)"},
     {"train", cmd_train, "MODEL      train (synthetic data when no --data is given); checkpoints, logs"},
     {"step", cmd_step, "MODEL       one forward and backward on a given batch; dump loss, logits, gradients"},
+    {"eval", cmd_eval, "MODEL --init CKPT --data F.bin  the exact mean loss over every ctx-window of a token file"},
     {"bench", cmd_bench, "MODEL      time forward, forward+backward or whole steps (graph or eager)"},
     {"attn-bench", cmd_attnbench, "     CS336's attention study: naive vs flash, time and memory by d_head and seq"},
     {"comm-bench", cmd_commbench, "     NCCL all-reduce time and bandwidth, 1 MB to 1 GB (under stg launch -n N)"},

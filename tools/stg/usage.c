@@ -9,7 +9,8 @@
 enum {
     C_CHECK = 1u << 0, C_GRAPH = 1u << 1, C_MEMREPORT = 1u << 2, C_TRAIN = 1u << 3, C_STEP = 1u << 4, C_BENCH = 1u << 5,
     C_ATTN = 1u << 6, C_COMM = 1u << 7, C_LAUNCH = 1u << 8, C_TOKENS = 1u << 9,
-    C_MODEL = C_CHECK | C_GRAPH | C_MEMREPORT | C_TRAIN | C_STEP | C_BENCH, // commands that read a model
+    C_EVAL = 1u << 16,
+    C_MODEL = C_CHECK | C_GRAPH | C_MEMREPORT | C_TRAIN | C_STEP | C_BENCH | C_EVAL, // commands that read a model
     C_PLAN = C_MEMREPORT | C_TRAIN | C_BENCH,                             // commands that plan a step
 };
 
@@ -28,6 +29,8 @@ static const cmd_usage cmds[] = {
     {"step", C_STEP, "MODEL --init PARAMS.safetensors --batch BATCH.npy --dump OUT.safetensors [options]",
      "one forward and backward on a given batch; writes the loss, the logits and every gradient"},
     {"bench", C_BENCH, "MODEL [options]", "timed forward, forward+backward or whole steps (graph or eager)"},
+    {"eval", C_EVAL, "MODEL --init CKPT --data FILE [options]",
+     "the exact mean loss over every non-overlapping ctx-window of a token file: loss, perplexity, bits per byte"},
     {"attn-bench", C_ATTN, "[options]", "CS336's attention study: naive vs flash, time and memory by d_head and seq"},
     {"comm-bench", C_COMM, "[options]  (under stg launch -n N)", "NCCL all-reduce time and bandwidth, 1 MB to 1 GB"},
     {"launch", C_LAUNCH, "-n N [options] -- COMMAND [ARGS...]",
@@ -50,7 +53,7 @@ static const opt_usage opts[] = {
     {C_PLAN, "--memory-budget BYTES|auto", "recompute activations so the step fits (e.g. 60G; auto: the device's free memory)"},
     {C_PLAN, "--optimizer-in-backward", "each AdamW update as soon as its gradient is final (clipping by the previous step's norm)"},
     {C_PLAN, "--group-matmuls on|off", "products of equal shapes sharing an operand as one batched call (default on)"},
-    {C_TRAIN | C_BENCH, "--device cpu|cuda", "the backend (default: cuda when a GPU is present, else cpu)"},
+    {C_TRAIN | C_BENCH | C_EVAL, "--device cpu|cuda", "the backend (default: cuda when a GPU is present, else cpu)"},
     {C_STEP, "--device cpu|cuda", "the backend (default: cuda when a GPU is present, else cpu)"},
     {C_TRAIN | C_BENCH, "--exec graph|eager", "cuda: capture the step once and replay it (graph, the default) or launch every op; not on the cpu"},
     {C_TRAIN | C_BENCH, "--tf32", "cuda: TF32 tensor cores for fp32 matmuls"},
@@ -61,6 +64,7 @@ static const opt_usage opts[] = {
     {C_TRAIN, "--val FILE", "validation tokens; validation every 100 steps and at the end unless --val-every says otherwise"},
     {C_TRAIN, "--val-every N", "steps between validation losses (on --val, else on held-out batches of the training source)"},
     {C_TRAIN, "--val-batches N", "batches per validation loss (default 4)"},
+    {C_TRAIN, "--val-full", "validation is exact: the mean loss over every ctx-window of --val (as stg eval), not --val-batches sampled batches"},
     {C_TRAIN, "--markov-k K", "successors per symbol of the synthetic source (default 4; at most vocab)"},
     {C_TRAIN, "--steps N", "total steps of the run (default 200; a resumed run continues up to N)"},
     {C_TRAIN, "--lr X", "peak learning rate (default 0.001)"},
@@ -94,6 +98,11 @@ static const opt_usage opts[] = {
     {C_STEP, "--init PARAMS.safetensors", "the parameters"},
     {C_STEP, "--batch BATCH.npy", "int32 [2, batch, ctx]: the tokens, then the targets"},
     {C_STEP, "--dump OUT.safetensors", "the loss, the logits and every gradient by parameter name; never an input file"},
+    {C_EVAL, "--init CKPT", "the parameters: a checkpoint or any safetensors file with the model's names (stg import)"},
+    {C_EVAL, "--data FILE.bin|.npy", "the tokens (as --data of train); window w: inputs [w ctx, (w+1) ctx), targets one further"},
+    {C_EVAL, "--tokens N", "only the first N tokens of the file (default all); targets after the last whole window are not scored"},
+    {C_EVAL, "--tokenizer TOK", "the model's vocab from a tokenizer, and bits per byte (the targets' detokenized bytes)"},
+    {C_EVAL, "--json", "one JSON object"},
     {C_BENCH, "--what forward|forward-backward|step[,...]", "what to time, several in one process in the order given (default step)"},
     {C_BENCH | C_COMM, "--warmup N", "untimed iterations first (default 5)"},
     {C_BENCH, "--iters N", "timed iterations (default 10)"},

@@ -17,6 +17,8 @@ static const command commands[] = {
     {"train", cmd_train, "MODEL      train (synthetic data when no --data is given); checkpoints, logs"},
     {"step", cmd_step, "MODEL       one forward and backward on a given batch; dump loss, logits, gradients"},
     {"eval", cmd_eval, "MODEL --init CKPT --data F.bin  the exact mean loss over every ctx-window of a token file"},
+    {"export", cmd_export, "MODEL --init CKPT --hf DIR  a Hugging Face model directory (config.json, model.safetensors, tokenizer)"},
+    {"import", cmd_import, "MODEL --hf DIR -o F  a Hugging Face model directory back into an --init file"},
     {"bench", cmd_bench, "MODEL      time forward, forward+backward or whole steps (graph or eager)"},
     {"attn-bench", cmd_attnbench, "     CS336's attention study: naive vs flash, time and memory by d_head and seq"},
     {"comm-bench", cmd_commbench, "     NCCL all-reduce time and bandwidth, 1 MB to 1 GB (under stg launch -n N)"},

@@ -9,8 +9,8 @@
 enum {
     C_CHECK = 1u << 0, C_GRAPH = 1u << 1, C_MEMREPORT = 1u << 2, C_TRAIN = 1u << 3, C_STEP = 1u << 4, C_BENCH = 1u << 5,
     C_ATTN = 1u << 6, C_COMM = 1u << 7, C_LAUNCH = 1u << 8, C_TOKENS = 1u << 9,
-    C_EVAL = 1u << 16,
-    C_MODEL = C_CHECK | C_GRAPH | C_MEMREPORT | C_TRAIN | C_STEP | C_BENCH | C_EVAL, // commands that read a model
+    C_EVAL = 1u << 16, C_EXPORT = 1u << 17, C_IMPORT = 1u << 18,
+    C_MODEL = C_CHECK | C_GRAPH | C_MEMREPORT | C_TRAIN | C_STEP | C_BENCH | C_EVAL | C_EXPORT | C_IMPORT, // commands that read a model
     C_PLAN = C_MEMREPORT | C_TRAIN | C_BENCH,                             // commands that plan a step
 };
 
@@ -29,6 +29,9 @@ static const cmd_usage cmds[] = {
     {"step", C_STEP, "MODEL --init PARAMS.safetensors --batch BATCH.npy --dump OUT.safetensors [options]",
      "one forward and backward on a given batch; writes the loss, the logits and every gradient"},
     {"bench", C_BENCH, "MODEL [options]", "timed forward, forward+backward or whole steps (graph or eager)"},
+    {"export", C_EXPORT, "MODEL --init CKPT --hf DIR [options]",
+     "a Hugging Face model directory: config.json, model.safetensors with its tensor names, the tokenizer when given"},
+    {"import", C_IMPORT, "MODEL --hf DIR -o FILE.safetensors [options]", "a Hugging Face model directory back into stg's names, for --init"},
     {"eval", C_EVAL, "MODEL --init CKPT --data FILE [options]",
      "the exact mean loss over every non-overlapping ctx-window of a token file: loss, perplexity, bits per byte"},
     {"attn-bench", C_ATTN, "[options]", "CS336's attention study: naive vs flash, time and memory by d_head and seq"},
@@ -103,6 +106,11 @@ static const opt_usage opts[] = {
     {C_EVAL, "--tokens N", "only the first N tokens of the file (default all); targets after the last whole window are not scored"},
     {C_EVAL, "--tokenizer TOK", "the model's vocab from a tokenizer, and bits per byte (the targets' detokenized bytes)"},
     {C_EVAL, "--json", "one JSON object"},
+    {C_EXPORT, "--init CKPT", "the parameters: a checkpoint or any safetensors file with the model's names (checksums verified when present)"},
+    {C_EXPORT, "--hf DIR", "the directory to write, whole or not at all; it must not exist or be empty"},
+    {C_EXPORT, "--tokenizer TOK", "the model's vocab from a tokenizer, written as DIR/tokenizer.json and tokenizer_config.json"},
+    {C_IMPORT, "--hf DIR", "config.json (checked against the model) and model.safetensors or its index and shards (F32, F64, BF16, F16)"},
+    {C_IMPORT, "-o FILE.safetensors", "the parameters by stg's names, float32 (written atomically); never an input file"},
     {C_BENCH, "--what forward|forward-backward|step[,...]", "what to time, several in one process in the order given (default step)"},
     {C_BENCH | C_COMM, "--warmup N", "untimed iterations first (default 5)"},
     {C_BENCH, "--iters N", "timed iterations (default 10)"},

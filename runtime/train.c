@@ -310,6 +310,7 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
             if (log) {
                 fprintf(log, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.6g",
                         (long long)done, r.loss, r.lr, r.grad_norm, p.tokens_per_s);
+                fprintf(log, ", \"elapsed_s\": %.6g", p.elapsed_s); // wall-clock since this run (or resume) started: stg plot
                 if (!isnan(p.val_loss)) fprintf(log, ", \"val_loss\": %.9g", p.val_loss);
                 fprintf(log, "}\n");
                 if (fflush(log) != 0 || ferror(log)) {

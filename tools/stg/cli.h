@@ -111,5 +111,6 @@ int cmd_detokenize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 #endif

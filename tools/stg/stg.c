@@ -23,6 +23,7 @@ static const command commands[] = {
     {"attn-bench", cmd_attnbench, "     CS336's attention study: naive vs flash, time and memory by d_head and seq"},
     {"comm-bench", cmd_commbench, "     NCCL all-reduce time and bandwidth, 1 MB to 1 GB (under stg launch -n N)"},
     {"launch", cmd_launch, "-n N -- CMD  N local processes of CMD for data parallelism (RANK, WORLD_SIZE, ... set)"},
+    {"plot", cmd_plot, "LOG.jsonl... -o F.svg  loss, validation loss, lr and tokens/s of runs, against steps and time"},
     {"tokens", cmd_tokens, "TEXT -o F  byte-level tokens of any file (vocab 256) as uint16 .bin"},
     {"tokenizer", cmd_tokenizer, "train|convert|info  byte-level BPE: train on text, convert GPT-2 / Hugging Face files"},
     {"tokenize", cmd_tokenize, "--tokenizer TOK FILE... -o OUT.bin  text to token ids (uint16, or uint32 past 65536)"},

@@ -9,7 +9,7 @@
 enum {
     C_CHECK = 1u << 0, C_GRAPH = 1u << 1, C_MEMREPORT = 1u << 2, C_TRAIN = 1u << 3, C_STEP = 1u << 4, C_BENCH = 1u << 5,
     C_ATTN = 1u << 6, C_COMM = 1u << 7, C_LAUNCH = 1u << 8, C_TOKENS = 1u << 9,
-    C_EVAL = 1u << 16, C_EXPORT = 1u << 17, C_IMPORT = 1u << 18,
+    C_EVAL = 1u << 16, C_EXPORT = 1u << 17, C_IMPORT = 1u << 18, C_PLOT = 1u << 19,
     C_MODEL = C_CHECK | C_GRAPH | C_MEMREPORT | C_TRAIN | C_STEP | C_BENCH | C_EVAL | C_EXPORT | C_IMPORT, // commands that read a model
     C_PLAN = C_MEMREPORT | C_TRAIN | C_BENCH,                             // commands that plan a step
 };
@@ -38,6 +38,8 @@ static const cmd_usage cmds[] = {
     {"comm-bench", C_COMM, "[options]  (under stg launch -n N)", "NCCL all-reduce time and bandwidth, 1 MB to 1 GB"},
     {"launch", C_LAUNCH, "-n N [options] -- COMMAND [ARGS...]",
      "N local processes of COMMAND with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT set"},
+    {"plot", C_PLOT, "LOG.jsonl... -o FILE.svg [options]",
+     "the runs' loss and validation loss against steps and wall-clock time, learning rate and tokens/s beneath, as one SVG"},
     {"tokens", C_TOKENS, "TEXT -o FILE.bin", "byte-level tokens (vocab 256, uint16 little-endian) of any file"},
 };
 
@@ -131,7 +133,10 @@ static const opt_usage opts[] = {
     {C_LAUNCH, "--port P", "MASTER_PORT (default: a free port; give it with --nnodes)"},
     {C_LAUNCH, "--addr A", "MASTER_ADDR (default 127.0.0.1)"},
     {C_TOKENS, "-o FILE.bin", "the output; never the input file"},
-    {C_MODEL | C_ATTN | C_COMM | C_LAUNCH | C_TOKENS, "-h, --help", "this text"},
+    {C_PLOT, "-o FILE.svg", "the picture (- for standard output), written atomically; never an input file"},
+    {C_PLOT, "--label NAME", "one per log, in order: the runs' names in the legend (default: the file names)"},
+    {C_PLOT, "--title TEXT", "the picture's title (default stg train)"},
+    {C_MODEL | C_ATTN | C_COMM | C_LAUNCH | C_TOKENS | C_PLOT, "-h, --help", "this text"},
 };
 
 int cli_usage(FILE *f, const char *cmd) {

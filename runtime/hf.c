@@ -13,6 +13,7 @@
 
 #include "ops/base/file.h"
 #include "ops/base/tensor.h"
+#include "ops/registry.h"
 #include "runtime/ckpt.h"
 #include "runtime/fsutil.h"
 #include "runtime/json.h"
@@ -21,16 +22,20 @@
 
 // ---- family tables ------------------------------------------------------------------------------
 
-enum { HF_COPY, HF_ROPE }; // HF_ROPE: rows permuted within each head (see hf.h)
+// HF_ROPE: rows permuted within each head (see hf.h); HF_T: transposed (GPT-2's Conv1D weights are
+// [d_in, d_out], stg's [d_out, d_in])
+enum { HF_COPY, HF_ROPE, HF_T };
 
 typedef struct {
     const char *stg, *hf; // "{i}": the layer
     int xform;
+    bool optional;        // a tied head: absent when the model ties it to the embedding
 } hf_row;
 
 typedef struct {
-    int64_t vocab, d_model, d_ff, n_layers, n_heads, n_kv_heads, head_dim, ctx;
+    int64_t vocab, d_model, d_ff, n_layers, n_heads, n_kv_heads, head_dim, ctx, n_positions;
     double eps, theta;
+    bool tied; // the LM head is the token embedding
 } hf_dims;
 
 // A growable text buffer.
@@ -70,31 +75,21 @@ typedef struct hf_family {
     const char *name, *architecture;
     const hf_row *rows;
     int nrows;
-    // The dims, from the parameters (row_param[r]: a parameter of row r, layer 0) and the graph's ops;
-    // fails when the model's structure is not the family's.
+    // The dims, from the parameters (row_param[r]: a parameter of row r at layer 0, -1 for an absent
+    // optional row) and the graph's ops; fails when the model's structure is not the family's.
     int (*dims)(const stg_graph *g, const int *row_param, int n_layers, hf_dims *d, stg_err *err);
     void (*config)(const hf_dims *d, hf_buf *b);
     // config.json against the model's dims; *tied: the file's head is the embedding
     int (*check)(const rt_json *cfg, const hf_dims *d, const char *path, bool *tied, stg_err *err);
+    const char *hf_prefix; // import: names may come without it (GPT-2's "transformer.")
+    // import: tensors some checkpoints carry that are no parameter (buffers)
+    bool (*ignorable)(const char *hf_name);
 } hf_family;
 
-// -- the CS336 LM as a LlamaForCausalLM
-
-static const hf_row cs336_rows[] = {
-    {"tok_emb", "model.embed_tokens.weight", HF_COPY},
-    {"blocks.{i}.ln1", "model.layers.{i}.input_layernorm.weight", HF_COPY},
-    {"blocks.{i}.wq", "model.layers.{i}.self_attn.q_proj.weight", HF_ROPE},
-    {"blocks.{i}.wk", "model.layers.{i}.self_attn.k_proj.weight", HF_ROPE},
-    {"blocks.{i}.wv", "model.layers.{i}.self_attn.v_proj.weight", HF_COPY},
-    {"blocks.{i}.wo", "model.layers.{i}.self_attn.o_proj.weight", HF_COPY},
-    {"blocks.{i}.ln2", "model.layers.{i}.post_attention_layernorm.weight", HF_COPY},
-    {"blocks.{i}.w1", "model.layers.{i}.mlp.gate_proj.weight", HF_COPY},
-    {"blocks.{i}.w2", "model.layers.{i}.mlp.down_proj.weight", HF_COPY},
-    {"blocks.{i}.w3", "model.layers.{i}.mlp.up_proj.weight", HF_COPY},
-    {"ln_f", "model.norm.weight", HF_COPY},
-    {"lm_head", "lm_head.weight", HF_COPY},
-};
-enum { CS_EMB, CS_LN1, CS_WQ, CS_WK, CS_WV, CS_WO, CS_LN2, CS_W1, CS_W2, CS_W3, CS_LNF, CS_HEAD };
+static bool has_suffix(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
 
 static int count_ops(const stg_graph *g, stg_op_kind k) {
     int n = 0;
@@ -102,57 +97,104 @@ static int count_ops(const stg_graph *g, stg_op_kind k) {
     return n;
 }
 
-static int cs336_dims(const stg_graph *g, const int *rp, int L, hf_dims *d, stg_err *err) {
-    const stg_tensor *emb = &g->t[rp[CS_EMB]], *wq = &g->t[rp[CS_WQ]], *wk = &g->t[rp[CS_WK]], *w1 = &g->t[rp[CS_W1]];
+// The one value attribute `get` gives over every op of kind k (NAN when there is none); -1 when two differ.
+static int one_value(const stg_graph *g, stg_op_kind k, double (*get)(const stg_op *), const char *what, double *out, stg_err *err) {
+    *out = NAN;
+    for (int o = 0; o < g->nops; o++) {
+        if (g->ops[o].kind != k) continue;
+        double v = get(&g->ops[o]);
+        if (!isnan(*out) && *out != v) return stg_errf(err, "%s ops with different %s (%g and %g)", ops_name(k), what, *out, v);
+        *out = v;
+    }
+    return 0;
+}
+static double norm_eps(const stg_op *op) { return op->a.norm.eps; }
+static double rope_theta(const stg_op *op) { return op->a.rope.inverse ? NAN : op->a.rope.theta; }
+
+// The fused attention's scale: Hugging Face's models use 1/sqrt(head_dim).
+static int check_scale(const stg_graph *g, int64_t head_dim, stg_err *err) {
+    for (int o = 0; o < g->nops; o++)
+        if (g->ops[o].kind == STG_OP_ATTENTION && g->ops[o].a.attention.scale != 0 &&
+            fabs(g->ops[o].a.attention.scale - 1 / sqrt((double)head_dim)) > 1e-12)
+            return stg_errf(err, "attention with scale %g (1/sqrt(head_dim) expected)", g->ops[o].a.attention.scale);
+    return 0;
+}
+
+// -- Llama: the CS336 LM (stg's names) and Llama 3 (Meta's names) as a LlamaForCausalLM. Both tables
+// keep this row order (the dims function reads the rows by it).
+
+enum { LL_EMB, LL_LN1, LL_WQ, LL_WK, LL_WV, LL_WO, LL_LN2, LL_W1, LL_W2, LL_W3, LL_LNF, LL_HEAD };
+
+static const hf_row cs336_rows[] = {
+    {"tok_emb", "model.embed_tokens.weight", HF_COPY, false},
+    {"blocks.{i}.ln1", "model.layers.{i}.input_layernorm.weight", HF_COPY, false},
+    {"blocks.{i}.wq", "model.layers.{i}.self_attn.q_proj.weight", HF_ROPE, false},
+    {"blocks.{i}.wk", "model.layers.{i}.self_attn.k_proj.weight", HF_ROPE, false},
+    {"blocks.{i}.wv", "model.layers.{i}.self_attn.v_proj.weight", HF_COPY, false},
+    {"blocks.{i}.wo", "model.layers.{i}.self_attn.o_proj.weight", HF_COPY, false},
+    {"blocks.{i}.ln2", "model.layers.{i}.post_attention_layernorm.weight", HF_COPY, false},
+    {"blocks.{i}.w1", "model.layers.{i}.mlp.gate_proj.weight", HF_COPY, false},
+    {"blocks.{i}.w2", "model.layers.{i}.mlp.down_proj.weight", HF_COPY, false},
+    {"blocks.{i}.w3", "model.layers.{i}.mlp.up_proj.weight", HF_COPY, false},
+    {"ln_f", "model.norm.weight", HF_COPY, false},
+    {"lm_head", "lm_head.weight", HF_COPY, false},
+};
+
+// models/llama3/llama3.yaml: Meta's checkpoint names; RoPE on interleaved pairs as stg's rope op
+static const hf_row llama3_rows[] = {
+    {"tok_embeddings.weight", "model.embed_tokens.weight", HF_COPY, false},
+    {"layers.{i}.attention_norm.weight", "model.layers.{i}.input_layernorm.weight", HF_COPY, false},
+    {"layers.{i}.attention.wq.weight", "model.layers.{i}.self_attn.q_proj.weight", HF_ROPE, false},
+    {"layers.{i}.attention.wk.weight", "model.layers.{i}.self_attn.k_proj.weight", HF_ROPE, false},
+    {"layers.{i}.attention.wv.weight", "model.layers.{i}.self_attn.v_proj.weight", HF_COPY, false},
+    {"layers.{i}.attention.wo.weight", "model.layers.{i}.self_attn.o_proj.weight", HF_COPY, false},
+    {"layers.{i}.ffn_norm.weight", "model.layers.{i}.post_attention_layernorm.weight", HF_COPY, false},
+    {"layers.{i}.feed_forward.w1.weight", "model.layers.{i}.mlp.gate_proj.weight", HF_COPY, false},
+    {"layers.{i}.feed_forward.w2.weight", "model.layers.{i}.mlp.down_proj.weight", HF_COPY, false},
+    {"layers.{i}.feed_forward.w3.weight", "model.layers.{i}.mlp.up_proj.weight", HF_COPY, false},
+    {"norm.weight", "model.norm.weight", HF_COPY, false},
+    {"output.weight", "lm_head.weight", HF_COPY, true}, // absent with tie_embeddings=on
+};
+
+static int llama_dims(const stg_graph *g, const int *rp, int L, hf_dims *d, stg_err *err) {
+    const stg_tensor *emb = &g->t[rp[LL_EMB]], *wq = &g->t[rp[LL_WQ]], *wk = &g->t[rp[LL_WK]], *w1 = &g->t[rp[LL_W1]];
     memset(d, 0, sizeof *d);
     d->vocab = emb->shape[0];
     d->d_model = emb->shape[1];
     d->d_ff = w1->shape[0];
     d->n_layers = L;
+    d->tied = rp[LL_HEAD] < 0;
     bool found;
     d->n_heads = graph_dim(g, "n_heads", &found);
-    if (!found || d->n_heads < 1 || d->d_model % d->n_heads) return stg_errf(err, "the model has no n_heads dim dividing d_model");
+    if (!found || d->n_heads < 1) return stg_errf(err, "the model has no n_heads dim");
     d->head_dim = graph_dim(g, "head_dim", &found);
     if (!found) d->head_dim = d->d_model / d->n_heads;
-    if (d->head_dim % 2 || wq->shape[0] != d->n_heads * d->head_dim || wk->shape[0] % d->head_dim)
+    if (d->head_dim < 2 || d->head_dim % 2 || wq->shape[0] != d->n_heads * d->head_dim || wk->shape[0] % d->head_dim ||
+        d->n_heads % (wk->shape[0] / d->head_dim))
         return stg_errf(err, "q and k projections [%lld, %lld] and [%lld, %lld] are not whole heads of an even head_dim %lld", (long long)wq->shape[0],
                         (long long)wq->shape[1], (long long)wk->shape[0], (long long)wk->shape[1], (long long)d->head_dim);
     d->n_kv_heads = wk->shape[0] / d->head_dim;
     int tok = graph_find_tensor(g, "tokens");
     d->ctx = tok >= 0 && g->t[tok].ndim == 2 ? g->t[tok].shape[1] : 0;
-    // the structure: 2L + 1 RMSNorms of one eps, 2L RoPEs of one theta, L SwiGLUs, no LayerNorm or bias
+    // the structure: 2L + 1 RMSNorms of one eps, 2L RoPEs of one theta, L SwiGLUs, no LayerNorm or GELU
     int nr = count_ops(g, STG_OP_RMSNORM), nq = count_ops(g, STG_OP_ROPE), ns = count_ops(g, STG_OP_SWIGLU);
     if (nr != 2 * L + 1 || nq != 2 * L || ns != L || count_ops(g, STG_OP_LAYERNORM) || count_ops(g, STG_OP_GELU))
         return stg_errf(err, "%d RMSNorm, %d RoPE and %d SwiGLU ops (a Llama block has 2, 2 and 1 per layer, and one final RMSNorm)", nr, nq, ns);
-    d->eps = d->theta = NAN;
-    for (int o = 0; o < g->nops; o++) {
-        const stg_op *op = &g->ops[o];
-        double v = op->kind == STG_OP_RMSNORM ? op->a.norm.eps : op->kind == STG_OP_ROPE ? op->a.rope.theta : NAN;
-        double *at = op->kind == STG_OP_RMSNORM ? &d->eps : op->kind == STG_OP_ROPE ? &d->theta : NULL;
-        if (!at) continue;
-        if (op->kind == STG_OP_ROPE && op->a.rope.inverse) return stg_errf(err, "an inverse rope in the forward pass");
-        if (!isnan(*at) && *at != v)
-            return stg_errf(err, "%s ops with different %s (%g and %g)", op->kind == STG_OP_RMSNORM ? "rmsnorm" : "rope",
-                            op->kind == STG_OP_RMSNORM ? "eps" : "theta", *at, v);
-        *at = v;
-    }
-    for (int o = 0; o < g->nops; o++) // the fused attention's scale: HF Llama's is 1/sqrt(head_dim)
-        if (g->ops[o].kind == STG_OP_ATTENTION && g->ops[o].a.attention.scale != 0 &&
-            fabs(g->ops[o].a.attention.scale - 1 / sqrt((double)d->head_dim)) > 1e-12)
-            return stg_errf(err, "attention with scale %g (Llama's is 1/sqrt(head_dim))", g->ops[o].a.attention.scale);
-    return 0;
+    if (one_value(g, STG_OP_RMSNORM, norm_eps, "eps", &d->eps, err) || one_value(g, STG_OP_ROPE, rope_theta, "theta", &d->theta, err)) return -1;
+    if (isnan(d->theta)) return stg_errf(err, "an inverse rope in the forward pass");
+    return check_scale(g, d->head_dim, err);
 }
 
-static void cs336_config(const hf_dims *d, hf_buf *b) {
+static void llama_config(const hf_dims *d, hf_buf *b) {
     bput(b,
          "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n"
          "  \"intermediate_size\": %lld,\n  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n  \"num_key_value_heads\": %lld,\n"
          "  \"head_dim\": %lld,\n  \"hidden_act\": \"silu\",\n  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %.15g,\n"
          "  \"rope_theta\": %.15g,\n  \"rope_scaling\": null,\n  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n"
-         "  \"mlp_bias\": false,\n  \"tie_word_embeddings\": false,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n"
-         "  \"torch_dtype\": \"float32\",\n  \"stg_rope_pairs\": \"exported as halves: q_proj and k_proj rows permuted per head\"\n}\n",
+         "  \"mlp_bias\": false,\n  \"tie_word_embeddings\": %s,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n"
+         "  \"torch_dtype\": \"float32\"\n}\n",
          (long long)d->vocab, (long long)d->d_model, (long long)d->d_ff, (long long)d->n_layers, (long long)d->n_heads, (long long)d->n_kv_heads,
-         (long long)d->head_dim, (long long)d->ctx, d->eps, d->theta);
+         (long long)d->head_dim, (long long)d->ctx, d->eps, d->theta, d->tied ? "true" : "false");
 }
 
 // A number field that must equal `want` (absent: `dflt`, NAN when required).
@@ -176,11 +218,30 @@ static int check_flag(const rt_json *cfg, const char *key, const char *want_str,
                     v->type == RT_JSON_STRING ? v->str : v->type == RT_JSON_BOOL ? "true" : "a value");
 }
 
-static int cs336_check(const rt_json *cfg, const hf_dims *d, const char *path, bool *tied, stg_err *err) {
-    const rt_json *act = rt_json_get(cfg, "hidden_act");
-    if (act && (act->type != RT_JSON_STRING || strcmp(act->str, "silu") != 0))
-        return stg_errf(err, "%s: \"hidden_act\" is %s; the model's SwiGLU uses silu", path, act->type == RT_JSON_STRING ? act->str : "not a string");
-    if (check_num(cfg, "vocab_size", (double)d->vocab, NAN, 0, path, err) || check_num(cfg, "hidden_size", (double)d->d_model, NAN, 0, path, err) ||
+// tie_word_embeddings (absent: dflt) against the model: a tied model needs a tied file; an untied
+// model takes a tied file's embedding as its head.
+static int check_tied(const rt_json *cfg, const hf_dims *d, bool dflt, const char *path, bool *tied, stg_err *err) {
+    const rt_json *t = rt_json_get(cfg, "tie_word_embeddings");
+    if (t && t->type != RT_JSON_BOOL && t->type != RT_JSON_NULL) return stg_errf(err, "%s: \"tie_word_embeddings\" is not true or false", path);
+    *tied = t && t->type == RT_JSON_BOOL ? t->b : dflt;
+    if (d->tied && !*tied)
+        return stg_errf(err, "%s: \"tie_word_embeddings\" is false but the model's LM head is its token embedding", path);
+    return 0;
+}
+
+// A string field that must be one of `ok` (absent: fine when dflt_ok).
+static int check_str(const rt_json *cfg, const char *key, const char *const *ok, int n, bool dflt_ok, const char *path, stg_err *err) {
+    const rt_json *v = rt_json_get(cfg, key);
+    if (!v && dflt_ok) return 0;
+    for (int i = 0; v && v->type == RT_JSON_STRING && i < n; i++)
+        if (strcmp(v->str, ok[i]) == 0) return 0;
+    return stg_errf(err, "%s: \"%s\" is %s; the model's is %s", path, key, v && v->type == RT_JSON_STRING ? v->str : "missing or not a string", ok[0]);
+}
+
+static int llama_check(const rt_json *cfg, const hf_dims *d, const char *path, bool *tied, stg_err *err) {
+    const char *silu[] = {"silu"};
+    if (check_str(cfg, "hidden_act", silu, 1, true, path, err) || check_num(cfg, "vocab_size", (double)d->vocab, NAN, 0, path, err) ||
+        check_num(cfg, "hidden_size", (double)d->d_model, NAN, 0, path, err) ||
         check_num(cfg, "intermediate_size", (double)d->d_ff, NAN, 0, path, err) ||
         check_num(cfg, "num_hidden_layers", (double)d->n_layers, NAN, 0, path, err) ||
         check_num(cfg, "num_attention_heads", (double)d->n_heads, NAN, 0, path, err) ||
@@ -190,14 +251,90 @@ static int cs336_check(const rt_json *cfg, const hf_dims *d, const char *path, b
         check_flag(cfg, "rope_scaling", NULL, path, err) || check_flag(cfg, "attention_bias", NULL, path, err) ||
         check_flag(cfg, "mlp_bias", NULL, path, err))
         return -1;
-    const rt_json *t = rt_json_get(cfg, "tie_word_embeddings");
-    if (t && t->type != RT_JSON_BOOL && t->type != RT_JSON_NULL) return stg_errf(err, "%s: \"tie_word_embeddings\" is not true or false", path);
-    *tied = t && t->type == RT_JSON_BOOL && t->b;
-    return 0;
+    return check_tied(cfg, d, false, path, tied, err);
 }
 
+static bool llama_ignorable(const char *name) { return has_suffix(name, "rotary_emb.inv_freq"); }
+
+// -- GPT-2 (models/gpt2/gpt2.yaml: Hugging Face's names without "transformer.") as a GPT2LMHeadModel
+
+static const hf_row gpt2_rows[] = {
+    {"wte.weight", "transformer.wte.weight", HF_COPY, false},
+    {"wpe.weight", "transformer.wpe.weight", HF_COPY, false},
+    {"h.{i}.ln_1.weight", "transformer.h.{i}.ln_1.weight", HF_COPY, false},
+    {"h.{i}.ln_1.bias", "transformer.h.{i}.ln_1.bias", HF_COPY, false},
+    {"h.{i}.attn.c_attn.weight", "transformer.h.{i}.attn.c_attn.weight", HF_T, false},
+    {"h.{i}.attn.c_attn.bias", "transformer.h.{i}.attn.c_attn.bias", HF_COPY, false},
+    {"h.{i}.attn.c_proj.weight", "transformer.h.{i}.attn.c_proj.weight", HF_T, false},
+    {"h.{i}.attn.c_proj.bias", "transformer.h.{i}.attn.c_proj.bias", HF_COPY, false},
+    {"h.{i}.ln_2.weight", "transformer.h.{i}.ln_2.weight", HF_COPY, false},
+    {"h.{i}.ln_2.bias", "transformer.h.{i}.ln_2.bias", HF_COPY, false},
+    {"h.{i}.mlp.c_fc.weight", "transformer.h.{i}.mlp.c_fc.weight", HF_T, false},
+    {"h.{i}.mlp.c_fc.bias", "transformer.h.{i}.mlp.c_fc.bias", HF_COPY, false},
+    {"h.{i}.mlp.c_proj.weight", "transformer.h.{i}.mlp.c_proj.weight", HF_T, false},
+    {"h.{i}.mlp.c_proj.bias", "transformer.h.{i}.mlp.c_proj.bias", HF_COPY, false},
+    {"ln_f.weight", "transformer.ln_f.weight", HF_COPY, false},
+    {"ln_f.bias", "transformer.ln_f.bias", HF_COPY, false},
+};
+enum { G2_WTE, G2_WPE, G2_FC_W = 10 };
+
+static int gpt2_dims(const stg_graph *g, const int *rp, int L, hf_dims *d, stg_err *err) {
+    memset(d, 0, sizeof *d);
+    d->vocab = g->t[rp[G2_WTE]].shape[0];
+    d->d_model = g->t[rp[G2_WTE]].shape[1];
+    d->n_positions = g->t[rp[G2_WPE]].shape[0];
+    d->d_ff = g->t[rp[G2_FC_W]].shape[0];
+    d->n_layers = L;
+    d->tied = true; // no head parameter: the table has none, so the head is wte
+    bool found;
+    d->n_heads = graph_dim(g, "n_heads", &found);
+    if (!found || d->n_heads < 1 || d->d_model % d->n_heads) return stg_errf(err, "the model has no n_heads dim dividing d_model");
+    d->head_dim = d->d_model / d->n_heads;
+    d->n_kv_heads = d->n_heads;
+    int tok = graph_find_tensor(g, "tokens");
+    d->ctx = tok >= 0 && g->t[tok].ndim == 2 ? g->t[tok].shape[1] : 0;
+    int nl = count_ops(g, STG_OP_LAYERNORM), ng = count_ops(g, STG_OP_GELU);
+    if (nl != 2 * L + 1 || ng != L || count_ops(g, STG_OP_RMSNORM) || count_ops(g, STG_OP_ROPE) || count_ops(g, STG_OP_SWIGLU))
+        return stg_errf(err, "%d LayerNorm and %d GELU ops and RoPE or RMSNorm (a GPT-2 block has 2 LayerNorms and 1 GELU, no RoPE)", nl, ng);
+    if (one_value(g, STG_OP_LAYERNORM, norm_eps, "eps", &d->eps, err)) return -1;
+    return check_scale(g, d->head_dim, err);
+}
+
+static void gpt2_config(const hf_dims *d, hf_buf *b) {
+    bput(b,
+         "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n  \"vocab_size\": %lld,\n  \"n_positions\": %lld,\n"
+         "  \"n_ctx\": %lld,\n  \"n_embd\": %lld,\n  \"n_layer\": %lld,\n  \"n_head\": %lld,\n  \"n_inner\": %lld,\n"
+         "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": %.15g,\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
+         "  \"attn_pdrop\": 0.0,\n  \"scale_attn_weights\": true,\n  \"scale_attn_by_inverse_layer_idx\": false,\n"
+         "  \"reorder_and_upcast_attn\": false,\n  \"initializer_range\": 0.02,\n  \"tie_word_embeddings\": true,\n  \"use_cache\": true,\n"
+         "  \"torch_dtype\": \"float32\"\n}\n",
+         (long long)d->vocab, (long long)d->n_positions, (long long)d->n_positions, (long long)d->d_model, (long long)d->n_layers,
+         (long long)d->n_heads, (long long)d->d_ff, d->eps);
+}
+
+static int gpt2_check(const rt_json *cfg, const hf_dims *d, const char *path, bool *tied, stg_err *err) {
+    const char *gelu[] = {"gelu_new", "gelu_pytorch_tanh"}; // the tanh approximation, stg's gelu
+    if (check_str(cfg, "activation_function", gelu, 2, true, path, err) || check_num(cfg, "vocab_size", (double)d->vocab, NAN, 0, path, err) ||
+        check_num(cfg, "n_embd", (double)d->d_model, NAN, 0, path, err) || check_num(cfg, "n_layer", (double)d->n_layers, NAN, 0, path, err) ||
+        check_num(cfg, "n_head", (double)d->n_heads, NAN, 0, path, err) || check_num(cfg, "n_positions", (double)d->n_positions, NAN, 0, path, err) ||
+        check_num(cfg, "n_inner", (double)d->d_ff, 4.0 * (double)d->d_model, 0, path, err) ||
+        check_num(cfg, "layer_norm_epsilon", d->eps, 1e-5, 1e-9, path, err) || check_flag(cfg, "scale_attn_by_inverse_layer_idx", NULL, path, err))
+        return -1;
+    const rt_json *sc = rt_json_get(cfg, "scale_attn_weights");
+    if (sc && sc->type == RT_JSON_BOOL && !sc->b) return stg_errf(err, "%s: \"scale_attn_weights\" is false; the model scales by 1/sqrt(head_dim)", path);
+    return check_tied(cfg, d, true, path, tied, err);
+}
+
+// the causal-mask buffers older GPT-2 checkpoints carry
+static bool gpt2_ignorable(const char *name) { return has_suffix(name, ".attn.bias") || has_suffix(name, ".attn.masked_bias"); }
+
 static const hf_family families[] = {
-    {"cs336", "LlamaForCausalLM", cs336_rows, (int)(sizeof cs336_rows / sizeof *cs336_rows), cs336_dims, cs336_config, cs336_check},
+    {"cs336", "LlamaForCausalLM", cs336_rows, (int)(sizeof cs336_rows / sizeof *cs336_rows), llama_dims, llama_config, llama_check, NULL,
+     llama_ignorable},
+    {"llama3", "LlamaForCausalLM", llama3_rows, (int)(sizeof llama3_rows / sizeof *llama3_rows), llama_dims, llama_config, llama_check, NULL,
+     llama_ignorable},
+    {"gpt2", "GPT2LMHeadModel", gpt2_rows, (int)(sizeof gpt2_rows / sizeof *gpt2_rows), gpt2_dims, gpt2_config, gpt2_check, "transformer.",
+     gpt2_ignorable},
 };
 
 // ---- matching a model to a family ---------------------------------------------------------------
@@ -281,6 +418,7 @@ static int map_family(const stg_graph *g, const hf_family *f, hf_map *m, stg_err
     int L = -1;
     for (int r = 0; r < f->nrows; r++) {
         bool layered = strstr(f->rows[r].stg, "{i}") != NULL;
+        if (!count[r] && f->rows[r].optional) continue;
         if (!count[r]) {
             stg_errf(err, "the model has no '%s'", f->rows[r].stg);
             map_free(m);
@@ -382,13 +520,16 @@ static const void *values(const rt_st_tensor *s, int xform, int64_t head_dim, bo
         free(b);
         return NULL;
     }
-    if (xform == HF_ROPE) {
+    if (xform == HF_ROPE || xform == HF_T) {
         float *q = stg_malloc(sizeof(float) * (size_t)s->numel, err);
         if (!q) {
             free(b);
             return NULL;
         }
-        permute_rows(b, q, s->shape[0], s->shape[1], head_dim, inverse);
+        if (xform == HF_ROPE) permute_rows(b, q, s->shape[0], s->shape[1], head_dim, inverse);
+        else // [rows, cols] -> [cols, rows]
+            for (int64_t r = 0; r < s->shape[0]; r++)
+                for (int64_t c = 0; c < s->shape[1]; c++) q[c * s->shape[0] + r] = b[r * s->shape[1] + c];
         free(b);
         b = q;
     }
@@ -407,6 +548,11 @@ static bool same_shape(const rt_st_tensor *a, const stg_tensor *t) {
     for (int i = 0; i < t->ndim; i++)
         if (a->shape[i] != t->shape[i]) return false;
     return true;
+}
+
+// The Hugging Face shape of parameter t under transform x (HF_T: reversed).
+static void hf_shape(const stg_tensor *t, int x, int64_t *shape) {
+    for (int i = 0; i < t->ndim; i++) shape[i] = x == HF_T ? t->shape[t->ndim - 1 - i] : t->shape[i];
 }
 
 // ---- files and directories ----------------------------------------------------------------------
@@ -520,7 +666,9 @@ int rt_hf_export(const stg_graph *g, const char *init, const rt_tok *tok, const 
         if (!v) goto out;
         rep->permuted += row->xform == HF_ROPE;
         expand(row->hf, m.layer[i], hfname, sizeof hfname);
-        if (rt_st_writer_add(w, hfname, RT_DT_F32, t->ndim, t->shape, v, err)) goto out;
+        int64_t shape[STG_MAX_DIMS];
+        hf_shape(t, row->xform, shape);
+        if (rt_st_writer_add(w, hfname, RT_DT_F32, t->ndim, shape, v, err)) goto out;
         rep->tensors++;
         rep->bytes += 4.0 * (double)s->numel;
     }
@@ -674,13 +822,6 @@ static const rt_st_tensor *files_find(hf_files *f, const char *name, int *file, 
     return NULL;
 }
 
-// Tensors some Llama checkpoints carry that are no parameter (a cache of RoPE frequencies).
-static bool ignorable(const char *name) {
-    size_t n = strlen(name);
-    const char *suffix = "rotary_emb.inv_freq";
-    return n >= strlen(suffix) && strcmp(name + n - strlen(suffix), suffix) == 0;
-}
-
 int rt_hf_import(const stg_graph *g, const char *dir, const char *out, const char *const *inputs, const char *const *input_what, int n_inputs,
                  rt_hf_report *rep, stg_err *err) {
     memset(rep, 0, sizeof *rep);
@@ -731,15 +872,23 @@ int rt_hf_import(const stg_graph *g, const char *dir, const char *out, const cha
         int fi = 0;
         size_t ti = 0;
         const rt_st_tensor *s = files_find(&files, hfname, &fi, &ti);
+        size_t pl = m.f->hf_prefix ? strlen(m.f->hf_prefix) : 0;
+        if (!s && pl && strncmp(hfname, m.f->hf_prefix, pl) == 0) s = files_find(&files, hfname + pl, &fi, &ti); // saved without it
         if (!s && tied && strcmp(hfname, "lm_head.weight") == 0) s = files_find(&files, "model.embed_tokens.weight", &fi, &ti);
         if (!s) {
             stg_errf(err, "%s: no tensor '%s' (the model's '%s', %s)", dir, hfname, t->name, ms);
             goto out;
         }
         files.used[fi][ti] = true;
-        if (!same_shape(s, t)) {
+        int64_t want[STG_MAX_DIMS];
+        hf_shape(t, row->xform, want);
+        bool shape_ok = s->ndim == t->ndim;
+        for (int k = 0; shape_ok && k < t->ndim; k++) shape_ok = s->shape[k] == want[k];
+        if (!shape_ok) {
             shape_text(s->ndim, s->shape, hs, sizeof hs);
-            stg_errf(err, "%s: '%s' has shape %s; the model's '%s' is %s", files.path[fi], hfname, hs, t->name, ms);
+            shape_text(t->ndim, want, ms, sizeof ms);
+            stg_errf(err, "%s: '%s' has shape %s; the model's '%s' is %s%s", files.path[fi], hfname, hs, t->name, ms,
+                     row->xform == HF_T ? " there (transposed)" : "");
             goto out;
         }
         char what[600];
@@ -754,7 +903,7 @@ int rt_hf_import(const stg_graph *g, const char *dir, const char *out, const cha
     for (int i = 0; i < files.n; i++) // every tensor there is a parameter here
         for (size_t k = 0; k < rt_st_count(files.st[i]); k++) {
             const rt_st_tensor *s = rt_st_at(files.st[i], k);
-            if (!files.used[i][k] && !ignorable(s->name)) {
+            if (!files.used[i][k] && !(m.f->ignorable && m.f->ignorable(s->name))) {
                 stg_errf(err, "%s: tensor '%s' is no parameter of %s (the %s table names none such)", files.path[i], s->name, g->name, m.f->name);
                 goto out;
             }

@@ -436,6 +436,106 @@ static void test_refusals(void **s) {
     assert_int_equal(sh(out, sizeof out, "test -z \"$(ls -a %s | grep tmp)\"", dir), 0);
 }
 
+// Another family end to end (models/llama3, models/gpt2; skipped where the tree has no such file):
+// train a few steps, export, import: every parameter back bitwise; the config's fields; with PyTorch,
+// the logits of `stg step` and the loss of `stg eval` from the exported directory.
+typedef struct {
+    const char *model, *sets, *name;
+    const char *config[8]; // substrings config.json must hold
+    int tensors, permuted;
+} family_case;
+
+static void family_round_trip(const family_case *c) {
+    char path[512], out[8192], d[200], ck[200], imp[200], cfgp[240];
+    snprintf(path, sizeof path, STG_SOURCE_DIR "/models/%s", c->model);
+    if (access(path, R_OK) != 0) {
+        print_message("skipped: no %s in this tree (branch fam)\n", c->model);
+        skip();
+    }
+    snprintf(d, sizeof d, "%s/hf-%s", dir, c->name);
+    snprintf(ck, sizeof ck, "%s/ck-%s", dir, c->name);
+    snprintf(imp, sizeof imp, "%s/imp-%s.safetensors", dir, c->name);
+    if (sh(out, sizeof out, STG " train '%s' %s --device cpu --data %s --steps 3 --lr 1e-2 --ckpt %s && " STG " export '%s' %s --init %s/ckpt.safetensors --hf %s && " STG
+                            " import '%s' %s --hf %s -o %s",
+           path, c->sets, data, ck, path, c->sets, ck, d, path, c->sets, d, imp))
+        fail_msg("%s", out);
+    char want[128];
+    snprintf(want, sizeof want, "%d tensors (%d with their rows permuted back", c->tensors, c->permuted);
+    if (!strstr(out, want)) fail_msg("'%s' not in %s", want, out);
+    // every parameter of the checkpoint, bitwise
+    char ckf[240];
+    snprintf(ckf, sizeof ckf, "%s/ckpt.safetensors", ck);
+    rt_st *x = open_st(ckf), *y = open_st(imp);
+    int n = 0;
+    for (size_t i = 0; i < rt_st_count(x); i++) {
+        const rt_st_tensor *t = rt_st_at(x, i), *u;
+        if (strstr(t->name, ".adam_")) continue;
+        if (!(u = rt_st_find(y, t->name)) || u->nbytes != t->nbytes || memcmp(u->data, t->data, t->nbytes)) fail_msg("%s differs", t->name);
+        n++;
+    }
+    assert_int_equal(n, c->tensors);
+    assert_int_equal(rt_st_count(y), (size_t)n);
+    rt_st_free(x);
+    rt_st_free(y);
+    snprintf(cfgp, sizeof cfgp, "%s/config.json", d);
+    FILE *f = fopen(cfgp, "r");
+    assert_non_null(f);
+    char *cfg = tu_read_all(f, NULL);
+    fclose(f);
+    for (int i = 0; i < 8 && c->config[i]; i++)
+        if (!strstr(cfg, c->config[i])) fail_msg("'%s' not in %s", c->config[i], cfg);
+    free(cfg);
+    const char *py = torch_python();
+    if (!py) {
+        print_message("PyTorch check skipped: no Python with torch and numpy\n");
+        return;
+    }
+    char batch[200], dump[200];
+    snprintf(batch, sizeof batch, "%s/batch-%s.npy", dir, c->name);
+    snprintf(dump, sizeof dump, "%s/dump-%s.safetensors", dir, c->name);
+    int32_t b[2 * 2 * 16];
+    for (int i = 0; i < 2 * 2 * 16; i++) b[i] = (int32_t)((i * 2654435761u) >> 8) % 256;
+    int64_t shape[3] = {2, 2, 16};
+    stg_err err;
+    if (rt_npy_write(batch, RT_DT_I32, 3, shape, b, &err)) fail_msg("%s", err.msg);
+    if (sh(out, sizeof out, STG " step '%s' %s --device cpu --init %s --batch %s --dump %s", path, c->sets, ckf, batch, dump)) fail_msg("%s", out);
+    if (sh(out, sizeof out, "'%s' '" STG_SOURCE_DIR "/tools/ref/hf_llama.py' logits --hf %s --batch %s --dump %s --tol 1e-4", py, d, batch, dump))
+        fail_msg("logits: %s", out);
+    print_message("%s logits: %s", c->name, out);
+    if (sh(out, sizeof out, STG " eval '%s' %s --device cpu --init %s --data %s --json", path, c->sets, ckf, data)) fail_msg("%s", out);
+    const char *p = strstr(out, "\"loss\": ");
+    assert_non_null(p);
+    double loss = strtod(p + 8, NULL);
+    if (sh(out, sizeof out, "'%s' '" STG_SOURCE_DIR "/tools/ref/hf_llama.py' eval --hf %s --data %s --ctx 16 --expect %.17g --tol 1e-5", py, d, data,
+           loss))
+        fail_msg("eval: %s", out);
+    print_message("%s eval: stg %.9f; %s", c->name, loss, out);
+}
+
+#define LLAMA_SETS "--set vocab=256 --set d_model=32 --set n_heads=4 --set n_kv_heads=2 --set d_ff=64 --set n_layers=2 --set ctx=16 --set batch=2 --set fused_head=off"
+
+static void test_llama3(void **s) {
+    family_case c = {"llama3/llama3.yaml", LLAMA_SETS, "llama3",
+                     {"\"num_key_value_heads\": 2", "\"rope_theta\": 500000", "\"tie_word_embeddings\": false", "\"head_dim\": 8"},
+                     2 * 9 + 3, 4};
+    family_round_trip(&c);
+}
+
+static void test_llama3_tied(void **s) {
+    family_case c = {"llama3/llama3.yaml", LLAMA_SETS " --set tie_embeddings=on", "llama3-tied", {"\"tie_word_embeddings\": true"}, 2 * 9 + 2, 4};
+    family_round_trip(&c);
+}
+
+static void test_gpt2(void **s) {
+    family_case c = {"gpt2/gpt2.yaml",
+                     "--set vocab=256 --set d_model=32 --set n_heads=4 --set n_layers=2 --set ctx=16 --set n_positions=16 --set batch=2 "
+                     "--set fused_head=off",
+                     "gpt2",
+                     {"\"architectures\": [\"GPT2LMHeadModel\"]", "\"n_embd\": 32", "\"n_inner\": 128", "\"activation_function\": \"gelu_new\""},
+                     2 * 12 + 4, 0};
+    family_round_trip(&c);
+}
+
 // The JSON reader config.json goes through: values, escapes, and what it refuses.
 static void test_json(void **s) {
     rt_json *v;
@@ -474,6 +574,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),   cmocka_unit_test(test_config), cmocka_unit_test(test_permutation), cmocka_unit_test(test_shards_and_bf16),
         cmocka_unit_test(test_tokenizer_files), cmocka_unit_test(test_torch), cmocka_unit_test(test_refusals), cmocka_unit_test(test_json),
+        cmocka_unit_test(test_llama3), cmocka_unit_test(test_llama3_tied), cmocka_unit_test(test_gpt2),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A plain PyTorch Llama (no transformers library) that loads a Hugging Face model directory, to
-check what `stg export --hf DIR` writes.
+"""A plain PyTorch Llama (and GPT-2; no transformers library) that loads a Hugging Face model
+directory, to check what `stg export --hf DIR` writes.
 
   python3 tools/ref/hf_llama.py logits --hf DIR --batch B.npy --dump STG_STEP.safetensors [--tol 1e-4]
       B.npy: int32 [2, batch, ctx] (tokens, targets), as `stg step --batch` reads it; the dump is what
@@ -14,7 +14,9 @@ check what `stg export --hf DIR` writes.
 The model is the Hugging Face Llama as its config.json describes it: RMSNorm (x / sqrt(mean(x^2) +
 eps) * w), rotary embeddings on halves (rotate_half: pairs (x[k], x[k + d/2]), frequencies
 theta^(-2k/d)), causal softmax attention with grouped key/value heads, SwiGLU (down(silu(gate(x)) *
-up(x))), a final RMSNorm and the LM head (the embedding when tie_word_embeddings). It is written
+up(x))), a final RMSNorm and the LM head (the embedding when tie_word_embeddings); or GPT-2 as
+GPT2LMHeadModel (learned positions, LayerNorm with bias, Conv1D weights [d_in, d_out], the tanh GELU,
+the head tied to wte). It is written
 from the architecture, not from stg: the check is that stg's export (which permutes the q and k
 rows from stg's adjacent-pair RoPE) gives this model stg's numbers. --dtype float64 runs it in
 double. Exit status 77: PyTorch or NumPy is missing (the test reports itself skipped).
@@ -52,8 +54,8 @@ def read_safetensors(path):
 def load_hf(path, dtype):
     with open(os.path.join(path, "config.json")) as f:
         cfg = json.load(f)
-    if "LlamaForCausalLM" not in cfg.get("architectures", []):
-        raise SystemExit(f"{path}: not a LlamaForCausalLM")
+    if not {"LlamaForCausalLM", "GPT2LMHeadModel"} & set(cfg.get("architectures", [])):
+        raise SystemExit(f"{path}: neither a LlamaForCausalLM nor a GPT2LMHeadModel")
     files = [os.path.join(path, "model.safetensors")]
     if not os.path.exists(files[0]):
         with open(os.path.join(path, "model.safetensors.index.json")) as f:
@@ -61,6 +63,8 @@ def load_hf(path, dtype):
     W = {}
     for fn in files:
         W.update({k: torch.tensor(v, dtype=dtype) for k, v in read_safetensors(fn).items()})
+    if "GPT2LMHeadModel" in cfg["architectures"]:  # names saved with or without the base model's prefix
+        W = {(k if k.startswith("transformer.") or k.startswith("lm_head") else "transformer." + k): v for k, v in W.items()}
     return cfg, W
 
 
@@ -73,8 +77,37 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
+def gelu_new(x):  # GPT-2's GELU, the tanh approximation
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+
+
+def forward_gpt2(cfg, W, tokens):
+    """GPT2LMHeadModel: logits (B, S, V). Conv1D weights are [d_in, d_out]: y = x W + b."""
+    B, S = tokens.shape
+    D, H, eps = cfg["n_embd"], cfg["n_head"], cfg.get("layer_norm_epsilon", 1e-5)
+    Dh = D // H
+    p = lambda n: W["transformer." + n]
+    ln = lambda x, n: torch.nn.functional.layer_norm(x, (D,), p(n + ".weight"), p(n + ".bias"), eps)
+    x = p("wte.weight")[tokens] + p("wpe.weight")[torch.arange(S)][None]
+    mask = torch.triu(torch.ones(S, S, dtype=torch.bool), 1)
+    for i in range(cfg["n_layer"]):
+        h = ln(x, f"h.{i}.ln_1")
+        qkv = h @ p(f"h.{i}.attn.c_attn.weight") + p(f"h.{i}.attn.c_attn.bias")
+        q, k, v = (t.view(B, S, H, Dh).transpose(1, 2) for t in qkv.split(D, dim=-1))
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(Dh)
+        o = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ v
+        x = x + o.transpose(1, 2).reshape(B, S, D) @ p(f"h.{i}.attn.c_proj.weight") + p(f"h.{i}.attn.c_proj.bias")
+        h2 = ln(x, f"h.{i}.ln_2")
+        m = gelu_new(h2 @ p(f"h.{i}.mlp.c_fc.weight") + p(f"h.{i}.mlp.c_fc.bias"))
+        x = x + m @ p(f"h.{i}.mlp.c_proj.weight") + p(f"h.{i}.mlp.c_proj.bias")
+    head = W["lm_head.weight"] if "lm_head.weight" in W else p("wte.weight")  # tied
+    return ln(x, "ln_f") @ head.T
+
+
 def forward(cfg, W, tokens):
     """logits (B, S, V) for tokens (B, S)."""
+    if "GPT2LMHeadModel" in cfg["architectures"]:
+        return forward_gpt2(cfg, W, tokens)
     B, S = tokens.shape
     D, H = cfg["hidden_size"], cfg["num_attention_heads"]
     Hkv = cfg.get("num_key_value_heads") or H

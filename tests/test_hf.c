@@ -411,6 +411,8 @@ static void test_refusals(void **s) {
     assert_int_equal(sh(out, sizeof out, STG " import " TINY " --hf %s -o %s/model.safetensors", hf, hf), 2);
     assert_non_null(strstr(out, "is the same file as the weight file"));
     assert_int_equal(sh(out, sizeof out, STG " import " TINY " --hf %s -o '" STG_SOURCE_DIR "/models/tiny.yaml'", hf), 2);
+    assert_int_equal(sh(out, sizeof out, STG " import " TINY " --precision bf16 --hf %s -o %s", hf, imp), 2);
+    assert_non_null(strstr(out, "--precision: the parameters are read and written as float32"));
     // export: a directory that exists and is not empty is left as it is
     assert_int_equal(sh(out, sizeof out, STG " export " TINY " --init %s --hf %s", ckpt, hf), 2);
     assert_non_null(strstr(out, "exists and is not empty"));

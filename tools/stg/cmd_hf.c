@@ -44,6 +44,10 @@ static int hf_parse(const char *cmd, int argc, char **argv, hf_args *a) {
         cli_usage(stderr, cmd);
         return -1;
     }
+    if (a->m.precision != STG_PREC_FP32) {
+        fprintf(stderr, "stg %s: --precision: the parameters are read and written as float32 whatever the step's precision; drop it\n", cmd);
+        return -1;
+    }
     if (a->m.optim.in_backward || a->m.budget) {
         fprintf(stderr, "stg %s: %s is for training steps\n", cmd, a->m.optim.in_backward ? "--optimizer-in-backward" : "--memory-budget");
         return -1;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "runtime/npy.h"
 #include "runtime/safetensors.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "tests/fuzz/fuzz_json_entry.h"
 #include "tests/testutil.h"
 
 #define STG "'" STG_BINARY "'"
@@ -572,10 +574,37 @@ static void test_json(void **s) {
     rt_json_free(v);
 }
 
+// The fuzz target's seeds and saved findings through its entry (parse, write back, parse again).
+static void test_json_corpus(void **s) {
+    const char *dirs[] = {STG_SOURCE_DIR "/tests/fuzz/corpus/json", STG_SOURCE_DIR "/tests/fuzz/regressions/json"};
+    int n = 0;
+    for (int k = 0; k < 2; k++) {
+        DIR *d = opendir(dirs[k]);
+        if (!d) continue; // no findings saved yet
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char p[4200];
+            snprintf(p, sizeof p, "%s/%s", dirs[k], e->d_name);
+            FILE *f = fopen(p, "rb");
+            assert_non_null(f);
+            size_t len = 0;
+            char *b = tu_read_all(f, &len);
+            fclose(f);
+            assert_non_null(b);
+            stg_fuzz_json((const uint8_t *)b, len);
+            free(b);
+            n++;
+        }
+        closedir(d);
+    }
+    assert_true(n >= 4);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),   cmocka_unit_test(test_config), cmocka_unit_test(test_permutation), cmocka_unit_test(test_shards_and_bf16),
-        cmocka_unit_test(test_tokenizer_files), cmocka_unit_test(test_torch), cmocka_unit_test(test_refusals), cmocka_unit_test(test_json),
+        cmocka_unit_test(test_tokenizer_files), cmocka_unit_test(test_torch), cmocka_unit_test(test_refusals), cmocka_unit_test(test_json), cmocka_unit_test(test_json_corpus),
         cmocka_unit_test(test_llama3), cmocka_unit_test(test_llama3_tied), cmocka_unit_test(test_gpt2),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -14,6 +14,7 @@ static const stg_grad_emit graph_grad_emit = {graph_add_op};
 stg_optim_config graph_optim_defaults(void) {
     stg_optim_config c = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .max_norm = 1.0,
                           .lr = 1e-3, .min_lr = 1e-4, .warmup = 0, .cosine_steps = 0,
+                          .lr_kind = STG_LR_COSINE, .wsd_shape = STG_WSD_LINEAR, .wsd_decay_frac = 0.2,
                           .decay_exempt_norms_embeddings = false};
     return c;
 }
@@ -245,6 +246,9 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
     la.lr.min_lr = oc->min_lr;
     la.lr.warmup = oc->warmup;
     la.lr.cosine_steps = oc->cosine_steps;
+    la.lr.kind = oc->lr_kind;
+    la.lr.wsd_shape = oc->wsd_shape;
+    la.lr.wsd_decay_frac = oc->wsd_decay_frac;
     if (graph_add_op(g, STG_OP_LR_SCHEDULE, &sched, 1, &la, STG_PHASE_OPTIMIZER, "lr_schedule", none, NULL, err) < 0) goto done;
     int slot = 0;
     // ZeRO-1: AdamW state and update only for this rank's parameters (owner: freed at done)

@@ -59,6 +59,8 @@ typedef struct stg_optim_config {
     double beta1, beta2, eps, weight_decay, max_norm;
     double lr, min_lr;              // the learning-rate schedule (lr_schedule op)
     int64_t warmup, cosine_steps;
+    int lr_kind, wsd_shape;         // STG_LR_* (cosine, the default), STG_WSD_* (ops/base/oplist.h)
+    double wsd_decay_frac;          // WSD: the share of cosine_steps spent in the final decay
     bool decay_exempt_norms_embeddings; // no weight decay on norm gains and embeddings
     // Optimizer in backward: each parameter's AdamW op runs as soon as its gradient is final and
     // the parameter has no reader left in the step (graph_schedule places it), so the gradient dies

@@ -122,7 +122,8 @@ const char *ops_dname(const stg_graph *g, int t, char *buf); // "d.<name of t>",
 void ops_name_out(stg_graph *g, int t, int like);             // names t "d.<name of like>"
 stg_attrs ops_no_attrs(void);
 
-// The lr_schedule op's learning rate for iteration t (0-based): CS336's get_lr_cosine_schedule.
+// The lr_schedule op's learning rate for iteration t (0-based): the schedule its attributes name
+// (ops/optim/schedule.h; STG_LR_COSINE is CS336's get_lr_cosine_schedule).
 double ops_lr_at(const stg_lr_attrs *a, int64_t t);
 
 // linear_cross_entropy's rows per chunk over `rows` rows and vocab V (ops/loss/rules.c): the

@@ -36,9 +36,65 @@ static int env_int(const char *name, long lo, long hi, long *out, bool *found, s
     return 0;
 }
 
+// Slurm's task variables, when both SLURM_PROCID and SLURM_NTASKS are set (srun sets them for every
+// task; a salloc shell has SLURM_NTASKS alone and is not a task).
+typedef struct {
+    bool set;
+    long rank, world, local;
+    bool local_set;
+} slurm_env;
+
+static int slurm_from_env(slurm_env *s, stg_err *err) {
+    memset(s, 0, sizeof *s);
+    bool fr, fw;
+    if (env_int("SLURM_PROCID", 0, 1 << 20, &s->rank, &fr, err) || env_int("SLURM_NTASKS", 1, 1 << 20, &s->world, &fw, err) ||
+        env_int("SLURM_LOCALID", 0, 1 << 20, &s->local, &s->local_set, err))
+        return -1;
+    s->set = fr && fw;
+    if (s->set && s->rank >= s->world)
+        return stg_errf(err, "environment: SLURM_PROCID=%ld is not below SLURM_NTASKS=%ld", s->rank, s->world);
+    return 0;
+}
+
 bool rt_dist_launched(void) {
     const char *a = getenv("OMPI_COMM_WORLD_SIZE"), *b = getenv("WORLD_SIZE");
-    return (a && *a) || (b && *b);
+    if ((a && *a) || (b && *b)) return true;
+    // Slurm alone: a launch when it started several tasks (a one-task job is a plain run)
+    slurm_env s;
+    stg_err ignored;
+    return slurm_from_env(&s, &ignored) == 0 && s.set && s.world > 1;
+}
+
+int rt_dist_first_host(const char *list, char *out, size_t n, stg_err *err) {
+    if (!list || !*list) return stg_errf(err, "an empty node list");
+    size_t k = 0;
+    int depth = 0;
+    bool skipping = false; // inside brackets, past the first host's number
+    for (const char *p = list; *p; p++) {
+        char c = *p;
+        if (depth == 0 && c == ',') break; // the first item ends
+        if (c == '[') {
+            if (depth++ || !p[1] || !strchr("0123456789", p[1]))
+                return stg_errf(err, "node list '%s': '[' must open a range of numbers, e.g. node[03-05,07]", list);
+            skipping = false;
+            continue;
+        }
+        if (c == ']') {
+            if (!depth--) return stg_errf(err, "node list '%s': a ']' without '['", list);
+            continue;
+        }
+        if (depth) {
+            if (!strchr("0123456789,-", c)) return stg_errf(err, "node list '%s': '%c' inside brackets (numbers, ',' and '-' only)", list, c);
+            if (c == ',' || c == '-') skipping = true;
+            if (skipping) continue;
+        }
+        if (k + 1 >= n) return stg_errf(err, "node list '%s': the first host name is too long", list);
+        out[k++] = c;
+    }
+    if (depth) return stg_errf(err, "node list '%s': a '[' without ']'", list);
+    out[k] = 0;
+    if (k == 0) return stg_errf(err, "node list '%s': no host before the first ','", list);
+    return 0;
 }
 
 int rt_dist_from_env(rt_dist *d, stg_err *err) {
@@ -54,15 +110,43 @@ int rt_dist_from_env(rt_dist *d, stg_err *err) {
         wn = "WORLD_SIZE";
         ln = "LOCAL_RANK";
     }
+    slurm_env sl;
     if (env_int(wn, 1, 1 << 20, &world, &fw, err) || env_int(rn, 0, 1 << 20, &rank, &fr, err) ||
         env_int(ln, 0, 1 << 20, &local, &fl, err) || env_int("MASTER_PORT", 1, 65535, &port, &fp, err) ||
-        env_int("STG_DIST_TIMEOUT", 1, 86400, &tmo, &ft, err))
+        env_int("STG_DIST_TIMEOUT", 1, 86400, &tmo, &ft, err) || slurm_from_env(&sl, err))
         return -1;
     if (fw || fr) {
         if (!fw || !fr) return stg_errf(err, "environment: %s is set but %s is not", fw ? wn : rn, fw ? rn : wn);
         if (rank >= world) return stg_errf(err, "environment: %s=%ld is not below %s=%ld", rn, rank, wn, world);
         d->source = wn[0] == 'O' ? "OMPI_COMM_WORLD_*" : "RANK/WORLD_SIZE";
         if (!fl) local = rank; // one node
+        // Under Slurm as well: the launcher's variables describe this process when they are Slurm's
+        // (the same rank and world: exported from them), or when the launcher runs inside each Slurm
+        // task (WORLD_SIZE = k x SLURM_NTASKS, task SLURM_PROCID holding ranks [k x PROCID, k x
+        // (PROCID + 1)): stg launch --nnodes $SLURM_NTASKS --node-rank $SLURM_PROCID). Anything else
+        // is two launches' leftovers mixed.
+        if (sl.set) {
+            bool same = world == sl.world && rank == sl.rank;
+            bool nested = world % sl.world == 0 && rank / (world / sl.world) == sl.rank;
+            if (!same && !nested)
+                return stg_errf(err, "environment: Slurm says task %ld of %ld (SLURM_PROCID, SLURM_NTASKS) but %s=%ld, %s=%ld: neither the "
+                                     "same process nor %s/SLURM_NTASKS processes started inside each Slurm task; unset the variables of "
+                                     "the launcher that did not start this process",
+                                sl.rank, sl.world, rn, rank, wn, world, wn);
+            if (same && fl && sl.local_set && local != sl.local)
+                return stg_errf(err, "environment: %s=%ld but SLURM_LOCALID=%ld for the same task", ln, local, sl.local);
+        }
+    } else if (sl.set) {
+        rank = sl.rank;
+        world = sl.world;
+        local = sl.local_set ? sl.local : rank;
+        d->source = "SLURM_*";
+        if (!fp) { // a port of the job's own, so two jobs sharing a node do not meet
+            bool fj;
+            long job = 0;
+            if (env_int("SLURM_JOB_ID", 0, 0x7fffffffL, &job, &fj, err)) return -1;
+            if (fj) port = 20000 + job % 20000;
+        }
     }
     d->rank = (int)rank;
     d->world = (int)world;
@@ -70,7 +154,16 @@ int rt_dist_from_env(rt_dist *d, stg_err *err) {
     d->port = (int)port;
     d->timeout_s = (double)tmo;
     const char *addr = getenv("MASTER_ADDR");
-    snprintf(d->addr, sizeof d->addr, "%s", addr && *addr ? addr : "127.0.0.1");
+    if (addr && *addr) snprintf(d->addr, sizeof d->addr, "%s", addr);
+    else if (sl.set && !fw) { // the first host of the step (of the job when srun did not say)
+        const char *list = getenv("SLURM_STEP_NODELIST"), *which = "SLURM_STEP_NODELIST";
+        if (!list || !*list) list = getenv("SLURM_JOB_NODELIST"), which = "SLURM_JOB_NODELIST";
+        if (list && *list) {
+            if (rt_dist_first_host(list, d->addr, sizeof d->addr, err)) return stg_err_prefix(err, "environment: %s", which);
+        } else
+            snprintf(d->addr, sizeof d->addr, "127.0.0.1");
+    } else
+        snprintf(d->addr, sizeof d->addr, "127.0.0.1");
     return 0;
 }
 
@@ -170,8 +263,11 @@ int rt_dist_connect(rt_dist *d, stg_err *err) {
         for (int k = 1; k < d->world; k++) {
             if (dist_wait(ls, POLLIN, deadline, "waiting for the other ranks", -1, err)) {
                 close(ls);
-                return stg_errf(err, "rank 0: only %d of %d ranks connected within %.0f s (STG_DIST_TIMEOUT)", k, d->world,
-                                d->timeout_s);
+                return stg_errf(err, "rank 0: only %d of %d ranks connected within %.0f s (STG_DIST_TIMEOUT)%s", k, d->world,
+                                d->timeout_s,
+                                strcmp(d->source, "SLURM_*") == 0 ? "; under Slurm every task runs stg: start it with srun (a batch script "
+                                                                    "is task 0 of SLURM_NTASKS)"
+                                                                  : "");
             }
             int fd = accept(ls, NULL, NULL);
             if (fd < 0) {

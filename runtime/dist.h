@@ -6,8 +6,12 @@
 // Environment, in order of preference:
 //   OpenMPI (mpirun):  OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK
 //   torchrun / stg launch:  RANK, WORLD_SIZE, LOCAL_RANK
-// and MASTER_ADDR (default 127.0.0.1), MASTER_PORT (default 29500) for the rendezvous; rank 0
-// listens there. STG_DIST_TIMEOUT (seconds, default 120) bounds every wait for another rank: a
+//   Slurm (srun):  SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (both of the first two set; a one-task
+//                  job is not a launch)
+// and MASTER_ADDR (default 127.0.0.1; under Slurm alone the first host of SLURM_STEP_NODELIST or
+// SLURM_JOB_NODELIST), MASTER_PORT (default 29500; under Slurm alone 20000 + SLURM_JOB_ID mod 20000)
+// for the rendezvous; rank 0 listens there. Slurm's variables beside a launcher's must describe the
+// same process, or a launcher started inside each Slurm task (docs/DISTRIBUTED.md); else an error. STG_DIST_TIMEOUT (seconds, default 120) bounds every wait for another rank: a
 // rank that dies or hangs makes the others fail with a message instead of hanging.
 #ifndef STG_DIST_H
 #define STG_DIST_H
@@ -24,7 +28,7 @@ typedef struct rt_dist {
     char addr[256];
     int port;
     double timeout_s;
-    const char *source;  // which variables said so ("OMPI_COMM_WORLD_*", "RANK/WORLD_SIZE", "none")
+    const char *source;  // which variables said so ("OMPI_COMM_WORLD_*", "RANK/WORLD_SIZE", "SLURM_*", "none")
     int *fd;             // rank 0: (world) sockets to every other rank (fd[0] unused); others: fd[0] to rank 0
     bool connected;
 } rt_dist;
@@ -34,6 +38,9 @@ typedef struct rt_dist {
 int rt_dist_from_env(rt_dist *d, stg_err *err);
 // Whether the environment names a launch with several processes (or one, under a launcher).
 bool rt_dist_launched(void);
+// The first host of a Slurm node list in its compressed form ("node[03-05,07],gpu1" -> "node03",
+// "rack[1-2]-n[08-09]" -> "rack1-n08"), into out (n bytes).
+int rt_dist_first_host(const char *list, char *out, size_t n, stg_err *err);
 // The rendezvous: rank 0 accepts world - 1 connections, the others connect (retrying until the
 // timeout). Each rank says who it is; rank 0 checks that every rank came once with the same world.
 int rt_dist_connect(rt_dist *d, stg_err *err);

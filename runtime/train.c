@@ -10,6 +10,7 @@
 
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
+#include "runtime/eval.h"
 #include "runtime/fsutil.h"
 #include "runtime/sample.h"
 
@@ -318,7 +319,8 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
                                    (double)step_tokens * (double)(done - start) / (t1 - t0 - tpaused), t1 - t0, res->floor,
                                    step_tokens};
             if (done == step && val_due) {
-                if (val_loss(e, vfeed ? vfeed : feed, cfg, &p.val_loss, err)) goto out;
+                if (cfg->val_full ? rt_eval_full(cfg->val_full, e, &p.val_loss, err) : val_loss(e, vfeed ? vfeed : feed, cfg, &p.val_loss, err))
+                    goto out;
                 res->last_val_loss = p.val_loss;
                 tpaused += now_s() - t1;
             }
@@ -339,6 +341,7 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
             if (log) {
                 fprintf(log, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, \"tokens_per_s\": %.6g, \"tokens_per_step\": %lld",
                         (long long)done, r.loss, r.lr, r.grad_norm, p.tokens_per_s, (long long)step_tokens);
+                fprintf(log, ", \"elapsed_s\": %.6g", p.elapsed_s); // wall-clock since this run (or resume) started: stg plot
                 if (!isnan(p.val_loss)) fprintf(log, ", \"val_loss\": %.9g", p.val_loss);
                 if (sampled && (fprintf(log, ", \"sample\": ") < 0 || rt_json_string(log, sample_text.p, sample_text.n))) {
                     stg_errf(err, "%s: write failed", cfg->log_path);

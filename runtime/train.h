@@ -35,6 +35,7 @@ typedef struct rt_train_cfg {
     int64_t sample_every;
     int (*sample_fn)(void *ctx, int64_t step, struct rt_text *text, stg_err *err);
     void *sample_ctx;
+    const struct rt_val_full *val_full; // validation as the exact pass over the val file (runtime/eval.h); NULL: sampled batches
 } rt_train_cfg;
 
 // An existing non-empty log: a fresh run refuses it (RT_LOG_NEW, the default: it would be lost),

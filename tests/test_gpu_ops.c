@@ -578,7 +578,15 @@ static void test_lr_schedule(void **state) {
     a.lr.cosine_steps = 100;
     stg_attrs c = a;
     c.lr.cosine_steps = 0;
+    stg_attrs w = a, l = a; // WSD (sqrt decay over the last 30%) and linear: also replayed from a captured graph
+    w.lr.kind = STG_LR_WSD;
+    w.lr.wsd_shape = STG_WSD_SQRT;
+    w.lr.wsd_decay_frac = 0.3;
+    l.lr.kind = STG_LR_LINEAR;
     const op_case cases[] = {
+        {"lr_schedule wsd done 57", STG_OP_LR_SCHEDULE, 1, {GRD(G_SCHED, 57, 2)}, w},
+        {"lr_schedule wsd done 83", STG_OP_LR_SCHEDULE, 1, {GRD(G_SCHED, 83, 2)}, w},
+        {"lr_schedule linear done 57", STG_OP_LR_SCHEDULE, 1, {GRD(G_SCHED, 57, 2)}, l},
         {"lr_schedule done 0", STG_OP_LR_SCHEDULE, 1, {GRD(G_SCHED, 0, 2)}, a},
         {"lr_schedule done 5", STG_OP_LR_SCHEDULE, 1, {GRD(G_SCHED, 5, 2)}, a},
         {"lr_schedule done 10", STG_OP_LR_SCHEDULE, 1, {GRD(G_SCHED, 10, 2)}, a},

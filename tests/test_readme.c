@@ -64,7 +64,7 @@ static void test_options_section_is_help(void **st) {
     char *readme = slurp(STG_SOURCE_DIR "/README.md");
     assert_non_null(readme);
     static const char *const cmds[] = {"check", "graph", "memreport", "train", "step", "bench", "attn-bench", "comm-bench", "launch", "tokens",
-                                       "sample"};
+                                       "sample", "eval", "export", "import", "plot"};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
         char marker[128];
         snprintf(marker, sizeof marker, "<!-- stg %s --help -->\n```text\n", cmds[i]);

@@ -4,7 +4,7 @@
 # tests/test_readme.c fails when the README's section differs from this output.
 set -euo pipefail
 stg=${1:-build/stg}
-for c in check graph memreport train step bench attn-bench comm-bench launch tokens sample; do
+for c in check graph memreport train step bench attn-bench comm-bench launch tokens sample eval export import plot; do
   echo "<!-- stg $c --help -->"
   echo '```text'
   "$stg" "$c" --help

@@ -27,9 +27,15 @@ typedef struct { int64_t n; } stg_repeat_kv_attrs;                  // each head
 // squared gradient norms (WORKSPACE), and the op writes the sum of squares of its (unclipped)
 // gradient into element slot - 1; input 4 (the clipping norm) is then the previous step's norm.
 typedef struct { double beta1, beta2, eps, weight_decay, max_norm; int slot; } stg_adamw_attrs;
-// CS336's cosine schedule with linear warm-up, advanced on the device: step += 1, lr = f(step - 1).
-// cosine_steps 0: constant lr after the warm-up.
-typedef struct { double lr, min_lr; int64_t warmup, cosine_steps; } stg_lr_attrs;
+// The learning-rate schedule, advanced on the device: step += 1, lr = f(step - 1), f in
+// ops/optim/schedule.h. Linear warm-up from 0 over `warmup` steps, then by kind: STG_LR_COSINE
+// (CS336's cosine down to min_lr at step cosine_steps; the zero value), STG_LR_CONSTANT (lr),
+// STG_LR_LINEAR (straight down to min_lr at cosine_steps), STG_LR_WSD (warm-up, stable at lr, then
+// a decay of shape wsd_shape (STG_WSD_*) to min_lr over the last round(wsd_decay_frac x cosine_steps)
+// steps before cosine_steps). cosine_steps 0: constant lr after the warm-up, whatever the kind.
+enum { STG_LR_COSINE = 0, STG_LR_CONSTANT, STG_LR_LINEAR, STG_LR_WSD, STG_LR_KINDS };
+enum { STG_WSD_LINEAR = 0, STG_WSD_COSINE, STG_WSD_SQRT, STG_WSD_SHAPES };
+typedef struct { double lr, min_lr; int64_t warmup, cosine_steps; int kind, wsd_shape; double wsd_decay_frac; } stg_lr_attrs;
 typedef struct { int64_t root; } stg_comm_attrs; // broadcast: the rank whose values everyone gets
 typedef struct { int64_t chunk; double grad_scale; } stg_lce_attrs; // linear_cross_entropy: rows per chunk (0: chosen by the op);
                                                                    // backward: the loss gradient (1 / micro-batches; set by its rule)

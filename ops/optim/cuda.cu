@@ -24,25 +24,15 @@
 
 #include "ops/cuda/common.cuh"
 #include "ops/optim/bench.h"
+#include "ops/optim/schedule.h"
 
 // ---- lr_schedule ----------------------------------------------------------------------------------
 
-// sched (2) = [steps done, lr]: done += 1; lr = CS336 cosine schedule with warm-up at t = done - 1
-// (the formula of ops_lr_at in ops/optim/rules.c, in double).
-__global__ void lr_schedule_kernel(void *sched, int sb, double lr, double min_lr, long long warmup,
-                                   long long cosine_steps) {
+// sched (2) = [steps done, lr]: done += 1; lr = the schedule at t = done - 1 (ops/optim/schedule.h,
+// the formula the CPU runner uses, in double).
+__global__ void lr_schedule_kernel(void *sched, int sb, stg_lr_attrs a) {
     double done = (double)cu_ldd(sched, sb, 0) + 1.0;
-    long long t = (long long)done - 1;
-    double out;
-    if (t < warmup)
-        out = (double)t / (double)warmup * lr;
-    else if (cosine_steps == 0)
-        out = lr;
-    else if (t <= cosine_steps && cosine_steps > warmup)
-        out = min_lr + 0.5 * (1.0 + cos((double)(t - warmup) / (double)(cosine_steps - warmup) * 3.14159265358979323846)) *
-                           (lr - min_lr);
-    else
-        out = min_lr;
+    double out = stg_lr_schedule_at(&a, (int64_t)done - 1);
     cu_std(sched, sb, 0, (float)done);
     cu_std(sched, sb, 1, (float)out);
 }
@@ -53,9 +43,7 @@ extern "C" int cuda_run_lr_schedule(stg_cuda *c, const stg_graph *g, int op, voi
     if (sb < 0) return -1;
     if (cuda_numel(&g->t[o->in[0]]) != 2)
         return stg_errf(err, "schedule state %s must hold [steps done, lr]", g->t[o->in[0]].name);
-    const stg_lr_attrs *a = &o->a.lr;
-    lr_schedule_kernel<<<1, 1, 0, c->stream>>>(ptr[o->in[0]], sb, a->lr, a->min_lr, (long long)a->warmup,
-                                               (long long)a->cosine_steps);
+    lr_schedule_kernel<<<1, 1, 0, c->stream>>>(ptr[o->in[0]], sb, o->a.lr);
     CUDA_LAUNCH_CHECK(err, "lr_schedule_kernel");
     return 0;
 }

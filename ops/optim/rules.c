@@ -1,6 +1,7 @@
 // The optim family's rules (global_norm, lr_schedule, adamw, slot_norm): shape rules, gradient rules, FLOPs and each op's row
 // (ops/registry.h), read by the registry through stg_rule_<name>.
 #include "ops/registry.h"
+#include "ops/optim/schedule.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -28,6 +29,10 @@ static int infer_lr_schedule(stg_graph *g, int id, stg_err *err) {
     const stg_lr_attrs *a = &OPS_OP(g, id)->a.lr;
     if (!(a->lr >= 0 && a->min_lr >= 0 && a->warmup >= 0 && a->cosine_steps >= 0))
         return ops_bad(g, id, err, "learning-rate schedule out of range (lr, min_lr, warmup, cosine_steps >= 0)%s%s", NULL, NULL);
+    if (!(a->kind >= 0 && a->kind < STG_LR_KINDS && a->wsd_shape >= 0 && a->wsd_shape < STG_WSD_SHAPES && a->wsd_decay_frac >= 0 &&
+          a->wsd_decay_frac <= 1))
+        return ops_bad(g, id, err, "learning-rate schedule: unknown kind or WSD shape, or a WSD decay fraction outside [0, 1]%s%s", NULL,
+                       NULL);
     return 0;
 }
 
@@ -67,14 +72,7 @@ static double flops_adamw(const stg_graph *g, const stg_op *op) { return (op->a.
 
 static double flops_slot_norm(const stg_graph *g, const stg_op *op) { return ops_numel_in(g, op, 0); }
 
-double ops_lr_at(const stg_lr_attrs *a, int64_t t) {
-    if (t < a->warmup) return (double)t / (double)a->warmup * a->lr;
-    if (a->cosine_steps == 0) return a->lr;
-    if (t <= a->cosine_steps && a->cosine_steps > a->warmup)
-        return a->min_lr + 0.5 * (1.0 + cos((double)(t - a->warmup) / (double)(a->cosine_steps - a->warmup) * M_PI)) *
-                               (a->lr - a->min_lr);
-    return a->min_lr;
-}
+double ops_lr_at(const stg_lr_attrs *a, int64_t t) { return stg_lr_schedule_at(a, t); }
 
 // ---- attributes and rows ---------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int bad = 0;
     for (int i = 1; i < argc && !bad; i++) {
         int r = cli_model_arg(&m, argc, argv, &i);
+        if (!r) r = schedule_arg(&m, &c, argc, argv, &i);
         if (!r) r = optim_arg(&m, &c.min_lr_given, argc, argv, &i);
         if (!r) r = train_arg(&c, argc, argv, &i);
         if (r < 0) bad = 1;

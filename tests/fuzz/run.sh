@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang into build-fuzz and runs each on its seed corpus.
-#   tests/fuzz/run.sh [SECONDS_PER_TARGET] [TARGET...]     (default 20 s, all nine targets)
+#   tests/fuzz/run.sh [SECONDS_PER_TARGET] [TARGET...]     (default 20 s, all ten targets)
 # Environment: JOBS (targets run at once, default 2), FUZZ_ARGS (more libFuzzer flags),
 # FUZZ_WORK (where the growing corpora, logs and crash files go, default build-fuzz/fuzz-work).
 # The seed corpora in tests/fuzz/corpus/ are read, never written. Exits non-zero when any target
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 secs=${1:-20}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(model expr npy safetensors tokens tok_json tok_gpt2 tok_encode cli)
+[ ${#targets[@]} -eq 0 ] && targets=(model expr npy safetensors tokens tok_json tok_gpt2 tok_encode cli json)
 jobs=${JOBS:-2}
 work=${FUZZ_WORK:-build-fuzz/fuzz-work}
 cc=${CC:-clang}

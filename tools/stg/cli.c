@@ -12,6 +12,7 @@
 #include "planner/step.h"
 #include "runtime/backend.h"
 #include "runtime/dist.h"
+#include "runtime/exec.h"
 #include "runtime/tokenizer/tokenizer.h"
 #ifdef STG_HAVE_CUDA
 #include "runtime/cuda/backend_cuda.h"
@@ -425,6 +426,9 @@ struct rt_backend *cli_open_backend_at(const char *name, stg_precision prec, uns
             return NULL;
         }
         unsigned flags = ((cuda & CLI_CUDA_TF32) ? RT_CUDA_TF32 : 0u) | ((cuda & CLI_CUDA_GEMM_TUNE) ? RT_CUDA_GEMM_TUNE : 0u);
+        // A process that sees one GPU uses it, whatever its local rank: Slurm's GPU binding (and any
+        // CUDA_VISIBLE_DEVICES per rank) gives each task its own device 0.
+        if (device > 0 && cuda_device_count() == 1) device = 0;
         if (rt_backend_cuda_new(device, flags, &b, &err)) {
             fprintf(stderr, "stg: %s\n", err.msg);
             return NULL;
@@ -531,5 +535,38 @@ int cli_plan(const cli_model_opts *m, stg_graph **g, rt_backend *b, stg_plan **p
                 (double)budget / (1 << 30), rep->n_recomputed, (double)rep->bytes_dropped / (1 << 30),
                 rep->step_flops > 0 ? 100 * rep->extra_flops / rep->step_flops : 0, (double)rep->peak_after / (1 << 30),
                 (double)rep->peak_before / (1 << 30));
+    return 0;
+}
+
+void cli_fwd_free(cli_fwd *x) {
+    rt_exec_free(x->e);
+    plan_free(x->p);
+    graph_free(x->g);
+    memset(x, 0, sizeof *x);
+}
+
+int cli_fwd_open(const cli_model_opts *m0, int64_t rows, rt_backend *b, cli_fwd *x) {
+    cli_model_opts m = *m0;
+    m.train = false;
+    m.budget = 0;
+    char set[64];
+    if (rows > 0) { // after every --set: the short last batch
+        snprintf(set, sizeof set, "batch=%lld", (long long)rows);
+        m.sets[m.nsets++] = set; // sets has a slot beyond CLI_MAX_SETS for this
+    }
+    memset(x, 0, sizeof *x);
+    stg_err err;
+    stg_budget_report rep;
+    if (!(x->g = cli_build(&m))) return -1;
+    rt_exec_opts eo = {.graph = true};
+    if (cli_plan(&m, &x->g, b, &x->p, &rep) || cli_check_fit(&m, x->g, x->p, b)) {
+        cli_fwd_free(x);
+        return -1;
+    }
+    if (rt_exec_new(x->g, x->p, b, &eo, &x->e, &err) || rt_exec_init_params(x->e, 0, &err)) {
+        fprintf(stderr, "stg: %s\n", err.msg);
+        cli_fwd_free(x);
+        return -1;
+    }
     return 0;
 }

@@ -102,6 +102,17 @@ int cli_usage(FILE *f, const char *cmd);
 // 1 when --help or -h comes before any "--".
 int cli_help_asked(int argc, char **argv);
 
+// A forward-only executor of the model m describes (m->train ignored), `rows` rows per run (0: the
+// model's batch; else --set batch=rows after the others), parameters initialised as for training
+// (rt_params_load or rt_eval_copy_params then sets them). Prints the error and returns -1.
+typedef struct cli_fwd {
+    stg_graph *g;
+    struct stg_plan *p;
+    struct rt_exec *e;
+} cli_fwd;
+int cli_fwd_open(const cli_model_opts *m, int64_t rows, struct rt_backend *b, cli_fwd *x);
+void cli_fwd_free(cli_fwd *x);
+
 int cmd_check(int argc, char **argv);
 int cmd_graph(int argc, char **argv);
 int cmd_memreport(int argc, char **argv);
@@ -126,5 +137,9 @@ int cli_train_sampler_open(const cli_model_opts *m, const char *tok_path, const 
                            const struct rt_exec *train, cli_train_sampler **out);
 int cli_train_sample(void *ctx, int64_t step, struct rt_text *text, stg_err *err);
 void cli_train_sampler_free(cli_train_sampler *t);
+int cmd_eval(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 #endif

@@ -214,6 +214,7 @@ int cmd_sample(int argc, char **argv) {
         cli_usage(stderr, "sample");
         goto bad;
     }
+    if (cli_resolve_accum(&m, 1, "sample")) goto bad;
     if (strcmp(m.attention_set, "attention=naive") == 0) {
         fprintf(stderr, "stg sample: decoding runs the fused attention's cached form; drop --attention naive\n");
         goto bad;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "ops/base/file.h"
+#include "ops/optim/schedule.h"
 #include "ops/registry.h"
 #include "planner/budget.h"
 #include "planner/plan.h"
@@ -14,6 +15,7 @@
 #include "runtime/ckpt.h"
 #include "runtime/data.h"
 #include "runtime/dist.h"
+#include "runtime/eval.h"
 #include "runtime/exec.h"
 #include "runtime/fsutil.h"
 #include "runtime/npy.h"
@@ -27,6 +29,8 @@ typedef struct {
     bool tf32, eager, tune;
     const char *exec_given; // --exec as typed (NULL: not given)
     bool min_lr_given, val_every_given;
+    bool cosine_steps_given, wsd_frac_given, wsd_shape_given; // --cosine-steps, --wsd-decay-frac, --wsd-shape
+    bool val_full; // --val-full: validation is the exact pass over every window of --val (runtime/eval.h)
     bool tty;
     bool quiet; // data parallel: ranks other than 0 print nothing per step
     int64_t last_print;
@@ -82,6 +86,7 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
     if (strcmp(a, "--ckpt") == 0) return VAL() ? (f->ckpt_dir = v, 1) : -1;
     if (strcmp(a, "--init") == 0) return VAL() ? (f->init_path = v, 1) : -1;
     if (strcmp(a, "--resume") == 0) return f->resume = true, 1;
+    if (strcmp(a, "--val-full") == 0) return c->val_full = true, 1;
     if (strcmp(a, "--steps") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->steps = n, 1) : -1;
     if (strcmp(a, "--ckpt-every") == 0) return VAL() && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (f->ckpt_every = n, 1) : -1;
     if (strcmp(a, "--val-every") == 0)
@@ -102,13 +107,44 @@ static int optim_arg(cli_model_opts *m, bool *min_lr_given, int argc, char **arg
     if (strcmp(a, "--lr") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.lr = d, 1) : -1;
     if (strcmp(a, "--min-lr") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.min_lr = d, *min_lr_given = true, 1) : -1;
     if (strcmp(a, "--warmup") == 0) return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 0, INT64_C(1) << 40, &n) ? (m->optim.warmup = n, 1) : -1;
-    if (strcmp(a, "--cosine-steps") == 0)
-        return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 1, INT64_C(1) << 40, &n) ? (m->optim.cosine_steps = n, 1) : -1;
     if (strcmp(a, "--weight-decay") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 10, &d) ? (m->optim.weight_decay = d, 1) : -1;
     if (strcmp(a, "--clip") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 1e30, &d) ? (m->optim.max_norm = d, 1) : -1;
     if (strcmp(a, "--beta1") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 0.999999, &d) ? (m->optim.beta1 = d, 1) : -1;
     if (strcmp(a, "--beta2") == 0) return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 0.999999, &d) ? (m->optim.beta2 = d, 1) : -1;
     if (strcmp(a, "--no-decay-norms-embeddings") == 0) return m->optim.decay_exempt_norms_embeddings = true, 1;
+    return 0;
+}
+
+static const char *const schedule_names[STG_LR_KINDS] = {"cosine", "constant", "linear", "wsd"};
+static const char *const wsd_shape_names[STG_WSD_SHAPES] = {"linear", "cosine", "sqrt"};
+
+// The value's index in names[n], or -1 (printed).
+static int name_index(const char *opt, const char *v, const char *const *names, int n, const char *expected) {
+    for (int k = 0; k < n; k++)
+        if (strcmp(v, names[k]) == 0) return k;
+    fprintf(stderr, "stg: %s '%s': expected %s\n", opt, v, expected);
+    return -1;
+}
+
+// --schedule, --cosine-steps and the WSD options (ops/optim/schedule.h has the formulas).
+static int schedule_arg(cli_model_opts *m, train_ctx *c, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *v;
+    int64_t n;
+    double d;
+    int k;
+    if (strcmp(a, "--cosine-steps") == 0)
+        return (v = cli_value(argc, argv, i)) && !cli_int(a, v, 1, INT64_C(1) << 40, &n) ? (m->optim.cosine_steps = n, c->cosine_steps_given = true, 1)
+                                                                                         : -1;
+    if (strcmp(a, "--schedule") == 0)
+        return (v = cli_value(argc, argv, i)) && (k = name_index(a, v, schedule_names, STG_LR_KINDS, "constant, linear, cosine or wsd")) >= 0
+                   ? (m->optim.lr_kind = k, 1)
+                   : -1;
+    if (strcmp(a, "--wsd-shape") == 0)
+        return (v = cli_value(argc, argv, i)) && (k = name_index(a, v, wsd_shape_names, STG_WSD_SHAPES, "linear, cosine or sqrt")) >= 0
+                   ? (m->optim.wsd_shape = k, c->wsd_shape_given = true, 1)
+                   : -1;
+    if (strcmp(a, "--wsd-decay-frac") == 0)
+        return (v = cli_value(argc, argv, i)) && !cli_double(a, v, 0, 1, &d) ? (m->optim.wsd_decay_frac = d, c->wsd_frac_given = true, 1) : -1;
     return 0;
 }
 
@@ -128,10 +164,29 @@ static int train_checks(cli_model_opts *m, train_ctx *c) {
         fprintf(stderr, "stg train: --resume needs --ckpt DIR\n");
         return -1;
     }
+    const stg_optim_config *o = &m->optim;
+    if (o->lr_kind != STG_LR_WSD && (c->wsd_frac_given || c->wsd_shape_given)) {
+        fprintf(stderr, "stg train: %s shapes the decay of --schedule wsd; this run's schedule is %s: drop it or add --schedule wsd\n",
+                c->wsd_frac_given ? "--wsd-decay-frac" : "--wsd-shape", schedule_names[o->lr_kind]);
+        return -1;
+    }
+    if (o->lr_kind == STG_LR_CONSTANT && (c->min_lr_given || c->cosine_steps_given)) {
+        fprintf(stderr, "stg train: %s: --schedule constant keeps --lr after the warm-up and never decays: drop it\n",
+                c->min_lr_given ? "--min-lr" : "--cosine-steps");
+        return -1;
+    }
     if (!c->min_lr_given) m->optim.min_lr = 0.1 * m->optim.lr; // the documented default: a tenth of the peak
     if (m->optim.min_lr > m->optim.lr) {
-        fprintf(stderr, "stg train: --min-lr %g is above --lr %g: the cosine would climb; give --min-lr at most --lr\n", m->optim.min_lr,
-                m->optim.lr);
+        fprintf(stderr, "stg train: --min-lr %g is above --lr %g: the %s would climb; give --min-lr at most --lr\n", m->optim.min_lr,
+                m->optim.lr, o->lr_kind == STG_LR_COSINE ? "cosine" : "schedule");
+        return -1;
+    }
+    if (c->val_full && !f->val) {
+        fprintf(stderr, "stg train: --val-full scores every window of a validation file: give --val FILE\n");
+        return -1;
+    }
+    if (c->val_full && f->val_every == 0 && c->val_every_given) {
+        fprintf(stderr, "stg train: --val-full with --val-every 0 would never run: drop one of them\n");
         return -1;
     }
     if (f->val && !c->val_every_given) f->val_every = DEFAULT_VAL_EVERY;
@@ -166,18 +221,29 @@ static int train_checks(cli_model_opts *m, train_ctx *c) {
 // The learning rate at the schedule's ends, as the lr_schedule op computes it: step s (from 1) uses
 // ops_lr_at(s - 1).
 static void print_schedule(const stg_optim_config *o, int64_t steps, bool min_default) {
-    stg_lr_attrs a = {o->lr, o->min_lr, o->warmup, o->cosine_steps};
+    stg_lr_attrs a = {o->lr, o->min_lr, o->warmup, o->cosine_steps, o->lr_kind, o->wsd_shape, o->wsd_decay_frac};
     printf("lr schedule: %.4g at step 1", ops_lr_at(&a, 0));
     if (o->warmup > 0) printf(", %.4g at step %lld (after %lld warm-up steps)", ops_lr_at(&a, o->warmup), (long long)o->warmup + 1,
                               (long long)o->warmup);
-    printf(", cosine down to --min-lr %.4g%s", o->min_lr, min_default ? " (0.1 x --lr, the default)" : "");
+    const char *dflt = min_default ? " (0.1 x --lr, the default)" : "";
+    if (o->lr_kind == STG_LR_CONSTANT || o->cosine_steps == 0) printf(", then constant");
+    else if (o->lr_kind == STG_LR_WSD) {
+        int64_t s = stg_lr_wsd_start(&a);
+        printf(", stable through step %lld, then a %s decay (--wsd-shape) over %lld steps (--wsd-decay-frac %g) down to --min-lr %.4g%s",
+               (long long)s, wsd_shape_names[o->wsd_shape], (long long)(o->cosine_steps > s ? o->cosine_steps - s : 0), o->wsd_decay_frac,
+               o->min_lr, dflt);
+    } else
+        printf(", %s down to --min-lr %.4g%s", schedule_names[o->lr_kind], o->min_lr, dflt);
+    if (o->lr_kind != STG_LR_CONSTANT && o->cosine_steps > 0 && o->cosine_steps != steps)
+        printf(", reached at step %lld (--cosine-steps)", (long long)o->cosine_steps + 1);
     if (steps > 0) printf("; %.4g at the last step, %lld", ops_lr_at(&a, steps - 1), (long long)steps);
     printf("\n");
 }
 
 // What every rank of a data-parallel run must agree on (rt_dist_agree): the model and every option
 // that changes the step or the data, one "key=value" line each, so a difference is named.
-static void run_description(const stg_graph *g, const cli_model_opts *m, const rt_train_cfg *f, char *buf, size_t n) {
+static void run_description(const stg_graph *g, const cli_model_opts *m, const train_ctx *c, char *buf, size_t n) {
+    const rt_train_cfg *f = &c->cfg;
     char dims[4096];
     rt_dims_string(g, dims, sizeof dims);
     const stg_optim_config *o = &m->optim;
@@ -185,12 +251,58 @@ static void run_description(const stg_graph *g, const cli_model_opts *m, const r
              "model name=%s\ndims and options=%s\nprecision=%s\nparameters=%lld\n--lr=%.17g\n--min-lr=%.17g\n--warmup=%lld\n"
              "--cosine-steps=%lld\n--weight-decay=%.17g\n--clip=%.17g\n--beta1=%.17g\n--beta2=%.17g\n--no-decay-norms-embeddings=%d\n"
              "--steps=%lld\n--seed=%llu\n--markov-k=%d\n--data=%s\n--val=%s\n--val-every=%lld\n--ckpt-every=%lld\n--resume=%d\n"
-             "--zero=%d\n--bucket-mb=%.17g\n--optimizer-in-backward=%d\n--group-matmuls=%s\n--grad-accum=%d\n",
+             "--zero=%d\n--bucket-mb=%.17g\n--optimizer-in-backward=%d\n--group-matmuls=%s\n--grad-accum=%d\n--schedule=%s\n--wsd-shape=%s\n"
+             "--wsd-decay-frac=%.17g\n--val-full=%d\n",
              g->name, dims, stg_precision_name(g->precision), (long long)graph_param_count(g), o->lr, o->min_lr, (long long)o->warmup,
              (long long)o->cosine_steps, o->weight_decay, o->max_norm, o->beta1, o->beta2, (int)o->decay_exempt_norms_embeddings,
              (long long)f->steps, (unsigned long long)f->seed, f->markov_k, f->data ? "a file" : "the synthetic source",
              f->val ? "a file" : "none", (long long)f->val_every, (long long)f->ckpt_every, (int)f->resume, o->dp_zero,
-             (double)o->dp_bucket_bytes / (1 << 20), (int)o->in_backward, m->ungrouped ? "off" : "on", o->grad_accum > 1 ? o->grad_accum : 1);
+             (double)o->dp_bucket_bytes / (1 << 20), (int)o->in_backward, m->ungrouped ? "off" : "on", o->grad_accum > 1 ? o->grad_accum : 1,
+             schedule_names[o->lr_kind], wsd_shape_names[o->wsd_shape], o->wsd_decay_frac, (int)c->val_full);
+}
+
+// --val-full: forward executors of the model (the model's batch, and the short last batch's rows)
+// over the --val file's windows; rt_train copies the parameters into them at each validation.
+typedef struct {
+    cli_fwd main, rest;
+    rt_tokens *tk;
+    rt_val_full v;
+} val_full_ctx;
+
+static void val_full_free(val_full_ctx *vf) {
+    cli_fwd_free(&vf->rest);
+    cli_fwd_free(&vf->main);
+    rt_tokens_free(vf->tk);
+    memset(vf, 0, sizeof *vf);
+}
+
+// Prints and returns -1 (bad input: the file holds no whole window).
+static int val_full_open(const cli_model_opts *m, rt_exec *e, rt_backend *b, rt_train_cfg *f, val_full_ctx *vf) {
+    const stg_graph *g = rt_exec_graph(e);
+    int tok = graph_find_tensor(g, "tokens");
+    bool has_vocab, has_batch;
+    int64_t vocab = graph_dim(g, "vocab", &has_vocab);
+    graph_dim(g, "batch", &has_batch);
+    stg_err err;
+    if (tok < 0 || g->t[tok].ndim != 2 || !has_vocab) {
+        fprintf(stderr, "stg train: --val-full needs a token model (inputs tokens and targets [batch, ctx], a vocab dim)\n");
+        return -1;
+    }
+    if (rt_tokens_open(f->val, vocab, &vf->tk, &err) ||
+        rt_eval_shape_of(vf->tk, 0, g->t[tok].shape[0], g->t[tok].shape[1], &vf->v.shape, &err)) {
+        fprintf(stderr, "stg train: --val-full: %s: %s\n", f->val, err.msg);
+        return -1;
+    }
+    if (vf->v.shape.rest > 0 && !has_batch) {
+        fprintf(stderr, "stg train: --val-full: %s's windows do not fill whole batches and the model has no 'batch' dim for the last\n", f->val);
+        return -1;
+    }
+    if (cli_fwd_open(m, 0, b, &vf->main) || (vf->v.shape.rest > 0 && cli_fwd_open(m, vf->v.shape.rest, b, &vf->rest))) return -1;
+    vf->v.main = vf->main.e;
+    vf->v.rest = vf->rest.e;
+    vf->v.tokens = vf->tk;
+    f->val_full = &vf->v;
+    return 0;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -203,6 +315,7 @@ int cmd_train(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--tokenizer") == 0 && i + 1 < argc) c.tok_path = argv[i + 1]; // also the samples' text
         int r = cli_model_arg(&m, argc, argv, &i);
+        if (!r) r = schedule_arg(&m, &c, argc, argv, &i);
         if (!r) r = optim_arg(&m, &c.min_lr_given, argc, argv, &i);
         if (!r) r = train_arg(&c, argc, argv, &i);
         if (r < 0) return 2;
@@ -248,12 +361,14 @@ int cmd_train(int argc, char **argv) {
     stg_plan *p = NULL;
     rt_exec *e = NULL;
     cli_train_sampler *ts = NULL;
+    val_full_ctx vf;
+    memset(&vf, 0, sizeof vf);
     stg_err err;
     int rc = 1;
     if (!g) goto out;
     if (dist.world > 1) {
         char desc[RT_DIST_DESC_MAX];
-        run_description(g, &m, &c.cfg, desc, sizeof desc);
+        run_description(g, &m, &c, desc, sizeof desc);
         if (rt_dist_agree(&dist, desc, &err)) {
             fprintf(stderr, "stg train: rank %d of %d: %s\n", dist.rank, dist.world, err.msg);
             goto out;
@@ -282,6 +397,10 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "stg train: %s\n", err.msg);
         goto out;
     }
+    if (c.val_full && val_full_open(&m, e, b, &c.cfg, &vf)) {
+        rc = 2;
+        goto out;
+    }
     if (dist.rank == 0)
         printf("stg train: %s, %lld parameters, %s on %s; step memory %.1f MiB (plan)%s\n", g->name, (long long)graph_param_count(g),
                stg_precision_name(g->precision), b->ops->name, (double)p->peak_bytes / (1 << 20),
@@ -298,6 +417,13 @@ int cmd_train(int argc, char **argv) {
         print_schedule(&m.optim, c.cfg.steps, !c.min_lr_given);
         if (c.cfg.val && !c.val_every_given)
             printf("validation: on %s every %d steps and at the end (the default with --val; --val-every N)\n", c.cfg.val, DEFAULT_VAL_EVERY);
+        if (c.val_full)
+            printf("validation: exact, every window of %s: %lld windows of %lld (%lld targets) in %lld batches of %lld%s%s; its forward "
+                   "executors (with their own copy of the parameters) %.1f MiB (plan)\n",
+                   c.cfg.val, (long long)vf.v.shape.windows, (long long)vf.v.shape.ctx, (long long)vf.v.shape.targets,
+                   (long long)vf.v.shape.batches, (long long)vf.v.shape.batch, vf.v.shape.rest ? " and one short batch" : "",
+                   vf.v.shape.dropped ? ", the last targets (less than a window) not scored" : "",
+                   (double)(vf.main.p->peak_bytes + (vf.rest.p ? vf.rest.p->peak_bytes : 0)) / (1 << 20));
     }
     if (c.cfg.sample_every && dist.rank == 0) {
         if (cli_train_sampler_open(&m, c.tok_path, c.sample_prompt ? c.sample_prompt : "\n", c.cfg.seed, b->ops->name, dist.local_rank, e, &ts))
@@ -334,6 +460,7 @@ int cmd_train(int argc, char **argv) {
     rc = fflush(stdout) ? 1 : 0;
 out:
     cli_train_sampler_free(ts); // before the executor whose memory it reads
+    val_full_free(&vf);
     rt_exec_free(e);
     plan_free(p);
     graph_free(g);

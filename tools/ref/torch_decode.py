@@ -185,7 +185,8 @@ class Block(nn.Module):
         self.ln2 = nn.Parameter(torch.empty(D, **e), requires_grad=False)
         self.w13 = nn.Parameter(torch.empty(2 * Fd, D, **e), requires_grad=False)
         self.w2 = nn.Parameter(torch.empty(D, Fd, **e), requires_grad=False)
-        self.kc = self.vc = None
+        self.register_buffer("kc", None, persistent=False)  # the KV cache (LM.setup)
+        self.register_buffer("vc", None, persistent=False)
 
 
 class LM(nn.Module):
@@ -199,6 +200,8 @@ class LM(nn.Module):
         self.blocks = nn.ModuleList(Block(self.D, d["d_ff"], device, dtype) for _ in range(d["n_layers"]))
         self.ln_f = nn.Parameter(torch.empty(self.D, **e), requires_grad=False)
         self.lm_head = nn.Parameter(torch.empty(d["vocab"], self.D, **e), requires_grad=False)
+        for n in ("cos", "sin", "causal"):  # RoPE's tables and the causal mask (LM.setup)
+            self.register_buffer(n, None, persistent=False)
         self.batch = self.ctx = 0
 
     def load(self, P):
@@ -407,11 +410,23 @@ def make_clock(device):
 
 
 def run_bench(a, d, device, dtype):
+    if a.prompt_ids:
+        try:
+            with open(a.prompt_ids, "rb") as f:
+                raw = f.read()
+        except OSError as e:
+            die(f"--prompt-ids {a.prompt_ids}: {e.strerror}")
+        if len(raw) % 2 or not raw:
+            die(f"--prompt-ids {a.prompt_ids}: expected uint16 little-endian tokens (stg tokens), {len(raw)} bytes")
+        row = list(struct.unpack(f"<{len(raw) // 2}H", raw))
+        if max(row) >= d["vocab"]:
+            die(f"--prompt-ids {a.prompt_ids}: token {max(row)} is not below the vocab {d['vocab']}")
+        a.prompt = len(row)
     ctx = a.ctx if a.ctx else a.prompt + a.new
     if a.prompt < 1 or a.new < 1:
         die("--prompt and --new must be at least 1")
     if a.prompt + a.new > ctx:
-        die(f"--prompt {a.prompt} + --new {a.new} is more than --ctx {ctx}")
+        die(f"the prompt's {a.prompt} tokens + --new {a.new} are more than --ctx {ctx}")
     if a.compile and not hasattr(torch, "compile"):
         die(f"--compile needs torch.compile (PyTorch 2); this is PyTorch {torch.__version__}: use --no-compile")
     if a.attn == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
@@ -424,21 +439,9 @@ def run_bench(a, d, device, dtype):
         model.load(random_params(d, a.seed, device, dtype))
     init_s = time.perf_counter() - t
     nparams = sum(p.numel() for p in model.parameters())
-    if a.prompt_ids:
-        try:
-            raw = open(a.prompt_ids, "rb").read()
-        except OSError as e:
-            die(f"--prompt-ids {a.prompt_ids}: {e.strerror}")
-        if len(raw) % 2 or not raw:
-            die(f"--prompt-ids {a.prompt_ids}: expected uint16 little-endian tokens (stg tokens), {len(raw)} bytes")
-        row = list(struct.unpack(f"<{len(raw) // 2}H", raw))
-        if max(row) >= d["vocab"]:
-            die(f"--prompt-ids {a.prompt_ids}: token {max(row)} is not below the vocab {d['vocab']}")
-        a.prompt = len(row)
-        if a.prompt + a.new > ctx:
-            die(f"--prompt-ids: {a.prompt} tokens + --new {a.new} is more than the ctx {ctx}")
     clock = make_clock(device)
     gen = torch.Generator().manual_seed(a.seed)
+    bad = 0
     for B in a.batches:
         if a.prompt_ids:
             prompt = torch.tensor(row, dtype=torch.long).repeat(B, 1).to(device)
@@ -476,10 +479,10 @@ def run_bench(a, d, device, dtype):
             rec["ids"] = ids.tolist()
         print(json.dumps(rec), flush=True)
         if a.verify and not rec["verify_kv_rel_err"] < a.verify_tol:
-            print(f"torch_decode.py: the cache the decode steps wrote is not what a prefill of the same tokens computes "
-                  f"(rel err {rec['verify_kv_rel_err']:.3e} above {a.verify_tol:g})", file=sys.stderr)
-            return 1
-    return 0
+            print(f"torch_decode.py: batch {B}: the cache the decode steps wrote is not what a prefill of the same tokens "
+                  f"computes (rel err {rec['verify_kv_rel_err']:.3e} above {a.verify_tol:g})", file=sys.stderr)
+            bad = 1
+    return bad
 
 
 # ---- the checks --------------------------------------------------------------------------------

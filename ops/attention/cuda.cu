@@ -310,10 +310,10 @@ __global__ void __launch_bounds__(ATT_NT) att_dkdv_kernel(const T *__restrict__ 
     const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D;
     const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
     const int *dc = docs ? docs + (int64_t)b * S : nullptr;
-    const int RN = (att_doc_end(dc, S, min(k0 + ATT_BK, S) - 1) + 1) * G; // rows past RN see none of these keys
 
     att_load_tile<T, DP>(Ks, k + khead0 + k0 * kstride, kstride, S - k0, D);
     att_load_tile<T, DP>(Vs, v + khead0 + k0 * kstride, kstride, S - k0, D);
+    const int RN = (att_doc_end_block<ATT_NT>(dc, S, min(k0 + ATT_BK, S) - 1) + 1) * G; // rows past RN see none of these keys
     float acc_k[4][NC], acc_v[4][NC];
 #pragma unroll
     for (int a = 0; a < 4; a++)
@@ -866,7 +866,7 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__res
     const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D;
     const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
     const int *dc = docs ? docs + (int64_t)b * S : nullptr;
-    const int RS = k0 * G, RN = (att_doc_end(dc, S, min(k0 + BKB, S) - 1) + 1) * G; // rows that see these keys
+    const int RS = k0 * G, RN = (att_doc_end_block<NT>(dc, S, min(k0 + BKB, S) - 1) + 1) * G; // rows that see these keys
     const int ntiles = (RN - RS + BQ - 1) / BQ;
 
     // Row stats of a stage: lse (inf past RN: p = 0), D, position and first visible key.

@@ -15,6 +15,7 @@
 #ifndef STG_OPS_ATTENTION_ROWS_CUH
 #define STG_OPS_ATTENTION_ROWS_CUH
 
+#include <limits.h>
 #include <stdint.h>
 
 // Offset (elements) of row R from row 0 of a group: position R / G, head R % G; stride = H D.
@@ -30,16 +31,30 @@ __device__ __forceinline__ int64_t att_stat_idx(int R, int G, int b, int H, int 
 // The document start of position p of a row of docs (already offset to its batch); 0 without docs.
 __device__ __forceinline__ int att_doc0(const int *docs, int p) { return docs ? docs[p] : 0; }
 
-// The last position (< S) whose document starts at or before key kmax (S - 1 without docs).
-__device__ __forceinline__ int att_doc_end(const int *docs, int S, int kmax) {
+// An upper bound (< S) on the last position whose document starts at or before key kmax (S - 1 without
+// docs), found by the whole block at once (every thread of the block calls it; NT threads, a multiple
+// of 32): the threads probe every 16th position after kmax together, one round of loads per 16 NT
+// positions, and the first probe whose document starts after kmax ends the search (the positions
+// between probes are masked by the kernels anyway). A binary search costs a chain of log2 S dependent
+// loads per block, which the short blocks of packed rows cannot hide.
+#define ATT_DOC_PROBE 16
+template <int NT>
+__device__ __forceinline__ int att_doc_end_block(const int *docs, int S, int kmax) {
     if (!docs) return S - 1;
-    int lo = min(kmax, S - 1), hi = S - 1; // docs[lo] <= lo <= kmax
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (docs[mid] <= kmax) lo = mid;
-        else hi = mid - 1;
+    __shared__ int red[NT / 32];
+    for (int base = kmax + 1; base < S; base += NT * ATT_DOC_PROBE) {
+        const int p = base + (int)threadIdx.x * ATT_DOC_PROBE;
+        const unsigned past = __ballot_sync(0xffffffffu, p < S && docs[p] > kmax);
+        if (threadIdx.x % 32 == 0)
+            red[threadIdx.x / 32] = past ? base + ((int)threadIdx.x + __ffs((int)past) - 1) * ATT_DOC_PROBE : INT_MAX;
+        __syncthreads();
+        int e = INT_MAX;
+#pragma unroll
+        for (int w = 0; w < NT / 32; w++) e = min(e, red[w]);
+        __syncthreads(); // red is read by everyone before the next round writes it
+        if (e != INT_MAX) return e - 1;
     }
-    return lo;
+    return S - 1;
 }
 
 #endif

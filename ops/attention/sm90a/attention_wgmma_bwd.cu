@@ -74,7 +74,7 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
                                                  const float *__restrict__ lse, const wg_bf16 *__restrict__ dout,
                                                  const float *__restrict__ Dsum, wg_bf16 *__restrict__ dk,
                                                  wg_bf16 *__restrict__ dv, int S, int H, int G, float scale, float scale2,
-                                                 int bx) {
+                                                 int bx, int hk) {
     constexpr int BQ = 64, BKB = 64 * NWG, NT = 128 * NWG, KD = D / 16, NDC = D / 64, TL = D % 64 == 16, PF = NST - 2;
     constexpr int TILE = BQ * D; // elements of one Q or dO stage (a multiple of 512: stages stay 1024-byte aligned)
     static_assert(NST >= 3, "three stages at least");
@@ -86,7 +86,7 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
     const uint32_t Kb = base, Vb = Kb + BKB * D * 2, st0 = Vb + BKB * D * 2;
     float *stat = (float *)(wg_smraw + (st0 + NST * 4 * TILE - raw));
     int *fstat = (int *)(stat + 2 * NST * BQ);
-    const int hk = blockIdx.y, b = blockIdx.z;
+    const int b = blockIdx.z;
     const int k0 = bx * BKB; // tile 0 has the most row tiles
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const int wg = __shfl_sync(0xffffffffu, warp / 4, 0); // provably warp-uniform: wgmma is not serialized
@@ -95,11 +95,12 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
     const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D; // row 0 of the group
     const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
     const int *dc = docs ? docs + (int64_t)b * S : nullptr;
-    const int RS = k0 * G, RN = (att_doc_end(dc, S, min(k0 + BKB, S) - 1) + 1) * G; // rows that see these keys
-    const int ntiles = (RN - RS + BQ - 1) / BQ; // row tiles RS, RS + BQ, ... below RN
 
     wg_load_rows<D, BKB, NT>(Kb, k + khead0 + (int64_t)k0 * kstride, kstride, S - k0);
     wg_load_rows<D, BKB, NT>(Vb, v + khead0 + (int64_t)k0 * kstride, kstride, S - k0);
+    // rows that may see these keys (found while K and V load)
+    const int RS = k0 * G, RN = (att_doc_end_block<NT>(dc, S, min(k0 + BKB, S) - 1) + 1) * G;
+    const int ntiles = (RN - RS + BQ - 1) / BQ; // row tiles RS, RS + BQ, ... below RN
     // One commit group per row tile (empty past the last), tile t in stage t % NST; K and V ride
     // with tile 0.
     auto load_q = [&](int t) {
@@ -251,7 +252,7 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
                                                const wg_bf16 *__restrict__ v, const int *__restrict__ docs,
                                                const float *__restrict__ lse, const wg_bf16 *__restrict__ dout,
                                                const float *__restrict__ Dsum, wg_bf16 *__restrict__ dq, int S, int H,
-                                               int G, float scale, float scale2, int bx, int nbx) {
+                                               int G, float scale, float scale2, int bx, int nbx, int hk) {
     constexpr int BK = 64, BQB = 64 * NWG, NT = 128 * NWG, KD = D / 16, NDC = D / 64, TL = D % 64 == 16, PF = NST - 2;
     constexpr int TILE = BK * D; // elements of one K or V stage
     static_assert(NST >= 3, "three stages at least");
@@ -260,7 +261,7 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
     const uint32_t base = (wg_smem(wg_smraw) + 1023u) & ~1023u;
     // Q at Qb, dO at dOb; stage s: K at st0 + 4 s TILE bytes, V after it
     const uint32_t Qb = base, dOb = Qb + BQB * D * 2, st0 = dOb + BQB * D * 2;
-    const int hk = blockIdx.y, b = blockIdx.z;
+    const int b = blockIdx.z;
     const int qt = nbx - 1 - bx; // the longest rows first
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const int wg = __shfl_sync(0xffffffffu, warp / 4, 0);
@@ -399,7 +400,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
                        const int *__restrict__ docs, const float *__restrict__ lse, const wg_bf16 *__restrict__ dout,
                        const float *__restrict__ Dsum, wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, int S, int H,
                        int G, float scale, float scale2) {
-    att_wg_dkdv_body<D, NWG, NST>(q, k, v, docs, lse, dout, Dsum, dk, dv, S, H, G, scale, scale2, (int)blockIdx.x);
+    att_wg_dkdv_body<D, NWG, NST>(q, k, v, docs, lse, dout, Dsum, dk, dv, S, H, G, scale, scale2, (int)blockIdx.x,
+                                  (int)blockIdx.y);
 }
 
 // Grid (tiles of 64 NWG of the S G rows, H / G, B).
@@ -410,25 +412,29 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
                      const float *__restrict__ Dsum, wg_bf16 *__restrict__ dq, int S, int H, int G, float scale,
                      float scale2) {
     att_wg_dq_body<D, NWG, NST>(q, k, v, docs, lse, dout, Dsum, dq, S, H, G, scale, scale2, (int)blockIdx.x,
-                                (int)gridDim.x);
+                                (int)gridDim.x, (int)blockIdx.y);
 }
 
 // Both in one grid (nk + nq, H / G, B) of one warpgroup per block, nk key tiles and nq = ceil(S G / 64)
 // row tiles (nq >= nk): blocks 2j and 2j + 1 take key tile j (dk, dv) and row tile j (dq) for j < nk,
 // the rest the remaining row tiles, the longest of both first; the two kinds share the
 // multiprocessors (registers and shared memory of the larger) and one tail instead of two.
+// hminor (grouped-query attention): the grid is (H / G, nk + nq, B) instead, so the longest blocks of
+// every kv head are issued first (a key tile's block loops over G heads' rows: G times the longest
+// block of plain attention, which must not start last).
 template <int D, int NSTK, int NSTQ, int MINB>
 __global__ void __launch_bounds__(128, MINB)
     att_wg_bwd_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
                       const int *__restrict__ docs, const float *__restrict__ lse, const wg_bf16 *__restrict__ dout,
                       const float *__restrict__ Dsum, wg_bf16 *__restrict__ dq, wg_bf16 *__restrict__ dk,
-                      wg_bf16 *__restrict__ dv, int S, int H, int G, int nk, float scale, float scale2) {
-    const int x = (int)blockIdx.x, nq = (int)gridDim.x - nk;
+                      wg_bf16 *__restrict__ dv, int S, int H, int G, int nk, int hminor, float scale, float scale2) {
+    const int x = hminor ? (int)blockIdx.y : (int)blockIdx.x, hk = hminor ? (int)blockIdx.x : (int)blockIdx.y;
+    const int nq = (int)(hminor ? gridDim.y : gridDim.x) - nk;
     if (x < 2 * nk && x % 2 == 0)
-        att_wg_dkdv_body<D, 1, NSTK>(q, k, v, docs, lse, dout, Dsum, dk, dv, S, H, G, scale, scale2, x / 2);
+        att_wg_dkdv_body<D, 1, NSTK>(q, k, v, docs, lse, dout, Dsum, dk, dv, S, H, G, scale, scale2, x / 2, hk);
     else
         att_wg_dq_body<D, 1, NSTQ>(q, k, v, docs, lse, dout, Dsum, dq, S, H, G, scale, scale2, x < 2 * nk ? x / 2 : x - nk,
-                                   nq);
+                                   nq, hk);
 }
 
 // ---- host side ----------------------------------------------------------------------------------
@@ -478,11 +484,11 @@ static int wg_bwd_launch(cudaStream_t st, const void *q, const void *k, const vo
         const size_t smem = sk > sq ? sk : sq;
         CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_bwd_kernel<D, WG_DKDV_NST, WG_DQ_NST, MINB>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        const int nk = (S + 63) / 64, nq = (S * G + 63) / 64;
-        dim3 grid((unsigned)(nk + nq), hkv, (unsigned)B);
+        const int nk = (S + 63) / 64, nq = (S * G + 63) / 64, hminor = G > 1 && nk + nq <= 65535;
+        dim3 grid(hminor ? hkv : (unsigned)(nk + nq), hminor ? (unsigned)(nk + nq) : hkv, (unsigned)B);
         att_wg_bwd_kernel<D, WG_DKDV_NST, WG_DQ_NST, MINB><<<grid, 128, smem, st>>>(
             (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum,
-            (wg_bf16 *)dq, (wg_bf16 *)dk, (wg_bf16 *)dv, S, H, G, nk, scale, scale2);
+            (wg_bf16 *)dq, (wg_bf16 *)dk, (wg_bf16 *)dv, S, H, G, nk, hminor, scale, scale2);
         CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv and dq, wgmma)");
         return 0;
     }

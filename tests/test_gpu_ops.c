@@ -85,6 +85,7 @@ enum {
     G_ATT_O,   // attention output of inputs 0..2 (attention backward)
     G_ATT_LSE, // attention log-sum-exp of inputs 0..2 (and the docs input 6 when there)
     G_DOCS,    // packed documents (B, S): each position's document start, lengths 1 .. 2p (seeded by p)
+    G_TOK_IGN, // integers in [0, p), a quarter of them -1 (ignored targets); p < 0: all -1
 };
 
 typedef struct {
@@ -185,6 +186,9 @@ static void gen_input(const op_case *oc, const stg_graph *g, int op, int i, floa
     }
     case G_UNIT: for (int64_t k = 0; k < n; k++) h[k] = (float)urand(); break;
     case G_DOCS: docs_fill(hi, t->shape[0], t->shape[1], s->p); break;
+    case G_TOK_IGN:
+        for (int64_t k = 0; k < n; k++) hi[k] = s->p < 0 || urand() < 0.25 ? -1 : (int32_t)(urand() * s->p);
+        break;
     case G_SCHED:
         h[0] = (float)s->p;
         h[1] = 0.5f;
@@ -686,6 +690,21 @@ static void test_attention_gqa(void **state) {
     run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
+// Cross-entropy with ignored targets (-1: --doc-loss-mask), also every row ignored (loss 0).
+static void test_loss_ignore(void **state) {
+    (void)state;
+    const op_case cases[] = {
+        {"cross_entropy ignore (2, 100, 10000)", STG_OP_CROSS_ENTROPY, 2,
+         {ACT(G_NORMAL, 3, 2, 100, 10000), I32(G_TOK_IGN, 10000, 2, 100)}, attrs0()},
+        {"cross_entropy_bwd ignore (2, 100, 10000)", STG_OP_CROSS_ENTROPY_BWD, 3,
+         {ACT(G_NORMAL, 3, 2, 100, 10000), I32(G_TOK_IGN, 10000, 2, 100), GRD(G_LSE, 0, 2, 100)}, attrs0()},
+        {"cross_entropy all ignored (7, 333)", STG_OP_CROSS_ENTROPY, 2, {ACT(G_NORMAL, 3, 7, 333), I32(G_TOK_IGN, -1, 7)}, attrs0()},
+        {"cross_entropy_bwd all ignored (7, 333)", STG_OP_CROSS_ENTROPY_BWD, 3,
+         {ACT(G_NORMAL, 3, 7, 333), I32(G_TOK_IGN, -1, 7), GRD(G_LSE, 0, 7)}, attrs0()},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
 // One small case of each new kernel path, for compute-sanitizer (racecheck is slow).
 static void test_attention_gqa_small(void **state) {
     (void)state;
@@ -916,6 +935,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_attention),
         cmocka_unit_test(test_attention_gqa),
         cmocka_unit_test(test_attention_gqa_small),
+        cmocka_unit_test(test_loss_ignore),
     };
     // STG_TEST_FILTER: run only the tests matching this cmocka pattern (compute-sanitizer runs)
     if (getenv("STG_TEST_FILTER")) cmocka_set_test_filter(getenv("STG_TEST_FILTER"));

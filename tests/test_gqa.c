@@ -21,6 +21,7 @@
 #include "graph/loader.h"
 #include "ops/attention/kernels.h"
 #include "ops/layout/kernels.h"
+#include "ops/loss/kernels.h"
 #include "tests/rig.h"
 
 // The test model: q, k, v are parameters; o = attention over them (by `mode`), then a linear head
@@ -267,6 +268,44 @@ static void test_repeat_kv(void **state) {
             }
 }
 
+// ---- cross-entropy with ignored targets (-1; --doc-loss-mask) ---------------------------------------
+//
+// Equals the cross-entropy of the kept rows alone; ignored rows get a zero gradient; all rows
+// ignored: loss 0; other negative targets are refused.
+static void test_cross_entropy_ignore(void **state) {
+    (void)state;
+    enum { R = 9, V = 7 };
+    double x[R * V], lse[R], loss, d[R * V], xk[R * V], lk[R], lossk, dk[R * V];
+    int32_t t[R], tk[R];
+    int nk = 0;
+    for (int i = 0; i < R * V; i++) x[i] = 4 * urand() - 2;
+    for (int r = 0; r < R; r++) {
+        t[r] = r % 3 == 1 ? -1 : (int32_t)((r * 5) % V);
+        if (t[r] < 0) continue;
+        memcpy(xk + nk * V, x + r * V, sizeof(double) * V);
+        tk[nk++] = t[r];
+    }
+    stg_err err;
+    if (cpu_cross_entropy_fwd_f64(x, t, &loss, lse, R, V, &err) || cpu_cross_entropy_bwd_f64(x, t, lse, d, R, V, &err) ||
+        cpu_cross_entropy_fwd_f64(xk, tk, &lossk, lk, nk, V, &err) || cpu_cross_entropy_bwd_f64(xk, tk, lk, dk, nk, V, &err))
+        fail_msg("%s", err.msg);
+    assert_true(fabs(loss - lossk) < 1e-14 * fabs(lossk));
+    for (int r = 0, k = 0; r < R; r++)
+        for (int j = 0; j < V; j++) {
+            if (t[r] < 0) assert_true(d[r * V + j] == 0.0);
+            else assert_true(fabs(d[r * V + j] - dk[k * V + j]) < 1e-15);
+            if (t[r] >= 0 && j == V - 1) k++;
+        }
+    for (int r = 0; r < R; r++) t[r] = -1;
+    if (cpu_cross_entropy_fwd_f64(x, t, &loss, lse, R, V, &err) || cpu_cross_entropy_bwd_f64(x, t, lse, d, R, V, &err))
+        fail_msg("%s", err.msg);
+    assert_true(loss == 0.0);
+    for (int i = 0; i < R * V; i++) assert_true(d[i] == 0.0);
+    t[4] = -2;
+    assert_int_equal(cpu_cross_entropy_fwd_f64(x, t, &loss, lse, R, V, &err), -1);
+    assert_non_null(strstr(err.msg, "target -2 at position 4 is outside [0, 7)"));
+}
+
 // ---- bad input ----------------------------------------------------------------------------------
 
 static void expect_load_error(const char *yaml, const char *want) {
@@ -314,6 +353,7 @@ int main(void) {
         cmocka_unit_test(test_repeat_kv),
         cmocka_unit_test(test_gqa_kernels_match_repeat_kv),
         cmocka_unit_test(test_gqa_bad_input),
+        cmocka_unit_test(test_cross_entropy_ignore),
         cmocka_unit_test(test_gqa_autodiff),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

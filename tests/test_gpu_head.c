@@ -175,6 +175,7 @@ static void run_case(const head_case *c, stg_precision prec) {
     for (int64_t i = 0; i < R * c->d; i++) host[hr.x][i] = nrand();
     for (int64_t i = 0; i < c->V * c->d; i++) host[hr.w][i] = nrand() * 3.0f / sqrtf((float)c->d);
     for (int64_t i = 0; i < R; i++) ((int32_t *)host[hr.t])[i] = (int32_t)(urand() * (double)c->V);
+    for (int64_t i = 2; i < R; i += 5) ((int32_t *)host[hr.t])[i] = -1; // ignored rows (--doc-loss-mask): no term, no gradient
     if (bf)
         for (int k = 0; k < 2; k++) {
             int t = k ? hr.w : hr.x;

@@ -1,6 +1,8 @@
-// Mean cross-entropy over all rows. Forward: one block per row writes the row's log-sum-exp and
-// its loss term (in double, into c->work); one block then sums the terms in a fixed order. The
-// backward writes (softmax - onehot) / rows, one block per row; dlogits may alias logits.
+// Mean cross-entropy over the rows whose target is not -1 (ignored rows: --doc-loss-mask). Forward:
+// one block per row writes the row's log-sum-exp and its loss term (in double, into c->work); one
+// block then sums the terms and counts the kept rows in a fixed order. The backward counts the kept
+// rows (one block, into c->work) and writes (softmax - onehot) / kept, 0 on ignored rows, one block
+// per row; dlogits may alias logits. Every row ignored: loss 0, gradient 0.
 //
 // linear_cross_entropy (the fused LM head, ops/loss/rules.c): logits made by cuBLASLt into the op's
 // scratch output, a piece at a time. Forward, per chunk of rows: logits = x_c wᵀ, then the row
@@ -16,8 +18,8 @@
 // product is planned before the first step (two sizes at most: the full piece and the last).
 //
 // Targets are not checked here (the data loader validates them before upload; a kernel cannot
-// report without a host sync): a target outside [0, V) makes the loss NaN, so it cannot go
-// unnoticed, and the backward leaves out that row's one-hot term. Nothing crashes.
+// report without a host sync): a target outside [0, V) other than -1 makes the loss NaN, so it
+// cannot go unnoticed, and the backward leaves out that row's one-hot term. Nothing crashes.
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,27 +44,41 @@ __global__ void ce_row_kernel(const T *x, const int32_t *tgt, void *lse, int lb,
         float l = mx + logf(s);
         cu_std(lse, lb, r, l);
         int64_t t = tgt[r];
-        term[r] = (t >= 0 && t < V) ? (double)l - (double)cu_ld(xr, t) : (double)NAN;
+        term[r] = (t >= 0 && t < V) ? (double)l - (double)cu_ld(xr, t) : t == -1 ? 0.0 : (double)NAN;
     }
 }
 
-// loss () = sum(term) / rows; one block, each thread sums a fixed stride, then a fixed tree.
-__global__ void ce_mean_kernel(const double *term, void *loss, int lb, int64_t rows) {
-    double s = 0.0;
-    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) s += term[r];
+// loss () = sum(term) / kept rows; one block, each thread sums a fixed stride, then a fixed tree.
+__global__ void ce_mean_kernel(const double *term, const int32_t *tgt, void *loss, int lb, int64_t rows) {
+    double s = 0.0, n = 0.0;
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+        s += term[r];
+        n += tgt[r] != -1 ? 1.0 : 0.0;
+    }
     s = cu_block_sum(s);
-    if (threadIdx.x == 0) cu_std(loss, lb, 0, (float)(s / (double)rows));
+    n = cu_block_sum(n);
+    if (threadIdx.x == 0) cu_std(loss, lb, 0, n > 0.0 ? (float)(s / n) : 0.0f);
 }
 
-// logits, tgt, lse -> dlogits = (exp(x - lse) - onehot(tgt)) * inv_rows (the loss gradient / rows)
+// *inv = factor / kept rows (0 when none; factor: the loss gradient, 1 / micro-batches when the
+// step accumulates); one block.
+__global__ void ce_count_kernel(const int32_t *tgt, float *inv, int64_t rows, float factor) {
+    double n = 0.0;
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) n += tgt[r] != -1 ? 1.0 : 0.0;
+    n = cu_block_sum(n);
+    if (threadIdx.x == 0) *inv = n > 0.0 ? (float)((double)factor / n) : 0.0f;
+}
+
+// logits, tgt, lse -> dlogits = (exp(x - lse) - onehot(tgt)) / kept rows (0 for an ignored row)
 template <typename T>
 __global__ void ce_bwd_kernel(const T *x, const int32_t *tgt, const void *lse, int lb, T *dx, int64_t V,
-                              float inv_rows) {
+                              const float *inv) {
     int64_t r = blockIdx.x;
     const T *xr = x + r * V;
     T *dr = dx + r * V;
     float l = cu_ldd(lse, lb, r);
     int64_t t = tgt[r];
+    const float inv_rows = t == -1 ? 0.0f : *inv;
     for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
         float p = expf(cu_ld(xr, j) - l);
         cu_st(dr, j, (p - (j == t ? 1.0f : 0.0f)) * inv_rows);
@@ -99,7 +115,7 @@ extern "C" int cuda_run_cross_entropy(stg_cuda *c, const stg_graph *g, int op, v
                                                                         (const int32_t *)ptr[o->in[1]],
                                                                         ptr[o->out[1]], lb, term, V);
     CUDA_LAUNCH_CHECK(err, "ce_row_kernel");
-    ce_mean_kernel<<<1, 1024, 0, c->stream>>>(term, ptr[o->out[0]], lossb, rows);
+    ce_mean_kernel<<<1, 1024, 0, c->stream>>>(term, (const int32_t *)ptr[o->in[1]], ptr[o->out[0]], lossb, rows);
     CUDA_LAUNCH_CHECK(err, "ce_mean_kernel");
     return 0;
 }
@@ -115,7 +131,10 @@ extern "C" int cuda_run_cross_entropy_bwd(stg_cuda *c, const stg_graph *g, int o
     if (rows == 0) return 0;
     int threads = cu_row_threads(V, 16);
     double f = o->a.scale.factor != 0 ? o->a.scale.factor : 1.0; // the loss gradient (1 / micro-batches when accumulating)
-    float inv = (float)(f / (double)rows);
+    float *inv = (float *)c->work;
+    if (!inv || c->work_bytes < sizeof(float)) return stg_errf(err, "scratch too small: cuda_prepare was not called for this graph");
+    ce_count_kernel<<<1, 1024, 0, c->stream>>>((const int32_t *)ptr[o->in[1]], inv, rows, (float)f);
+    CUDA_LAUNCH_CHECK(err, "ce_count_kernel");
     if (b)
         ce_bwd_kernel<bf16><<<(unsigned)rows, threads, 0, c->stream>>>(
             (const bf16 *)ptr[o->in[0]], (const int32_t *)ptr[o->in[1]], ptr[o->in[2]], lb, (bf16 *)ptr[o->out[0]], V, inv);
@@ -295,6 +314,7 @@ static int lce_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr
         }
         *work = (size_t)p->rows * sizeof(double);
     }
+    if (p->bwd) *work = sizeof(float); // grad_scale / kept rows (ce_count_kernel)
     if (p->bwd) { // vocabulary blocks when they are at least 64 columns wide (or all of V)
         int64_t vb = p->chunk * p->V / (p->rows > 0 ? p->rows : 1);
         vb = vb >= p->V ? p->V : vb / 8 * 8;
@@ -393,19 +413,20 @@ extern "C" int cuda_run_linear_cross_entropy(stg_cuda *c, const stg_graph *g, in
                                                                           p->lb, term + r0, p->V);
         CUDA_LAUNCH_CHECK(err, "ce_row_kernel (linear_cross_entropy)");
     }
-    ce_mean_kernel<<<1, 1024, 0, c->stream>>>(term, ptr[o->out[0]], p->lossb, p->rows);
+    ce_mean_kernel<<<1, 1024, 0, c->stream>>>(term, tgt, ptr[o->out[0]], p->lossb, p->rows);
     CUDA_LAUNCH_CHECK(err, "ce_mean_kernel (linear_cross_entropy)");
     return 0;
 }
 
-// dl (R, nb) logits of vocabulary columns [v0, v0 + nb) -> (exp(logit - lse) - onehot) / rows, in
-// place; one block per row.
+// dl (R, nb) logits of vocabulary columns [v0, v0 + nb) -> (exp(logit - lse) - onehot) * *inv (the
+// loss gradient / kept rows), in place; 0 on a row whose target is -1 (ignored); one block per row.
 template <typename T>
-__global__ void lce_dblock_kernel(T *dl, const int32_t *tgt, const void *lse, int lb, int64_t nb, int64_t v0, float inv_rows) {
+__global__ void lce_dblock_kernel(T *dl, const int32_t *tgt, const void *lse, int lb, int64_t nb, int64_t v0, const float *inv) {
     int64_t r = blockIdx.x;
     T *row = dl + r * nb;
     float l = cu_ldd(lse, lb, r);
     int64_t t = (int64_t)tgt[r] - v0;
+    const float inv_rows = tgt[r] == -1 ? 0.0f : *inv;
     for (int64_t j = threadIdx.x; j < nb; j += blockDim.x) cu_st(row, j, (expf(cu_ld(row, j) - l) - (j == t ? 1.0f : 0.0f)) * inv_rows);
 }
 
@@ -413,6 +434,22 @@ __global__ void lce_dblock_kernel(T *dl, const int32_t *tgt, const void *lse, in
 __global__ void lce_to_bf16_kernel(const float *acc, bf16 *dx, int64_t n) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         dx[i] = __float2bfloat16_rn(acc[i]);
+}
+
+// The backward's dlogits factor on the device: grad_scale / the rows whose target is not -1.
+static float *lce_inv(stg_cuda *c, const lce_plan *p, const stg_op *o, const int32_t *tgt, stg_err *err) {
+    float *inv = (float *)c->work;
+    if (!inv || c->work_bytes < sizeof(float)) {
+        stg_errf(err, "scratch too small: cuda_prepare was not called for this graph");
+        return NULL;
+    }
+    ce_count_kernel<<<1, 1024, 0, c->stream>>>(tgt, inv, p->rows, (float)o->a.lce.grad_scale);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        stg_errf(err, "launching ce_count_kernel (linear_cross_entropy_bwd): %s", cudaGetErrorString(e));
+        return NULL;
+    }
+    return inv;
 }
 
 // The backward by blocks of vocabulary columns (lce_plan.by_vocab).
@@ -424,7 +461,8 @@ static int lce_bwd_by_vocab(stg_cuda *c, const lce_plan *p, const stg_op *o, voi
     // dx accumulates in fp32: dx itself, or the scratch's accumulator when dx is bf16
     float *acc = p->dxb ? (float *)(dl + (size_t)OPS_LCE_ACC_AT(p->chunk * p->V) * (p->ab ? 2 : 4)) : (float *)ptr[o->out[0]];
     size_t ws = p->ab ? 2 : 4, dws = p->dwb ? 2 : 4;
-    float inv = (float)(o->a.lce.grad_scale / (double)p->rows);
+    float *inv = lce_inv(c, p, o, tgt, err);
+    if (!inv) return -1;
     for (int64_t v0 = 0; v0 < p->V; v0 += p->vb) {
         int64_t nb = p->V - v0 < p->vb ? p->V - v0 : p->vb;
         const lce_gemm *G = p->g[nb != p->vb];
@@ -462,7 +500,8 @@ extern "C" int cuda_run_linear_cross_entropy_bwd(stg_cuda *c, const stg_graph *g
     void *dw = ptr[o->out[1]], *dl = ptr[o->out[2]];
     size_t xs = p->ab ? 2 : 4, dxs = p->dxb ? 2 : 4, ls = p->lb ? 2 : 4;
     int threads = cu_row_threads(p->V, 16);
-    float inv = (float)(o->a.lce.grad_scale / (double)p->rows);
+    float *inv = lce_inv(c, p, o, tgt, err);
+    if (!inv) return -1;
     for (int64_t r0 = 0; r0 < p->rows; r0 += p->chunk) {
         int64_t cr = p->rows - r0 < p->chunk ? p->rows - r0 : p->chunk;
         const lce_gemm *G = p->g[cr != p->chunk];
@@ -490,8 +529,14 @@ static int prep_cross_entropy(stg_cuda *c, const stg_graph *g, int op, void *con
     return 0;
 }
 
+static int prep_cross_entropy_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state,
+                                  size_t *work, stg_err *err) {
+    *work = sizeof(float); // 1 / kept rows
+    return 0;
+}
+
 const cuda_rec stg_cuda_cross_entropy = {cuda_run_cross_entropy, prep_cross_entropy, NULL, NULL, CUDA_REC_MAIN, NULL};
-const cuda_rec stg_cuda_cross_entropy_bwd = {cuda_run_cross_entropy_bwd, NULL, NULL, NULL, CUDA_REC_MAIN, NULL};
+const cuda_rec stg_cuda_cross_entropy_bwd = {cuda_run_cross_entropy_bwd, prep_cross_entropy_bwd, NULL, NULL, CUDA_REC_MAIN, NULL};
 // MAIN: the forward's loss terms live in c->work; both use the main cuBLASLt workspace.
 const cuda_rec stg_cuda_linear_cross_entropy = {cuda_run_linear_cross_entropy, lce_prepare, lce_plan_free, NULL, CUDA_REC_MAIN, NULL};
 const cuda_rec stg_cuda_linear_cross_entropy_bwd = {cuda_run_linear_cross_entropy_bwd, lce_prepare, lce_plan_free, NULL,

@@ -98,13 +98,24 @@ stg_dtype ops_grad_dtype_for(const stg_graph *g, const stg_tensor *t) {
 
 // The optional addend input (stg_op_def.addend_in): of output 0's shape and dtype.
 int ops_check_addend(stg_graph *g, int id, stg_err *err) {
-    int k = ops_def(OPS_OP(g, id)->kind)->addend_in;
-    if (k <= 0 || OPS_OP(g, id)->n_in != k + 1) return 0;
+    int k = ops_addend_of(OPS_OP(g, id));
+    if (k < 0) return 0;
     const stg_tensor *acc = OPS_IN(g, id, k), *C = OPS_OUT(g, id, 0);
     bool same = acc->ndim == C->ndim && acc->dtype == C->dtype;
     for (int i = 0; same && i < C->ndim; i++) same = acc->shape[i] == C->shape[i];
     if (!same) return ops_bad(g, id, err, "the addend '%s' must have the product's shape and dtype%s", acc->name, "");
     return 0;
+}
+
+int ops_addend_at(const stg_op *op) {
+    const stg_op_def *d = ops_def(op->kind);
+    if (!d || d->addend_in <= 0) return -1;
+    return d->addend_at ? d->addend_at(op) : d->addend_in;
+}
+
+int ops_addend_of(const stg_op *op) {
+    int k = ops_addend_at(op);
+    return k > 0 && op->n_in == k + 1 ? k : -1;
 }
 
 int ops_infer_same_as_in0(stg_graph *g, int id, stg_err *err) {

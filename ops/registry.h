@@ -57,6 +57,9 @@ typedef struct stg_op_def {
     // > 0: the op may take one more input at this index, an addend of output 0's shape and dtype
     // that it adds to output 0 (graph_fold_add); 0: none.
     int addend_in;
+    // Where the addend goes when the op has optional inputs before it (linear's bias); NULL:
+    // addend_in. Read through ops_addend_at.
+    int (*addend_at)(const stg_op *op);
 } stg_op_def;
 
 // Bit i of an input mask; inputs past 31 (of variadic ops: global_norm, allreduce) share bit 31.
@@ -85,6 +88,10 @@ void ops_rows_shape(const stg_tensor *x, int *nd, int64_t *s); // all dims but t
 stg_dtype ops_grad_dtype_for(const stg_graph *g, const stg_tensor *t);
 // The optional addend input (stg_op_def.addend_in): of output 0's shape and dtype.
 int ops_check_addend(stg_graph *g, int id, stg_err *err);
+// The input index at which op takes an addend (-1: its kind takes none); it has one when its
+// n_in is that index + 1. ops_addend_of: the addend's input index, -1 when it has none.
+int ops_addend_at(const stg_op *op);
+int ops_addend_of(const stg_op *op);
 // Shape rules several families use.
 int ops_infer_same_as_in0(stg_graph *g, int id, stg_err *err);
 int ops_infer_binary_same(stg_graph *g, int id, stg_err *err);

@@ -15,7 +15,11 @@
     /* reshape: y = x (n elements); nothing when y == x, memmove otherwise. */                 \
     void cpu_copy_##S(const T *x, T *y, int64_t n);                                            \
     /* x (shape[0], ..., shape[ndim-1]) -> y with dims d0 and d1 swapped, contiguous. */       \
-    void cpu_transpose_##S(const T *x, T *y, int ndim, const int64_t *shape, int d0, int d1);
+    void cpu_transpose_##S(const T *x, T *y, int ndim, const int64_t *shape, int d0, int d1);  \
+    /* split: x (rows, n m) -> ys[0..n) (rows, m), row by row: ys[i] = x[:, i m : (i + 1) m]. */  \
+    void cpu_split_##S(const T *x, T *const *ys, int n, int64_t rows, int64_t m);               \
+    /* concat: xs[0..n) (rows, m) -> y (rows, n m), the inverse of split. */                    \
+    void cpu_concat_##S(const T *const *xs, T *y, int n, int64_t rows, int64_t m);
 
 STG_CPU_LAYOUT_KERNELS(float, f32)
 STG_CPU_LAYOUT_KERNELS(double, f64)

@@ -88,7 +88,7 @@ static void *scratch_new(size_t n) {
                                    int64_t Sq, int64_t H, int64_t Dh, double scale, stg_err *err) { \
         size_t nb = cpu_attention_fwd_scratch_##S(B, Sq, H, Dh);                                   \
         void *sc = scratch_new(nb);                                                                \
-        int rc = cpu_attention_fwd_##S(q, k, v, o, lse, B, Sq, H, Dh, scale, sc, nb, err);         \
+        int rc = cpu_attention_fwd_##S(q, k, v, NULL, o, lse, B, Sq, H, H, Dh, scale, sc, nb, err);\
         free(sc);                                                                                  \
         return rc;                                                                                 \
     }                                                                                              \
@@ -97,8 +97,8 @@ static void *scratch_new(size_t n) {
                                    int64_t H, int64_t Dh, double scale, stg_err *err) {            \
         size_t nb = cpu_attention_bwd_scratch_##S(B, Sq, H, Dh);                                   \
         void *sc = scratch_new(nb);                                                                \
-        int rc = cpu_attention_bwd_##S(q, k, v, o, lse, dout, dq, dk, dv, B, Sq, H, Dh, scale, sc, \
-                                       nb, err);                                                   \
+        int rc = cpu_attention_bwd_##S(q, k, v, NULL, o, lse, dout, dq, dk, dv, B, Sq, H, H, Dh,   \
+                                       scale, sc, nb, err);                                        \
         free(sc);                                                                                  \
         return rc;                                                                                 \
     }                                                                                              \
@@ -1433,7 +1433,7 @@ static void test_dispatch_scratch(void **state) {
     free(buf);
     // the kernel checks on its own too
     err.msg[0] = 0;
-    assert_int_equal(cpu_attention_bwd_f64(qkv, qkv, qkv, ob, lb, qkv, ob, ob, ob, 1, 4, 2, 2, 0.0, NULL, 0, &err), -1);
+    assert_int_equal(cpu_attention_bwd_f64(qkv, qkv, qkv, NULL, ob, lb, qkv, ob, ob, ob, 1, 4, 2, 2, 2, 0.0, NULL, 0, &err), -1);
     assert_non_null(strstr(err.msg, "attention backward: scratch is 0 bytes"));
     assert_true(cpu_attention_bwd_scratch_f64(1, 4, 2, 2) >= 2 * 4 * 2 * sizeof(double));
 

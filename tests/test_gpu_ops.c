@@ -193,7 +193,7 @@ static void gen_input(const op_case *oc, const stg_graph *g, int op, int i, floa
         stg_err err = {{0}};
         size_t sb = cpu_attention_fwd_scratch_f32(B, S, H, Dh);
         void *scr = sb ? malloc(sb) : NULL;
-        if (cpu_attention_fwd_f32(host[o->in[0]], host[o->in[1]], host[o->in[2]], ob, lb, B, S, H, Dh,
+        if (cpu_attention_fwd_f32(host[o->in[0]], host[o->in[1]], host[o->in[2]], NULL, ob, lb, B, S, H, H, Dh,
                                   o->a.attention.scale, scr, sb, &err))
             fail_msg("cpu attention: %s", err.msg);
         free(scr);

@@ -432,6 +432,12 @@ static int att_shape_of(const stg_graph *g, int id, void *const *ptr, att_shape 
     const stg_tensor *q = &g->t[op->in[0]];
     if (q->ndim != 4) return stg_errf_at(err, op->loc, "%s: '%s' must be (B, S, H, Dh)", ops_name(op->kind), q->name);
     int lse_in = op->kind == STG_OP_ATTENTION_BWD ? 4 : -1;
+    const stg_tensor *kt = &g->t[op->in[1]];
+    if (kt->ndim != 4 || kt->shape[2] != q->shape[2])
+        return stg_errf_at(err, op->loc, "%s: grouped-query attention ('%s' has fewer heads than '%s') is not on CUDA yet",
+                           ops_name(op->kind), kt->name, q->name);
+    if (op->n_in > (op->kind == STG_OP_ATTENTION_BWD ? 6 : 3))
+        return stg_errf_at(err, op->loc, "%s: packed documents (docs) are not on CUDA yet", ops_name(op->kind));
     int bf16 = cuda_is_bf16(g, op, op->in[0], err);
     if (bf16 < 0) return -1;
     for (int i = 1; i < op->n_in; i++)

@@ -12,17 +12,20 @@
 #include "ops/base/ir.h"
 
 #define STG_CPU_ATTENTION_KERNELS(T, S)                                                             \
-    /* Causal attention. q, k, v (B, S, H, Dh) -> o (B, S, H, Dh), lse (B, H, S). scale 0 means */  \
-    /* 1/sqrt(Dh). */                                                                               \
-    int cpu_attention_fwd_##S(const T *q, const T *k, const T *v, T *o, T *lse, int64_t B,          \
-                              int64_t S, int64_t H, int64_t Dh, double scale, void *scratch,        \
-                              size_t scratch_bytes, stg_err *err);                                  \
+    /* Causal attention. q (B, S, H, Dh), k, v (B, S, Hkv, Dh) -> o (B, S, H, Dh), lse (B, H, S). */ \
+    /* H is a multiple of Hkv; query head h reads kv head h / (H / Hkv) (grouped-query). docs   */  \
+    /* (B, S) or NULL: the first position of each position's document (packed rows; query s     */  \
+    /* sees keys docs[b][s] .. s; NULL: 0 .. s). scale 0 means 1/sqrt(Dh).                      */  \
+    int cpu_attention_fwd_##S(const T *q, const T *k, const T *v, const int32_t *docs, T *o,       \
+                              T *lse, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t Dh,   \
+                              double scale, void *scratch, size_t scratch_bytes, stg_err *err);   \
     size_t cpu_attention_fwd_scratch_##S(int64_t B, int64_t S, int64_t H, int64_t Dh);              \
-    /* q, k, v, o (B, S, H, Dh), lse (B, H, S), dout (B, S, H, Dh) -> dq, dk, dv (B, S, H, Dh). */  \
-    int cpu_attention_bwd_##S(const T *q, const T *k, const T *v, const T *o, const T *lse,         \
-                              const T *dout, T *dq, T *dk, T *dv, int64_t B, int64_t S,             \
-                              int64_t H, int64_t Dh, double scale, void *scratch,                   \
-                              size_t scratch_bytes, stg_err *err);                                  \
+    /* q, o, dout (B, S, H, Dh), k, v (B, S, Hkv, Dh), lse (B, H, S), docs as above -> dq (B, S, */ \
+    /* H, Dh), dk, dv (B, S, Hkv, Dh): each kv head's gradient summed over its group.           */  \
+    int cpu_attention_bwd_##S(const T *q, const T *k, const T *v, const int32_t *docs,             \
+                              const T *o, const T *lse, const T *dout, T *dq, T *dk, T *dv,        \
+                              int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t Dh,            \
+                              double scale, void *scratch, size_t scratch_bytes, stg_err *err);   \
     size_t cpu_attention_bwd_scratch_##S(int64_t B, int64_t S, int64_t H, int64_t Dh);
 
 STG_CPU_ATTENTION_KERNELS(float, f32)

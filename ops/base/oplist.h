@@ -27,6 +27,7 @@ typedef struct { double scale; } stg_attention_attrs;               // 0 means 1
 typedef struct { double factor; } stg_scale_attrs;
 typedef struct { int ndim; int64_t shape[STG_MAX_DIMS]; } stg_reshape_attrs;
 typedef struct { int d0, d1; } stg_transpose_attrs;                 // swaps two dims (a copy)
+typedef struct { int64_t n; } stg_repeat_kv_attrs;                  // each head repeated n times
 // slot > 0: the optimizer-in-backward form: the op's last input is the per-parameter slots of the
 // squared gradient norms (WORKSPACE), and the op writes the sum of squares of its (unclipped)
 // gradient into element slot - 1; input 4 (the clipping norm) is then the previous step's norm.
@@ -50,6 +51,7 @@ typedef union stg_attrs {
     stg_scale_attrs scale;
     stg_reshape_attrs reshape;
     stg_transpose_attrs transpose;
+    stg_repeat_kv_attrs repeat_kv;
     stg_adamw_attrs adamw;
     stg_lr_attrs lr;
     stg_comm_attrs comm;
@@ -83,6 +85,8 @@ typedef union stg_attrs {
     X(SCALE, scale, elementwise, stg_scale_attrs)                       \
     X(RESHAPE, reshape, layout, stg_reshape_attrs)                      \
     X(TRANSPOSE, transpose, layout, stg_transpose_attrs)                \
+    X(REPEAT_KV, repeat_kv, layout, stg_repeat_kv_attrs)                \
+    X(REPEAT_KV_BWD, repeat_kv_bwd, layout, stg_repeat_kv_attrs)        \
     X(CROSS_ENTROPY, cross_entropy, loss, stg_no_attrs)                 \
     X(CROSS_ENTROPY_BWD, cross_entropy_bwd, loss, stg_no_attrs)         \
     X(GLOBAL_NORM, global_norm, optim, stg_no_attrs)                    \

@@ -1,6 +1,7 @@
-// The layout family on the CPU backend: runners for reshape, transpose, reading the op's tensors and
+// The layout family on the CPU backend: runners for reshape, transpose, repeat_kv, repeat_kv_bwd, reading the op's tensors and
 // attributes and calling the float or double kernels (ops/layout/real.c), and one record per kind.
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -65,9 +66,33 @@ static int run_concat(const stg_graph *g, const stg_op *op, void *const *data, v
     return 0;
 }
 
+// x (B, S, H, Dh) -> y (B, S, H n, Dh); backward: dy (B, S, H n, Dh) -> dx (B, S, H, Dh)
+static int run_repeat_kv_either(const stg_graph *g, const stg_op *op, void *const *data, int f64, bool bwd, stg_err *err) {
+    const stg_tensor *x = bwd ? OUT(g, op, 0) : IN(g, op, 0), *y = bwd ? IN(g, op, 0) : OUT(g, op, 0);
+    int64_t n = op->a.repeat_kv.n;
+    if (x->ndim != 4 || y->ndim != 4 || n < 1 || y->shape[2] != x->shape[2] * n || stg_numel(y) != stg_numel(x) * n)
+        return stg_errf(err, "repeat_kv: %s and %s do not match n=%lld", x->name, y->name, (long long)n);
+    int64_t rows = x->shape[0] * x->shape[1];
+    if (bwd) KCALL(f64, cpu_repeat_kv_bwd, DIN(data, op, 0), DOUT(data, op, 0), rows, x->shape[2], n, x->shape[3]);
+    else KCALL(f64, cpu_repeat_kv, DIN(data, op, 0), DOUT(data, op, 0), rows, x->shape[2], n, x->shape[3]);
+    return 0;
+}
+
+static int run_repeat_kv(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                         size_t scratch_bytes, int f64, stg_err *err) {
+    return run_repeat_kv_either(g, op, data, f64, false, err);
+}
+
+static int run_repeat_kv_bwd(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                             size_t scratch_bytes, int f64, stg_err *err) {
+    return run_repeat_kv_either(g, op, data, f64, true, err);
+}
+
 // ---- records ---------------------------------------------------------------------------------
 
 const stg_cpu_rec stg_cpu_reshape = {run_reshape, NULL, 0};
 const stg_cpu_rec stg_cpu_transpose = {run_transpose, NULL, 0};
 const stg_cpu_rec stg_cpu_split = {run_split, NULL, 0};
 const stg_cpu_rec stg_cpu_concat = {run_concat, NULL, 0};
+const stg_cpu_rec stg_cpu_repeat_kv = {run_repeat_kv, NULL, 0};
+const stg_cpu_rec stg_cpu_repeat_kv_bwd = {run_repeat_kv_bwd, NULL, 0};

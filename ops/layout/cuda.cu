@@ -1,5 +1,6 @@
-// Data movement: reshape (a view; a device-to-device copy when the plan gave it its own buffer)
-// and the transpose of any two dims (a copy).
+// Data movement: reshape (a view; a device-to-device copy when the plan gave it its own buffer),
+// the transpose of any two dims (a copy), and repeat_kv (each head repeated n times) with its
+// backward (the sum over each head's n copies, in order, in f32: deterministic, no atomics).
 #include "ops/cuda/common.cuh"
 
 extern "C" int cuda_run_reshape(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
@@ -66,6 +67,67 @@ extern "C" int cuda_run_transpose(stg_cuda *c, const stg_graph *g, int op, void 
     (void)A;
     return b ? transpose_launch<bf16>(c, ptr[o->in[0]], ptr[o->out[0]], N0, M, N1, C, total, err)
              : transpose_launch<float>(c, ptr[o->in[0]], ptr[o->out[0]], N0, M, N1, C, total, err);
+}
+
+// x (rows, H, Dh) -> y (rows, H n, Dh); one thread per output element.
+template <typename T>
+__global__ void repeat_kv_kernel(const T *x, T *y, int64_t H, int64_t n, int64_t Dh, int64_t total) {
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
+        int64_t d = idx % Dh, r = idx / Dh;
+        int64_t h = r % (H * n), row = r / (H * n);
+        y[idx] = x[(row * H + h / n) * Dh + d];
+    }
+}
+
+// dy (rows, H n, Dh) -> dx (rows, H, Dh); one thread per dx element, the n copies summed in order.
+template <typename T>
+__global__ void repeat_kv_bwd_kernel(const T *dy, T *dx, int64_t H, int64_t n, int64_t Dh, int64_t total) {
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
+        int64_t d = idx % Dh, r = idx / Dh; // r = row H + h
+        const T *src = dy + (r * n) * Dh + d;
+        float acc = 0.0f;
+        for (int64_t c = 0; c < n; c++) acc += cu_f(src[c * Dh]);
+        dx[idx] = cu_t<T>(acc);
+    }
+}
+
+template <typename T>
+static int repeat_kv_launch(stg_cuda *c, const void *in, void *out, int64_t H, int64_t n, int64_t Dh, int64_t total,
+                            bool bwd, stg_err *err) {
+    if (bwd) {
+        repeat_kv_bwd_kernel<T><<<cuda_blocks(c, total, 256), 256, 0, c->stream>>>((const T *)in, (T *)out, H, n, Dh, total);
+        CUDA_LAUNCH_CHECK(err, "repeat_kv_bwd_kernel");
+    } else {
+        repeat_kv_kernel<T><<<cuda_blocks(c, total, 256), 256, 0, c->stream>>>((const T *)in, (T *)out, H, n, Dh, total);
+        CUDA_LAUNCH_CHECK(err, "repeat_kv_kernel");
+    }
+    return 0;
+}
+
+// Forward: x (B, S, H, Dh) -> y (B, S, H n, Dh); backward: dy (B, S, H n, Dh) -> dx (B, S, H, Dh).
+static int repeat_kv_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, bool bwd, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *x = &g->t[bwd ? o->out[0] : o->in[0]], *y = &g->t[bwd ? o->in[0] : o->out[0]];
+    int b = cuda_same_float(g, o, o->out[0], o->in[0], err);
+    if (b < 0) return -1;
+    int64_t n = o->a.repeat_kv.n;
+    if (x->ndim != 4 || y->ndim != 4 || n < 1 || y->shape[2] != x->shape[2] * n || cuda_numel(y) != cuda_numel(x) * n)
+        return stg_errf(err, "repeat_kv: %s and %s do not match n=%lld", x->name, y->name, (long long)n);
+    if (ptr[o->in[0]] == ptr[o->out[0]]) return stg_errf(err, "repeat_kv cannot run in place");
+    int64_t total = cuda_numel(bwd ? x : y);
+    if (total == 0) return 0;
+    return b ? repeat_kv_launch<bf16>(c, ptr[o->in[0]], ptr[o->out[0]], x->shape[2], n, x->shape[3], total, bwd, err)
+             : repeat_kv_launch<float>(c, ptr[o->in[0]], ptr[o->out[0]], x->shape[2], n, x->shape[3], total, bwd, err);
+}
+
+extern "C" int cuda_run_repeat_kv(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return repeat_kv_run(c, g, op, ptr, false, err);
+}
+
+extern "C" int cuda_run_repeat_kv_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    return repeat_kv_run(c, g, op, ptr, true, err);
 }
 
 // ---- records ------------------------------------------------------------------------------------
@@ -140,3 +202,5 @@ const cuda_rec stg_cuda_split = {cuda_run_split, NULL, NULL, NULL, CUDA_REC_ANY,
 const cuda_rec stg_cuda_concat = {cuda_run_concat, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
 const cuda_rec stg_cuda_reshape = {cuda_run_reshape, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
 const cuda_rec stg_cuda_transpose = {cuda_run_transpose, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_repeat_kv = {cuda_run_repeat_kv, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_repeat_kv_bwd = {cuda_run_repeat_kv_bwd, NULL, NULL, NULL, CUDA_REC_ANY, NULL};

@@ -1,5 +1,5 @@
-// Data movement: reshape (a view, or a copy when the runtime gave it its own buffer) and the
-// transpose of any two dims.
+// Data movement: reshape (a view, or a copy when the runtime gave it its own buffer), the
+// transpose of any two dims, and repeat_kv (each head repeated n times) with its backward.
 #include <string.h>
 
 #include "ops/layout/kernels.h"
@@ -50,4 +50,24 @@ void RFN(cpu_concat)(const real *const *xs, real *y, int n, int64_t rows, int64_
     CPU_PARALLEL_FOR(rows * n * m)
     for (int64_t r = 0; r < rows; r++)
         for (int i = 0; i < n; i++) memcpy(y + (r * n + i) * m, xs[i] + r * m, (size_t)m * sizeof(real));
+}
+
+// x (rows, H, Dh) -> y (rows, H n, Dh), y head h = x head h / n
+void RFN(cpu_repeat_kv)(const real *x, real *y, int64_t rows, int64_t H, int64_t n, int64_t Dh) {
+    CPU_PARALLEL_FOR(rows * H * n * Dh)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t h = 0; h < H * n; h++)
+            memcpy(y + (r * H * n + h) * Dh, x + (r * H + h / n) * Dh, (size_t)Dh * sizeof(real));
+}
+
+// dy (rows, H n, Dh) -> dx (rows, H, Dh), dx head h = sum_{c < n} dy head h n + c
+void RFN(cpu_repeat_kv_bwd)(const real *dy, real *dx, int64_t rows, int64_t H, int64_t n, int64_t Dh) {
+    CPU_PARALLEL_FOR(rows * H * n * Dh)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t d = 0; d < Dh; d++) {
+                double acc = 0.0;
+                for (int64_t c = 0; c < n; c++) acc += (double)dy[(r * H * n + h * n + c) * Dh + d];
+                dx[(r * H + h) * Dh + d] = (real)acc;
+            }
 }

@@ -1,4 +1,4 @@
-// The layout family's rules (reshape, transpose): shape rules, gradient rules, FLOPs and each op's row
+// The layout family's rules (reshape, transpose, repeat_kv, repeat_kv_bwd): shape rules, gradient rules, FLOPs and each op's row
 // (ops/registry.h), read by the registry through stg_rule_<name>.
 #include "ops/registry.h"
 
@@ -47,6 +47,38 @@ static int infer_transpose(stg_graph *g, int id, stg_err *err) {
     s[t->d1] = x->shape[t->d0];
     ops_set_shape(OPS_OUT(g, id, 0), x->ndim, s, x->dtype);
     return 0;
+}
+
+// x (B, S, H, Dh) -> (B, S, H n, Dh): output head h is input head h / n.
+static int infer_repeat_kv(stg_graph *g, int id, stg_err *err) {
+    if (ops_need_ndim(g, id, 0, 4, 4, err) || ops_need_float(g, id, 0, err)) return -1;
+    const stg_tensor *x = OPS_IN(g, id, 0);
+    int64_t n = OPS_OP(g, id)->a.repeat_kv.n;
+    if (n < 1 || n > 65535) return ops_bad(g, id, err, "n must be at least 1 (and at most 65535)%s%s", NULL, NULL);
+    int64_t s[4] = {x->shape[0], x->shape[1], x->shape[2] * n, x->shape[3]};
+    ops_set_shape(OPS_OUT(g, id, 0), 4, s, x->dtype);
+    return 0;
+}
+
+// dy (B, S, H n, Dh) -> dx (B, S, H, Dh): each input head's gradient is the sum over its n copies.
+static int infer_repeat_kv_bwd(stg_graph *g, int id, stg_err *err) {
+    if (ops_need_ndim(g, id, 0, 4, 4, err) || ops_need_float(g, id, 0, err)) return -1;
+    const stg_tensor *dy = OPS_IN(g, id, 0);
+    int64_t n = OPS_OP(g, id)->a.repeat_kv.n;
+    if (n < 1 || dy->shape[2] % n) {
+        char hb[32], nb[32];
+        snprintf(hb, sizeof hb, "%lld", (long long)dy->shape[2]);
+        snprintf(nb, sizeof nb, "%lld", (long long)n);
+        return ops_bad(g, id, err, "heads (%s) must be a multiple of n (%s)", hb, nb);
+    }
+    int64_t s[4] = {dy->shape[0], dy->shape[1], dy->shape[2] / n, dy->shape[3]};
+    ops_set_shape(OPS_OUT(g, id, 0), 4, s, dy->dtype);
+    return 0;
+}
+
+static int grad_repeat_kv(const stg_grad_emit *e, stg_graph *g, int id, const int *dout, const bool *want, int *din, stg_err *err) {
+    stg_attrs a = g->ops[id].a;
+    return (din[0] = ops_emit1(e, g, id, STG_OP_REPEAT_KV_BWD, &dout[0], 1, &a, g->ops[id].in[0], err)) < 0 ? -1 : 0;
 }
 
 static int grad_reshape(const stg_grad_emit *e, stg_graph *g, int id, const int *dout, const bool *want, int *din, stg_err *err) {
@@ -133,6 +165,8 @@ static int grad_concat(const stg_grad_emit *e, stg_graph *g, int id, const int *
 
 static const stg_attr_def attrs_reshape[] = {{"shape", STG_ATTR_SHAPE, offsetof(stg_attrs, reshape), 0, 1}};
 
+static const stg_attr_def attrs_repeat_kv[] = {ATTR(repeat_kv, n, STG_ATTR_I64, 1, 1)};
+
 static const stg_attr_def attrs_transpose[] = {ATTR(transpose, d0, STG_ATTR_INT, 0, 1), ATTR(transpose, d1, STG_ATTR_INT, 0, 1)};
 
 const stg_op_def stg_rule_reshape = {"reshape", 1, 1, 1, ATTRS(attrs_reshape), infer_reshape, grad_reshape, ops_flops_zero, .inplace_in = -1,
@@ -145,3 +179,9 @@ const stg_op_def stg_rule_split = {"split", 1, 1, SPLIT_PARTS, NULL, 0, infer_sp
 
 const stg_op_def stg_rule_concat = {"concat", SPLIT_PARTS, SPLIT_PARTS, 1, NULL, 0, infer_concat, grad_concat, ops_flops_zero,
                                     .inplace_in = -1};
+
+const stg_op_def stg_rule_repeat_kv = {"repeat_kv", 1, 1, 1, ATTRS(attrs_repeat_kv), infer_repeat_kv, grad_repeat_kv, ops_flops_zero,
+                          .inplace_in = -1};
+
+const stg_op_def stg_rule_repeat_kv_bwd = {"repeat_kv_bwd", 1, 1, 1, ATTRS(attrs_repeat_kv), infer_repeat_kv_bwd, NULL,
+                              ops_flops_elem1, .inplace_in = -1};

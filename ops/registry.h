@@ -116,6 +116,13 @@ stg_attrs ops_no_attrs(void);
 // The lr_schedule op's learning rate for iteration t (0-based): CS336's get_lr_cosine_schedule.
 double ops_lr_at(const stg_lr_attrs *a, int64_t t);
 
+// linear_cross_entropy's rows per chunk over `rows` rows and vocab V (ops/loss/rules.c): the
+// attribute `chunk` when > 0, else the largest multiple of 64 rows whose logits hold at most
+// OPS_LCE_CHUNK_ELEMS elements (at least 64); never more than rows. The planner's formula and
+// every backend use this one function, so they agree on the chunk scratch.
+#define OPS_LCE_CHUNK_ELEMS (INT64_C(1) << 25)
+int64_t ops_lce_chunk(int64_t rows, int64_t V, int64_t chunk);
+
 // The row of kind k (NULL for a value outside the op list).
 const stg_op_def *ops_def(stg_op_kind k);
 // The outputs an op of kind k with n_in inputs writes (its n_out, or n_in / 2 for pairwise ops).

@@ -1,5 +1,7 @@
 #include "planner/formula.h"
 
+#include "ops/registry.h" // ops_lce_chunk: the fused head's chunk
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,6 +54,10 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
     else
         return stg_errf(err, "formula: attention is '%s'; expected naive or flash", att);
     snprintf(f->attention, sizeof f->attention, "%s", att);
+    const char *fh = graph_option(g, "fused_head"); // absent: the plain head
+    if (fh && strcmp(fh, "on") != 0 && strcmp(fh, "off") != 0)
+        return stg_errf(err, "formula: fused_head is '%s'; expected on or off", fh);
+    f->fused_head = fh && strcmp(fh, "on") == 0;
 
     const int64_t V = v[0], D = v[1], F = v[2], L = v[3], H = v[4], B = v[5], S = v[6], N = B * S;
     f->vocab = V, f->d_model = D, f->d_ff = F, f->n_layers = L, f->n_heads = H, f->batch = B, f->ctx = S;
@@ -90,6 +96,8 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
     add_term(f, "input", f->input, "tokens and targets: 2 x N x 4 = 2 x %lld x 4", (long long)N);
 
     const int64_t logits = N * V * a, lse = N * s;
+    const int64_t chunk = ops_lce_chunk(N, V, 0), chunk_bytes = chunk * V * a;
+    f->lce_chunk = f->fused_head ? chunk : 0;
     if (train) {
         int64_t layer;
         if (flash) {
@@ -111,10 +119,22 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
         add_term(f, "activation, all layers", L * layer, "L x per layer = %lld x %lld", (long long)L, (long long)layer);
         int64_t fin = 2 * N * D * a + N * s;
         add_term(f, "final norm", fin, "x and rmsnorm_f out 2ND x %lld + rstd N x %lld", (long long)a, (long long)s);
-        add_term(f, "logits", logits, "N x V x %lld = %lld x %lld x %lld", (long long)a, (long long)N, (long long)V,
-                 (long long)a);
-        add_term(f, "cross-entropy lse", lse, "N x %lld", (long long)s);
-        f->activation = L * layer + fin + logits + lse;
+        if (f->fused_head) {
+            add_term(f, "logits (fused head)", 0,
+                     "none kept; the plain head keeps N x V x %lld = %lld x %lld x %lld = %lld B for backward and writes their "
+                     "gradient over them",
+                     (long long)a, (long long)N, (long long)V, (long long)a, (long long)logits);
+            add_term(f, "fused head chunk", chunk_bytes,
+                     "one (chunk, V) logits scratch at a time: %lld x %lld x %lld (chunk %lld of N %lld rows)",
+                     (long long)chunk, (long long)V, (long long)a, (long long)chunk, (long long)N);
+            add_term(f, "cross-entropy lse", lse, "N x %lld", (long long)s);
+            f->activation = L * layer + fin + chunk_bytes + lse;
+        } else {
+            add_term(f, "logits", logits, "N x V x %lld = %lld x %lld x %lld", (long long)a, (long long)N, (long long)V,
+                     (long long)a);
+            add_term(f, "cross-entropy lse", lse, "N x %lld", (long long)s);
+            f->activation = L * layer + fin + logits + lse;
+        }
     } else {
         int64_t attn = flash ? 5 * N * D * a + B * H * S * s + N * s : 4 * N * D * a + 2 * B * H * S * S * a + N * s;
         int64_t mlp = 2 * N * D * a + 3 * N * F * a + N * s;
@@ -124,9 +144,16 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
                  "max(attention %lld [%s], MLP %lld [2ND + 3NF] x %lld + N x %lld); nothing is saved in forward mode",
                  (long long)attn, flash ? "5ND a + BHS s + N s" : "4ND a + 2BHS^2 a + N s", (long long)mlp, (long long)a,
                  (long long)s);
-        add_term(f, "logits", logits + lse, "N x V x %lld + lse N x %lld = %lld x %lld x %lld + %lld x %lld", (long long)a,
-                 (long long)s, (long long)N, (long long)V, (long long)a, (long long)N, (long long)s);
-        f->activation = work + logits + lse;
+        if (f->fused_head) {
+            add_term(f, "fused head chunk", chunk_bytes + lse,
+                     "chunk x V x %lld + lse N x %lld = %lld x %lld x %lld + %lld x %lld (no logits kept)", (long long)a,
+                     (long long)s, (long long)chunk, (long long)V, (long long)a, (long long)N, (long long)s);
+            f->activation = work + chunk_bytes + lse;
+        } else {
+            add_term(f, "logits", logits + lse, "N x V x %lld + lse N x %lld = %lld x %lld x %lld + %lld x %lld", (long long)a,
+                     (long long)s, (long long)N, (long long)V, (long long)a, (long long)N, (long long)s);
+            f->activation = work + logits + lse;
+        }
     }
     f->total = f->param + f->grad + f->optimizer + f->activation + f->input;
     return 0;

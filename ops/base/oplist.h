@@ -36,6 +36,7 @@ typedef struct { double beta1, beta2, eps, weight_decay, max_norm; int slot; } s
 // cosine_steps 0: constant lr after the warm-up.
 typedef struct { double lr, min_lr; int64_t warmup, cosine_steps; } stg_lr_attrs;
 typedef struct { int64_t root; } stg_comm_attrs; // broadcast: the rank whose values everyone gets
+typedef struct { int64_t chunk; } stg_lce_attrs; // linear_cross_entropy: rows per chunk (0: chosen by the op)
 
 typedef union stg_attrs {
     stg_no_attrs none;
@@ -55,6 +56,7 @@ typedef union stg_attrs {
     stg_adamw_attrs adamw;
     stg_lr_attrs lr;
     stg_comm_attrs comm;
+    stg_lce_attrs lce;
 } stg_attrs;
 
 #define STG_OP_LIST(X)                                                  \
@@ -100,7 +102,9 @@ typedef union stg_attrs {
     X(POS_EMBEDDING, pos_embedding, embedding, stg_no_attrs)            \
     X(POS_EMBEDDING_BWD, pos_embedding_bwd, embedding, stg_pos_embedding_bwd_attrs) \
     X(SPLIT, split, layout, stg_no_attrs)                               \
-    X(CONCAT, concat, layout, stg_no_attrs)
+    X(CONCAT, concat, layout, stg_no_attrs)                             \
+    X(LINEAR_CROSS_ENTROPY, linear_cross_entropy, loss, stg_lce_attrs)  \
+    X(LINEAR_CROSS_ENTROPY_BWD, linear_cross_entropy_bwd, loss, stg_lce_attrs)
 
 typedef enum stg_op_kind {
 #define STG_X_ENUM(e, n, f, a) STG_OP_##e,

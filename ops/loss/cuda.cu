@@ -2,9 +2,19 @@
 // its loss term (in double, into c->work); one block then sums the terms in a fixed order. The
 // backward writes (softmax - onehot) / rows, one block per row; dlogits may alias logits.
 //
+// linear_cross_entropy (the fused LM head, ops/loss/rules.c): the same kernels, chunk by chunk, on
+// logits made by cuBLASLt into the op's (chunk, V) scratch output. Forward, per chunk: logits =
+// x_c wᵀ, then the row kernel (lse, loss terms); then the mean. Backward, per chunk: logits again,
+// dlogits in place, dx_c = dlogits w, dw (+)= dlogitsᵀ x_c (beta 0 for the first chunk, 1 after:
+// fp32 accumulation in dw when it is fp32, the bf16 graph's case). Every product is planned before
+// the first step (two chunk sizes at most: the full one and the last).
+//
 // Targets are not checked here (the data loader validates them before upload; a kernel cannot
 // report without a host sync): a target outside [0, V) makes the loss NaN, so it cannot go
 // unnoticed, and the backward leaves out that row's one-hot term. Nothing crashes.
+#include <stdlib.h>
+#include <string.h>
+
 #include "ops/cuda/common.cuh"
 
 extern "C" size_t cuda_cross_entropy_work_bytes(const stg_graph *g, int op) {
@@ -110,6 +120,276 @@ extern "C" int cuda_run_cross_entropy_bwd(stg_cuda *c, const stg_graph *g, int o
     return 0;
 }
 
+// ---- linear_cross_entropy ------------------------------------------------------------------------
+
+// One product of a chunk, in cuBLASLt's terms.
+typedef struct lce_gemm {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} lce_gemm;
+
+enum { LCE_LOGITS, LCE_DX, LCE_DW, LCE_NPROD };
+
+typedef struct lce_plan {
+    int bwd;
+    int64_t rows, d, V, chunk, last; // last: the rows of the last chunk
+    int ab, dxb, dwb, lb, lossb;     // bf16 flags: x, w and the scratch; dx; dw; lse; loss
+    size_t align;                    // the byte alignment promised to cuBLASLt (checked at run)
+    int t_in[4], t_out[3];           // the tensors it was prepared for
+    lce_gemm g[2][LCE_NPROD];        // [full chunk, last chunk][product]
+} lce_plan;
+
+static void lce_gemm_free(lce_gemm *G) {
+    if (G->desc) cublasLtMatmulDescDestroy(G->desc);
+    if (G->la) cublasLtMatrixLayoutDestroy(G->la);
+    if (G->lb) cublasLtMatrixLayoutDestroy(G->lb);
+    if (G->lc) cublasLtMatrixLayoutDestroy(G->lc);
+    memset(G, 0, sizeof *G);
+}
+
+static void lce_plan_free(void *state) {
+    lce_plan *p = (lce_plan *)state;
+    if (!p) return;
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < LCE_NPROD; k++) lce_gemm_free(&p->g[s][k]);
+    free(p);
+}
+
+// Row-major C (m, n) = op(A) (m, k) · op(B) (k, n), A stored (m, k) or (k, m) when ta, B stored
+// (k, n) or (n, k) when tb, all dense. Column-major, that is Cᵀ = op(B)ᵀ op(A)ᵀ: cuBLASLt's A is our
+// B, its B our A, its (m, n) our (n, m) (as in ops/matmul/cuda.cu). The heuristic's first algorithm
+// for c's cuBLASLt workspace and the alignment `align`.
+static int lce_gemm_make(stg_cuda *c, lce_gemm *G, int64_t m, int64_t n, int64_t k, int ta, int tb, cudaDataType_t ab,
+                         cudaDataType_t ct, size_t align, stg_err *err) {
+    int64_t a0 = ta ? k : m, a1 = ta ? m : k, b0 = tb ? n : k, b1 = tb ? k : n;
+    cublasComputeType_t ctype = ab == CUDA_R_32F && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    CUBLAS_CHECK(err, cublasLtMatmulDescCreate(&G->desc, ctype, CUDA_R_32F));
+    int32_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CUBLAS_CHECK(err, cublasLtMatmulDescSetAttribute(G->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    CUBLAS_CHECK(err, cublasLtMatmulDescSetAttribute(G->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    CUBLAS_CHECK(err, cublasLtMatrixLayoutCreate(&G->la, ab, (uint64_t)b1, (uint64_t)b0, b1));
+    CUBLAS_CHECK(err, cublasLtMatrixLayoutCreate(&G->lb, ab, (uint64_t)a1, (uint64_t)a0, a1));
+    CUBLAS_CHECK(err, cublasLtMatrixLayoutCreate(&G->lc, ct, (uint64_t)n, (uint64_t)m, n));
+    cublasLtMatmulPreference_t pref = NULL;
+    CUBLAS_CHECK(err, cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = c->lt_workspace_bytes;
+    uint32_t al = (uint32_t)align;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    const cublasLtMatmulPreferenceAttributes_t aligns[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &al, sizeof al);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    memset(&res, 0, sizeof res);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(c->lt, G->desc, G->la, G->lb, G->lc, G->lc, pref, 1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    CUBLAS_CHECK(err, st);
+    if (found < 1 || res.state != CUBLAS_STATUS_SUCCESS)
+        return stg_errf(err, "cuBLASLt has no algorithm for the chunk product (%lld x %lld x %lld, types %d/%d)", (long long)m,
+                        (long long)n, (long long)k, (int)ab, (int)ct);
+    if (res.workspaceSize > c->lt_workspace_bytes)
+        return stg_errf(err, "cuBLASLt chose an algorithm needing %zu workspace bytes; the context has %zu", res.workspaceSize,
+                        c->lt_workspace_bytes);
+    G->algo = res.algo;
+    return 0;
+}
+
+static int lce_gemm_run(stg_cuda *c, const lce_gemm *G, const void *A, const void *B, void *C, float beta, stg_err *err) {
+    const float one = 1.0f;
+    CUBLAS_CHECK(err, cublasLtMatmul(c->lt, G->desc, &one, B, G->la, A, G->lb, &beta, C, G->lc, C, G->lc, &G->algo,
+                                     c->lt_workspace, c->lt_workspace_bytes, c->stream));
+    return 0;
+}
+
+// The largest power of two (at most 16) dividing n.
+static size_t lce_pow2(uint64_t n) {
+    size_t a = 16;
+    while (a > 1 && n % a) a >>= 1;
+    return a;
+}
+
+// The tensors the products read or write: x, w, the chunk scratch and (backward) dx, dw; -1 for none.
+static void lce_operands(const stg_op *o, int bwd, int t[5]) {
+    t[0] = o->in[0];
+    t[1] = o->in[1];
+    t[2] = o->out[2];
+    t[3] = bwd ? o->out[0] : -1;
+    t[4] = bwd ? o->out[1] : -1;
+}
+
+// The byte alignment every product's operands keep: the tensors' addresses (256 when not given)
+// and the chunks' offsets into x and dx.
+static size_t lce_align(const stg_op *o, void *const *ptr, const lce_plan *p) {
+    size_t a = 16, b;
+    int ts[5];
+    lce_operands(o, p->bwd, ts);
+    for (int i = 0; i < 5; i++)
+        if (ts[i] >= 0 && ptr && (b = lce_pow2((uintptr_t)ptr[ts[i]])) < a) a = b;
+    if ((b = lce_pow2((uint64_t)(p->chunk * p->d) * (p->ab ? 2 : 4))) < a) a = b;
+    if (p->bwd && (b = lce_pow2((uint64_t)(p->chunk * p->d) * (p->dxb ? 2 : 4))) < a) a = b;
+    return a;
+}
+
+static int lce_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
+                       stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *x = &g->t[o->in[0]], *w = &g->t[o->in[1]];
+    if (g->t[o->in[2]].dtype != STG_I32) return stg_errf(err, "targets %s must be i32", g->t[o->in[2]].name);
+    if (w->ndim != 2 || w->shape[1] != cuda_last(x))
+        return stg_errf(err, "head weight %s must be [vocab, %lld]", w->name, (long long)cuda_last(x));
+    if (!c->lt_workspace) { // the cuBLASLt workspace (made by the first product of the graph)
+        size_t ws = cuda_mm_workspace_bytes();
+        CUDA_CHECK(err, cudaMalloc(&c->lt_workspace, ws));
+        c->lt_workspace_bytes = ws;
+    }
+    lce_plan *p = (lce_plan *)calloc(1, sizeof *p);
+    if (!p) return stg_errf(err, "linear_cross_entropy: out of host memory");
+    p->bwd = o->kind == STG_OP_LINEAR_CROSS_ENTROPY_BWD;
+    p->rows = cuda_rows(x);
+    p->d = cuda_last(x);
+    p->V = w->shape[0];
+    p->chunk = ops_lce_chunk(p->rows, p->V, o->a.lce.chunk);
+    p->last = p->chunk > 0 && p->rows % p->chunk ? p->rows % p->chunk : p->chunk;
+    for (int i = 0; i < o->n_in && i < 4; i++) p->t_in[i] = o->in[i];
+    for (int i = 0; i < 3; i++) p->t_out[i] = o->out[i];
+    int rc = -1;
+    const stg_tensor *sc = &g->t[o->out[2]];
+    if ((p->ab = cuda_is_bf16(g, o, o->in[0], err)) < 0 || cuda_same_float(g, o, o->in[1], o->in[0], err) < 0 ||
+        cuda_same_float(g, o, o->out[2], o->in[0], err) < 0)
+        goto out;
+    if (cuda_numel(sc) != p->chunk * p->V) {
+        stg_errf(err, "%s must hold %lld x %lld logits", sc->name, (long long)p->chunk, (long long)p->V);
+        goto out;
+    }
+    if (p->bwd) {
+        if ((p->dxb = cuda_is_bf16(g, o, o->out[0], err)) < 0 || (p->dwb = cuda_is_bf16(g, o, o->out[1], err)) < 0 ||
+            (p->lb = cuda_is_bf16(g, o, o->in[3], err)) < 0)
+            goto out;
+        if (cuda_numel(&g->t[o->in[3]]) != p->rows) {
+            stg_errf(err, "%s must have one value per row", g->t[o->in[3]].name);
+            goto out;
+        }
+    } else {
+        if ((p->lossb = cuda_is_bf16(g, o, o->out[0], err)) < 0 || (p->lb = cuda_is_bf16(g, o, o->out[1], err)) < 0) goto out;
+        if (cuda_numel(&g->t[o->out[1]]) != p->rows) {
+            stg_errf(err, "%s must have one value per row", g->t[o->out[1]].name);
+            goto out;
+        }
+        *work = (size_t)p->rows * sizeof(double);
+    }
+    p->align = lce_align(o, ptr, p);
+    {
+        cudaDataType_t at = p->ab ? CUDA_R_16BF : CUDA_R_32F;
+        for (int s = 0; s < (p->last != p->chunk ? 2 : 1); s++) {
+            int64_t cr = s ? p->last : p->chunk;
+            if (lce_gemm_make(c, &p->g[s][LCE_LOGITS], cr, p->V, p->d, 0, 1, at, at, p->align, err)) goto out;
+            if (!p->bwd) continue;
+            if (lce_gemm_make(c, &p->g[s][LCE_DX], cr, p->d, p->V, 0, 0, at, p->dxb ? CUDA_R_16BF : CUDA_R_32F, p->align, err) ||
+                lce_gemm_make(c, &p->g[s][LCE_DW], p->V, p->d, cr, 1, 0, at, p->dwb ? CUDA_R_16BF : CUDA_R_32F, p->align, err))
+                goto out;
+        }
+    }
+    rc = 0;
+out:
+    if (rc) {
+        lce_plan_free(p);
+        return -1;
+    }
+    *state = p;
+    return 0;
+}
+
+static const lce_plan *lce_plan_of(const stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const lce_plan *p = c->state && op < c->nops && c->state_free[op] == lce_plan_free ? (const lce_plan *)c->state[op] : NULL;
+    if (!p) {
+        stg_errf(err, "linear_cross_entropy: op %d was not prepared (cuda_prepare)", op);
+        return NULL;
+    }
+    const stg_op *o = &g->ops[op];
+    bool same = o->n_in == (p->bwd ? 4 : 3);
+    for (int i = 0; same && i < o->n_in; i++) same = o->in[i] == p->t_in[i];
+    for (int i = 0; same && i < 3; i++) same = o->out[i] == p->t_out[i];
+    if (!same) {
+        stg_errf(err, "linear_cross_entropy: op %d was prepared for another graph", op);
+        return NULL;
+    }
+    int ts[5];
+    lce_operands(o, p->bwd, ts);
+    for (int i = 0; i < 5; i++)
+        if (ts[i] >= 0 && !cu_aligned(ptr[ts[i]], p->align)) {
+            stg_errf(err, "linear_cross_entropy: tensor %s is at %p, not %zu-byte aligned as prepared", g->t[ts[i]].name,
+                     ptr[ts[i]], p->align);
+            return NULL;
+        }
+    return p;
+}
+
+extern "C" int cuda_run_linear_cross_entropy(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const lce_plan *p = lce_plan_of(c, g, op, ptr, err);
+    if (!p) return -1;
+    const stg_op *o = &g->ops[op];
+    double *term = (double *)c->work;
+    if (!term || c->work_bytes < (size_t)p->rows * sizeof(double))
+        return stg_errf(err, "scratch too small: cuda_prepare was not called for this graph");
+    const char *x = (const char *)ptr[o->in[0]];
+    const int32_t *tgt = (const int32_t *)ptr[o->in[2]];
+    char *lse = (char *)ptr[o->out[1]];
+    void *logits = ptr[o->out[2]];
+    size_t xs = p->ab ? 2 : 4, ls = p->lb ? 2 : 4;
+    int threads = cu_row_threads(p->V, 16);
+    for (int64_t r0 = 0; r0 < p->rows; r0 += p->chunk) {
+        int64_t cr = p->rows - r0 < p->chunk ? p->rows - r0 : p->chunk;
+        if (lce_gemm_run(c, &p->g[cr != p->chunk][LCE_LOGITS], x + (size_t)(r0 * p->d) * xs, ptr[o->in[1]], logits, 0.0f, err))
+            return -1;
+        if (p->ab)
+            ce_row_kernel<bf16><<<(unsigned)cr, threads, 0, c->stream>>>((const bf16 *)logits, tgt + r0, lse + (size_t)r0 * ls,
+                                                                         p->lb, term + r0, p->V);
+        else
+            ce_row_kernel<float><<<(unsigned)cr, threads, 0, c->stream>>>((const float *)logits, tgt + r0, lse + (size_t)r0 * ls,
+                                                                          p->lb, term + r0, p->V);
+        CUDA_LAUNCH_CHECK(err, "ce_row_kernel (linear_cross_entropy)");
+    }
+    ce_mean_kernel<<<1, 1024, 0, c->stream>>>(term, ptr[o->out[0]], p->lossb, p->rows);
+    CUDA_LAUNCH_CHECK(err, "ce_mean_kernel (linear_cross_entropy)");
+    return 0;
+}
+
+extern "C" int cuda_run_linear_cross_entropy_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const lce_plan *p = lce_plan_of(c, g, op, ptr, err);
+    if (!p) return -1;
+    const stg_op *o = &g->ops[op];
+    const char *x = (const char *)ptr[o->in[0]];
+    const void *w = ptr[o->in[1]];
+    const int32_t *tgt = (const int32_t *)ptr[o->in[2]];
+    const char *lse = (const char *)ptr[o->in[3]];
+    char *dx = (char *)ptr[o->out[0]];
+    void *dw = ptr[o->out[1]], *dl = ptr[o->out[2]];
+    size_t xs = p->ab ? 2 : 4, dxs = p->dxb ? 2 : 4, ls = p->lb ? 2 : 4;
+    int threads = cu_row_threads(p->V, 16);
+    float inv = (float)(1.0 / (double)p->rows);
+    for (int64_t r0 = 0; r0 < p->rows; r0 += p->chunk) {
+        int64_t cr = p->rows - r0 < p->chunk ? p->rows - r0 : p->chunk;
+        const lce_gemm *G = p->g[cr != p->chunk];
+        const char *xc = x + (size_t)(r0 * p->d) * xs;
+        if (lce_gemm_run(c, &G[LCE_LOGITS], xc, w, dl, 0.0f, err)) return -1;
+        if (p->ab)
+            ce_bwd_kernel<bf16><<<(unsigned)cr, threads, 0, c->stream>>>((const bf16 *)dl, tgt + r0, lse + (size_t)r0 * ls, p->lb,
+                                                                         (bf16 *)dl, p->V, inv);
+        else
+            ce_bwd_kernel<float><<<(unsigned)cr, threads, 0, c->stream>>>((const float *)dl, tgt + r0, lse + (size_t)r0 * ls, p->lb,
+                                                                          (float *)dl, p->V, inv);
+        CUDA_LAUNCH_CHECK(err, "ce_bwd_kernel (linear_cross_entropy_bwd)");
+        if (lce_gemm_run(c, &G[LCE_DX], dl, w, dx + (size_t)(r0 * p->d) * dxs, 0.0f, err) ||
+            lce_gemm_run(c, &G[LCE_DW], dl, xc, dw, r0 ? 1.0f : 0.0f, err))
+            return -1;
+    }
+    return 0;
+}
+
 // ---- records ------------------------------------------------------------------------------------
 
 static int prep_cross_entropy(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
@@ -120,3 +400,7 @@ static int prep_cross_entropy(stg_cuda *c, const stg_graph *g, int op, void *con
 
 const cuda_rec stg_cuda_cross_entropy = {cuda_run_cross_entropy, prep_cross_entropy, NULL, NULL, CUDA_REC_MAIN, NULL};
 const cuda_rec stg_cuda_cross_entropy_bwd = {cuda_run_cross_entropy_bwd, NULL, NULL, NULL, CUDA_REC_MAIN, NULL};
+// MAIN: the forward's loss terms live in c->work; both use the main cuBLASLt workspace.
+const cuda_rec stg_cuda_linear_cross_entropy = {cuda_run_linear_cross_entropy, lce_prepare, lce_plan_free, NULL, CUDA_REC_MAIN, NULL};
+const cuda_rec stg_cuda_linear_cross_entropy_bwd = {cuda_run_linear_cross_entropy_bwd, lce_prepare, lce_plan_free, NULL,
+                                                    CUDA_REC_MAIN, NULL};

@@ -58,3 +58,112 @@ int RFN(cpu_cross_entropy_bwd)(const real *logits, const int32_t *tgt, const rea
     }
     return 0;
 }
+
+// ---- linear_cross_entropy: the LM head and the loss, chunk by chunk -----------------------------
+// The arithmetic of linear + cross_entropy: each logit a dot product in double rounded to `real`,
+// the softmax in double from the rounded logits and lse, the products in double per output row.
+// Only the order of the additions differs (and dw is rounded once per chunk).
+
+size_t RFN(cpu_lce_scratch)(int64_t d, int64_t chunk) {
+    if (d <= 0 || chunk <= 0) return 0;
+    return (cpu_pad((size_t)chunk) + (size_t)cpu_max_threads() * cpu_pad((size_t)d)) * sizeof(double);
+}
+
+static int lce_check(const char *k, const int32_t *tgt, int64_t rows, int64_t d, int64_t V, int64_t chunk,
+                     void *scratch, size_t scratch_bytes, stg_err *err) {
+    if (rows < 0 || d <= 0 || V <= 0 || (rows > 0 && chunk <= 0))
+        return stg_errf(err, "%s: bad sizes (rows %lld, d %lld, vocab %lld, chunk %lld)", k, (long long)rows, (long long)d,
+                        (long long)V, (long long)chunk);
+    if (check_targets(tgt, rows, V, err)) return -1;
+    return cpu_scratch_check(k, scratch, scratch_bytes, RFN(cpu_lce_scratch)(d, chunk), cpu_max_threads(), err);
+}
+
+// out (c, V) = x[r0 .. r0 + c) (c, d) · wᵀ (d, V)
+static void lce_logits(const real *x, const real *w, real *out, int64_t r0, int64_t c, int64_t d, int64_t V) {
+    CPU_PARALLEL_FOR(c * V * d)
+    for (int64_t e = 0; e < c * V; e++) {
+        const real *xr = x + (r0 + e / V) * d, *wr = w + (e % V) * d;
+        double s = 0.0;
+        CPU_SIMD_SUM(s)
+        for (int64_t k = 0; k < d; k++) s += (double)xr[k] * (double)wr[k];
+        out[e] = (real)s;
+    }
+}
+
+int RFN(cpu_lce_fwd)(const real *x, const real *w, const int32_t *tgt, real *loss, real *lse, real *logits, int64_t rows,
+                     int64_t d, int64_t V, int64_t chunk, void *scratch, size_t scratch_bytes, stg_err *err) {
+    if (lce_check("linear_cross_entropy", tgt, rows, d, V, chunk, scratch, scratch_bytes, err)) return -1;
+    double *term = scratch; // (chunk) the chunk's loss terms, added in row order below
+    double total = 0.0;
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        int64_t c = rows - r0 < chunk ? rows - r0 : chunk;
+        lce_logits(x, w, logits, r0, c, d, V);
+        CPU_PARALLEL_FOR(c * V)
+        for (int64_t i = 0; i < c; i++) {
+            const real *l = logits + i * V;
+            double mx = -INFINITY;
+            for (int64_t j = 0; j < V; j++)
+                if ((double)l[j] > mx) mx = (double)l[j];
+            double sum = 0.0;
+            for (int64_t j = 0; j < V; j++) sum += exp((double)l[j] - mx);
+            double ls = mx + log(sum);
+            lse[r0 + i] = (real)ls;
+            term[i] = ls - (double)l[tgt[r0 + i]];
+        }
+        for (int64_t i = 0; i < c; i++) total += term[i];
+    }
+    loss[0] = (real)(total / (double)rows);
+    return 0;
+}
+
+int RFN(cpu_lce_bwd)(const real *x, const real *w, const int32_t *tgt, const real *lse, real *dx, real *dw, real *dl,
+                     int64_t rows, int64_t d, int64_t V, int64_t chunk, void *scratch, size_t scratch_bytes, stg_err *err) {
+    if (lce_check("linear_cross_entropy_bwd", tgt, rows, d, V, chunk, scratch, scratch_bytes, err)) return -1;
+    double *acc0 = (double *)scratch + cpu_pad((size_t)chunk); // per thread a row of d doubles
+    size_t row = cpu_pad((size_t)d);
+    double inv_rows = 1.0 / (double)rows;
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        int64_t c = rows - r0 < chunk ? rows - r0 : chunk;
+        lce_logits(x, w, dl, r0, c, d, V);
+        // dlogits = (exp(logit - lse) - onehot) / rows, in place
+        CPU_PARALLEL_FOR(c * V)
+        for (int64_t i = 0; i < c; i++) {
+            real *l = dl + i * V;
+            double ls = (double)lse[r0 + i];
+            int64_t t = tgt[r0 + i];
+            for (int64_t j = 0; j < V; j++) l[j] = (real)((exp((double)l[j] - ls) - (j == t ? 1.0 : 0.0)) * inv_rows);
+        }
+        // dx (c, d) = dlogits (c, V) · w (V, d)
+        CPU_PARALLEL_FOR(c * V * d)
+        for (int64_t i = 0; i < c; i++) {
+            double *acc = acc0 + (size_t)cpu_thread_id() * row;
+            for (int64_t k = 0; k < d; k++) acc[k] = 0.0;
+            for (int64_t v = 0; v < V; v++) {
+                double a = (double)dl[i * V + v];
+                const real *wr = w + v * d;
+                CPU_SIMD
+                for (int64_t k = 0; k < d; k++) acc[k] += a * (double)wr[k];
+            }
+            real *o = dx + (r0 + i) * d;
+            for (int64_t k = 0; k < d; k++) o[k] = (real)acc[k];
+        }
+        // dw (V, d) (+)= dlogitsᵀ (V, c) · x (c, d): the first chunk writes, the others add
+        CPU_PARALLEL_FOR(c * V * d)
+        for (int64_t v = 0; v < V; v++) {
+            double *acc = acc0 + (size_t)cpu_thread_id() * row;
+            for (int64_t k = 0; k < d; k++) acc[k] = 0.0;
+            for (int64_t i = 0; i < c; i++) {
+                double a = (double)dl[i * V + v];
+                const real *xr = x + (r0 + i) * d;
+                CPU_SIMD
+                for (int64_t k = 0; k < d; k++) acc[k] += a * (double)xr[k];
+            }
+            real *o = dw + v * d;
+            if (r0 == 0)
+                for (int64_t k = 0; k < d; k++) o[k] = (real)acc[k];
+            else
+                for (int64_t k = 0; k < d; k++) o[k] = (real)((double)o[k] + acc[k]);
+        }
+    }
+    return 0;
+}

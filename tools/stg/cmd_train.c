@@ -439,10 +439,22 @@ int cmd_step(int argc, char **argv) {
         for (int64_t i = 0; !f64 && i < n; i++) f[i] = (float)d[i];
         if (rt_st_writer_add(w, g->t[t].name, ddt, g->t[t].ndim, g->t[t].shape, d, &err)) goto fail;
     }
-    if (rt_st_writer_meta(w, "format", "stg-step-1", &err) || rt_st_writer_write(w, dump, &err)) goto fail;
+    // No tensor 'logits': with fused_head=on the LM head and the loss are one op (linear_cross_entropy)
+    // that never materialises them; the dump says so in its metadata.
+    const char *fused = graph_option(g, "fused_head");
+    bool fused_on = fused && strcmp(fused, "on") == 0;
+    if (rt_st_writer_meta(w, "format", "stg-step-1", &err) ||
+        (logits < 0 && rt_st_writer_meta(w, "logits", fused_on ? "not materialised: fused LM head (fused_head=on)"
+                                                                 : "none: the model has no tensor named 'logits'", &err)) ||
+        rt_st_writer_write(w, dump, &err))
+        goto fail;
     int nparams = 0;
     for (int t = 0; t < g->nt; t++) nparams += g->t[t].cls == STG_CLASS_PARAM;
-    printf("loss %.9g; wrote the loss, %s and %d gradients to %s\n", loss, logits >= 0 ? "the logits" : "no logits", nparams, dump);
+    printf("loss %.9g; wrote the loss, %s and %d gradients to %s\n", loss,
+           logits >= 0 ? "the logits"
+           : fused_on  ? "no logits (the fused LM head never materialises them; --set fused_head=off dumps them)"
+                       : "no logits (the model has no tensor named 'logits')",
+           nparams, dump);
     rc = 0;
     goto out;
 fail:

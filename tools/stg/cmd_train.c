@@ -237,7 +237,7 @@ int cmd_train(int argc, char **argv) {
     stg_plan *p = NULL;
     rt_exec *e = NULL;
     stg_err err;
-    int rc = 1;
+    int rc = g ? 1 : 2; // a model that does not load is bad input
     if (!g) goto out;
     if (dist.world > 1) {
         char desc[RT_DIST_DESC_MAX];
@@ -372,7 +372,7 @@ int cmd_step(int argc, char **argv) {
     double *vals[2] = {NULL, NULL};
     void **grads = NULL;
     stg_err err;
-    int rc = 1;
+    int rc = g ? 1 : 2; // a model that does not load is bad input
     if (!g) goto out;
     int tok = graph_find_tensor(g, "tokens"), tgt = graph_find_tensor(g, "targets"), logits = graph_find_tensor(g, "logits");
     if (tok < 0 || tgt < 0) {

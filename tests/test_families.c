@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "planner/formula.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
 #include "runtime/exec.h"
@@ -208,6 +209,73 @@ static void test_tied_gradient_is_the_sum(void **state) {
     }
 }
 
+// ---- the memory formula ---------------------------------------------------------------------------
+
+// The closed form covers the families: its parameter count is the graph's (tied heads counted once,
+// GQA's narrower k and v, GPT-2's positions and biases), and its per-layer saved activations follow
+// the family's list; a model of another shape with the CS336 dims gets no formula, with the reason.
+static void test_formula_families(void **state) {
+    static const struct {
+        const char *model;
+        stg_precision prec;
+        const char *sets[4];
+        int nsets;
+        int64_t params, per_layer;
+    } c[] = {
+        // N = 4096 tokens; GPT-2 124M: (8ND + 2NF) a + (4N + BHS) s, D 768, F 3072, H 12, S 1024
+        {"gpt2/124M.yaml", STG_PREC_FP32, {"fused_head=off"}, 1, 124439808,
+         (8LL * 4096 * 768 + 2LL * 4096 * 3072) * 4 + (4LL * 4096 + 4LL * 12 * 1024) * 4},
+        // Llama 3.1-8B bf16: (6ND + 2N Dkv + 3NF) a + (2N + BHS) s, D 4096, Dkv 1024, F 14336, H 32, S 4096
+        {"llama3/8B.yaml", STG_PREC_BF16, {"fused_head=on"}, 1, 8030261248LL,
+         (6LL * 4096 * 4096 + 2LL * 4096 * 1024 + 3LL * 4096 * 14336) * 2 + (2LL * 4096 + 32LL * 4096) * 4},
+        // Llama 3.2-1B, tied head
+        {"llama3/1B.yaml", STG_PREC_BF16, {"fused_head=on"}, 1, 1235814400LL,
+         (6LL * 4096 * 2048 + 2LL * 4096 * 512 + 3LL * 4096 * 8192) * 2 + (2LL * 4096 + 32LL * 4096) * 4},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/models/%s", STG_SOURCE_DIR, c[i].model);
+        stg_step_opts o = rig_opts(path, c[i].prec, c[i].sets, c[i].nsets);
+        o.no_plan = true;
+        stg_step *s = rig_step(&o);
+        stg_formula f;
+        stg_err err;
+        if (formula_compute(s->g, true, &f, &err)) fail_msg("%s", err.msg);
+        if (!f.available) fail_msg("%s: no formula: %s", c[i].model, f.reason);
+        assert_int_equal(f.params, c[i].params);
+        assert_int_equal(f.params, graph_param_count(s->g));
+        assert_int_equal(f.activation_per_layer, c[i].per_layer);
+        int64_t sum = 0;
+        for (int k = 0; k < f.nterms; k++)
+            if (strcmp(f.terms[k].name, "activation per layer") != 0) sum += f.terms[k].bytes;
+        assert_int_equal(sum, f.total);
+        stg_step_free(s);
+    }
+    // the CS336 dims on another architecture: no formula, and why
+    char path[400];
+    snprintf(path, sizeof path, "%s/other.yaml", dir);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs("dims: {vocab: 50, d_model: 16, d_ff: 32, n_layers: 1, n_heads: 2, batch: 2, ctx: 4}\n"
+          "options: {attention: [flash, naive]}\n"
+          "inputs: {tokens: [batch, ctx, i32], targets: [batch, ctx, i32]}\n"
+          "graph:\n"
+          "  - param wte [vocab, d_model] init=normal std=0.02\n"
+          "  - loss = cross_entropy(linear(embedding(tokens, wte), wte), targets)\n"
+          "loss: loss\n",
+          fp);
+    assert_int_equal(fclose(fp), 0);
+    stg_step_opts o = rig_opts(path, STG_PREC_FP32, NULL, 0);
+    o.no_plan = true;
+    stg_step *s = rig_step(&o);
+    stg_formula f;
+    stg_err err;
+    assert_int_equal(formula_compute(s->g, true, &f, &err), 0);
+    assert_false(f.available);
+    assert_non_null(strstr(f.reason, "the model's 800 parameters are not the closed form's"));
+    stg_step_free(s);
+}
+
 // ---- bad input ------------------------------------------------------------------------------------
 
 static void expect_bad(const char *args, const char *needle) {
@@ -268,6 +336,7 @@ int main(void) {
         cmocka_unit_test(test_parameter_counts),
         cmocka_unit_test(test_tied_one_state),
         cmocka_unit_test(test_tied_gradient_is_the_sum),
+        cmocka_unit_test(test_formula_families),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -20,6 +20,7 @@ rt_train_cfg rt_train_defaults(void) {
     c.val_batches = 4;
     c.markov_k = 4;
     c.keep = 2;
+    c.doc_sep = -1;
     return c;
 }
 
@@ -28,6 +29,10 @@ rt_train_cfg rt_train_defaults(void) {
 
 struct rt_feed {
     int in_a, in_t;     // tensor ids: tokens (or x) and targets
+    int in_d;           // docs (document starts), or -1
+    int64_t doc_sep;    // the separator token (rt_feed_docs), or -1: every row one document
+    bool loss_mask;     // targets of separators -> -1
+    int32_t *d;         // host staging of docs (this rank's rows)
     bool toy;
     int64_t batch, ctx, vocab, features;
     rt_tokens *tokens;
@@ -45,6 +50,8 @@ int rt_feed_new(const stg_graph *g, const char *data_path, int markov_k, uint64_
     f->world = 1;
     f->in_a = graph_find_tensor(g, "tokens");
     f->in_t = graph_find_tensor(g, "targets");
+    f->in_d = graph_find_tensor(g, "docs");
+    f->doc_sep = -1;
     if (f->in_a < 0) {
         f->in_a = graph_find_tensor(g, "x");
         f->toy = true;
@@ -69,9 +76,18 @@ int rt_feed_new(const stg_graph *g, const char *data_path, int markov_k, uint64_
             rt_feed_free(f);
             return stg_errf(err, "a token model needs a 'vocab' dim");
         }
+        if (f->in_d >= 0) {
+            const stg_tensor *d = &g->t[f->in_d];
+            if (d->cls != STG_CLASS_INPUT || d->ndim != 2 || d->dtype != STG_I32 || d->shape[0] != f->batch ||
+                d->shape[1] != f->ctx) {
+                rt_feed_free(f);
+                return stg_errf(err, "input 'docs' must be [batch, ctx, i32] like 'tokens'");
+            }
+            f->d = stg_calloc((size_t)(f->batch * f->ctx), sizeof(int32_t), err);
+        }
         f->a = stg_malloc(sizeof(int32_t) * (size_t)(f->batch * f->ctx), err);
         f->b = stg_malloc(sizeof(int32_t) * (size_t)(f->batch * f->ctx), err);
-        if (!f->a || !f->b) rc = -1;
+        if (!f->a || !f->b || (f->in_d >= 0 && !f->d)) rc = -1;
         else if (data_path) rc = rt_tokens_open(data_path, f->vocab, &f->tokens, err);
         else if (!(f->markov = rt_markov_new(f->vocab, markov_k, data_seed, RT_MARKOV_UNIFORM, err))) rc = -1;
     } else {
@@ -107,8 +123,20 @@ void rt_feed_free(rt_feed *f) {
     rt_toy_free(f->toyd);
     free(f->a);
     free(f->b);
+    free(f->d);
     free(f->x);
     free(f);
+}
+
+int rt_feed_docs(rt_feed *f, int64_t sep, bool loss_mask, stg_err *err) {
+    if (f->toy || f->in_d < 0)
+        return stg_errf(err, "packed documents need a model with an input 'docs' [batch, ctx, i32] read by its attention "
+                             "(models/cs336/lm.yaml: --set docs=on)");
+    if (sep < 0 || sep >= f->vocab)
+        return stg_errf(err, "the document separator %lld is outside the vocabulary [0, %lld)", (long long)sep, (long long)f->vocab);
+    f->doc_sep = sep;
+    f->loss_mask = loss_mask;
+    return 0;
 }
 
 double rt_feed_floor(const rt_feed *f) { return f->markov ? rt_markov_entropy(f->markov) : NAN; }
@@ -159,6 +187,20 @@ int rt_feed_next(rt_feed *f, rt_exec *e, rt_rng *rng, stg_err *err) {
     int r = f->tokens ? rt_tokens_batch(f->tokens, rng, rows, f->ctx, f->a, f->b, err)
                       : rt_markov_batch(f->markov, rng, rows, f->ctx, f->a, f->b, err);
     if (r) return -1;
+    if (f->in_d >= 0) { // this rank's rows: document starts, and (loss_mask) separators' targets ignored
+        for (int64_t i = 0; i < f->batch; i++) {
+            const int32_t *tok = f->a + (r0 + i) * f->ctx;
+            int32_t *tgt = f->b + (r0 + i) * f->ctx, *d = f->d + i * f->ctx, start = 0;
+            for (int64_t p = 0; p < f->ctx; p++) {
+                d[p] = start;
+                if (f->doc_sep >= 0 && tok[p] == f->doc_sep) {
+                    start = (int32_t)p + 1;
+                    if (f->loss_mask) tgt[p] = -1;
+                }
+            }
+        }
+        if (rt_exec_write(e, f->in_d, f->d, sizeof(int32_t) * n, err)) return -1;
+    }
     if (rt_exec_write(e, f->in_a, f->a + r0 * f->ctx, sizeof(int32_t) * n, err)) return -1;
     return rt_exec_write(e, f->in_t, f->b + r0 * f->ctx, sizeof(int32_t) * n, err);
 }
@@ -212,6 +254,9 @@ int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, 
     int nq = 0;
     if (rt_feed_new(g, cfg->data, cfg->markov_k, cfg->seed ^ 0x5eedda7aULL, &feed, err)) goto out;
     if (cfg->val && rt_feed_new(g, cfg->val, cfg->markov_k, cfg->seed ^ 0x5eedda7aULL, &vfeed, err)) goto out;
+    if (cfg->doc_sep >= 0 && (rt_feed_docs(feed, cfg->doc_sep, cfg->doc_loss_mask, err) ||
+                              (vfeed && rt_feed_docs(vfeed, cfg->doc_sep, cfg->doc_loss_mask, err))))
+        goto out;
     int world = cfg->world > 1 ? cfg->world : 1;
     bool lead = world == 1 || cfg->rank == 0; // writes the log and the checkpoints
     if (world > 1 && rt_feed_shard(feed, cfg->rank, world, err)) goto out;

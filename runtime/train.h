@@ -27,6 +27,8 @@ typedef struct rt_train_cfg {
     int rank, world;          // data parallel: this process's share of every batch; only rank 0
                               // writes logs and checkpoints (world 0 or 1: one process)
     struct rt_dist *dist;     // data parallel: the group (checkpoints with ZeRO-1 gather over it)
+    int64_t doc_sep;          // packed documents: this token ends a document (rt_feed_docs); -1: none
+    bool doc_loss_mask;       // with doc_sep: targets that cross a boundary are ignored by the loss
 } rt_train_cfg;
 
 // An existing non-empty log: a fresh run refuses it (RT_LOG_NEW, the default: it would be lost),
@@ -59,7 +61,8 @@ typedef struct rt_train_result {
 
 int rt_train(rt_exec *e, const rt_train_cfg *cfg, rt_progress_fn cb, void *ctx, rt_train_result *res, stg_err *err);
 
-// One batch source for a graph: finds the inputs (tokens/targets or x/targets), draws batches.
+// One batch source for a graph: finds the inputs (tokens/targets or x/targets, and docs when the
+// model has it: each position's document start, 0s unless rt_feed_docs), draws batches.
 typedef struct rt_feed rt_feed;
 int rt_feed_new(const stg_graph *g, const char *data_path, int markov_k, uint64_t data_seed, rt_feed **out, stg_err *err);
 void rt_feed_free(rt_feed *f);
@@ -69,6 +72,13 @@ int rt_feed_next(rt_feed *f, rt_exec *e, rt_rng *rng, stg_err *err);
 // the batch one process with world x batch rows would.
 int rt_feed_shard(rt_feed *f, int rank, int world, stg_err *err);
 double rt_feed_floor(const rt_feed *f); // entropy of the synthetic source, NAN otherwise
+// Packed documents: every row (a window of the token stream, full, no padding) is cut into documents
+// after each token `sep` (the separator ends its document), and the model's docs input gets each
+// position's document start (a row starts a document: its first tokens may continue one that began
+// before it). loss_mask: the target of a separator (the next document's first token) is -1, which
+// cross_entropy ignores. Errors: the model has no docs input [batch, ctx, i32]; sep outside
+// [0, vocab).
+int rt_feed_docs(rt_feed *f, int64_t sep, bool loss_mask, stg_err *err);
 int64_t rt_feed_tokens_per_batch(const rt_feed *f);
 
 #endif

@@ -1,6 +1,6 @@
 // The CUDA kernels against the CPU reference: every op kind, run through cuda_op_run on a tiny
 // one-op graph, in fp32 and bf16, at the sizes users run (d_model 1600 and 2560, vocab 10000,
-// head_dim 64 and 80, ctx 200 and 1024, 25 heads). Inputs are fresh random values (never zeros),
+// head_dim 64 and 80, ctx 200 and 1024, 25 heads; grouped-query attention and packed documents). Inputs are fresh random values (never zeros),
 // outputs are poisoned (0xFF bytes: NaN) before each run, and the result is compared by
 // max |gpu - cpu| / max |cpu| (fp32 < 1e-5, bf16 < 2e-2; NaN fails). Each case also runs in place
 // where the registry allows it, a second time (bitwise equal), and replayed from a captured CUDA
@@ -83,7 +83,9 @@ enum {
     G_SCHED,   // schedule state [p steps done, lr 0.5]
     G_LSE,     // log-sum-exp of each row of input 0 (cross-entropy backward)
     G_ATT_O,   // attention output of inputs 0..2 (attention backward)
-    G_ATT_LSE, // attention log-sum-exp of inputs 0..2
+    G_ATT_LSE, // attention log-sum-exp of inputs 0..2 (and the docs input 6 when there)
+    G_DOCS,    // packed documents (B, S): each position's document start, lengths 1 .. 2p (seeded by p)
+    G_TOK_IGN, // integers in [0, p), a quarter of them -1 (ignored targets); p < 0: all -1
 };
 
 typedef struct {
@@ -146,6 +148,21 @@ static void from_dev_bytes(const stg_tensor *t, const void *src, float *dst) {
         memcpy(dst, src, (size_t)n * 4);
 }
 
+// Document starts (B, S) of rows packed with documents of random lengths 1 .. 2 mean (the same for the
+// same arguments: the attention backward's o and lse are made before its docs input).
+static void docs_fill(int32_t *d, int64_t B, int64_t S, double mean) {
+    uint64_t r = 0x853c49e6748fea9bull ^ (uint64_t)(mean * 1000);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t s = 0, start = 0, end = 0; s < S; s++) {
+            if (s == end) {
+                r = r * 6364136223846793005ull + 1442695040888963407ull;
+                start = s;
+                end = s + 1 + (int64_t)((r >> 33) % (uint64_t)(2 * mean));
+            }
+            d[b * S + s] = (int32_t)start;
+        }
+}
+
 static void gen_input(const op_case *oc, const stg_graph *g, int op, int i, float **host) {
     const in_spec *s = &oc->in[i];
     const stg_tensor *t = &g->t[g->ops[op].in[i]];
@@ -168,6 +185,10 @@ static void gen_input(const op_case *oc, const stg_graph *g, int op, int i, floa
         break;
     }
     case G_UNIT: for (int64_t k = 0; k < n; k++) h[k] = (float)urand(); break;
+    case G_DOCS: docs_fill(hi, t->shape[0], t->shape[1], s->p); break;
+    case G_TOK_IGN:
+        for (int64_t k = 0; k < n; k++) hi[k] = s->p < 0 || urand() < 0.25 ? -1 : (int32_t)(urand() * s->p);
+        break;
     case G_SCHED:
         h[0] = (float)s->p;
         h[1] = 0.5f;
@@ -188,15 +209,21 @@ static void gen_input(const op_case *oc, const stg_graph *g, int op, int i, floa
     case G_ATT_LSE: {
         const stg_op *o = &g->ops[op];
         const stg_tensor *q = &g->t[o->in[0]];
-        int64_t B = q->shape[0], S = q->shape[1], H = q->shape[2], Dh = q->shape[3];
+        int64_t B = q->shape[0], S = q->shape[1], H = q->shape[2], Dh = q->shape[3], Hkv = g->t[o->in[1]].shape[2];
         float *ob = malloc(sizeof(float) * (size_t)stg_numel(q)), *lb = malloc(sizeof(float) * (size_t)(B * H * S));
+        int32_t *docs = NULL;
+        if (o->n_in > 6) { // the backward's docs input, as G_DOCS will make it
+            docs = malloc(sizeof(int32_t) * (size_t)(B * S));
+            docs_fill(docs, B, S, oc->in[6].p);
+        }
         stg_err err = {{0}};
         size_t sb = cpu_attention_fwd_scratch_f32(B, S, H, Dh);
         void *scr = sb ? malloc(sb) : NULL;
-        if (cpu_attention_fwd_f32(host[o->in[0]], host[o->in[1]], host[o->in[2]], NULL, ob, lb, B, S, H, H, Dh,
+        if (cpu_attention_fwd_f32(host[o->in[0]], host[o->in[1]], host[o->in[2]], docs, ob, lb, B, S, H, Hkv, Dh,
                                   o->a.attention.scale, scr, sb, &err))
             fail_msg("cpu attention: %s", err.msg);
         free(scr);
+        free(docs);
         memcpy(h, s->gen == G_ATT_O ? ob : lb, (size_t)n * sizeof(float));
         free(ob);
         free(lb);
@@ -660,6 +687,68 @@ static void test_matmul_attention(void **state) {
     run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
+// Grouped-query attention (k, v of fewer heads: 4:1 and 8:1, head dims 64, 80, 128, S not a multiple
+// of 64) and packed documents (docs: document starts, tiles skipped by the kernels), forward and
+// backward, against the CPU reference; repeat_kv and its backward.
+#define QKV(B, S, H, HK, D) ACT(G_NORMAL, 1, B, S, H, D), ACT(G_NORMAL, 1, B, S, HK, D), ACT(G_NORMAL, 1, B, S, HK, D)
+#define ATT_BWD_IN(B, S, H, HK, D)                                                                               \
+    QKV(B, S, H, HK, D), ACT(G_ATT_O, 0, B, S, H, D), GRD(G_ATT_LSE, 0, B, H, S), ACT(G_NORMAL, 1, B, S, H, D)
+static void test_attention_gqa(void **state) {
+    (void)state;
+    stg_attrs at = attrs0(), rk = attrs0();
+    rk.repeat_kv.n = 4;
+    const op_case cases[] = {
+        {"attention gqa 4:1 (2, 200, 8/2, 64)", STG_OP_ATTENTION, 3, {QKV(2, 200, 8, 2, 64)}, at},
+        {"attention gqa 8:1 (1, 300, 8/1, 128)", STG_OP_ATTENTION, 3, {QKV(1, 300, 8, 1, 128)}, at},
+        {"attention gqa 4:1 (1, 260, 8/2, 80)", STG_OP_ATTENTION, 3, {QKV(1, 260, 8, 2, 80)}, at},
+        {"attention gqa 8:1 (1, 77, 8/1, 64)", STG_OP_ATTENTION, 3, {QKV(1, 77, 8, 1, 64)}, at},
+        {"attention_bwd gqa 4:1 (2, 200, 8/2, 64)", STG_OP_ATTENTION_BWD, 6, {ATT_BWD_IN(2, 200, 8, 2, 64)}, at},
+        {"attention_bwd gqa 8:1 (1, 300, 8/1, 128)", STG_OP_ATTENTION_BWD, 6, {ATT_BWD_IN(1, 300, 8, 1, 128)}, at},
+        {"attention_bwd gqa 4:1 (1, 260, 8/2, 80)", STG_OP_ATTENTION_BWD, 6, {ATT_BWD_IN(1, 260, 8, 2, 80)}, at},
+        {"attention docs (2, 300, 4, 64)", STG_OP_ATTENTION, 4, {QKV(2, 300, 4, 4, 64), I32(G_DOCS, 40, 2, 300)}, at},
+        {"attention docs gqa 4:1 (1, 1024, 8/2, 128)", STG_OP_ATTENTION, 4,
+         {QKV(1, 1024, 8, 2, 128), I32(G_DOCS, 100, 1, 1024)}, at},
+        {"attention docs gqa 4:1 (1, 333, 8/2, 80)", STG_OP_ATTENTION, 4, {QKV(1, 333, 8, 2, 80), I32(G_DOCS, 30, 1, 333)}, at},
+        {"attention_bwd docs (2, 300, 4, 64)", STG_OP_ATTENTION_BWD, 7, {ATT_BWD_IN(2, 300, 4, 4, 64), I32(G_DOCS, 40, 2, 300)}, at},
+        {"attention_bwd docs gqa 4:1 (1, 1024, 8/2, 128)", STG_OP_ATTENTION_BWD, 7,
+         {ATT_BWD_IN(1, 1024, 8, 2, 128), I32(G_DOCS, 100, 1, 1024)}, at},
+        {"attention_bwd docs gqa 8:1 (1, 333, 8/1, 64)", STG_OP_ATTENTION_BWD, 7,
+         {ATT_BWD_IN(1, 333, 8, 1, 64), I32(G_DOCS, 30, 1, 333)}, at},
+        {"attention_bwd docs gqa 4:1 (1, 333, 8/2, 80)", STG_OP_ATTENTION_BWD, 7,
+         {ATT_BWD_IN(1, 333, 8, 2, 80), I32(G_DOCS, 30, 1, 333)}, at},
+        {"repeat_kv (2, 200, 2, 64) n 4", STG_OP_REPEAT_KV, 1, {ACT(G_NORMAL, 1, 2, 200, 2, 64)}, rk},
+        {"repeat_kv_bwd (2, 200, 8, 80) n 4", STG_OP_REPEAT_KV_BWD, 1, {ACT(G_NORMAL, 1, 2, 200, 8, 80)}, rk},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+// Cross-entropy with ignored targets (-1: --doc-loss-mask), also every row ignored (loss 0).
+static void test_loss_ignore(void **state) {
+    (void)state;
+    const op_case cases[] = {
+        {"cross_entropy ignore (2, 100, 10000)", STG_OP_CROSS_ENTROPY, 2,
+         {ACT(G_NORMAL, 3, 2, 100, 10000), I32(G_TOK_IGN, 10000, 2, 100)}, attrs0()},
+        {"cross_entropy_bwd ignore (2, 100, 10000)", STG_OP_CROSS_ENTROPY_BWD, 3,
+         {ACT(G_NORMAL, 3, 2, 100, 10000), I32(G_TOK_IGN, 10000, 2, 100), GRD(G_LSE, 0, 2, 100)}, attrs0()},
+        {"cross_entropy all ignored (7, 333)", STG_OP_CROSS_ENTROPY, 2, {ACT(G_NORMAL, 3, 7, 333), I32(G_TOK_IGN, -1, 7)}, attrs0()},
+        {"cross_entropy_bwd all ignored (7, 333)", STG_OP_CROSS_ENTROPY_BWD, 3,
+         {ACT(G_NORMAL, 3, 7, 333), I32(G_TOK_IGN, -1, 7), GRD(G_LSE, 0, 7)}, attrs0()},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
+// One small case of each new kernel path, for compute-sanitizer (racecheck is slow).
+static void test_attention_gqa_small(void **state) {
+    (void)state;
+    stg_attrs at = attrs0();
+    const op_case cases[] = {
+        {"attention docs gqa 4:1 (1, 130, 4/1, 64)", STG_OP_ATTENTION, 4, {QKV(1, 130, 4, 1, 64), I32(G_DOCS, 20, 1, 130)}, at},
+        {"attention_bwd docs gqa 4:1 (1, 130, 4/1, 64)", STG_OP_ATTENTION_BWD, 7,
+         {ATT_BWD_IN(1, 130, 4, 1, 64), I32(G_DOCS, 20, 1, 130)}, at},
+    };
+    run_cases(cases, sizeof cases / sizeof cases[0]);
+}
+
 // ---- the optimizer: lr_schedule, global_norm and multi-tensor AdamW together -------------------
 
 #define NP 5
@@ -876,7 +965,12 @@ int main(void) {
         cmocka_unit_test(test_optimizer_fp32),
         cmocka_unit_test(test_optimizer_bf16_master),
         cmocka_unit_test(test_matmul_attention),
+        cmocka_unit_test(test_attention_gqa),
+        cmocka_unit_test(test_attention_gqa_small),
+        cmocka_unit_test(test_loss_ignore),
     };
+    // STG_TEST_FILTER: run only the tests matching this cmocka pattern (compute-sanitizer runs)
+    if (getenv("STG_TEST_FILTER")) cmocka_set_test_filter(getenv("STG_TEST_FILTER"));
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cuda_free(ctx);
     return rc;

@@ -5,17 +5,23 @@
 // deterministic backward; head dims that are multiples of 8 but not 16 are padded with zeros to the
 // next multiple of 16 inside the kernels). f32 storage runs the CUDA-core kernels described here.
 //
-// Layout (B, S, H, Dh) for q, k, v, o, do, dq, dk, dv: head h of token s of batch b starts at
-// ((b S + s) H + h) Dh. lse (B, H, S) f32. scale = attrs scale, or 1/sqrt(Dh) when 0.
+// Layout (B, S, H, Dh) for q, o, do, dq and (B, S, Hkv, Dh) for k, v, dk, dv (H = G Hkv: grouped-query
+// attention, query head h reads kv head h / G): head h of token s of batch b starts at
+// ((b S + s) H + h) Dh. lse (B, H, S) f32. scale = attrs scale, or 1/sqrt(Dh) when 0. Optional docs
+// (B, S) i32: packed documents, query s sees keys docs[b][s] .. s. Every kernel works on the S G
+// "rows" of a kv head (position R / G of query head hk G + R % G; ops/attention/rows.cuh), so a K/V
+// tile load serves the whole group, and starts its key loop at the first tile a document makes
+// visible (the backward's key-tile blocks stop where the last document touching their keys ends).
 //
-// Forward: one block per (64 queries, head, batch) keeps its queries in shared memory and streams
+// Forward: one block per (64 rows, kv head, batch) keeps its queries in shared memory and streams
 // over the key tiles up to the diagonal with a running row max and sum (the S x S scores are never
 // stored), then writes o and lse = log sum_j exp(scale q_i k_j).
 // Backward, three launches, no atomics (replay is bitwise equal to eager launch):
 //   1. D_i = do_i . o_i into the scratch (B, H, S) f32;
-//   2. one block per key tile loops over the query tiles at and below the diagonal and accumulates
-//      dk_j = scale sum_i ds_ij q_i and dv_j = sum_i p_ij do_i in registers;
-//   3. one block per query tile loops over the key tiles up to the diagonal and accumulates
+//   2. one block per key tile of a kv head loops over the row tiles (every query head of its group)
+//      at and below the diagonal and accumulates dk_j = scale sum_i ds_ij q_i and dv_j = sum_i p_ij do_i
+//      in registers;
+//   3. one block per row tile loops over the key tiles up to the diagonal and accumulates
 //      dq_i = scale sum_j ds_ij k_j.
 //   with p_ij = exp(scale q_i k_j - lse_i), ds_ij = p_ij (do_i . v_j - D_i).
 // Tiles are 64 x 64 with 256 threads; each thread holds a 4 x 4 block of scores (rows ty + 16a,
@@ -26,6 +32,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "ops/attention/rows.cuh"
 #include "ops/cuda/internal.h"
 #ifdef STG_ATT_WGMMA
 #include "ops/attention/sm90a/attention_wgmma.h"
@@ -82,6 +89,26 @@ __device__ void att_load_tile(float *sh, const T *base, int64_t stride, int rows
     }
 }
 
+// sh (64, DP + 1) <- rows R0 .. R0 + 63 of a group (ops/attention/rows.cuh; row R at
+// base + att_row_off(R)), those at and past RN and dims past D zero.
+template <typename T, int DP>
+__device__ void att_load_rows(float *sh, const T *base, int64_t stride, int G, int D, int R0, int RN) {
+    constexpr int NC8 = DP / 8, LD = DP + 1;
+    for (int idx = threadIdx.x; idx < ATT_BQ * NC8; idx += ATT_NT) {
+        int r = idx / NC8, c = (idx % NC8) * 8;
+        float v[8];
+        if (R0 + r < RN && c < D) {
+            att_load8(base + att_row_off(R0 + r, G, stride, D) + c, v);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = 0.0f;
+        }
+        float *dst = sh + r * LD + c;
+#pragma unroll
+        for (int e = 0; e < 8; e++) dst[e] = v[e];
+    }
+}
+
 // acc[a][b] = sum_d A[ty + 16a][d] B[tx + 16b][d] over the (64, DP + 1) tiles A and B.
 template <int DP>
 __device__ __forceinline__ void att_dot_tile(const float *A, const float *B, int ty, int tx, float acc[4][4]) {
@@ -123,38 +150,48 @@ static size_t att_fwd_smem(void) {
     return sizeof(float) * (3 * ATT_BQ * (DP + 1) + ATT_BQ * ATT_SLD + 3 * ATT_BQ);
 }
 
-// q, k, v (B, S, H, D) -> o (B, S, H, D), lse (B, H, S). Grid (query tiles, H, B).
+// q (B, S, H, D), k, v (B, S, H / G, D) [, docs (B, S)] -> o (B, S, H, D), lse (B, H, S).
+// Grid (tiles of 64 of the S G rows, H / G, B).
 template <typename T, int DP>
 __global__ void __launch_bounds__(ATT_NT) att_fwd_kernel(const T *__restrict__ q, const T *__restrict__ k,
-                                                         const T *__restrict__ v, T *__restrict__ o,
-                                                         float *__restrict__ lse, int S, int H, int D, float scale2) {
+                                                         const T *__restrict__ v, const int *__restrict__ docs,
+                                                         T *__restrict__ o, float *__restrict__ lse, int S, int H, int G,
+                                                         int D, float scale2) {
     constexpr int LD = DP + 1, NC = DP / 16;
     extern __shared__ float sm[];
     float *Qs = sm, *Ks = Qs + ATT_BQ * LD, *Vs = Ks + ATT_BK * LD, *Ss = Vs + ATT_BK * LD;
     float *m_s = Ss + ATT_BQ * ATT_SLD, *l_s = m_s + ATT_BQ, *a_s = l_s + ATT_BQ;
     const int qt = gridDim.x - 1 - blockIdx.x; // the longest rows first
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int hk = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16, warp = tid / 32, lane = tid % 32;
-    const int q0 = qt * ATT_BQ;
-    const int64_t stride = (int64_t)H * D;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D; // token 0 of this head
+    const int R0 = qt * ATT_BQ, RN = S * G;
+    const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
+    const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D; // row 0 of the group
+    const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D; // token 0 of the kv head
+    const int *dc = docs ? docs + (int64_t)b * S : nullptr;
 
-    att_load_tile<T, DP>(Qs, q + head0 + q0 * stride, stride, S - q0, D);
+    att_load_rows<T, DP>(Qs, q + qhead0, qstride, G, D, R0, RN);
     if (tid < ATT_BQ) {
         m_s[tid] = -INFINITY;
         l_s[tid] = 0.0f;
     }
     float acc_o[4][NC];
+    int pos[4], first[4]; // this thread's rows: position and first visible key
 #pragma unroll
-    for (int a = 0; a < 4; a++)
+    for (int a = 0; a < 4; a++) {
+        const int R = R0 + ty + 16 * a;
+        pos[a] = R < RN ? R / G : -1; // rows past the end see no key
+        first[a] = R < RN ? att_doc0(dc, pos[a]) : 0;
 #pragma unroll
         for (int c = 0; c < NC; c++) acc_o[a][c] = 0.0f;
+    }
 
-    const int last = min(q0 + ATT_BQ, S) - 1; // the last query of the tile
-    for (int k0 = 0; k0 <= last; k0 += ATT_BK) {
+    const int last = (min(R0 + ATT_BQ, RN) - 1) / G;                   // the last position of the tile
+    const int kfirst = att_doc0(dc, R0 / G) / ATT_BK * ATT_BK;          // the first key tile visible
+    for (int k0 = kfirst; k0 <= last; k0 += ATT_BK) {
         __syncthreads(); // the previous tile's K, V and P are consumed
-        att_load_tile<T, DP>(Ks, k + head0 + k0 * stride, stride, S - k0, D);
-        att_load_tile<T, DP>(Vs, v + head0 + k0 * stride, stride, S - k0, D);
+        att_load_tile<T, DP>(Ks, k + khead0 + k0 * kstride, kstride, S - k0, D);
+        att_load_tile<T, DP>(Vs, v + khead0 + k0 * kstride, kstride, S - k0, D);
         __syncthreads();
         float s[4][4];
         att_dot_tile<DP>(Qs, Ks, ty, tx, s);
@@ -162,8 +199,9 @@ __global__ void __launch_bounds__(ATT_NT) att_fwd_kernel(const T *__restrict__ q
         for (int a = 0; a < 4; a++)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                int qi = q0 + ty + 16 * a, kj = k0 + tx + 16 * c;
-                Ss[(ty + 16 * a) * ATT_SLD + tx + 16 * c] = kj <= qi && kj < S ? s[a][c] * scale2 : -INFINITY;
+                int kj = k0 + tx + 16 * c;
+                Ss[(ty + 16 * a) * ATT_SLD + tx + 16 * c] =
+                    kj <= pos[a] && kj >= first[a] && kj < S ? s[a][c] * scale2 : -INFINITY;
             }
         __syncthreads();
         // Row statistics: warp w owns rows 8w .. 8w + 7.
@@ -207,16 +245,16 @@ __global__ void __launch_bounds__(ATT_NT) att_fwd_kernel(const T *__restrict__ q
     }
 #pragma unroll
     for (int a = 0; a < 4; a++) {
-        int r = ty + 16 * a, qi = q0 + r;
-        if (qi >= S) continue;
+        int r = ty + 16 * a, R = R0 + r;
+        if (R >= RN) continue;
         float l = l_s[r], inv = 1.0f / l;
-        T *orow = o + head0 + qi * stride;
+        T *orow = o + qhead0 + att_row_off(R, G, qstride, D);
 #pragma unroll
         for (int c = 0; c < NC; c++) {
             int d = tx + 16 * c;
             if (d < D) att_store(orow + d, acc_o[a][c] * inv);
         }
-        if (tx == 0) lse[((int64_t)b * H + h) * S + qi] = (m_s[r] + log2f(l)) * (float)ATT_LN2;
+        if (tx == 0) lse[att_stat_idx(R, G, b, H, hk, S)] = (m_s[r] + log2f(l)) * (float)ATT_LN2;
     }
 }
 
@@ -247,44 +285,54 @@ __global__ void att_bwd_dot_kernel(const T *__restrict__ o, const T *__restrict_
 
 template <int DP>
 static size_t att_dkdv_smem(void) {
-    return sizeof(float) * (4 * ATT_BQ * (DP + 1) + 2 * ATT_BQ * ATT_SLD + 2 * ATT_BQ);
+    return sizeof(float) * (4 * ATT_BQ * (DP + 1) + 2 * ATT_BQ * ATT_SLD + 2 * ATT_BQ) + sizeof(int) * 2 * ATT_BQ;
 }
 
-// One block per (key tile, head, batch): dk, dv of its keys over every query at or after them.
+// One block per (key tile, kv head, batch): dk, dv of its keys over every row (query of the group's
+// heads) at or after them, up to the end of the last document that sees them.
 template <typename T, int DP>
 __global__ void __launch_bounds__(ATT_NT) att_dkdv_kernel(const T *__restrict__ q, const T *__restrict__ k,
-                                                          const T *__restrict__ v, const float *__restrict__ lse,
-                                                          const T *__restrict__ dout, const float *__restrict__ Dsum,
-                                                          T *__restrict__ dk, T *__restrict__ dv, int S, int H, int D,
-                                                          float scale, float scale2) {
+                                                          const T *__restrict__ v, const int *__restrict__ docs,
+                                                          const float *__restrict__ lse, const T *__restrict__ dout,
+                                                          const float *__restrict__ Dsum, T *__restrict__ dk,
+                                                          T *__restrict__ dv, int S, int H, int G, int D, float scale,
+                                                          float scale2) {
     constexpr int LD = DP + 1, NC = DP / 16;
     extern __shared__ float sm[];
     float *Ks = sm, *Vs = Ks + ATT_BK * LD, *Qs = Vs + ATT_BK * LD, *dOs = Qs + ATT_BQ * LD;
     float *Ps = dOs + ATT_BQ * LD, *dSs = Ps + ATT_BQ * ATT_SLD, *lse_s = dSs + ATT_BQ * ATT_SLD, *D_s = lse_s + ATT_BQ;
+    int *pos_s = (int *)(D_s + ATT_BQ), *first_s = pos_s + ATT_BQ; // per row: position (-1: none), first key
     const int kt = blockIdx.x; // the first key tiles see the most queries: launched first
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int hk = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
     const int k0 = kt * ATT_BK;
-    const int64_t stride = (int64_t)H * D;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D;
-    const int64_t row0 = ((int64_t)b * H + h) * S; // lse and Dsum of this head
+    const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
+    const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D;
+    const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
+    const int *dc = docs ? docs + (int64_t)b * S : nullptr;
 
-    att_load_tile<T, DP>(Ks, k + head0 + k0 * stride, stride, S - k0, D);
-    att_load_tile<T, DP>(Vs, v + head0 + k0 * stride, stride, S - k0, D);
+    att_load_tile<T, DP>(Ks, k + khead0 + k0 * kstride, kstride, S - k0, D);
+    att_load_tile<T, DP>(Vs, v + khead0 + k0 * kstride, kstride, S - k0, D);
+    const int RN = (att_doc_end_block<ATT_NT>(dc, S, min(k0 + ATT_BK, S) - 1) + 1) * G; // rows past RN see none of these keys
     float acc_k[4][NC], acc_v[4][NC];
 #pragma unroll
     for (int a = 0; a < 4; a++)
 #pragma unroll
         for (int c = 0; c < NC; c++) acc_k[a][c] = acc_v[a][c] = 0.0f;
 
-    for (int q0 = k0; q0 < S; q0 += ATT_BQ) {
-        __syncthreads(); // the previous query tile is consumed
-        att_load_tile<T, DP>(Qs, q + head0 + q0 * stride, stride, S - q0, D);
-        att_load_tile<T, DP>(dOs, dout + head0 + q0 * stride, stride, S - q0, D);
+    for (int R0 = k0 * G; R0 < RN; R0 += ATT_BQ) {
+        __syncthreads(); // the previous row tile is consumed
+        att_load_rows<T, DP>(Qs, q + qhead0, qstride, G, D, R0, RN);
+        att_load_rows<T, DP>(dOs, dout + qhead0, qstride, G, D, R0, RN);
         if (tid < ATT_BQ) {
-            bool in = q0 + tid < S;
-            lse_s[tid] = in ? lse[row0 + q0 + tid] * (float)ATT_LOG2E : 0.0f;
-            D_s[tid] = in ? Dsum[row0 + q0 + tid] : 0.0f;
+            const int R = R0 + tid;
+            const bool in = R < RN;
+            lse_s[tid] = in ? lse[att_stat_idx(R, G, b, H, hk, S)] * (float)ATT_LOG2E : 0.0f;
+            D_s[tid] = in ? Dsum[att_stat_idx(R, G, b, H, hk, S)] : 0.0f;
+            pos_s[tid] = in ? R / G : -1;
+        } else if (tid < 2 * ATT_BQ) {
+            const int R = R0 + tid - ATT_BQ;
+            first_s[tid - ATT_BQ] = R < RN ? att_doc0(dc, R / G) : 0;
         }
         __syncthreads();
         float s[4][4], dp[4][4];
@@ -294,8 +342,8 @@ __global__ void __launch_bounds__(ATT_NT) att_dkdv_kernel(const T *__restrict__ 
         for (int a = 0; a < 4; a++)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                int i = ty + 16 * a, j = tx + 16 * c, qi = q0 + i, kj = k0 + j;
-                float p = kj <= qi && qi < S && kj < S ? exp2f(s[a][c] * scale2 - lse_s[i]) : 0.0f;
+                int i = ty + 16 * a, j = tx + 16 * c, kj = k0 + j;
+                float p = kj <= pos_s[i] && kj >= first_s[i] && kj < S ? exp2f(s[a][c] * scale2 - lse_s[i]) : 0.0f;
                 Ps[i * ATT_SLD + j] = p;
                 dSs[i * ATT_SLD + j] = p * (dp[a][c] - D_s[i]);
             }
@@ -327,7 +375,7 @@ __global__ void __launch_bounds__(ATT_NT) att_dkdv_kernel(const T *__restrict__ 
     for (int a = 0; a < 4; a++) {
         int kj = k0 + ty + 16 * a;
         if (kj >= S) continue;
-        T *krow = dk + head0 + kj * stride, *vrow = dv + head0 + kj * stride;
+        T *krow = dk + khead0 + kj * kstride, *vrow = dv + khead0 + kj * kstride;
 #pragma unroll
         for (int c = 0; c < NC; c++) {
             int d = tx + 16 * c;
@@ -344,42 +392,51 @@ static size_t att_dq_smem(void) {
     return sizeof(float) * (4 * ATT_BQ * (DP + 1) + ATT_BQ * ATT_SLD + 2 * ATT_BQ);
 }
 
-// One block per (query tile, head, batch): dq of its queries over every key up to them.
+// One block per (64 rows, kv head, batch): dq of its rows over every key visible to them.
 template <typename T, int DP>
 __global__ void __launch_bounds__(ATT_NT) att_dq_kernel(const T *__restrict__ q, const T *__restrict__ k,
-                                                        const T *__restrict__ v, const float *__restrict__ lse,
-                                                        const T *__restrict__ dout, const float *__restrict__ Dsum,
-                                                        T *__restrict__ dq, int S, int H, int D, float scale, float scale2) {
+                                                        const T *__restrict__ v, const int *__restrict__ docs,
+                                                        const float *__restrict__ lse, const T *__restrict__ dout,
+                                                        const float *__restrict__ Dsum, T *__restrict__ dq, int S, int H,
+                                                        int G, int D, float scale, float scale2) {
     constexpr int LD = DP + 1, NC = DP / 16;
     extern __shared__ float sm[];
     float *Qs = sm, *dOs = Qs + ATT_BQ * LD, *Ks = dOs + ATT_BQ * LD, *Vs = Ks + ATT_BK * LD;
     float *dSs = Vs + ATT_BK * LD, *lse_s = dSs + ATT_BQ * ATT_SLD, *D_s = lse_s + ATT_BQ;
     const int qt = gridDim.x - 1 - blockIdx.x; // the longest rows first
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int hk = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
-    const int q0 = qt * ATT_BQ;
-    const int64_t stride = (int64_t)H * D;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D;
-    const int64_t row0 = ((int64_t)b * H + h) * S;
+    const int R0 = qt * ATT_BQ, RN = S * G;
+    const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
+    const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D;
+    const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
+    const int *dc = docs ? docs + (int64_t)b * S : nullptr;
 
-    att_load_tile<T, DP>(Qs, q + head0 + q0 * stride, stride, S - q0, D);
-    att_load_tile<T, DP>(dOs, dout + head0 + q0 * stride, stride, S - q0, D);
+    att_load_rows<T, DP>(Qs, q + qhead0, qstride, G, D, R0, RN);
+    att_load_rows<T, DP>(dOs, dout + qhead0, qstride, G, D, R0, RN);
     if (tid < ATT_BQ) {
-        bool in = q0 + tid < S;
-        lse_s[tid] = in ? lse[row0 + q0 + tid] * (float)ATT_LOG2E : 0.0f;
-        D_s[tid] = in ? Dsum[row0 + q0 + tid] : 0.0f;
+        const int R = R0 + tid;
+        const bool in = R < RN;
+        lse_s[tid] = in ? lse[att_stat_idx(R, G, b, H, hk, S)] * (float)ATT_LOG2E : 0.0f;
+        D_s[tid] = in ? Dsum[att_stat_idx(R, G, b, H, hk, S)] : 0.0f;
     }
     float acc_q[4][NC];
+    int pos[4], first[4]; // this thread's rows: position and first visible key
 #pragma unroll
-    for (int a = 0; a < 4; a++)
+    for (int a = 0; a < 4; a++) {
+        const int R = R0 + ty + 16 * a;
+        pos[a] = R < RN ? R / G : -1;
+        first[a] = R < RN ? att_doc0(dc, pos[a]) : 0;
 #pragma unroll
         for (int c = 0; c < NC; c++) acc_q[a][c] = 0.0f;
+    }
 
-    const int last = min(q0 + ATT_BQ, S) - 1;
-    for (int k0 = 0; k0 <= last; k0 += ATT_BK) {
+    const int last = (min(R0 + ATT_BQ, RN) - 1) / G;
+    const int kfirst = att_doc0(dc, R0 / G) / ATT_BK * ATT_BK;
+    for (int k0 = kfirst; k0 <= last; k0 += ATT_BK) {
         __syncthreads();
-        att_load_tile<T, DP>(Ks, k + head0 + k0 * stride, stride, S - k0, D);
-        att_load_tile<T, DP>(Vs, v + head0 + k0 * stride, stride, S - k0, D);
+        att_load_tile<T, DP>(Ks, k + khead0 + k0 * kstride, kstride, S - k0, D);
+        att_load_tile<T, DP>(Vs, v + khead0 + k0 * kstride, kstride, S - k0, D);
         __syncthreads();
         float s[4][4], dp[4][4];
         att_dot_tile<DP>(Qs, Ks, ty, tx, s);
@@ -388,8 +445,8 @@ __global__ void __launch_bounds__(ATT_NT) att_dq_kernel(const T *__restrict__ q,
         for (int a = 0; a < 4; a++)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                int i = ty + 16 * a, j = tx + 16 * c, qi = q0 + i, kj = k0 + j;
-                float p = kj <= qi && qi < S && kj < S ? exp2f(s[a][c] * scale2 - lse_s[i]) : 0.0f;
+                int i = ty + 16 * a, j = tx + 16 * c, kj = k0 + j;
+                float p = kj <= pos[a] && kj >= first[a] && kj < S ? exp2f(s[a][c] * scale2 - lse_s[i]) : 0.0f;
                 dSs[i * ATT_SLD + j] = p * (dp[a][c] - D_s[i]);
             }
         __syncthreads();
@@ -408,9 +465,9 @@ __global__ void __launch_bounds__(ATT_NT) att_dq_kernel(const T *__restrict__ q,
     }
 #pragma unroll
     for (int a = 0; a < 4; a++) {
-        int qi = q0 + ty + 16 * a;
-        if (qi >= S) continue;
-        T *row = dq + head0 + qi * stride;
+        const int R = R0 + ty + 16 * a;
+        if (R >= RN) continue;
+        T *row = dq + qhead0 + att_row_off(R, G, qstride, D);
 #pragma unroll
         for (int c = 0; c < NC; c++) {
             int d = tx + 16 * c;
@@ -422,26 +479,24 @@ __global__ void __launch_bounds__(ATT_NT) att_dq_kernel(const T *__restrict__ q,
 // ---- host side --------------------------------------------------------------------------------
 
 typedef struct att_shape {
-    int B, S, H, D, bf16;
+    int B, S, H, G, D, bf16; // G: query heads per kv head (H / Hkv)
     float scale;
+    const int *docs; // (B, S) document starts, or NULL
 } att_shape;
 
 // Shape, dtype and scale of an ATTENTION or ATTENTION_BWD op; checks what the kernels assume.
 static int att_shape_of(const stg_graph *g, int id, void *const *ptr, att_shape *sh, stg_err *err) {
     const stg_op *op = &g->ops[id];
-    const stg_tensor *q = &g->t[op->in[0]];
-    if (q->ndim != 4) return stg_errf_at(err, op->loc, "%s: '%s' must be (B, S, H, Dh)", ops_name(op->kind), q->name);
-    int lse_in = op->kind == STG_OP_ATTENTION_BWD ? 4 : -1;
-    const stg_tensor *kt = &g->t[op->in[1]];
-    if (kt->ndim != 4 || kt->shape[2] != q->shape[2])
-        return stg_errf_at(err, op->loc, "%s: grouped-query attention ('%s' has fewer heads than '%s') is not on CUDA yet",
-                           ops_name(op->kind), kt->name, q->name);
-    if (op->n_in > (op->kind == STG_OP_ATTENTION_BWD ? 6 : 3))
-        return stg_errf_at(err, op->loc, "%s: packed documents (docs) are not on CUDA yet", ops_name(op->kind));
+    const stg_tensor *q = &g->t[op->in[0]], *kt = &g->t[op->in[1]];
+    if (q->ndim != 4 || kt->ndim != 4)
+        return stg_errf_at(err, op->loc, "%s: '%s' and '%s' must be (B, S, H, Dh)", ops_name(op->kind), q->name, kt->name);
+    const bool bwd = op->kind == STG_OP_ATTENTION_BWD;
+    int lse_in = bwd ? 4 : -1, docs_in = bwd ? 6 : 3;
+    if (op->n_in <= docs_in) docs_in = -1;
     int bf16 = cuda_is_bf16(g, op, op->in[0], err);
     if (bf16 < 0) return -1;
     for (int i = 1; i < op->n_in; i++)
-        if (i != lse_in && cuda_same_float(g, op, op->in[i], op->in[0], err) < 0) return -1;
+        if (i != lse_in && i != docs_in && cuda_same_float(g, op, op->in[i], op->in[0], err) < 0) return -1;
     for (int i = 0; i < op->n_out; i++) {
         int t = op->out[i];
         if (op->kind == STG_OP_ATTENTION && i == 1) {
@@ -453,19 +508,32 @@ static int att_shape_of(const stg_graph *g, int id, void *const *ptr, att_shape 
     }
     if (lse_in >= 0 && g->t[op->in[lse_in]].dtype != STG_F32)
         return stg_errf_at(err, op->loc, "attention_bwd: log-sum-exp '%s' must be f32", g->t[op->in[lse_in]].name);
-    int64_t Dh = q->shape[3];
+    int64_t Dh = q->shape[3], Hkv = kt->shape[2];
     if (Dh <= 0 || Dh > 128 || Dh % 8)
         return stg_errf_at(err, op->loc, "%s: head dim %lld is not supported on CUDA (a multiple of 8 up to 128)",
                            ops_name(op->kind), (long long)Dh);
+    if (Hkv <= 0 || q->shape[2] % Hkv || kt->shape[0] != q->shape[0] || kt->shape[1] != q->shape[1] || kt->shape[3] != Dh)
+        return stg_errf_at(err, op->loc, "%s: '%s' does not match '%s' (query heads a multiple of kv heads)",
+                           ops_name(op->kind), kt->name, q->name);
     if (q->shape[0] > 65535 || q->shape[2] > 65535 || q->shape[1] > INT32_MAX / 2 ||
         q->shape[0] * q->shape[1] * q->shape[2] >= INT32_MAX)
         return stg_errf_at(err, op->loc, "%s: shape of '%s' too large for the CUDA kernel", ops_name(op->kind), q->name);
     for (int i = 0; i < op->n_in; i++)
-        if ((uintptr_t)ptr[op->in[i]] % 16)
+        if (i != docs_in && (uintptr_t)ptr[op->in[i]] % 16)
             return stg_errf_at(err, op->loc, "%s: '%s' is not 16-byte aligned", ops_name(op->kind), g->t[op->in[i]].name);
+    sh->docs = NULL;
+    if (docs_in >= 0) {
+        const stg_tensor *d = &g->t[op->in[docs_in]];
+        if (d->dtype != STG_I32 || d->ndim != 2 || d->shape[0] != q->shape[0] || d->shape[1] != q->shape[1])
+            return stg_errf_at(err, op->loc, "%s: docs '%s' must be i32 (B, S)", ops_name(op->kind), d->name);
+        if ((uintptr_t)ptr[op->in[docs_in]] % 4)
+            return stg_errf_at(err, op->loc, "%s: docs '%s' is not 4-byte aligned", ops_name(op->kind), d->name);
+        sh->docs = (const int *)ptr[op->in[docs_in]];
+    }
     sh->B = (int)q->shape[0];
     sh->S = (int)q->shape[1];
     sh->H = (int)q->shape[2];
+    sh->G = (int)(q->shape[2] / Hkv);
     sh->D = (int)Dh;
     sh->bf16 = bf16;
     double sc = op->a.attention.scale;
@@ -555,6 +623,20 @@ __device__ __forceinline__ void att_tc_load(att_bf16 *sh, const att_bf16 *base, 
     }
 }
 
+// sh (ROWS, DP + 8) <- rows R0 .. R0 + ROWS - 1 of a group (row R at base + att_row_off(R)); rows at
+// and past RN zero.
+template <int DP, int ROWS, int NT>
+__device__ __forceinline__ void att_tc_load_rows(att_bf16 *sh, const att_bf16 *base, int64_t stride, int G, int D, int R0,
+                                                 int RN) {
+    constexpr int NC8 = DP / 8, LDS = DP + 8;
+#pragma unroll
+    for (int idx = threadIdx.x; idx < ROWS * NC8; idx += NT) {
+        int r = idx / NC8, c = (idx % NC8) * 8;
+        bool ok = R0 + r < RN && c < D;
+        att_cp16(sh + r * LDS + c, base + (ok ? att_row_off(R0 + r, G, stride, D) + c : 0), ok);
+    }
+}
+
 // A fragment of rows [r0, r0 + 16), cols [c0, c0 + 16) of a (., DP + 8) shared tile.
 template <int LDS>
 __device__ __forceinline__ void att_frag_a(uint32_t a[4], const att_bf16 *sh, int r0, int c0, int lane) {
@@ -577,28 +659,44 @@ static size_t att_tc_fwd_smem(void) {
     return sizeof(att_bf16) * (size_t)(DP + 8) * (16 * MT * NW + 4 * BK);
 }
 
-// Forward. Grid (query tiles of 16 MT NW, H, B); NW warps of MT m-tiles of 16 queries (the K and V
-// fragments loaded from shared memory serve all MT); key tiles of BK.
+// Forward. Grid (tiles of 16 MT NW of the S G rows, H / G, B); NW warps of MT m-tiles of 16 rows (the
+// K and V fragments loaded from shared memory serve all MT); key tiles of BK from the first one a
+// document makes visible.
 template <int DP, int NW, int MT, int BK, bool PAD>
 __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__restrict__ q, const att_bf16 *__restrict__ k,
-                                                             const att_bf16 *__restrict__ v, att_bf16 *__restrict__ o,
-                                                             float *__restrict__ lse, int S, int H, int Dr, float scale2) {
+                                                             const att_bf16 *__restrict__ v, const int *__restrict__ docs,
+                                                             att_bf16 *__restrict__ o, float *__restrict__ lse, int S, int H,
+                                                             int G, int Dr, float scale2) {
     const int D = PAD ? Dr : DP; // head dim (padded with zeros to DP in shared memory when PAD)
     constexpr int BQ = 16 * MT * NW, NT = 32 * NW, LDS = DP + 8, KD = DP / 16, NB = BK / 8, ND = DP / 8;
     extern __shared__ __align__(16) unsigned char att_smraw[];
     att_bf16 *Qs = (att_bf16 *)att_smraw, *Ks = Qs + BQ * LDS, *Vs = Ks + 2 * BK * LDS;
     const int qt = gridDim.x - 1 - blockIdx.x; // the longest rows first
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int hk = blockIdx.y, b = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
-    const int q0 = qt * BQ, r0 = q0 + 16 * MT * warp; // first query of the block, of the warp
-    const int64_t stride = (int64_t)H * D;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D;
-    const int last = min(q0 + BQ, S) - 1;
-    const int ntiles = last / BK + 1;
+    const int RN = S * G, q0 = qt * BQ, r0 = q0 + 16 * MT * warp; // first row of the block, of the warp
+    const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
+    const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D;
+    const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
+    const int *dc = docs ? docs + (int64_t)b * S : nullptr;
+    const int last = (min(q0 + BQ, RN) - 1) / G;       // the last position of the block
+    const int kt0 = att_doc0(dc, q0 / G) / BK;          // the first key tile visible to the block
+    const int ntiles = last / BK + 1 - kt0;
+    // the warp's positions and the first key visible to its first row (docs do not decrease)
+    const int wlast = r0 < RN ? (min(r0 + 16 * MT, RN) - 1) / G : -1, wfirst = r0 < RN ? att_doc0(dc, r0 / G) : 0;
+    int pos[MT][2], first[MT][2]; // this thread's rows: position (-1 past the end) and first visible key
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int R = r0 + 16 * mt + g + 8 * i;
+            pos[mt][i] = R < RN ? R / G : -1;
+            first[mt][i] = R < RN ? att_doc0(dc, pos[mt][i]) : 0;
+        }
 
-    att_tc_load<DP, BQ, NT>(Qs, q + head0 + (int64_t)q0 * stride, stride, S - q0, D);
-    att_tc_load<DP, BK, NT>(Ks, k + head0, stride, S, D);
-    att_tc_load<DP, BK, NT>(Vs, v + head0, stride, S, D);
+    att_tc_load_rows<DP, BQ, NT>(Qs, q + qhead0, qstride, G, D, q0, RN);
+    att_tc_load<DP, BK, NT>(Ks, k + khead0 + (int64_t)kt0 * BK * kstride, kstride, S - kt0 * BK, D);
+    att_tc_load<DP, BK, NT>(Vs, v + khead0 + (int64_t)kt0 * BK * kstride, kstride, S - kt0 * BK, D);
     att_cp_commit();
 
     uint32_t qf[MT][KD][4];
@@ -613,11 +711,11 @@ __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__r
     }
 
     for (int t = 0; t < ntiles; t++) {
-        const int k0 = t * BK;
+        const int k0 = (kt0 + t) * BK;
         if (t + 1 < ntiles) {
             const int st = (t + 1) & 1;
-            att_tc_load<DP, BK, NT>(Ks + st * BK * LDS, k + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK, D);
-            att_tc_load<DP, BK, NT>(Vs + st * BK * LDS, v + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK, D);
+            att_tc_load<DP, BK, NT>(Ks + st * BK * LDS, k + khead0 + (int64_t)(k0 + BK) * kstride, kstride, S - k0 - BK, D);
+            att_tc_load<DP, BK, NT>(Vs + st * BK * LDS, v + khead0 + (int64_t)(k0 + BK) * kstride, kstride, S - k0 - BK, D);
             att_cp_commit();
             att_cp_wait<1>();
         } else {
@@ -630,7 +728,7 @@ __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__r
 #pragma unroll
                 for (int kd = 0; kd < KD; kd++) att_frag_a<LDS>(qf[mt][kd], Qs, 16 * (MT * warp + mt), kd * 16, lane);
         }
-        if (k0 <= r0 + 16 * MT - 1 && r0 < S) { // some key of the tile is at or before some query of the warp
+        if (k0 <= wlast && k0 + BK > wfirst) { // some key of the tile is visible to some row of the warp
             const att_bf16 *Kt = Ks + (t & 1) * BK * LDS, *Vt = Vs + (t & 1) * BK * LDS;
             float s[MT][NB][4];
 #pragma unroll
@@ -651,8 +749,9 @@ __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__r
                 }
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
-                const int rm = r0 + 16 * mt; // first query of the m-tile
-                const bool mask = k0 + BK - 1 > rm || k0 + BK > S;
+                // this thread's rows need masking: a key past a row, past S or before its document
+                const bool mask = k0 + BK - 1 > min(pos[mt][0], pos[mt][1]) || k0 + BK > S ||
+                                  k0 < max(first[mt][0], first[mt][1]);
                 float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
                 for (int n = 0; n < NB; n++)
@@ -660,8 +759,8 @@ __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__r
                     for (int e = 0; e < 4; e++) {
                         float x = s[mt][n][e] * scale2;
                         if (mask) {
-                            int key = k0 + n * 8 + 2 * t4 + (e & 1), row = rm + g + (e >> 1) * 8;
-                            if (key > row || key >= S) x = -INFINITY;
+                            int key = k0 + n * 8 + 2 * t4 + (e & 1), i = e >> 1;
+                            if (key > pos[mt][i] || key >= S || key < first[mt][i]) x = -INFINITY;
                         }
                         s[mt][n][e] = x;
                         mx[e >> 1] = fmaxf(mx[e >> 1], x);
@@ -727,54 +826,66 @@ __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__r
             li += __shfl_xor_sync(0xffffffffu, li, 1);
             li += __shfl_xor_sync(0xffffffffu, li, 2);
             const int row = r0 + 16 * mt + g + 8 * i;
-            if (row >= S) continue;
+            if (row >= RN) continue;
             const float inv = 1.0f / li;
-            att_bf16 *orow = o + head0 + (int64_t)row * stride;
+            att_bf16 *orow = o + qhead0 + att_row_off(row, G, qstride, D);
 #pragma unroll
             for (int n = 0; n < ND; n++)
                 if (n * 8 < D) *(uint32_t *)(orow + n * 8 + 2 * t4) = att_pack(acc[mt][n][2 * i] * inv, acc[mt][n][2 * i + 1] * inv);
-            if (t4 == 0) lse[((int64_t)b * H + h) * S + row] = (m[mt][i] + log2f(li)) * (float)ATT_LN2;
+            if (t4 == 0) lse[att_stat_idx(row, G, b, H, hk, S)] = (m[mt][i] + log2f(li)) * (float)ATT_LN2;
         }
 }
 
 template <int DP, int NW, int BQ>
 static size_t att_tc_dkdv_smem(void) {
-    return sizeof(att_bf16) * (size_t)(DP + 8) * (2 * 16 * NW + 4 * BQ) + sizeof(float) * 4 * BQ;
+    return sizeof(att_bf16) * (size_t)(DP + 8) * (2 * 16 * NW + 4 * BQ) + sizeof(float) * 4 * BQ + sizeof(int) * 4 * BQ;
 }
 
-// dk, dv. Grid (key tiles of 16 NW, H, B); NW warps of 16 keys; query tiles of BQ from the block's
-// first key on. Per warp and query tile: sT = K Qᵀ, pT = exp2(scale2 sT - lse2), dpT = V dOᵀ,
-// dsT = pT (dpT - D); dv += pT dO, dk += dsT Q.
+// dk, dv. Grid (key tiles of 16 NW, H / G, B); NW warps of 16 keys; tiles of BQ rows (the group's
+// queries) from the block's first key on, up to the end of the last document that sees its keys.
+// Per warp and row tile: sT = K Qᵀ, pT = exp2(scale2 sT - lse2), dpT = V dOᵀ, dsT = pT (dpT - D);
+// dv += pT dO, dk += dsT Q.
 template <int DP, int NW, int BQ, bool PAD>
 __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__restrict__ q, const att_bf16 *__restrict__ k,
-                                                              const att_bf16 *__restrict__ v, const float *__restrict__ lse,
+                                                              const att_bf16 *__restrict__ v, const int *__restrict__ docs,
+                                                              const float *__restrict__ lse,
                                                               const att_bf16 *__restrict__ dout,
                                                               const float *__restrict__ Dsum, att_bf16 *__restrict__ dk,
-                                                              att_bf16 *__restrict__ dv, int S, int H, int Dr, float scale,
-                                                              float scale2) {
+                                                              att_bf16 *__restrict__ dv, int S, int H, int G, int Dr,
+                                                              float scale, float scale2) {
     const int D = PAD ? Dr : DP; // head dim (padded with zeros to DP in shared memory when PAD)
     constexpr int BKB = 16 * NW, NT = 32 * NW, LDS = DP + 8, KD = DP / 16, NB = BQ / 8, ND = DP / 8;
     extern __shared__ __align__(16) unsigned char att_smraw[];
     att_bf16 *Ks = (att_bf16 *)att_smraw, *Vs = Ks + BKB * LDS, *Qs = Vs + BKB * LDS, *dOs = Qs + 2 * BQ * LDS;
     float *lse_s = (float *)(dOs + 2 * BQ * LDS), *D_s = lse_s + 2 * BQ;
-    const int h = blockIdx.y, b = blockIdx.z;
+    int *pos_s = (int *)(D_s + 2 * BQ), *first_s = pos_s + 2 * BQ; // per row of each stage: position, first key
+    const int hk = blockIdx.y, b = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const int k0 = blockIdx.x * BKB, kw0 = k0 + 16 * warp;
-    const int64_t stride = (int64_t)H * D;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D;
-    const int64_t row0 = ((int64_t)b * H + h) * S;
-    const int ntiles = (S - k0 + BQ - 1) / BQ; // query tiles k0, k0 + BQ, ... below S
+    const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
+    const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D;
+    const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
+    const int *dc = docs ? docs + (int64_t)b * S : nullptr;
+    const int RS = k0 * G, RN = (att_doc_end_block<NT>(dc, S, min(k0 + BKB, S) - 1) + 1) * G; // rows that see these keys
+    const int ntiles = (RN - RS + BQ - 1) / BQ;
 
-    att_tc_load<DP, BKB, NT>(Ks, k + head0 + (int64_t)k0 * stride, stride, S - k0, D);
-    att_tc_load<DP, BKB, NT>(Vs, v + head0 + (int64_t)k0 * stride, stride, S - k0, D);
-    att_tc_load<DP, BQ, NT>(Qs, q + head0 + (int64_t)k0 * stride, stride, S - k0, D);
-    att_tc_load<DP, BQ, NT>(dOs, dout + head0 + (int64_t)k0 * stride, stride, S - k0, D);
+    // Row stats of a stage: lse (inf past RN: p = 0), D, position and first visible key.
+    auto load_stats = [&](int st, int R0) {
+        for (int i = threadIdx.x; i < BQ; i += NT) {
+            const int R = R0 + i;
+            const bool in = R < RN;
+            lse_s[st * BQ + i] = in ? lse[att_stat_idx(R, G, b, H, hk, S)] * (float)ATT_LOG2E : INFINITY;
+            D_s[st * BQ + i] = in ? Dsum[att_stat_idx(R, G, b, H, hk, S)] : 0.0f;
+            pos_s[st * BQ + i] = in ? R / G : -1;
+            first_s[st * BQ + i] = in ? att_doc0(dc, R / G) : 0;
+        }
+    };
+    att_tc_load<DP, BKB, NT>(Ks, k + khead0 + (int64_t)k0 * kstride, kstride, S - k0, D);
+    att_tc_load<DP, BKB, NT>(Vs, v + khead0 + (int64_t)k0 * kstride, kstride, S - k0, D);
+    att_tc_load_rows<DP, BQ, NT>(Qs, q + qhead0, qstride, G, D, RS, RN);
+    att_tc_load_rows<DP, BQ, NT>(dOs, dout + qhead0, qstride, G, D, RS, RN);
     att_cp_commit();
-    for (int i = threadIdx.x; i < BQ; i += NT) {
-        bool in = k0 + i < S; // queries past S get lse = inf: p = 0
-        lse_s[i] = in ? lse[row0 + k0 + i] * (float)ATT_LOG2E : INFINITY;
-        D_s[i] = in ? Dsum[row0 + k0 + i] : 0.0f;
-    }
+    load_stats(0, RS);
 
     float acc_k[ND][4], acc_v[ND][4];
 #pragma unroll
@@ -783,26 +894,25 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__res
         for (int e = 0; e < 4; e++) acc_k[n][e] = acc_v[n][e] = 0.0f;
 
     for (int t = 0; t < ntiles; t++) {
-        const int q0 = k0 + t * BQ;
+        const int q0 = RS + t * BQ; // first row of the tile
         if (t + 1 < ntiles) {
             const int st = (t + 1) & 1, qn = q0 + BQ;
-            att_tc_load<DP, BQ, NT>(Qs + st * BQ * LDS, q + head0 + (int64_t)qn * stride, stride, S - qn, D);
-            att_tc_load<DP, BQ, NT>(dOs + st * BQ * LDS, dout + head0 + (int64_t)qn * stride, stride, S - qn, D);
+            att_tc_load_rows<DP, BQ, NT>(Qs + st * BQ * LDS, q + qhead0, qstride, G, D, qn, RN);
+            att_tc_load_rows<DP, BQ, NT>(dOs + st * BQ * LDS, dout + qhead0, qstride, G, D, qn, RN);
             att_cp_commit();
-            for (int i = threadIdx.x; i < BQ; i += NT) {
-                bool in = qn + i < S;
-                lse_s[st * BQ + i] = in ? lse[row0 + qn + i] * (float)ATT_LOG2E : INFINITY;
-                D_s[st * BQ + i] = in ? Dsum[row0 + qn + i] : 0.0f;
-            }
+            load_stats(st, qn);
             att_cp_wait<1>();
         } else {
             att_cp_wait<0>();
         }
         __syncthreads();
-        if (q0 + BQ - 1 >= kw0 && kw0 < S) { // some query of the tile is at or after some key of the warp
-            const int st = t & 1;
+        const int st = t & 1;
+        const int qlast = (min(q0 + BQ, RN) - 1) / G; // the tile's last position
+        // some row of the tile sees some key of the warp (first keys do not decrease along the rows)
+        if (qlast >= kw0 && kw0 < S && first_s[st * BQ] <= kw0 + 15) {
             const att_bf16 *Qt = Qs + st * BQ * LDS, *dOt = dOs + st * BQ * LDS;
             const float *ls = lse_s + st * BQ, *Ds = D_s + st * BQ;
+            const int *ps = pos_s + st * BQ, *fs = first_s + st * BQ;
             float s[NB][4], dp[NB][4];
 #pragma unroll
             for (int n = 0; n < NB; n++)
@@ -824,14 +934,16 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__res
                     att_mma(dp[2 * n2 + 1], va, bb[2], bb[3]);
                 }
             }
-            const bool mask = q0 < kw0 + 15;
+            // masking: a row before a key of the warp, or (docs) a row whose document may start after one
+            const bool mask = q0 / G < kw0 + 15 || dc != nullptr;
 #pragma unroll
             for (int n = 0; n < NB; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const int qc = n * 8 + 2 * t4 + (e & 1); // query column in the tile
+                    const int qc = n * 8 + 2 * t4 + (e & 1); // row column in the tile
                     float p = exp2f(s[n][e] * scale2 - ls[qc]);
-                    if (mask && q0 + qc < kw0 + g + (e >> 1) * 8) p = 0.0f;
+                    const int key = kw0 + g + (e >> 1) * 8;
+                    if (mask && (ps[qc] < key || key < fs[qc])) p = 0.0f;
                     s[n][e] = p;
                     dp[n][e] = p * (dp[n][e] - Ds[qc]);
                 }
@@ -861,7 +973,7 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__res
     for (int i = 0; i < 2; i++) {
         const int key = kw0 + g + 8 * i;
         if (key >= S) continue;
-        att_bf16 *krow = dk + head0 + (int64_t)key * stride, *vrow = dv + head0 + (int64_t)key * stride;
+        att_bf16 *krow = dk + khead0 + (int64_t)key * kstride, *vrow = dv + khead0 + (int64_t)key * kstride;
 #pragma unroll
         for (int n = 0; n < ND; n++) {
             if (n * 8 < D) {
@@ -877,56 +989,65 @@ static size_t att_tc_dq_smem(void) {
     return sizeof(att_bf16) * (size_t)(DP + 8) * (2 * 16 * NW + 4 * BK);
 }
 
-// dq. Grid (query tiles of 16 NW, H, B); NW warps of 16 queries; key tiles of BK up to the diagonal.
-// Per warp and key tile: s = Q Kᵀ, p = exp2(scale2 s - lse2), dp = dO Vᵀ, ds = p (dp - D); dq += ds K.
+// dq. Grid (tiles of 16 NW of the S G rows, H / G, B); NW warps of 16 rows; key tiles of BK from the
+// first one a document makes visible up to the diagonal. Per warp and key tile: s = Q Kᵀ,
+// p = exp2(scale2 s - lse2), dp = dO Vᵀ, ds = p (dp - D); dq += ds K.
 template <int DP, int NW, int BK, bool PAD>
 __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dq_kernel(const att_bf16 *__restrict__ q, const att_bf16 *__restrict__ k,
-                                                            const att_bf16 *__restrict__ v, const float *__restrict__ lse,
+                                                            const att_bf16 *__restrict__ v, const int *__restrict__ docs,
+                                                            const float *__restrict__ lse,
                                                             const att_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
-                                                            att_bf16 *__restrict__ dq, int S, int H, int Dr, float scale, float scale2) {
+                                                            att_bf16 *__restrict__ dq, int S, int H, int G, int Dr, float scale,
+                                                            float scale2) {
     const int D = PAD ? Dr : DP; // head dim (padded with zeros to DP in shared memory when PAD)
     constexpr int BQ = 16 * NW, NT = 32 * NW, LDS = DP + 8, KD = DP / 16, NB = BK / 8, ND = DP / 8;
     extern __shared__ __align__(16) unsigned char att_smraw[];
     att_bf16 *Qs = (att_bf16 *)att_smraw, *dOs = Qs + BQ * LDS, *Ks = dOs + BQ * LDS, *Vs = Ks + 2 * BK * LDS;
     const int qt = gridDim.x - 1 - blockIdx.x;
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int hk = blockIdx.y, b = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
-    const int q0 = qt * BQ, r0 = q0 + 16 * warp;
-    const int64_t stride = (int64_t)H * D;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D;
-    const int64_t row0 = ((int64_t)b * H + h) * S;
-    const int last = min(q0 + BQ, S) - 1;
-    const int ntiles = last / BK + 1;
+    const int RN = S * G, q0 = qt * BQ, r0 = q0 + 16 * warp;
+    const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
+    const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D;
+    const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
+    const int *dc = docs ? docs + (int64_t)b * S : nullptr;
+    const int last = (min(q0 + BQ, RN) - 1) / G;
+    const int kt0 = att_doc0(dc, q0 / G) / BK;
+    const int ntiles = last / BK + 1 - kt0;
+    const int wlast = r0 < RN ? (min(r0 + 16, RN) - 1) / G : -1, wfirst = r0 < RN ? att_doc0(dc, r0 / G) : 0;
 
-    att_tc_load<DP, BQ, NT>(Qs, q + head0 + (int64_t)q0 * stride, stride, S - q0, D);
-    att_tc_load<DP, BQ, NT>(dOs, dout + head0 + (int64_t)q0 * stride, stride, S - q0, D);
-    att_tc_load<DP, BK, NT>(Ks, k + head0, stride, S, D);
-    att_tc_load<DP, BK, NT>(Vs, v + head0, stride, S, D);
+    att_tc_load_rows<DP, BQ, NT>(Qs, q + qhead0, qstride, G, D, q0, RN);
+    att_tc_load_rows<DP, BQ, NT>(dOs, dout + qhead0, qstride, G, D, q0, RN);
+    att_tc_load<DP, BK, NT>(Ks, k + khead0 + (int64_t)kt0 * BK * kstride, kstride, S - kt0 * BK, D);
+    att_tc_load<DP, BK, NT>(Vs, v + khead0 + (int64_t)kt0 * BK * kstride, kstride, S - kt0 * BK, D);
     att_cp_commit();
     float lrow[2], drow[2];
+    int pos[2], first[2];
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int row = r0 + g + 8 * i;
-        lrow[i] = row < S ? lse[row0 + row] * (float)ATT_LOG2E : INFINITY;
-        drow[i] = row < S ? Dsum[row0 + row] : 0.0f;
+        lrow[i] = row < RN ? lse[att_stat_idx(row, G, b, H, hk, S)] * (float)ATT_LOG2E : INFINITY;
+        drow[i] = row < RN ? Dsum[att_stat_idx(row, G, b, H, hk, S)] : 0.0f;
+        pos[i] = row < RN ? row / G : -1;
+        first[i] = row < RN ? att_doc0(dc, pos[i]) : 0;
     }
     float acc[ND][4];
 #pragma unroll
     for (int n = 0; n < ND; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 
     for (int t = 0; t < ntiles; t++) {
-        const int k0 = t * BK;
+        const int k0 = (kt0 + t) * BK;
         if (t + 1 < ntiles) {
             const int st = (t + 1) & 1;
-            att_tc_load<DP, BK, NT>(Ks + st * BK * LDS, k + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK, D);
-            att_tc_load<DP, BK, NT>(Vs + st * BK * LDS, v + head0 + (int64_t)(k0 + BK) * stride, stride, S - k0 - BK, D);
+            att_tc_load<DP, BK, NT>(Ks + st * BK * LDS, k + khead0 + (int64_t)(k0 + BK) * kstride, kstride, S - k0 - BK, D);
+            att_tc_load<DP, BK, NT>(Vs + st * BK * LDS, v + khead0 + (int64_t)(k0 + BK) * kstride, kstride, S - k0 - BK, D);
             att_cp_commit();
             att_cp_wait<1>();
         } else {
             att_cp_wait<0>();
         }
         __syncthreads();
-        if (k0 <= r0 + 15 && r0 < S) {
+        if (k0 <= wlast && k0 + BK > wfirst) {
             const att_bf16 *Kt = Ks + (t & 1) * BK * LDS, *Vt = Vs + (t & 1) * BK * LDS;
             float s[NB][4], dp[NB][4];
 #pragma unroll
@@ -949,15 +1070,15 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dq_kernel(const att_bf16 *__restr
                     att_mma(dp[2 * n2 + 1], da, bb[2], bb[3]);
                 }
             }
-            const bool mask = k0 + BK - 1 > r0 || k0 + BK > S;
+            const bool mask = k0 + BK - 1 > min(pos[0], pos[1]) || k0 + BK > S || k0 < max(first[0], first[1]);
 #pragma unroll
             for (int n = 0; n < NB; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     float p = exp2f(s[n][e] * scale2 - lrow[e >> 1]);
                     if (mask) {
-                        int key = k0 + n * 8 + 2 * t4 + (e & 1), row = r0 + g + (e >> 1) * 8;
-                        if (key > row || key >= S) p = 0.0f;
+                        const int key = k0 + n * 8 + 2 * t4 + (e & 1), i = e >> 1;
+                        if (key > pos[i] || key >= S || key < first[i]) p = 0.0f;
                     }
                     s[n][e] = p * (dp[n][e] - drow[e >> 1]);
                 }
@@ -979,8 +1100,8 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dq_kernel(const att_bf16 *__restr
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int row = r0 + g + 8 * i;
-        if (row >= S) continue;
-        att_bf16 *qrow = dq + head0 + (int64_t)row * stride;
+        if (row >= RN) continue;
+        att_bf16 *qrow = dq + qhead0 + att_row_off(row, G, qstride, D);
 #pragma unroll
         for (int n = 0; n < ND; n++)
             if (n * 8 < D) *(uint32_t *)(qrow + n * 8 + 2 * t4) = att_pack(acc[n][2 * i] * scale, acc[n][2 * i + 1] * scale);
@@ -1024,18 +1145,18 @@ static int att_tc_fwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, 
         bool sm90 = false;
         if (att_on_sm90(c, &sm90, err)) return -1;
         if (sm90)
-            return att_wgmma_fwd(c->stream, ptr[op->in[0]], ptr[op->in[1]], ptr[op->in[2]], ptr[op->out[0]],
-                                 (float *)ptr[op->out[1]], s->B, s->S, s->H, s->D, (float)(s->scale * ATT_LOG2E), err);
+            return att_wgmma_fwd(c->stream, ptr[op->in[0]], ptr[op->in[1]], ptr[op->in[2]], s->docs, ptr[op->out[0]],
+                                 (float *)ptr[op->out[1]], s->B, s->S, s->H, s->G, s->D, (float)(s->scale * ATT_LOG2E), err);
     }
 #endif
     constexpr int MT = DP <= 64 ? ATT_TC_FWD_MT : 1, NW = DP <= 64 ? ATT_TC_FWD_NW : ATT_TC_FWD_NW_BIG, BK = ATT_TC_FWD_BK;
     size_t smem = att_tc_fwd_smem<DP, NW, MT, BK>();
     CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_fwd_kernel<DP, NW, MT, BK, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem));
-    dim3 grid((unsigned)((s->S + 16 * MT * NW - 1) / (16 * MT * NW)), (unsigned)s->H, (unsigned)s->B);
+    dim3 grid((unsigned)((s->S * s->G + 16 * MT * NW - 1) / (16 * MT * NW)), (unsigned)(s->H / s->G), (unsigned)s->B);
     att_tc_fwd_kernel<DP, NW, MT, BK, PAD><<<grid, NW * 32, smem, c->stream>>>(
-        (const att_bf16 *)ptr[op->in[0]], (const att_bf16 *)ptr[op->in[1]], (const att_bf16 *)ptr[op->in[2]],
-        (att_bf16 *)ptr[op->out[0]], (float *)ptr[op->out[1]], s->S, s->H, s->D, (float)(s->scale * ATT_LOG2E));
+        (const att_bf16 *)ptr[op->in[0]], (const att_bf16 *)ptr[op->in[1]], (const att_bf16 *)ptr[op->in[2]], s->docs,
+        (att_bf16 *)ptr[op->out[0]], (float *)ptr[op->out[1]], s->S, s->H, s->G, s->D, (float)(s->scale * ATT_LOG2E));
     CUDA_LAUNCH_CHECK(err, "attention forward (tensor cores)");
     return 0;
 }
@@ -1055,21 +1176,23 @@ static int att_tc_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, 
         bool sm90 = false;
         if (att_on_sm90(c, &sm90, err)) return -1;
         if (sm90)
-            return att_wgmma_bwd(c->stream, q, k, v, lse, dout, Dsum, dq, dk, dv, s->B, s->S, s->H, s->D, s->scale,
-                                 scale2, err);
+            return att_wgmma_bwd(c->stream, q, k, v, s->docs, lse, dout, Dsum, dq, dk, dv, s->B, s->S, s->H, s->G, s->D,
+                                 s->scale, scale2, err);
     }
 #endif
-    dim3 grid((unsigned)((s->S + 16 * NW - 1) / (16 * NW)), (unsigned)s->H, (unsigned)s->B);
+    const unsigned hkv = (unsigned)(s->H / s->G);
+    dim3 gk((unsigned)((s->S + 16 * NW - 1) / (16 * NW)), hkv, (unsigned)s->B);
+    dim3 gq((unsigned)((s->S * s->G + 16 * NW - 1) / (16 * NW)), hkv, (unsigned)s->B);
     size_t smem = att_tc_dkdv_smem<DP, NW, BQ>();
     CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_dkdv_kernel<DP, NW, BQ, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem));
-    att_tc_dkdv_kernel<DP, NW, BQ, PAD><<<grid, NW * 32, smem, c->stream>>>(q, k, v, lse, dout, Dsum, dk, dv, s->S, s->H,
-                                                                       s->D, s->scale, scale2);
+    att_tc_dkdv_kernel<DP, NW, BQ, PAD><<<gk, NW * 32, smem, c->stream>>>(q, k, v, s->docs, lse, dout, Dsum, dk, dv, s->S,
+                                                                     s->H, s->G, s->D, s->scale, scale2);
     CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, tensor cores)");
     smem = att_tc_dq_smem<DP, NW, BK>();
     CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_dq_kernel<DP, NW, BK, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    att_tc_dq_kernel<DP, NW, BK, PAD><<<grid, NW * 32, smem, c->stream>>>(q, k, v, lse, dout, Dsum, dq, s->S, s->H, s->D, s->scale,
-                                                                     scale2);
+    att_tc_dq_kernel<DP, NW, BK, PAD><<<gq, NW * 32, smem, c->stream>>>(q, k, v, s->docs, lse, dout, Dsum, dq, s->S, s->H,
+                                                                   s->G, s->D, s->scale, scale2);
     CUDA_LAUNCH_CHECK(err, "attention backward (dq, tensor cores)");
     return 0;
 }
@@ -1081,10 +1204,10 @@ static int att_fwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, con
     } else {
         size_t smem = att_fwd_smem<DP>();
         CUDA_CHECK(err, cudaFuncSetAttribute(att_fwd_kernel<T, DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        dim3 grid((unsigned)((s->S + ATT_BQ - 1) / ATT_BQ), (unsigned)s->H, (unsigned)s->B);
+        dim3 grid((unsigned)((s->S * s->G + ATT_BQ - 1) / ATT_BQ), (unsigned)(s->H / s->G), (unsigned)s->B);
         att_fwd_kernel<T, DP><<<grid, ATT_NT, smem, c->stream>>>(
-            (const T *)ptr[op->in[0]], (const T *)ptr[op->in[1]], (const T *)ptr[op->in[2]], (T *)ptr[op->out[0]],
-            (float *)ptr[op->out[1]], s->S, s->H, s->D, (float)(s->scale * ATT_LOG2E));
+            (const T *)ptr[op->in[0]], (const T *)ptr[op->in[1]], (const T *)ptr[op->in[2]], s->docs, (T *)ptr[op->out[0]],
+            (float *)ptr[op->out[1]], s->S, s->H, s->G, s->D, (float)(s->scale * ATT_LOG2E));
         CUDA_LAUNCH_CHECK(err, "attention forward");
         return 0;
     }
@@ -1104,17 +1227,19 @@ static int att_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, con
         return s->D == DP ? att_tc_bwd_launch<DP, false>(c, s, ptr, op, Dsum, err)
                           : att_tc_bwd_launch<DP, true>(c, s, ptr, op, Dsum, err);
     } else {
-        dim3 grid((unsigned)((s->S + ATT_BQ - 1) / ATT_BQ), (unsigned)s->H, (unsigned)s->B);
+        const unsigned hkv = (unsigned)(s->H / s->G);
+        dim3 gk((unsigned)((s->S + ATT_BK - 1) / ATT_BK), hkv, (unsigned)s->B);
+        dim3 gq((unsigned)((s->S * s->G + ATT_BQ - 1) / ATT_BQ), hkv, (unsigned)s->B);
         float scale2 = (float)(s->scale * ATT_LOG2E);
         size_t smem = att_dkdv_smem<DP>();
         CUDA_CHECK(err, cudaFuncSetAttribute(att_dkdv_kernel<T, DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        att_dkdv_kernel<T, DP><<<grid, ATT_NT, smem, c->stream>>>(q, k, v, lse, dout, Dsum, dk, dv, s->S, s->H, s->D,
-                                                                  s->scale, scale2);
+        att_dkdv_kernel<T, DP><<<gk, ATT_NT, smem, c->stream>>>(q, k, v, s->docs, lse, dout, Dsum, dk, dv, s->S, s->H, s->G,
+                                                                s->D, s->scale, scale2);
         CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv)");
         smem = att_dq_smem<DP>();
         CUDA_CHECK(err, cudaFuncSetAttribute(att_dq_kernel<T, DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        att_dq_kernel<T, DP><<<grid, ATT_NT, smem, c->stream>>>(q, k, v, lse, dout, Dsum, dq, s->S, s->H, s->D, s->scale,
-                                                                scale2);
+        att_dq_kernel<T, DP><<<gq, ATT_NT, smem, c->stream>>>(q, k, v, s->docs, lse, dout, Dsum, dq, s->S, s->H, s->G, s->D,
+                                                              s->scale, scale2);
         CUDA_LAUNCH_CHECK(err, "attention backward (dq)");
         return 0;
     }

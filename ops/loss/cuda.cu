@@ -1,6 +1,8 @@
-// Mean cross-entropy over all rows. Forward: one block per row writes the row's log-sum-exp and
-// its loss term (in double, into c->work); one block then sums the terms in a fixed order. The
-// backward writes (softmax - onehot) / rows, one block per row; dlogits may alias logits.
+// Mean cross-entropy over the rows whose target is not -1 (ignored rows: --doc-loss-mask). Forward:
+// one block per row writes the row's log-sum-exp and its loss term (in double, into c->work); one
+// block then sums the terms and counts the kept rows in a fixed order. The backward counts the kept
+// rows (one block, into c->work) and writes (softmax - onehot) / kept, 0 on ignored rows, one block
+// per row; dlogits may alias logits. Every row ignored: loss 0, gradient 0.
 //
 // linear_cross_entropy (the fused LM head, ops/loss/rules.c): the same kernels, chunk by chunk, on
 // logits made by cuBLASLt into the op's (chunk, V) scratch output. Forward, per chunk: logits =
@@ -10,8 +12,8 @@
 // the first step (two chunk sizes at most: the full one and the last).
 //
 // Targets are not checked here (the data loader validates them before upload; a kernel cannot
-// report without a host sync): a target outside [0, V) makes the loss NaN, so it cannot go
-// unnoticed, and the backward leaves out that row's one-hot term. Nothing crashes.
+// report without a host sync): a target outside [0, V) other than -1 makes the loss NaN, so it
+// cannot go unnoticed, and the backward leaves out that row's one-hot term. Nothing crashes.
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,27 +38,40 @@ __global__ void ce_row_kernel(const T *x, const int32_t *tgt, void *lse, int lb,
         float l = mx + logf(s);
         cu_std(lse, lb, r, l);
         int64_t t = tgt[r];
-        term[r] = (t >= 0 && t < V) ? (double)l - (double)cu_ld(xr, t) : (double)NAN;
+        term[r] = (t >= 0 && t < V) ? (double)l - (double)cu_ld(xr, t) : t == -1 ? 0.0 : (double)NAN;
     }
 }
 
-// loss () = sum(term) / rows; one block, each thread sums a fixed stride, then a fixed tree.
-__global__ void ce_mean_kernel(const double *term, void *loss, int lb, int64_t rows) {
-    double s = 0.0;
-    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) s += term[r];
+// loss () = sum(term) / kept rows; one block, each thread sums a fixed stride, then a fixed tree.
+__global__ void ce_mean_kernel(const double *term, const int32_t *tgt, void *loss, int lb, int64_t rows) {
+    double s = 0.0, n = 0.0;
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+        s += term[r];
+        n += tgt[r] != -1 ? 1.0 : 0.0;
+    }
     s = cu_block_sum(s);
-    if (threadIdx.x == 0) cu_std(loss, lb, 0, (float)(s / (double)rows));
+    n = cu_block_sum(n);
+    if (threadIdx.x == 0) cu_std(loss, lb, 0, n > 0.0 ? (float)(s / n) : 0.0f);
 }
 
-// logits, tgt, lse -> dlogits = (exp(x - lse) - onehot(tgt)) / rows
+// *inv = 1 / kept rows (0 when none); one block.
+__global__ void ce_count_kernel(const int32_t *tgt, float *inv, int64_t rows) {
+    double n = 0.0;
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) n += tgt[r] != -1 ? 1.0 : 0.0;
+    n = cu_block_sum(n);
+    if (threadIdx.x == 0) *inv = n > 0.0 ? (float)(1.0 / n) : 0.0f;
+}
+
+// logits, tgt, lse -> dlogits = (exp(x - lse) - onehot(tgt)) / kept rows (0 for an ignored row)
 template <typename T>
 __global__ void ce_bwd_kernel(const T *x, const int32_t *tgt, const void *lse, int lb, T *dx, int64_t V,
-                              float inv_rows) {
+                              const float *inv) {
     int64_t r = blockIdx.x;
     const T *xr = x + r * V;
     T *dr = dx + r * V;
     float l = cu_ldd(lse, lb, r);
     int64_t t = tgt[r];
+    const float inv_rows = t == -1 ? 0.0f : *inv;
     for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
         float p = expf(cu_ld(xr, j) - l);
         cu_st(dr, j, (p - (j == t ? 1.0f : 0.0f)) * inv_rows);
@@ -93,7 +108,7 @@ extern "C" int cuda_run_cross_entropy(stg_cuda *c, const stg_graph *g, int op, v
                                                                         (const int32_t *)ptr[o->in[1]],
                                                                         ptr[o->out[1]], lb, term, V);
     CUDA_LAUNCH_CHECK(err, "ce_row_kernel");
-    ce_mean_kernel<<<1, 1024, 0, c->stream>>>(term, ptr[o->out[0]], lossb, rows);
+    ce_mean_kernel<<<1, 1024, 0, c->stream>>>(term, (const int32_t *)ptr[o->in[1]], ptr[o->out[0]], lossb, rows);
     CUDA_LAUNCH_CHECK(err, "ce_mean_kernel");
     return 0;
 }
@@ -108,7 +123,10 @@ extern "C" int cuda_run_cross_entropy_bwd(stg_cuda *c, const stg_graph *g, int o
     if (cuda_numel(&g->t[o->in[2]]) != rows) return stg_errf(err, "%s must have one value per row", g->t[o->in[2]].name);
     if (rows == 0) return 0;
     int threads = cu_row_threads(V, 16);
-    float inv = (float)(1.0 / (double)rows);
+    float *inv = (float *)c->work;
+    if (!inv || c->work_bytes < sizeof(float)) return stg_errf(err, "scratch too small: cuda_prepare was not called for this graph");
+    ce_count_kernel<<<1, 1024, 0, c->stream>>>((const int32_t *)ptr[o->in[1]], inv, rows);
+    CUDA_LAUNCH_CHECK(err, "ce_count_kernel");
     if (b)
         ce_bwd_kernel<bf16><<<(unsigned)rows, threads, 0, c->stream>>>(
             (const bf16 *)ptr[o->in[0]], (const int32_t *)ptr[o->in[1]], ptr[o->in[2]], lb, (bf16 *)ptr[o->out[0]], V, inv);
@@ -273,6 +291,7 @@ static int lce_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr
             stg_errf(err, "%s must have one value per row", g->t[o->in[3]].name);
             goto out;
         }
+        *work = sizeof(float); // 1 / kept rows (targets of -1 are ignored, as by cross_entropy)
     } else {
         if ((p->lossb = cuda_is_bf16(g, o, o->out[0], err)) < 0 || (p->lb = cuda_is_bf16(g, o, o->out[1], err)) < 0) goto out;
         if (cuda_numel(&g->t[o->out[1]]) != p->rows) {
@@ -353,7 +372,7 @@ extern "C" int cuda_run_linear_cross_entropy(stg_cuda *c, const stg_graph *g, in
                                                                           p->lb, term + r0, p->V);
         CUDA_LAUNCH_CHECK(err, "ce_row_kernel (linear_cross_entropy)");
     }
-    ce_mean_kernel<<<1, 1024, 0, c->stream>>>(term, ptr[o->out[0]], p->lossb, p->rows);
+    ce_mean_kernel<<<1, 1024, 0, c->stream>>>(term, tgt, ptr[o->out[0]], p->lossb, p->rows);
     CUDA_LAUNCH_CHECK(err, "ce_mean_kernel (linear_cross_entropy)");
     return 0;
 }
@@ -370,7 +389,10 @@ extern "C" int cuda_run_linear_cross_entropy_bwd(stg_cuda *c, const stg_graph *g
     void *dw = ptr[o->out[1]], *dl = ptr[o->out[2]];
     size_t xs = p->ab ? 2 : 4, dxs = p->dxb ? 2 : 4, ls = p->lb ? 2 : 4;
     int threads = cu_row_threads(p->V, 16);
-    float inv = (float)(1.0 / (double)p->rows);
+    float *inv = (float *)c->work; // 1 / kept rows
+    if (!inv || c->work_bytes < sizeof(float)) return stg_errf(err, "scratch too small: cuda_prepare was not called for this graph");
+    ce_count_kernel<<<1, 1024, 0, c->stream>>>(tgt, inv, p->rows);
+    CUDA_LAUNCH_CHECK(err, "ce_count_kernel (linear_cross_entropy_bwd)");
     for (int64_t r0 = 0; r0 < p->rows; r0 += p->chunk) {
         int64_t cr = p->rows - r0 < p->chunk ? p->rows - r0 : p->chunk;
         const lce_gemm *G = p->g[cr != p->chunk];
@@ -398,8 +420,14 @@ static int prep_cross_entropy(stg_cuda *c, const stg_graph *g, int op, void *con
     return 0;
 }
 
+static int prep_cross_entropy_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state,
+                                  size_t *work, stg_err *err) {
+    *work = sizeof(float); // 1 / kept rows
+    return 0;
+}
+
 const cuda_rec stg_cuda_cross_entropy = {cuda_run_cross_entropy, prep_cross_entropy, NULL, NULL, CUDA_REC_MAIN, NULL};
-const cuda_rec stg_cuda_cross_entropy_bwd = {cuda_run_cross_entropy_bwd, NULL, NULL, NULL, CUDA_REC_MAIN, NULL};
+const cuda_rec stg_cuda_cross_entropy_bwd = {cuda_run_cross_entropy_bwd, prep_cross_entropy_bwd, NULL, NULL, CUDA_REC_MAIN, NULL};
 // MAIN: the forward's loss terms live in c->work; both use the main cuBLASLt workspace.
 const cuda_rec stg_cuda_linear_cross_entropy = {cuda_run_linear_cross_entropy, lce_prepare, lce_plan_free, NULL, CUDA_REC_MAIN, NULL};
 const cuda_rec stg_cuda_linear_cross_entropy_bwd = {cuda_run_linear_cross_entropy_bwd, lce_prepare, lce_plan_free, NULL,

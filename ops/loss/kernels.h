@@ -12,10 +12,11 @@
 #include "ops/base/ir.h"
 
 #define STG_CPU_LOSS_KERNELS(T, S)                                                                \
-    /* logits (rows, V), tgt (rows) i32 -> loss (1) = mean(lse - logit[tgt]), lse (rows). */      \
+    /* logits (rows, V), tgt (rows) i32 -> loss (1) = mean(lse - logit[tgt]), lse (rows); rows */ \
+    /* whose target is -1 are ignored (not in the mean; zero gradient).                       */ \
     int cpu_cross_entropy_fwd_##S(const T *logits, const int32_t *tgt, T *loss, T *lse,           \
                                   int64_t rows, int64_t V, stg_err *err);                         \
-    /* logits, tgt, lse -> dlogits (rows, V) = (softmax - onehot) / rows; may alias logits. */    \
+    /* logits, tgt, lse -> dlogits (rows, V) = (softmax - onehot) / kept rows; may alias logits. */\
     int cpu_cross_entropy_bwd_##S(const T *logits, const int32_t *tgt, const T *lse, T *dlogits,  \
                                   int64_t rows, int64_t V, stg_err *err);                         \
     /* Fused LM head: x (rows, d), w (V, d), tgt (rows) -> loss (1) = mean over rows of        */ \

@@ -1,21 +1,29 @@
-// Mean cross-entropy over all rows, with the log-sum-exp saved for the backward.
+// Mean cross-entropy over the rows whose target is not -1 (ignored: packed documents' targets that
+// cross a boundary under --doc-loss-mask), with the log-sum-exp saved for the backward. Every row
+// ignored: loss 0 and a zero gradient.
 #include <math.h>
 
 #include "ops/loss/kernels.h"
 #include "ops/cpu/real.h"
 
-static int check_targets(const int32_t *tgt, int64_t rows, int64_t V, stg_err *err) {
-    for (int64_t r = 0; r < rows; r++)
+// Targets are in [0, V) or -1; *kept gets the count of the others.
+static int check_targets(const int32_t *tgt, int64_t rows, int64_t V, int64_t *kept, stg_err *err) {
+    *kept = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        if (tgt[r] == -1) continue;
         if (tgt[r] < 0 || (int64_t)tgt[r] >= V)
-            return stg_errf(err, "cross_entropy: target %d at position %lld is outside [0, %lld)",
+            return stg_errf(err, "cross_entropy: target %d at position %lld is outside [0, %lld) (and not -1, ignored)",
                             (int)tgt[r], (long long)r, (long long)V);
+        (*kept)++;
+    }
     return 0;
 }
 
-// logits (rows, V), tgt (rows) -> loss (1) = mean_rows(lse - logit[tgt]), lse (rows)
+// logits (rows, V), tgt (rows) -> loss (1) = mean over kept rows (lse - logit[tgt]), lse (rows)
 int RFN(cpu_cross_entropy_fwd)(const real *logits, const int32_t *tgt, real *loss, real *lse,
                                int64_t rows, int64_t V, stg_err *err) {
-    if (check_targets(tgt, rows, V, err)) return -1;
+    int64_t kept;
+    if (check_targets(tgt, rows, V, &kept, err)) return -1;
     double part[CPU_CHUNKS]; // loss sums of fixed row chunks, added in order below
     CPU_PARALLEL_FOR(rows * V)
     for (int c = 0; c < CPU_CHUNKS; c++) {
@@ -29,31 +37,33 @@ int RFN(cpu_cross_entropy_fwd)(const real *logits, const int32_t *tgt, real *los
             for (int64_t j = 0; j < V; j++) sum += exp((double)x[j] - mx);
             double l = mx + log(sum);
             lse[r] = (real)l;
-            acc += l - (double)x[tgt[r]];
+            if (tgt[r] >= 0) acc += l - (double)x[tgt[r]];
         }
         part[c] = acc;
     }
     double total = 0.0;
     for (int c = 0; c < CPU_CHUNKS; c++) total += part[c];
-    loss[0] = (real)(total / (double)rows);
+    loss[0] = kept ? (real)(total / (double)kept) : (real)0;
     return 0;
 }
 
-// logits (rows, V), tgt (rows), lse (rows) -> dlogits (rows, V) = (softmax - onehot(tgt)) / rows.
-// dlogits may alias logits.
+// logits (rows, V), tgt (rows), lse (rows) -> dlogits (rows, V) = (softmax - onehot(tgt)) / kept rows,
+// 0 on ignored rows. dlogits may alias logits.
 int RFN(cpu_cross_entropy_bwd)(const real *logits, const int32_t *tgt, const real *lse,
                                real *dlogits, int64_t rows, int64_t V, stg_err *err) {
-    if (check_targets(tgt, rows, V, err)) return -1;
-    double inv_rows = 1.0 / (double)rows;
+    int64_t kept;
+    if (check_targets(tgt, rows, V, &kept, err)) return -1;
+    double inv_rows = kept ? 1.0 / (double)kept : 0.0;
     CPU_PARALLEL_FOR(rows * V)
     for (int64_t r = 0; r < rows; r++) {
         const real *x = logits + r * V;
         real *d = dlogits + r * V;
         double l = (double)lse[r];
         int64_t t = tgt[r];
+        double w = t >= 0 ? inv_rows : 0.0;
         for (int64_t j = 0; j < V; j++) {
             double p = exp((double)x[j] - l);
-            d[j] = (real)((p - (j == t ? 1.0 : 0.0)) * inv_rows);
+            d[j] = (real)((p - (j == t ? 1.0 : 0.0)) * w);
         }
     }
     return 0;
@@ -69,12 +79,13 @@ size_t RFN(cpu_lce_scratch)(int64_t d, int64_t chunk) {
     return (cpu_pad((size_t)chunk) + (size_t)cpu_max_threads() * cpu_pad((size_t)d)) * sizeof(double);
 }
 
+// Targets of -1 are ignored as by cross_entropy (*kept: the others).
 static int lce_check(const char *k, const int32_t *tgt, int64_t rows, int64_t d, int64_t V, int64_t chunk,
-                     void *scratch, size_t scratch_bytes, stg_err *err) {
+                     void *scratch, size_t scratch_bytes, int64_t *kept, stg_err *err) {
     if (rows < 0 || d <= 0 || V <= 0 || (rows > 0 && chunk <= 0))
         return stg_errf(err, "%s: bad sizes (rows %lld, d %lld, vocab %lld, chunk %lld)", k, (long long)rows, (long long)d,
                         (long long)V, (long long)chunk);
-    if (check_targets(tgt, rows, V, err)) return -1;
+    if (check_targets(tgt, rows, V, kept, err)) return -1;
     return cpu_scratch_check(k, scratch, scratch_bytes, RFN(cpu_lce_scratch)(d, chunk), cpu_max_threads(), err);
 }
 
@@ -92,7 +103,8 @@ static void lce_logits(const real *x, const real *w, real *out, int64_t r0, int6
 
 int RFN(cpu_lce_fwd)(const real *x, const real *w, const int32_t *tgt, real *loss, real *lse, real *logits, int64_t rows,
                      int64_t d, int64_t V, int64_t chunk, void *scratch, size_t scratch_bytes, stg_err *err) {
-    if (lce_check("linear_cross_entropy", tgt, rows, d, V, chunk, scratch, scratch_bytes, err)) return -1;
+    int64_t kept;
+    if (lce_check("linear_cross_entropy", tgt, rows, d, V, chunk, scratch, scratch_bytes, &kept, err)) return -1;
     double *term = scratch; // (chunk) the chunk's loss terms, added in row order below
     double total = 0.0;
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
@@ -108,20 +120,21 @@ int RFN(cpu_lce_fwd)(const real *x, const real *w, const int32_t *tgt, real *los
             for (int64_t j = 0; j < V; j++) sum += exp((double)l[j] - mx);
             double ls = mx + log(sum);
             lse[r0 + i] = (real)ls;
-            term[i] = ls - (double)l[tgt[r0 + i]];
+            term[i] = tgt[r0 + i] >= 0 ? ls - (double)l[tgt[r0 + i]] : 0.0;
         }
         for (int64_t i = 0; i < c; i++) total += term[i];
     }
-    loss[0] = (real)(total / (double)rows);
+    loss[0] = kept ? (real)(total / (double)kept) : (real)0;
     return 0;
 }
 
 int RFN(cpu_lce_bwd)(const real *x, const real *w, const int32_t *tgt, const real *lse, real *dx, real *dw, real *dl,
                      int64_t rows, int64_t d, int64_t V, int64_t chunk, void *scratch, size_t scratch_bytes, stg_err *err) {
-    if (lce_check("linear_cross_entropy_bwd", tgt, rows, d, V, chunk, scratch, scratch_bytes, err)) return -1;
+    int64_t kept;
+    if (lce_check("linear_cross_entropy_bwd", tgt, rows, d, V, chunk, scratch, scratch_bytes, &kept, err)) return -1;
     double *acc0 = (double *)scratch + cpu_pad((size_t)chunk); // per thread a row of d doubles
     size_t row = cpu_pad((size_t)d);
-    double inv_rows = 1.0 / (double)rows;
+    double inv_kept = kept ? 1.0 / (double)kept : 0.0;
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         int64_t c = rows - r0 < chunk ? rows - r0 : chunk;
         lce_logits(x, w, dl, r0, c, d, V);
@@ -131,7 +144,8 @@ int RFN(cpu_lce_bwd)(const real *x, const real *w, const int32_t *tgt, const rea
             real *l = dl + i * V;
             double ls = (double)lse[r0 + i];
             int64_t t = tgt[r0 + i];
-            for (int64_t j = 0; j < V; j++) l[j] = (real)((exp((double)l[j] - ls) - (j == t ? 1.0 : 0.0)) * inv_rows);
+            double wgt = t >= 0 ? inv_kept : 0.0; // an ignored row (-1) has no gradient
+            for (int64_t j = 0; j < V; j++) l[j] = (real)((exp((double)l[j] - ls) - (j == t ? 1.0 : 0.0)) * wgt);
         }
         // dx (c, d) = dlogits (c, V) · w (V, d)
         CPU_PARALLEL_FOR(c * V * d)

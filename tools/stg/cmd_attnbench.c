@@ -2,6 +2,9 @@
 // written out (scores, mask, softmax, weighted sum; the S×S probabilities kept for backward) and
 // fused (flash), for batch 8, one head, head dims and sequence lengths given; points that do not
 // fit the device are reported as out of memory, from the plan, before anything is allocated.
+// --kv-heads: grouped-query attention (k, v with fewer heads; the written-out path repeats them with
+// repeat_kv). --docs N: each row packed with N documents of S / N tokens; the fused attention with
+// its docs input is timed beside the full causal row (the written-out path has no document mask).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,30 +17,37 @@
 #include "runtime/rng.h"
 #include "tools/stg/cli.h"
 
-// q, k, v (B, S, H, D) as parameters, o from the chosen attention, and its backward from an input
-// gradient d.o.
-static stg_graph *build(stg_precision prec, int64_t B, int64_t S, int64_t H, int64_t D, bool naive, stg_err *err) {
+// q (B, S, H, D), k, v (B, S, Hkv, D) as parameters, o from the chosen attention (with a docs (B, S)
+// input when `docs`), and its backward from an input gradient d.o.
+static stg_graph *build(stg_precision prec, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D, bool naive, bool docs,
+                        stg_err *err) {
     stg_graph *g = graph_new(prec, err);
     if (!g) return NULL;
     stg_loc none = {NULL, 0, 0};
-    int64_t shape[4] = {B, S, H, D};
+    int64_t shape[4] = {B, S, H, D}, kshape[4] = {B, S, Hkv, D}, dshape[2] = {B, S};
     int q = graph_add_tensor(g, "q", 4, shape, g->act_dtype, STG_CLASS_PARAM, none, err);
-    int k = graph_add_tensor(g, "k", 4, shape, g->act_dtype, STG_CLASS_PARAM, none, err);
-    int v = graph_add_tensor(g, "v", 4, shape, g->act_dtype, STG_CLASS_PARAM, none, err);
-    // The backward seed is written once and stays on the device (a batch input would be copied up
-    // from the host inside every timed run).
+    int k = graph_add_tensor(g, "k", 4, kshape, g->act_dtype, STG_CLASS_PARAM, none, err);
+    int v = graph_add_tensor(g, "v", 4, kshape, g->act_dtype, STG_CLASS_PARAM, none, err);
+    // The backward seed (and the document starts) are written once and stay on the device (a batch
+    // input would be copied up from the host inside every timed run).
     int dout = graph_add_tensor(g, "d.o", 4, shape, g->act_dtype, STG_CLASS_WORKSPACE, none, err);
-    if (q < 0 || k < 0 || v < 0 || dout < 0) goto fail;
+    int dc = docs ? graph_add_tensor(g, "docs", 2, dshape, STG_I32, STG_CLASS_WORKSPACE, none, err) : 0;
+    if (q < 0 || k < 0 || v < 0 || dout < 0 || dc < 0) goto fail;
     int o;
     stg_attrs a;
     memset(&a, 0, sizeof a);
     if (!naive) {
         int outs[STG_MAX_OUT];
-        if (graph_add_op(g, STG_OP_ATTENTION, (int[]){q, k, v}, 3, &a, STG_PHASE_FORWARD, "o", none, outs, err) < 0) goto fail;
+        if (graph_add_op(g, STG_OP_ATTENTION, (int[]){q, k, v, dc}, docs ? 4 : 3, &a, STG_PHASE_FORWARD, "o", none, outs, err) < 0)
+            goto fail;
         o = outs[0];
     } else {
         int t[3], x;
         int in3[3] = {q, k, v};
+        a.repeat_kv.n = H / Hkv;
+        for (int i = 1; i < 3 && Hkv < H; i++)
+            if (graph_add_op(g, STG_OP_REPEAT_KV, &in3[i], 1, &a, STG_PHASE_FORWARD, "rep", none, &in3[i], err) < 0) goto fail;
+        memset(&a, 0, sizeof a);
         a.transpose.d0 = 1;
         a.transpose.d1 = 2;
         for (int i = 0; i < 3; i++)
@@ -100,7 +110,8 @@ static int time_run(rt_exec *e, rt_backend *b, unsigned mask, double *ms, stg_er
 int cmd_attnbench(int argc, char **argv) {
     const char *device = NULL;
     stg_precision prec = STG_PREC_BF16;
-    int64_t batch = 8, heads = 1, iters = 10, dims[8] = {16, 32, 64, 128}, seqs[8] = {256, 1024, 4096, 8192, 16384};
+    int64_t batch = 8, heads = 1, kv_heads = 0, ndocs = 0, iters = 10, dims[8] = {16, 32, 64, 128},
+            seqs[8] = {256, 1024, 4096, 8192, 16384};
     int nd = 4, ns = 5;
     bool json = false;
     for (int i = 1; i < argc; i++) {
@@ -117,16 +128,31 @@ int cmd_attnbench(int argc, char **argv) {
             int64_t x;
             if (!(v = cli_value(argc, argv, &i)) || cli_int(a, v, 1, 1 << 20, &x)) return 2;
             *(a[2] == 'b' ? &batch : a[2] == 'h' ? &heads : &iters) = x;
+        } else if (strcmp(a, "--kv-heads") == 0 || strcmp(a, "--docs") == 0) {
+            int64_t x;
+            if (!(v = cli_value(argc, argv, &i)) || cli_int(a, v, 1, 1 << 20, &x)) return 2;
+            *(a[2] == 'k' ? &kv_heads : &ndocs) = x;
         } else if (strcmp(a, "--dims") == 0) {
             if (!(v = cli_value(argc, argv, &i)) || (nd = parse_list(a, v, dims, 8)) < 1) return 2;
         } else if (strcmp(a, "--seqs") == 0) {
             if (!(v = cli_value(argc, argv, &i)) || (ns = parse_list(a, v, seqs, 8)) < 1) return 2;
         } else {
             fprintf(stderr, "usage: stg attn-bench [--device cuda] [--precision bf16|fp32] [--batch 8] [--heads 1] "
-                            "[--dims 16,32,64,128] [--seqs 256,1024,4096,8192,16384] [--iters 10] [--json]\n");
+                            "[--kv-heads N] [--docs N] [--dims 16,32,64,128] [--seqs 256,1024,4096,8192,16384] [--iters 10] "
+                            "[--json]\n");
             return 2;
         }
     }
+    if (!kv_heads) kv_heads = heads;
+    if (heads % kv_heads)
+        return fprintf(stderr, "stg attn-bench: query heads (%lld) must be a multiple of kv heads (%lld)\n", (long long)heads,
+                       (long long)kv_heads),
+               2;
+    for (int si = 0; si < ns; si++)
+        if (ndocs && seqs[si] % ndocs)
+            return fprintf(stderr, "stg attn-bench: --docs %lld does not divide the sequence length %lld\n", (long long)ndocs,
+                           (long long)seqs[si]),
+                   2;
     rt_backend *b = cli_open_backend(device, prec, false);
     if (!b) return 2;
     if (!json)
@@ -135,14 +161,18 @@ int cmd_attnbench(int argc, char **argv) {
     int rc = 0;
     for (int di = 0; di < nd; di++)
         for (int si = 0; si < ns; si++)
-            for (int naive = 1; naive >= 0; naive--) {
+            for (int variant = 0; variant < 2; variant++) { // naive, flash; with --docs: flash, flash over docs
+                const bool naive = !ndocs && variant == 0, docs = ndocs && variant == 1;
                 int64_t D = dims[di], S = seqs[si];
                 stg_err err;
-                stg_graph *g = build(prec, batch, S, heads, D, naive, &err);
+                stg_graph *g = build(prec, batch, S, heads, kv_heads, D, naive, docs, &err);
                 stg_plan *p = NULL;
                 rt_exec *e = NULL;
                 double *buf = NULL, *tf = NULL, *tb = NULL;
-                const char *name = naive ? "naive" : "flash";
+                int32_t *dbuf = NULL;
+                char name[48];
+                snprintf(name, sizeof name, "%s", naive ? "naive" : "flash");
+                if (docs) snprintf(name, sizeof name, "flash, %lld docs", (long long)ndocs);
                 if (!g || plan_build(g, NULL, &p, &err)) {
                     fprintf(stderr, "stg attn-bench: %s d=%lld S=%lld: %s\n", name, (long long)D, (long long)S, err.msg);
                     rc = 1;
@@ -170,25 +200,33 @@ int cmd_attnbench(int argc, char **argv) {
                 }
                 int64_t n = batch * S * heads * D;
                 buf = malloc(sizeof(double) * (size_t)n);
+                dbuf = malloc(sizeof(int32_t) * (size_t)(batch * S));
                 tf = malloc(sizeof(double) * (size_t)iters);
                 tb = malloc(sizeof(double) * (size_t)iters);
-                if (!buf || !tf || !tb) {
+                if (!buf || !dbuf || !tf || !tb) {
                     snprintf(err.msg, sizeof err.msg, "out of host memory");
                     goto fail;
                 }
                 rt_rng rng;
                 rt_rng_seed(&rng, 1);
                 for (int t = 0; t < g->nt; t++) {
+                    if (docs && strcmp(g->t[t].name, "docs") == 0) { // documents of S / ndocs tokens
+                        for (int64_t i = 0; i < batch * S; i++) dbuf[i] = (int32_t)(i % S / (S / ndocs) * (S / ndocs));
+                        if (rt_exec_write(e, t, dbuf, sizeof(int32_t) * (size_t)(batch * S), &err)) goto fail;
+                        continue;
+                    }
                     if (g->t[t].cls != STG_CLASS_PARAM && strcmp(g->t[t].name, "d.o") != 0) continue;
-                    for (int64_t i = 0; i < n; i++) buf[i] = rt_rng_normal(&rng);
+                    for (int64_t i = 0; i < stg_numel(&g->t[t]); i++) buf[i] = rt_rng_normal(&rng);
                     if (rt_exec_write_f64(e, t, buf, &err)) goto fail;
                 }
                 if (rt_exec_run(e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &err)) goto fail; // warm-up
                 for (int64_t it = 0; it < iters; it++)
                     if (time_run(e, b, RT_PHASE_FORWARD, &tf[it], &err) || time_run(e, b, RT_PHASE_BACKWARD, &tb[it], &err)) goto fail;
                 double f = median(tf, iters), bw = median(tb, iters); // ms
-                // causal FLOPs: half of 4·B·H·S²·D forward; backward 2.5× forward
-                double ff = 2.0 * (double)batch * (double)heads * (double)S * (double)S * (double)D, fb = 2.5 * ff;
+                // causal FLOPs: half of 4·B·H·S²·D forward (over docs: half of 4·B·H·Σ L²·D, the pairs
+                // that are computed); backward 2.5× forward
+                double pairs = docs ? (double)S * (double)S / (double)ndocs : (double)S * (double)S;
+                double ff = 2.0 * (double)batch * (double)heads * pairs * (double)D, fb = 2.5 * ff;
                 int64_t meas = rt_exec_measured_bytes(e);
                 if (json)
                     printf("{\"attention\": \"%s\", \"d_head\": %lld, \"seq\": %lld, \"forward_ms\": %.4f, \"backward_ms\": %.4f, "
@@ -208,6 +246,7 @@ int cmd_attnbench(int argc, char **argv) {
                 rc = 1;
             next:
                 free(buf);
+                free(dbuf);
                 free(tf);
                 free(tb);
                 rt_exec_free(e);

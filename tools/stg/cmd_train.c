@@ -26,7 +26,7 @@ typedef struct {
     const char *device;
     bool tf32, eager, tune;
     const char *exec_given; // --exec as typed (NULL: not given)
-    bool min_lr_given, val_every_given;
+    bool min_lr_given, val_every_given, doc_loss_mask_given;
     bool tty;
     bool quiet; // data parallel: ranks other than 0 print nothing per step
     int64_t last_print;
@@ -88,6 +88,14 @@ static int train_arg(train_ctx *c, int argc, char **argv, int *i) {
     if (strcmp(a, "--val-batches") == 0) return VAL() && !cli_int(a, v, 1, 1 << 20, &n) ? (f->val_batches = n, 1) : -1;
     if (strcmp(a, "--markov-k") == 0) return VAL() && !cli_int(a, v, 1, 256, &n) ? (f->markov_k = (int)n, 1) : -1;
     if (strcmp(a, "--seed") == 0) return VAL() && !cli_int(a, v, 0, INT64_MAX, &n) ? (f->seed = (uint64_t)n, 1) : -1;
+    if (strcmp(a, "--doc-sep") == 0) return VAL() && !cli_int(a, v, 0, INT32_MAX, &n) ? (f->doc_sep = n, 1) : -1;
+    if (strcmp(a, "--doc-loss-mask") == 0) {
+        if (!VAL()) return -1;
+        if (strcmp(v, "on") && strcmp(v, "off")) return fprintf(stderr, "stg: --doc-loss-mask '%s': expected on or off\n", v), -1;
+        c->doc_loss_mask_given = true;
+        f->doc_loss_mask = strcmp(v, "on") == 0;
+        return 1;
+    }
 #undef VAL
     return 0;
 }
@@ -132,6 +140,10 @@ static int train_checks(cli_model_opts *m, train_ctx *c) {
         return -1;
     }
     if (f->val && !c->val_every_given) f->val_every = DEFAULT_VAL_EVERY;
+    if (c->doc_loss_mask_given && f->doc_sep < 0) {
+        fprintf(stderr, "stg train: --doc-loss-mask says which targets of packed documents count; it needs --doc-sep ID\n");
+        return -1;
+    }
     // Outputs never overwrite inputs (compared by device and inode, through symlinks).
     const char *in[] = {m->model, f->data, f->val, f->init_path};
     const char *inw[] = {"model file", "--data file", "--val file", "--init file"};
@@ -179,12 +191,13 @@ static void run_description(const stg_graph *g, const cli_model_opts *m, const r
              "model name=%s\ndims and options=%s\nprecision=%s\nparameters=%lld\n--lr=%.17g\n--min-lr=%.17g\n--warmup=%lld\n"
              "--cosine-steps=%lld\n--weight-decay=%.17g\n--clip=%.17g\n--beta1=%.17g\n--beta2=%.17g\n--no-decay-norms-embeddings=%d\n"
              "--steps=%lld\n--seed=%llu\n--markov-k=%d\n--data=%s\n--val=%s\n--val-every=%lld\n--ckpt-every=%lld\n--resume=%d\n"
-             "--zero=%d\n--bucket-mb=%.17g\n--optimizer-in-backward=%d\n--group-matmuls=%s\n",
+             "--zero=%d\n--bucket-mb=%.17g\n--optimizer-in-backward=%d\n--group-matmuls=%s\n--doc-sep=%lld\n--doc-loss-mask=%d\n",
              g->name, dims, stg_precision_name(g->precision), (long long)graph_param_count(g), o->lr, o->min_lr, (long long)o->warmup,
              (long long)o->cosine_steps, o->weight_decay, o->max_norm, o->beta1, o->beta2, (int)o->decay_exempt_norms_embeddings,
              (long long)f->steps, (unsigned long long)f->seed, f->markov_k, f->data ? "a file" : "the synthetic source",
              f->val ? "a file" : "none", (long long)f->val_every, (long long)f->ckpt_every, (int)f->resume, o->dp_zero,
-             (double)o->dp_bucket_bytes / (1 << 20), (int)o->in_backward, m->ungrouped ? "off" : "on");
+             (double)o->dp_bucket_bytes / (1 << 20), (int)o->in_backward, m->ungrouped ? "off" : "on", (long long)f->doc_sep,
+             (int)f->doc_loss_mask);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -213,6 +226,10 @@ int cmd_train(int argc, char **argv) {
     }
     if (m.optim.cosine_steps == 0) m.optim.cosine_steps = c.cfg.steps; // anneal over the whole run by default
     if (train_checks(&m, &c)) return 2;
+    if (c.cfg.doc_sep >= 0) { // packed documents: the model's docs option on (models/cs336/lm.yaml)
+        if (m.nsets == CLI_MAX_SETS) return fprintf(stderr, "stg train: too many --set options\n"), 2;
+        m.sets[m.nsets++] = "docs=on";
+    }
     rt_dist dist;
     if (cli_dist_env(&m, &dist)) return 2;
     c.cfg.rank = dist.rank;
@@ -237,8 +254,11 @@ int cmd_train(int argc, char **argv) {
     stg_plan *p = NULL;
     rt_exec *e = NULL;
     stg_err err;
-    int rc = g ? 1 : 2; // a model that does not load is bad input
-    if (!g) goto out;
+    int rc = 1;
+    if (!g) { // the model, or an override of it (--set, --doc-sep's docs=on), is bad input
+        rc = 2;
+        goto out;
+    }
     if (dist.world > 1) {
         char desc[RT_DIST_DESC_MAX];
         run_description(g, &m, &c.cfg, desc, sizeof desc);
@@ -261,6 +281,25 @@ int cmd_train(int argc, char **argv) {
             goto out;
         }
         rt_tokens_free(tk);
+    }
+    if (c.cfg.doc_sep >= 0) { // bad input (exit 2): a separator outside the vocabulary, a model that ignores docs
+        bool has_vocab, read = false;
+        int64_t vocab = graph_dim(g, "vocab", &has_vocab);
+        int dt = graph_find_tensor(g, "docs");
+        for (int o = 0; dt >= 0 && o < g->nops; o++)
+            for (int i = 0; i < g->ops[o].n_in; i++) read |= g->ops[o].in[i] == dt;
+        if (has_vocab && c.cfg.doc_sep >= vocab) {
+            fprintf(stderr, "stg train: --doc-sep %lld is outside the model's vocabulary [0, %lld)\n", (long long)c.cfg.doc_sep,
+                    (long long)vocab);
+            rc = 2;
+            goto out;
+        }
+        if (!read) {
+            fprintf(stderr, "stg train: --doc-sep: no op of the model reads its input 'docs' (the written-out attention, "
+                            "--attention naive, has no document mask; models/cs336/lm.yaml reads it with --attention flash)\n");
+            rc = 2;
+            goto out;
+        }
     }
     rt_exec_opts eo = {.graph = !c.eager};
     stg_budget_report brep;

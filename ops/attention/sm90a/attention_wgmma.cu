@@ -2,8 +2,11 @@
 // for sm_90a only, see CMakeLists.txt). Same function as att_tc_fwd_kernel in ../attention.cu:
 // o_i = sum_j softmax_j(scale q_i . k_j) v_j over j <= i, lse_i = log sum_j exp(scale q_i . k_j).
 //
-// Block: NWG warpgroups (4 warps each) of 64 queries; grid (query tiles, H, B): the blocks of one
-// head run together (its K and V stay in L2), the longest rows first. Q goes to registers once
+// Block: NWG warpgroups (4 warps each) of 64 rows; grid (row tiles, H / G, B). Grouped-query
+// attention: the rows of a block are the S G rows of the G query heads sharing kv head hk (position
+// R / G of head hk G + R % G; ../rows.cuh), so one K/V tile load serves the whole group; the blocks of
+// one kv head run together (its K and V stay in L2), the longest rows first. Packed documents
+// (docs): the key loop starts at the first tile the block's first document makes visible. Q goes to registers once
 // (ldmatrix; the A operand of every S = Q K^T). The block streams key tiles of BK keys through NST
 // shared stages with cp.async, NST - 2 tiles ahead. Per tile and warpgroup:
 //   S(t) = Q K(t)^T issued (wgmma, async), then O += P(t-1) V(t-1) issued behind it;
@@ -30,13 +33,14 @@ static size_t wg_fwd_smem(void) {
     return sizeof(wg_bf16) * ((size_t)64 * NWG * (D + 8) + (size_t)2 * NST * BK * D) + 1024; // + alignment
 }
 
-// Grid (query tiles of 64 NWG, H, B); block 128 NWG threads; NST shared stages of K and V, the loads
+// Grid (tiles of 64 NWG of the S G rows, H / G, B); block 128 NWG threads; NST shared stages of K and V, the loads
 // running NST - 2 tiles ahead (one stage holds the V of the previous tile, read by its P V product).
 // MINB: blocks per multiprocessor the registers must allow.
 template <int D, int NWG, int BK, int NST, int MINB>
 __global__ void __launch_bounds__(128 * NWG, MINB)
     att_wg_fwd_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
-                      wg_bf16 *__restrict__ o, float *__restrict__ lse, int S, int H, float scale2) {
+                      const int *__restrict__ docs, wg_bf16 *__restrict__ o, float *__restrict__ lse, int S, int H, int G,
+                      float scale2) {
     constexpr int BQ = 64 * NWG, NT = 128 * NWG, LDQ = D + 8, KD = D / 16, NSC = BK / 64, NDC = D / 64;
     constexpr bool TL = D % 64 == 16; // head dim 80: a 16-dim tail panel (wgmma.cuh)
     constexpr int TILE = BK * D; // elements of one K or V stage
@@ -47,33 +51,43 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     wg_bf16 *Qs = (wg_bf16 *)wg_smraw;
     // stage s: K at kv0 + 2 s TILE, V at kv0 + (2 s + 1) TILE (elements; bytes / 2), 1024-byte aligned
     const uint32_t kv0 = (wg_smem(Qs + BQ * LDQ) + 1023u) & ~1023u;
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int hk = blockIdx.y, b = blockIdx.z;
     const int tile = gridDim.x - 1 - blockIdx.x; // the longest rows first
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const int wg = __shfl_sync(0xffffffffu, warp / 4, 0); // provably warp-uniform: wgmma is not serialized
-    const int q0 = tile * BQ, rw0 = q0 + 64 * wg, rwarp = rw0 + 16 * (warp % 4);
-    const int64_t stride = (int64_t)H * D;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D;
-    const int last = min(q0 + BQ, S) - 1;
-    const int ntiles = last / BK + 1;                             // key tiles of the block
-    const int wtiles = rw0 < S ? min(rw0 + 63, S - 1) / BK + 1 : 0; // key tiles of this warpgroup
+    const int RN = S * G, q0 = tile * BQ, rw0 = q0 + 64 * wg, rwarp = rw0 + 16 * (warp % 4); // rows
+    const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
+    const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D; // row 0 of the group
+    const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
+    const int *dc = docs ? docs + (int64_t)b * S : nullptr;
+    const int last = (min(q0 + BQ, RN) - 1) / G;                        // the block's last position
+    const int kt0 = att_doc0(dc, q0 / G) / BK;                          // its first visible key tile
+    const int ntiles = last / BK + 1 - kt0;                             // key tiles of the block
+    const int wtiles = rw0 < RN ? (min(rw0 + 63, RN - 1) / G) / BK + 1 - kt0 : 0; // key tiles of this warpgroup
+    int pos[2], first[2]; // this thread's rows rwarp + g + 8 i: position (-1 past the end), first visible key
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int R = rwarp + g + 8 * i;
+        pos[i] = R < RN ? R / G : -1;
+        first[i] = R < RN ? att_doc0(dc, pos[i]) : 0;
+    }
 
     // Q (padded rows, for ldmatrix) and the first K, V tile.
     {
-        constexpr int G = D / 8;
-        for (int idx = threadIdx.x; idx < BQ * G; idx += NT) {
-            const int r = idx / G, c = (idx % G) * 8;
-            const bool ok = q0 + r < S;
-            wg_cp16(wg_smem(Qs + r * LDQ + c), q + head0 + (ok ? (int64_t)(q0 + r) * stride + c : 0), ok);
+        constexpr int NC8 = D / 8;
+        for (int idx = threadIdx.x; idx < BQ * NC8; idx += NT) {
+            const int r = idx / NC8, c = (idx % NC8) * 8;
+            const bool ok = q0 + r < RN;
+            wg_cp16(wg_smem(Qs + r * LDQ + c), q + qhead0 + (ok ? att_row_off(q0 + r, G, qstride, D) + c : 0), ok);
         }
     }
-    // One commit group per tile (empty past the last), tile t in stage t % NST.
+    // One commit group per tile (empty past the last), tile t (key tile kt0 + t) in stage t % NST.
     auto load_kv = [&](int t) {
         if (t < ntiles) {
-            const int kn = t * BK;
+            const int kn = (kt0 + t) * BK;
             const uint32_t st = kv0 + (uint32_t)(2 * (t % NST) * TILE * 2);
-            wg_load_rows<D, BK, NT>(st, k + head0 + (int64_t)kn * stride, stride, S - kn);
-            wg_load_rows<D, BK, NT>(st + TILE * 2, v + head0 + (int64_t)kn * stride, stride, S - kn);
+            wg_load_rows<D, BK, NT>(st, k + khead0 + (int64_t)kn * kstride, kstride, S - kn);
+            wg_load_rows<D, BK, NT>(st + TILE * 2, v + khead0 + (int64_t)kn * kstride, kstride, S - kn);
         }
         wg_cp_commit();
     };
@@ -136,7 +150,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         }
         load_kv(t + PF); // into stage (t - 2) % NST
         if (t < wtiles) {
-            const int k0 = t * BK;
+            const int k0 = (kt0 + t) * BK;
             const uint32_t kb = kv0 + (uint32_t)(2 * (t % NST) * TILE * 2);
             float s[NSC][32];
             wg_arrive();
@@ -164,7 +178,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
                 for (int e = 0; e < 32; e++) wg_keep(s[c][e]);
 
             // Online softmax on this thread's rows rwarp + g (i = 0) and rwarp + g + 8 (i = 1).
-            const bool mask = k0 + BK - 1 > rw0 || k0 + BK > S;
+            // this thread's rows need masking: a key past a row, past S or before its document
+            const bool mask = k0 + BK - 1 > min(pos[0], pos[1]) || k0 + BK > S || k0 < max(first[0], first[1]);
             float mx[2] = {m[0], m[1]};
 #pragma unroll
             for (int c = 0; c < NSC; c++)
@@ -172,8 +187,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
                 for (int e = 0; e < 32; e++) {
                     float x = s[c][e];
                     if (mask) {
-                        const int key = k0 + c * 64 + (e >> 2) * 8 + 2 * t4 + (e & 1), row = rwarp + g + ((e >> 1) & 1) * 8;
-                        if (key > row || key >= S) x = -INFINITY;
+                        const int key = k0 + c * 64 + (e >> 2) * 8 + 2 * t4 + (e & 1), i = (e >> 1) & 1;
+                        if (key > pos[i] || key >= S || key < first[i]) x = -INFINITY;
                     }
                     s[c][e] = x;
                     mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], x);
@@ -242,10 +257,10 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         li += __shfl_xor_sync(0xffffffffu, li, 1);
         li += __shfl_xor_sync(0xffffffffu, li, 2);
         const int row = rwarp + g + 8 * i;
-        if (row >= S) continue;
+        if (row >= RN) continue;
         const float inv = 1.0f / li;
-        wg_store_row<NDC, TL>(o + head0 + (int64_t)row * stride, oacc, otl, i, t4, inv);
-        if (t4 == 0) lse[((int64_t)b * H + h) * S + row] = (m[i] * scale2 + log2f(li)) * (float)WG_LN2;
+        wg_store_row<NDC, TL>(o + qhead0 + att_row_off(row, G, qstride, D), oacc, otl, i, t4, inv);
+        if (t4 == 0) lse[att_stat_idx(row, G, b, H, hk, S)] = (m[i] * scale2 + log2f(li)) * (float)WG_LN2;
     }
 }
 
@@ -278,15 +293,15 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #endif
 
 template <int D, int NWG, int BK, int NST, int MINB>
-static int wg_fwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, void *o, float *lse, int B, int S,
-                         int H, float scale2, stg_err *err) {
+static int wg_fwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o,
+                         float *lse, int B, int S, int H, int G, float scale2, stg_err *err) {
     const size_t smem = wg_fwd_smem<D, NWG, BK, NST>();
     CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_fwd_kernel<D, NWG, BK, NST, MINB>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    const int nq = (S + 64 * NWG - 1) / (64 * NWG);
-    dim3 grid((unsigned)nq, (unsigned)H, (unsigned)B); // H, B <= 65535: checked below
+    const int nq = (S * G + 64 * NWG - 1) / (64 * NWG);
+    dim3 grid((unsigned)nq, (unsigned)(H / G), (unsigned)B); // H, B <= 65535: checked below
     att_wg_fwd_kernel<D, NWG, BK, NST, MINB><<<grid, 128 * NWG, smem, st>>>(
-        (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, (wg_bf16 *)o, lse, S, H, scale2);
+        (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, (wg_bf16 *)o, lse, S, H, G, scale2);
     CUDA_LAUNCH_CHECK(err, "attention forward (wgmma)");
     return 0;
 }
@@ -298,15 +313,16 @@ bool att_wgmma_fwd_supported(int D, float scale) {
     return (D == 64 || D == 80 || D == 128) && scale > 0.0f;
 }
 
-int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, void *o, float *lse, int B, int S,
-                  int H, int D, float scale2, stg_err *err) {
+int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o, float *lse,
+                  int B, int S, int H, int G, int D, float scale2, stg_err *err) {
     if (B > 65535 || H > 65535) return stg_errf(err, "attention forward (wgmma): B %d or H %d over 65535", B, H);
+    if (G < 1 || H % G) return stg_errf(err, "attention forward (wgmma): %d query heads in groups of %d", H, G);
     switch (D) {
     case 64:
-        return wg_fwd_launch<64, WG_FWD_NWG, WG_FWD_BK64, WG_FWD_NST, WG_FWD_MINB>(st, q, k, v, o, lse, B, S, H, scale2, err);
+        return wg_fwd_launch<64, WG_FWD_NWG, WG_FWD_BK64, WG_FWD_NST, WG_FWD_MINB>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
     case 80:
-        return wg_fwd_launch<80, WG_FWD80_NWG, 64, WG_FWD80_NST, WG_FWD80_MINB>(st, q, k, v, o, lse, B, S, H, scale2, err);
-    case 128: return wg_fwd_launch<128, 2, 64, WG_FWD_NST, 1>(st, q, k, v, o, lse, B, S, H, scale2, err);
+        return wg_fwd_launch<80, WG_FWD80_NWG, 64, WG_FWD80_NST, WG_FWD80_MINB>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
+    case 128: return wg_fwd_launch<128, 2, 64, WG_FWD_NST, 1>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
     }
     return stg_errf(err, "attention forward (wgmma): head dim %d not supported", D);
 }

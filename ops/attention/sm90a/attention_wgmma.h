@@ -13,18 +13,21 @@ extern "C" {
 // Whether att_wgmma_fwd handles head dim D with this scale (D 64, 80 or 128, scale > 0).
 bool att_wgmma_fwd_supported(int D, float scale);
 
-// q, k, v (B, S, H, D) bf16 -> o (B, S, H, D) bf16, lse (B, H, S) f32 (natural log), causal;
-// scale2 = scale log2(e). Pointers 16-byte aligned. Returns 0, or -1 with err set.
-int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, void *o, float *lse, int B, int S,
-                  int H, int D, float scale2, stg_err *err);
+// q (B, S, H, D), k, v (B, S, H / G, D) bf16 [, docs (B, S) i32 or NULL: packed documents,
+// ops/attention/rows.cuh] -> o (B, S, H, D) bf16, lse (B, H, S) f32 (natural log), causal; query
+// head h reads kv head h / G; scale2 = scale log2(e). Pointers 16-byte aligned (docs 4). Returns 0,
+// or -1 with err set.
+int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o, float *lse,
+                  int B, int S, int H, int G, int D, float scale2, stg_err *err);
 
 // Whether att_wgmma_bwd handles head dim D (64 or 80).
 bool att_wgmma_bwd_supported(int D);
 
-// dq, dk, dv (B, S, H, D) bf16 of the causal attention above, from q, k, v, lse, dout and Dsum (B, H, S)
-// f32 = sum_d dout . o (computed before); scale2 = scale log2(e). Returns 0, or -1 with err set.
-int att_wgmma_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const float *lse, const void *dout,
-                  const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int D, float scale, float scale2,
-                  stg_err *err);
+// dq (B, S, H, D), dk, dv (B, S, H / G, D) bf16 of the causal attention above (dk, dv summed over each
+// kv head's group of query heads, no atomics), from q, k, v, docs, lse, dout and Dsum (B, H, S) f32 =
+// sum_d dout . o (computed before); scale2 = scale log2(e). Returns 0, or -1 with err set.
+int att_wgmma_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse,
+                  const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G, int D,
+                  float scale, float scale2, stg_err *err);
 
 #endif

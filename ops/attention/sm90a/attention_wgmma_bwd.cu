@@ -6,16 +6,21 @@
 // No atomics: every output element is summed by one thread in a fixed order, so a graph replay is
 // bitwise equal to an eager launch.
 //
-// dk, dv: one block per 64 NWG keys (a warpgroup per 64 keys), the blocks with the most query tiles
-// first. K and V of the block stay in shared memory (the A operands); the block streams the query
-// tiles at and after its first key (Q, dO, lse, D) through NST shared stages, NST - 2 tiles ahead.
+// Grouped-query attention (H = G Hkv) and packed documents as in ../rows.cuh: the query side of every
+// block is the S G rows of the G query heads of one kv head (position R / G of head hk G + R % G).
+// dk, dv: one block per 64 NWG keys of a kv head (a warpgroup per 64 keys), the blocks with the most
+// row tiles first. K and V of the block stay in shared memory (the A operands); the block streams the
+// row tiles (every query head of the group) at and after its first key, up to the end of the last
+// document that sees its keys (Q, dO, lse, D, document starts) through NST shared stages, NST - 2
+// tiles ahead, so dk and dv are summed over the group in registers.
 // Per query tile and warpgroup:
 //   Sᵀ = K Qᵀ and dPᵀ = V dOᵀ issued (two commit groups); wait for Sᵀ (and for the last tile's dV,
 //   dK products); Pᵀ = exp2(scale2 Sᵀ - lse2) in f32, masked where key > query or query >= S; wait
 //   for dPᵀ; dSᵀ = Pᵀ (dPᵀ - D); Pᵀ and dSᵀ to bf16 registers, the A operands of dV += Pᵀ dO and
 //   dK += dSᵀ Q, issued and left running under the next tile's loads and products.
-// dq: one block per 64 NWG queries, the longest rows first. Q and dO of the block stay in shared
-// memory; the block streams the key tiles up to its diagonal (K, V). Per key tile and warpgroup:
+// dq: one block per 64 NWG rows, the longest rows first. Q and dO of the block stay in shared
+// memory; the block streams the key tiles from the first its document makes visible up to its
+// diagonal (K, V). Per key tile and warpgroup:
 //   S = Q Kᵀ and dP = dO Vᵀ issued; P and dS as above with lse and D per row; dQ += dS K issued.
 // Q, dO, K and V tiles are read K-major by the first products and MN-major by the second ones, from
 // one layout (wgmma.cuh): 64-dim panels in the 128-byte swizzle, and at head dim 80 a 16-dim tail
@@ -58,52 +63,60 @@ __device__ __forceinline__ void wg_keep_a(uint32_t (&a)[4][4]) {
 template <int D, int NWG, int NST>
 static size_t wg_dkdv_smem(void) {
     // K and V of the block, NST stages of Q and dO (64 rows each), lse and D of each stage
-    return sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + sizeof(float) * 2 * NST * 64 +
-           1024; // + alignment
+    return sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + sizeof(float) * 3 * NST * 64 +
+           1024; // + alignment (stats: lse, D and the rows' first visible keys)
 }
 
-// Key tile bx (64 NWG keys) of head blockIdx.y, batch blockIdx.z; block 128 NWG threads.
+// Key tile bx (64 NWG keys) of kv head blockIdx.y, batch blockIdx.z; block 128 NWG threads.
 template <int D, int NWG, int NST>
 __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k,
-                                                 const wg_bf16 *__restrict__ v, const float *__restrict__ lse,
-                                                 const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
-                                                 wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, int S, int H,
-                                                 float scale, float scale2, int bx) {
+                                                 const wg_bf16 *__restrict__ v, const int *__restrict__ docs,
+                                                 const float *__restrict__ lse, const wg_bf16 *__restrict__ dout,
+                                                 const float *__restrict__ Dsum, wg_bf16 *__restrict__ dk,
+                                                 wg_bf16 *__restrict__ dv, int S, int H, int G, float scale, float scale2,
+                                                 int bx, int hk) {
     constexpr int BQ = 64, BKB = 64 * NWG, NT = 128 * NWG, KD = D / 16, NDC = D / 64, TL = D % 64 == 16, PF = NST - 2;
     constexpr int TILE = BQ * D; // elements of one Q or dO stage (a multiple of 512: stages stay 1024-byte aligned)
     static_assert(NST >= 3, "three stages at least");
     static_assert(D % 64 == 0 || D % 64 == 16, "head dim 64 NP or 64 NP + 16");
     extern __shared__ __align__(128) unsigned char wg_smraw[];
     const uint32_t raw = wg_smem(wg_smraw), base = (raw + 1023u) & ~1023u;
-    // K at Kb, V at Vb; stage s: Q at st0 + 4 s TILE bytes, dO after it; then lse and D of stage s
+    // K at Kb, V at Vb; stage s: Q at st0 + 4 s TILE bytes, dO after it; then lse and D of stage s, then
+    // the first visible keys of stage s
     const uint32_t Kb = base, Vb = Kb + BKB * D * 2, st0 = Vb + BKB * D * 2;
     float *stat = (float *)(wg_smraw + (st0 + NST * 4 * TILE - raw));
-    const int h = blockIdx.y, b = blockIdx.z;
-    const int k0 = bx * BKB; // tile 0 has the most query tiles
+    int *fstat = (int *)(stat + 2 * NST * BQ);
+    const int b = blockIdx.z;
+    const int k0 = bx * BKB; // tile 0 has the most row tiles
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const int wg = __shfl_sync(0xffffffffu, warp / 4, 0); // provably warp-uniform: wgmma is not serialized
     const int kw0 = k0 + 64 * wg, kwarp = kw0 + 16 * (warp % 4);
-    const int64_t stride = (int64_t)H * D;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D;
-    const int64_t row0 = ((int64_t)b * H + h) * S;
-    const int ntiles = (S - k0 + BQ - 1) / BQ; // query tiles k0, k0 + BQ, ... below S
+    const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
+    const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D; // row 0 of the group
+    const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
+    const int *dc = docs ? docs + (int64_t)b * S : nullptr;
 
-    wg_load_rows<D, BKB, NT>(Kb, k + head0 + (int64_t)k0 * stride, stride, S - k0);
-    wg_load_rows<D, BKB, NT>(Vb, v + head0 + (int64_t)k0 * stride, stride, S - k0);
-    // One commit group per query tile (empty past the last), tile t in stage t % NST; K and V ride
+    wg_load_rows<D, BKB, NT>(Kb, k + khead0 + (int64_t)k0 * kstride, kstride, S - k0);
+    wg_load_rows<D, BKB, NT>(Vb, v + khead0 + (int64_t)k0 * kstride, kstride, S - k0);
+    // rows that may see these keys (found while K and V load)
+    const int RS = k0 * G, RN = (att_doc_end_block<NT>(dc, S, min(k0 + BKB, S) - 1) + 1) * G;
+    const int ntiles = (RN - RS + BQ - 1) / BQ; // row tiles RS, RS + BQ, ... below RN
+    // One commit group per row tile (empty past the last), tile t in stage t % NST; K and V ride
     // with tile 0.
     auto load_q = [&](int t) {
         if (t < ntiles) {
-            const int qn = k0 + t * BQ, s = t % NST;
+            const int qn = RS + t * BQ, s = t % NST;
             const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE);
-            wg_load_rows<D, BQ, NT>(qs, q + head0 + (int64_t)qn * stride, stride, S - qn);
-            wg_load_rows<D, BQ, NT>(qs + 2 * TILE, dout + head0 + (int64_t)qn * stride, stride, S - qn);
-            if (threadIdx.x < 2 * BQ) { // lse by threads 0 .. 63, D by 64 .. 127
-                const int i = threadIdx.x % BQ;
-                const bool ok = qn + i < S;
-                const float *src = (threadIdx.x < BQ ? lse : Dsum) + row0 + (ok ? qn + i : 0);
-                wg_cp4(wg_smem(stat + (2 * s + threadIdx.x / BQ) * BQ + i), src, ok);
+            wg_load_rows_g<D, BQ, NT>(qs, q + qhead0, qstride, G, qn, RN);
+            wg_load_rows_g<D, BQ, NT>(qs + 2 * TILE, dout + qhead0, qstride, G, qn, RN);
+            for (int j = threadIdx.x; j < 2 * BQ; j += NT) { // lse by j 0 .. 63, D by 64 .. 127
+                const int i = j % BQ;
+                const bool ok = qn + i < RN;
+                const float *src = (j < BQ ? lse : Dsum) + (ok ? att_stat_idx(qn + i, G, b, H, hk, S) : 0);
+                wg_cp4(wg_smem(stat + (2 * s + j / BQ) * BQ + i), src, ok);
             }
+            for (int i = threadIdx.x; i < BQ; i += NT) // the rows' first visible keys (read after the barrier)
+                fstat[s * BQ + i] = qn + i < RN ? att_doc0(dc, (qn + i) / G) : 0;
         }
         wg_cp_commit();
     };
@@ -162,9 +175,10 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
         wg_fence_proxy();
         __syncthreads(); // tile t has landed for everyone; every warpgroup is done with tile t - 2's stage
         load_q(t + PF);  // into stage (t - 2) % NST
-        const int q0 = k0 + t * BQ;
-        if (q0 + BQ - 1 < kw0 || kw0 >= S) continue; // every query of the tile before every key of the warpgroup
-        const int s = t % NST;
+        const int q0 = RS + t * BQ, s = t % NST; // the tile's first row
+        const int *f_s = fstat + s * BQ;
+        // every row of the tile before every key of the warpgroup, or (docs) in documents after them
+        if ((min(q0 + BQ, RN) - 1) / G < kw0 || kw0 >= S || f_s[0] > kw0 + 63) continue;
         const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE), ds = qs + 2 * TILE;
         const float *lse_s = stat + 2 * s * BQ, *D_s = lse_s + BQ;
         float st[32], dpt[32];
@@ -186,14 +200,14 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
         }
         wg_wait<2>(); // Sᵀ is done (the groups after it: dPᵀ, the last tile's products or an empty one)
         wg_keep_all(st);
-        const bool mask = kw0 + 63 > q0 || q0 + BQ > S;
+        const bool mask = kw0 + 63 > q0 / G || q0 + BQ > RN || dc != nullptr;
 #pragma unroll
         for (int e = 0; e < 32; e++) {
             const int ci = 2 * (e >> 2) + (e & 1);
             float p = wg_ex2(fmaf(st[e], scale2, nl[ci]));
             if (mask) {
-                const int key = kwarp + wg_row(e, g), query = q0 + wg_col(e, t4);
-                if (key > query || query >= S) p = 0.0f;
+                const int key = kwarp + wg_row(e, g), col = wg_col(e, t4), row = q0 + col;
+                if (row >= RN || key > row / G || key < f_s[col]) p = 0.0f;
             }
             st[e] = p;
         }
@@ -218,8 +232,8 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
     for (int i = 0; i < 2; i++) {
         const int row = kwarp + g + 8 * i;
         if (row >= S) continue;
-        wg_store_row<NDC, TL>(dk + head0 + (int64_t)row * stride, dka, dkt, i, t4, scale);
-        wg_store_row<NDC, TL>(dv + head0 + (int64_t)row * stride, dva, dvt, i, t4, 1.0f);
+        wg_store_row<NDC, TL>(dk + khead0 + (int64_t)row * kstride, dka, dkt, i, t4, scale);
+        wg_store_row<NDC, TL>(dv + khead0 + (int64_t)row * kstride, dva, dvt, i, t4, 1.0f);
     }
 }
 
@@ -231,14 +245,14 @@ static size_t wg_dq_smem(void) {
     return sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + 1024;
 }
 
-// Query tile nbx - 1 - bx (64 NWG queries; of nbx, the longest rows for bx 0) of head blockIdx.y, batch
-// blockIdx.z; block 128 NWG threads.
+// Row tile nbx - 1 - bx (64 NWG of the S G rows; of nbx, the longest rows for bx 0) of kv head
+// blockIdx.y, batch blockIdx.z; block 128 NWG threads.
 template <int D, int NWG, int NST>
 __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k,
-                                               const wg_bf16 *__restrict__ v, const float *__restrict__ lse,
-                                               const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
-                                               wg_bf16 *__restrict__ dq, int S, int H, float scale, float scale2, int bx,
-                                               int nbx) {
+                                               const wg_bf16 *__restrict__ v, const int *__restrict__ docs,
+                                               const float *__restrict__ lse, const wg_bf16 *__restrict__ dout,
+                                               const float *__restrict__ Dsum, wg_bf16 *__restrict__ dq, int S, int H,
+                                               int G, float scale, float scale2, int bx, int nbx, int hk) {
     constexpr int BK = 64, BQB = 64 * NWG, NT = 128 * NWG, KD = D / 16, NDC = D / 64, TL = D % 64 == 16, PF = NST - 2;
     constexpr int TILE = BK * D; // elements of one K or V stage
     static_assert(NST >= 3, "three stages at least");
@@ -247,26 +261,28 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
     const uint32_t base = (wg_smem(wg_smraw) + 1023u) & ~1023u;
     // Q at Qb, dO at dOb; stage s: K at st0 + 4 s TILE bytes, V after it
     const uint32_t Qb = base, dOb = Qb + BQB * D * 2, st0 = dOb + BQB * D * 2;
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int b = blockIdx.z;
     const int qt = nbx - 1 - bx; // the longest rows first
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
     const int wg = __shfl_sync(0xffffffffu, warp / 4, 0);
-    const int q0 = qt * BQB, rw0 = q0 + 64 * wg, rwarp = rw0 + 16 * (warp % 4);
-    const int64_t stride = (int64_t)H * D;
-    const int64_t head0 = (int64_t)b * S * stride + (int64_t)h * D;
-    const int64_t row0 = ((int64_t)b * H + h) * S;
-    const int last = min(q0 + BQB, S) - 1;
-    const int ntiles = last / BK + 1;                               // key tiles of the block
-    const int wtiles = rw0 < S ? min(rw0 + 63, S - 1) / BK + 1 : 0; // key tiles of this warpgroup
+    const int RN = S * G, q0 = qt * BQB, rw0 = q0 + 64 * wg, rwarp = rw0 + 16 * (warp % 4); // rows
+    const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
+    const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D;
+    const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
+    const int *dc = docs ? docs + (int64_t)b * S : nullptr;
+    const int last = (min(q0 + BQB, RN) - 1) / G;
+    const int kt0 = att_doc0(dc, q0 / G) / BK;                                     // first visible key tile
+    const int ntiles = last / BK + 1 - kt0;                                        // key tiles of the block
+    const int wtiles = rw0 < RN ? (min(rw0 + 63, RN - 1) / G) / BK + 1 - kt0 : 0; // of this warpgroup
 
-    wg_load_rows<D, BQB, NT>(Qb, q + head0 + (int64_t)q0 * stride, stride, S - q0);
-    wg_load_rows<D, BQB, NT>(dOb, dout + head0 + (int64_t)q0 * stride, stride, S - q0);
+    wg_load_rows_g<D, BQB, NT>(Qb, q + qhead0, qstride, G, q0, RN);
+    wg_load_rows_g<D, BQB, NT>(dOb, dout + qhead0, qstride, G, q0, RN);
     auto load_kv = [&](int t) {
         if (t < ntiles) {
-            const int kn = t * BK;
+            const int kn = (kt0 + t) * BK;
             const uint32_t ks = st0 + (uint32_t)((t % NST) * 4 * TILE);
-            wg_load_rows<D, BK, NT>(ks, k + head0 + (int64_t)kn * stride, stride, S - kn);
-            wg_load_rows<D, BK, NT>(ks + 2 * TILE, v + head0 + (int64_t)kn * stride, stride, S - kn);
+            wg_load_rows<D, BK, NT>(ks, k + khead0 + (int64_t)kn * kstride, kstride, S - kn);
+            wg_load_rows<D, BK, NT>(ks + 2 * TILE, v + khead0 + (int64_t)kn * kstride, kstride, S - kn);
         }
         wg_cp_commit();
     };
@@ -274,11 +290,14 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
     for (int t = 0; t < PF; t++) load_kv(t);
 
     float nl[2], dr[2]; // -lse log2 e and D of this thread's rows rwarp + g, rwarp + g + 8
+    int pos[2], first[2]; // their positions (-1 past the end) and first visible keys
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int row = rwarp + g + 8 * i;
-        nl[i] = row < S ? -lse[row0 + row] * WG_LOG2E : -INFINITY;
-        dr[i] = row < S ? Dsum[row0 + row] : 0.0f;
+        nl[i] = row < RN ? -lse[att_stat_idx(row, G, b, H, hk, S)] * WG_LOG2E : -INFINITY;
+        dr[i] = row < RN ? Dsum[att_stat_idx(row, G, b, H, hk, S)] : 0.0f;
+        pos[i] = row < RN ? row / G : -1;
+        first[i] = row < RN ? att_doc0(dc, pos[i]) : 0;
     }
     float dqa[NDC][32], dqt[8]; // dqt: the tail panel's 16 dims (head dim 80)
 #pragma unroll
@@ -327,7 +346,7 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
             }
             continue;
         }
-        const int k0 = t * BK, s = t % NST;
+        const int k0 = (kt0 + t) * BK, s = t % NST;
         const uint32_t ks = st0 + (uint32_t)(s * 4 * TILE), vs = ks + 2 * TILE;
         float sc[32], dpa[32];
         wg_ss_product<KD, NDC>(sc, Qb, BQB, 64 * wg, ks, BK);   // m: queries, n: keys, k: dims
@@ -338,14 +357,14 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
             wg_commit(); // an empty group: the waits below count three groups either way
         wg_wait<2>(); // S is done
         wg_keep_all(sc);
-        const bool mask = k0 + BK - 1 > rw0 || k0 + BK > S;
+        const bool mask = k0 + BK - 1 > min(pos[0], pos[1]) || k0 + BK > S || k0 < max(first[0], first[1]);
 #pragma unroll
         for (int e = 0; e < 32; e++) {
             const int i = (e >> 1) & 1;
             float p = wg_ex2(fmaf(sc[e], scale2, nl[i]));
             if (mask) {
-                const int key = k0 + wg_col(e, t4), row = rwarp + wg_row(e, g);
-                if (key > row || key >= S) p = 0.0f;
+                const int key = k0 + wg_col(e, t4);
+                if (key > pos[i] || key >= S || key < first[i]) p = 0.0f;
             }
             sc[e] = p;
         }
@@ -367,45 +386,55 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int row = rwarp + g + 8 * i;
-        if (row >= S) continue;
-        wg_store_row<NDC, TL>(dq + head0 + (int64_t)row * stride, dqa, dqt, i, t4, scale);
+        if (row >= RN) continue;
+        wg_store_row<NDC, TL>(dq + qhead0 + att_row_off(row, G, qstride, D), dqa, dqt, i, t4, scale);
     }
 }
 
 // ---- the launches -------------------------------------------------------------------------------
 
-// Grid (key tiles of 64 NWG, H, B). MINB: blocks per multiprocessor the registers must allow.
+// Grid (key tiles of 64 NWG, H / G, B). MINB: blocks per multiprocessor the registers must allow.
 template <int D, int NWG, int NST, int MINB>
 __global__ void __launch_bounds__(128 * NWG, MINB)
     att_wg_dkdv_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
-                       const float *__restrict__ lse, const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
-                       wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, int S, int H, float scale, float scale2) {
-    att_wg_dkdv_body<D, NWG, NST>(q, k, v, lse, dout, Dsum, dk, dv, S, H, scale, scale2, (int)blockIdx.x);
+                       const int *__restrict__ docs, const float *__restrict__ lse, const wg_bf16 *__restrict__ dout,
+                       const float *__restrict__ Dsum, wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, int S, int H,
+                       int G, float scale, float scale2) {
+    att_wg_dkdv_body<D, NWG, NST>(q, k, v, docs, lse, dout, Dsum, dk, dv, S, H, G, scale, scale2, (int)blockIdx.x,
+                                  (int)blockIdx.y);
 }
 
-// Grid (query tiles of 64 NWG, H, B).
+// Grid (tiles of 64 NWG of the S G rows, H / G, B).
 template <int D, int NWG, int NST, int MINB>
 __global__ void __launch_bounds__(128 * NWG, MINB)
     att_wg_dq_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
-                     const float *__restrict__ lse, const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
-                     wg_bf16 *__restrict__ dq, int S, int H, float scale, float scale2) {
-    att_wg_dq_body<D, NWG, NST>(q, k, v, lse, dout, Dsum, dq, S, H, scale, scale2, (int)blockIdx.x, (int)gridDim.x);
+                     const int *__restrict__ docs, const float *__restrict__ lse, const wg_bf16 *__restrict__ dout,
+                     const float *__restrict__ Dsum, wg_bf16 *__restrict__ dq, int S, int H, int G, float scale,
+                     float scale2) {
+    att_wg_dq_body<D, NWG, NST>(q, k, v, docs, lse, dout, Dsum, dq, S, H, G, scale, scale2, (int)blockIdx.x,
+                                (int)gridDim.x, (int)blockIdx.y);
 }
 
-// Both in one grid (2 nt, H, B) of one warpgroup per block: even blocks take key tile x / 2 (dk, dv),
-// odd blocks query tile x / 2 (dq), the longest of both first; the two kinds share the
+// Both in one grid (nk + nq, H / G, B) of one warpgroup per block, nk key tiles and nq = ceil(S G / 64)
+// row tiles (nq >= nk): blocks 2j and 2j + 1 take key tile j (dk, dv) and row tile j (dq) for j < nk,
+// the rest the remaining row tiles, the longest of both first; the two kinds share the
 // multiprocessors (registers and shared memory of the larger) and one tail instead of two.
+// hminor (grouped-query attention): the grid is (H / G, nk + nq, B) instead, so the longest blocks of
+// every kv head are issued first (a key tile's block loops over G heads' rows: G times the longest
+// block of plain attention, which must not start last).
 template <int D, int NSTK, int NSTQ, int MINB>
 __global__ void __launch_bounds__(128, MINB)
     att_wg_bwd_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
-                      const float *__restrict__ lse, const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum,
-                      wg_bf16 *__restrict__ dq, wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, int S, int H,
-                      float scale, float scale2) {
-    const int x = (int)blockIdx.x, nt = (int)gridDim.x / 2;
-    if (x % 2 == 0)
-        att_wg_dkdv_body<D, 1, NSTK>(q, k, v, lse, dout, Dsum, dk, dv, S, H, scale, scale2, x / 2);
+                      const int *__restrict__ docs, const float *__restrict__ lse, const wg_bf16 *__restrict__ dout,
+                      const float *__restrict__ Dsum, wg_bf16 *__restrict__ dq, wg_bf16 *__restrict__ dk,
+                      wg_bf16 *__restrict__ dv, int S, int H, int G, int nk, int hminor, float scale, float scale2) {
+    const int x = hminor ? (int)blockIdx.y : (int)blockIdx.x, hk = hminor ? (int)blockIdx.x : (int)blockIdx.y;
+    const int nq = (int)(hminor ? gridDim.y : gridDim.x) - nk;
+    if (x < 2 * nk && x % 2 == 0)
+        att_wg_dkdv_body<D, 1, NSTK>(q, k, v, docs, lse, dout, Dsum, dk, dv, S, H, G, scale, scale2, x / 2, hk);
     else
-        att_wg_dq_body<D, 1, NSTQ>(q, k, v, lse, dout, Dsum, dq, S, H, scale, scale2, x / 2, nt);
+        att_wg_dq_body<D, 1, NSTQ>(q, k, v, docs, lse, dout, Dsum, dq, S, H, G, scale, scale2, x < 2 * nk ? x / 2 : x - nk,
+                                   nq, hk);
 }
 
 // ---- host side ----------------------------------------------------------------------------------
@@ -445,19 +474,21 @@ bool att_wgmma_bwd_supported(int D) {
 }
 
 template <int D>
-static int wg_bwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, const float *lse, const void *dout,
-                         const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, float scale, float scale2,
-                         stg_err *err) {
+static int wg_bwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse,
+                         const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G,
+                         float scale, float scale2, stg_err *err) {
+    const unsigned hkv = (unsigned)(H / G);
     if (WG_BWD_FUSED && WG_DKDV_NWG == 1 && WG_DQ_NWG == 1) {
         constexpr int MINB = WG_DKDV_MINB < WG_DQ_MINB ? WG_DKDV_MINB : WG_DQ_MINB;
         const size_t sk = wg_dkdv_smem<D, 1, WG_DKDV_NST>(), sq = wg_dq_smem<D, 1, WG_DQ_NST>();
         const size_t smem = sk > sq ? sk : sq;
         CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_bwd_kernel<D, WG_DKDV_NST, WG_DQ_NST, MINB>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        dim3 grid((unsigned)(2 * ((S + 63) / 64)), (unsigned)H, (unsigned)B);
+        const int nk = (S + 63) / 64, nq = (S * G + 63) / 64, hminor = G > 1 && nk + nq <= 65535;
+        dim3 grid(hminor ? hkv : (unsigned)(nk + nq), hminor ? (unsigned)(nk + nq) : hkv, (unsigned)B);
         att_wg_bwd_kernel<D, WG_DKDV_NST, WG_DQ_NST, MINB><<<grid, 128, smem, st>>>(
-            (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dq,
-            (wg_bf16 *)dk, (wg_bf16 *)dv, S, H, scale, scale2);
+            (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum,
+            (wg_bf16 *)dq, (wg_bf16 *)dk, (wg_bf16 *)dv, S, H, G, nk, hminor, scale, scale2);
         CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv and dq, wgmma)");
         return 0;
     }
@@ -466,10 +497,10 @@ static int wg_bwd_launch(cudaStream_t st, const void *q, const void *k, const vo
         const size_t smem = wg_dkdv_smem<D, NWG, NST>();
         CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_dkdv_kernel<D, NWG, NST, MINB>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        dim3 grid((unsigned)((S + 64 * NWG - 1) / (64 * NWG)), (unsigned)H, (unsigned)B);
+        dim3 grid((unsigned)((S + 64 * NWG - 1) / (64 * NWG)), hkv, (unsigned)B);
         att_wg_dkdv_kernel<D, NWG, NST, MINB><<<grid, 128 * NWG, smem, st>>>(
-            (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dk,
-            (wg_bf16 *)dv, S, H, scale, scale2);
+            (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum,
+            (wg_bf16 *)dk, (wg_bf16 *)dv, S, H, G, scale, scale2);
         CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, wgmma)");
     }
     {
@@ -477,22 +508,23 @@ static int wg_bwd_launch(cudaStream_t st, const void *q, const void *k, const vo
         const size_t smem = wg_dq_smem<D, NWG, NST>();
         CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_dq_kernel<D, NWG, NST, MINB>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        dim3 grid((unsigned)((S + 64 * NWG - 1) / (64 * NWG)), (unsigned)H, (unsigned)B);
+        dim3 grid((unsigned)((S * G + 64 * NWG - 1) / (64 * NWG)), hkv, (unsigned)B);
         att_wg_dq_kernel<D, NWG, NST, MINB><<<grid, 128 * NWG, smem, st>>>(
-            (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dq,
-            S, H, scale, scale2);
+            (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum,
+            (wg_bf16 *)dq, S, H, G, scale, scale2);
         CUDA_LAUNCH_CHECK(err, "attention backward (dq, wgmma)");
     }
     return 0;
 }
 
-int att_wgmma_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const float *lse, const void *dout,
-                  const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int D, float scale, float scale2,
-                  stg_err *err) {
+int att_wgmma_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse,
+                  const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G, int D,
+                  float scale, float scale2, stg_err *err) {
     if (B > 65535 || H > 65535) return stg_errf(err, "attention backward (wgmma): B %d or H %d over 65535", B, H);
+    if (G < 1 || H % G) return stg_errf(err, "attention backward (wgmma): %d query heads in groups of %d", H, G);
     switch (D) {
-    case 64: return wg_bwd_launch<64>(st, q, k, v, lse, dout, Dsum, dq, dk, dv, B, S, H, scale, scale2, err);
-    case 80: return wg_bwd_launch<80>(st, q, k, v, lse, dout, Dsum, dq, dk, dv, B, S, H, scale, scale2, err);
+    case 64: return wg_bwd_launch<64>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
+    case 80: return wg_bwd_launch<80>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
     }
     return stg_errf(err, "attention backward (wgmma): head dim %d not supported", D);
 }

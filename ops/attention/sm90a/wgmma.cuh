@@ -14,6 +14,8 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+#include "ops/attention/rows.cuh"
+
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "the wgmma kernels need the sm_90a target (-gencode=arch=compute_90a,code=sm_90a)"
 #endif
@@ -90,48 +92,66 @@ __device__ __forceinline__ void wg_mma_n64_set(float (&d)[32], const uint32_t (&
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TB), "r"(0));
 }
 
-// ROWS rows of DP bf16 from base (row stride `stride` elements) into the swizzled panels at dst;
-// rows at and past `valid` are zero-filled. Eight consecutive threads copy one 128-byte row of a
-// panel: whole sectors from global memory, no shared-memory bank conflicts.
+// ROWS rows of DP bf16 into the swizzled panels at dst: rows R0 .. R0 + ROWS - 1 of a group of G query
+// heads (ops/attention/rows.cuh: row R at base + att_row_off(R, G, stride, D)); rows at and past RN
+// are zero-filled. Eight consecutive threads copy one 128-byte row of a panel: whole sectors from
+// global memory, no shared-memory bank conflicts.
 template <int DP, int ROWS, int NT>
-__device__ __forceinline__ void wg_load_tile(uint32_t dst, const wg_bf16 *base, int64_t stride, int valid) {
-    constexpr int G = DP / 8;
+__device__ __forceinline__ void wg_load_tile_g(uint32_t dst, const wg_bf16 *base, int64_t stride, int G, int D, int R0,
+                                               int RN) {
+    constexpr int NC8 = DP / 8;
 #pragma unroll
-    for (int i0 = 0; i0 < ROWS * G; i0 += NT) {
+    for (int i0 = 0; i0 < ROWS * NC8; i0 += NT) {
         const int idx = i0 + (int)threadIdx.x;
-        if (ROWS * G % NT == 0 || idx < ROWS * G) {
+        if (ROWS * NC8 % NT == 0 || idx < ROWS * NC8) {
             const int cc = idx & 7, r = (idx >> 3) % ROWS, pn = (idx >> 3) / ROWS;
-            const bool ok = r < valid;
+            const bool ok = R0 + r < RN;
             wg_cp16(dst + (uint32_t)(pn * ROWS * 128 + r * 128 + ((cc ^ (r & 7)) << 4)),
-                    base + (ok ? (int64_t)r * stride + pn * 64 + cc * 8 : 0), ok);
+                    base + (ok ? att_row_off(R0 + r, G, stride, D) + pn * 64 + cc * 8 : 0), ok);
         }
     }
 }
 
+// The same for rows [0, valid) at base + r stride.
+template <int DP, int ROWS, int NT>
+__device__ __forceinline__ void wg_load_tile(uint32_t dst, const wg_bf16 *base, int64_t stride, int valid) {
+    wg_load_tile_g<DP, ROWS, NT>(dst, base, stride, 1, 0, 0, valid);
+}
+
 // The 16 dims past the last full panel of a head dim D = 64 NP + 16 (D = 80): a tail panel of ROWS
 // rows x 32 bytes in the 32-byte swizzle (8-row atoms of 256 bytes; the 16-byte chunk c of row r at
-// chunk c ^ (r / 4 % 2)), after the full panels. Loads rows [0, valid) of dims 64 NP .. 64 NP + 15
-// from base (row stride `stride` elements) into tail, zero-filling the rest.
+// chunk c ^ (r / 4 % 2)), after the full panels. Loads dims 64 NP .. 64 NP + 15 of rows R0 .. of a
+// group (as wg_load_tile_g) into tail, zero-filling rows at and past RN.
 template <int ROWS, int NT>
-__device__ __forceinline__ void wg_load_tail(uint32_t tail, const wg_bf16 *base, int64_t stride, int valid) {
+__device__ __forceinline__ void wg_load_tail_g(uint32_t tail, const wg_bf16 *base, int64_t stride, int G, int D, int R0,
+                                               int RN) {
 #pragma unroll
     for (int i0 = 0; i0 < ROWS * 2; i0 += NT) {
         const int idx = i0 + (int)threadIdx.x;
         if (ROWS * 2 % NT == 0 || idx < ROWS * 2) {
             const int c = idx & 1, r = idx >> 1;
-            const bool ok = r < valid;
-            wg_cp16(tail + (uint32_t)(r * 32 + ((c ^ ((r >> 2) & 1)) << 4)), base + (ok ? (int64_t)r * stride + c * 8 : 0), ok);
+            const bool ok = R0 + r < RN;
+            wg_cp16(tail + (uint32_t)(r * 32 + ((c ^ ((r >> 2) & 1)) << 4)),
+                    base + (ok ? att_row_off(R0 + r, G, stride, D) + c * 8 : 0), ok);
         }
     }
+}
+
+// A tile of ROWS rows R0 .. of a group of G query heads (rows at and past RN zero) of head dim D
+// (64 NP, or 64 NP + 16 with a tail panel) at dst: D * 2 bytes a row. G 1, R0 0: rows [0, RN) at
+// base + r stride.
+template <int D, int ROWS, int NT>
+__device__ __forceinline__ void wg_load_rows_g(uint32_t dst, const wg_bf16 *base, int64_t stride, int G, int R0, int RN) {
+    constexpr int NP = D / 64;
+    static_assert(D % 64 == 0 || D % 64 == 16, "head dim 64 NP or 64 NP + 16");
+    if constexpr (NP > 0) wg_load_tile_g<64 * NP, ROWS, NT>(dst, base, stride, G, D, R0, RN);
+    if constexpr (D % 64 == 16) wg_load_tail_g<ROWS, NT>(dst + NP * ROWS * 128, base + 64 * NP, stride, G, D, R0, RN);
 }
 
 // A tile of ROWS rows of a head dim D (64 NP, or 64 NP + 16 with a tail panel) at dst: D * 2 bytes a row.
 template <int D, int ROWS, int NT>
 __device__ __forceinline__ void wg_load_rows(uint32_t dst, const wg_bf16 *base, int64_t stride, int valid) {
-    constexpr int NP = D / 64;
-    static_assert(D % 64 == 0 || D % 64 == 16, "head dim 64 NP or 64 NP + 16");
-    if constexpr (NP > 0) wg_load_tile<64 * NP, ROWS, NT>(dst, base, stride, valid);
-    if constexpr (D % 64 == 16) wg_load_tail<ROWS, NT>(dst + NP * ROWS * 128, base + 64 * NP, stride, valid);
+    wg_load_rows_g<D, ROWS, NT>(dst, base, stride, 1, 0, valid);
 }
 
 // A or B operand read K-major from a swizzled tile of `rows` rows per panel: k-step kd (elements

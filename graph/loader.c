@@ -1062,10 +1062,8 @@ static int repeat_block(L *l, ydoc *d, yaml_node_t *m) {
     return 0;
 }
 
-static int if_block(L *l, ydoc *d, yaml_node_t *m) {
-    static const char *const keys[] = {"if", "then", "else"};
-    if (check_keys(l, d, m, keys, 3, "if, then, else")) return -1;
-    yaml_node_t *c = map_get(d, m, "if"), *th = map_get(d, m, "then"), *el = map_get(d, m, "else");
+// The condition c, 'option == value' or 'option != value', into *take.
+static int eval_cond(L *l, ydoc *d, yaml_node_t *c, bool *take) {
     if (expect_type(l, d, c, YAML_SCALAR_NODE, "the condition")) return -1;
     const char *txt = sval(c);
     const char *op = strstr(txt, "==");
@@ -1090,7 +1088,16 @@ static int if_block(L *l, ydoc *d, yaml_node_t *m) {
         choices_str(o, ch, sizeof ch);
         return stg_errf_at(l->err, node_loc(d, c), "option '%s' has no choice '%s'; expected %s", name, val, ch);
     }
-    bool take = (strcmp(o->value, val) == 0) != neg;
+    *take = (strcmp(o->value, val) == 0) != neg;
+    return 0;
+}
+
+static int if_block(L *l, ydoc *d, yaml_node_t *m) {
+    static const char *const keys[] = {"if", "then", "else"};
+    if (check_keys(l, d, m, keys, 3, "if, then, else")) return -1;
+    yaml_node_t *c = map_get(d, m, "if"), *th = map_get(d, m, "then"), *el = map_get(d, m, "else");
+    bool take;
+    if (eval_cond(l, d, c, &take)) return -1;
     if (!th) return stg_errf_at(l->err, node_loc(d, m), "'if' needs 'then:'");
     yaml_node_t *body = take ? th : el;
     if (!body) return 0;
@@ -1124,6 +1131,13 @@ static int read_inputs(L *l) {
     if (expect_type(l, d, m, YAML_MAPPING_NODE, "'inputs'")) return -1;
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         yaml_node_t *k = node(d, p->key), *v = node(d, p->value);
+        if (v->type == YAML_MAPPING_NODE) { // {if: option == value, is: [dims..., dtype]}: declared when the condition holds
+            static const char *const keys[] = {"if", "is"};
+            bool take;
+            if (check_keys(l, d, v, keys, 2, "if, is") || eval_cond(l, d, map_get(d, v, "if"), &take)) return -1;
+            if (!take) continue;
+            if (!(v = map_get(d, v, "is"))) return stg_errf_at(l->err, node_loc(d, k), "input '%s' needs 'is: [dims..., dtype]'", sval(k));
+        }
         if (expect_type(l, d, k, YAML_SCALAR_NODE, "an input name") || expect_type(l, d, v, YAML_SEQUENCE_NODE, "an input's [dims..., dtype]"))
             return -1;
         int n = (int)(v->data.sequence.items.top - v->data.sequence.items.start);

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "ops/cpu/kernels.h"
 #include "planner/formula.h"
 #include "planner/plan.h"
 #include "runtime/backend.h"
@@ -276,6 +277,53 @@ static void test_formula_families(void **state) {
     stg_step_free(s);
 }
 
+// ---- ignored targets through the fused head --------------------------------------------------------
+
+// A value in [-0.5, 0.5) from a 64-bit LCG.
+static double lcg_half(uint64_t *st) {
+    *st = *st * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*st >> 11) / 9007199254740992.0 - 0.5;
+}
+
+// Targets of -1 (packed documents' --doc-loss-mask) are ignored by linear_cross_entropy as by
+// cross_entropy: the fused head's loss, dx and dw equal linear + cross_entropy's in fp64 (the mean
+// over the kept rows, no gradient from an ignored row), with several chunks.
+static void test_fused_head_ignored_targets(void **state) {
+    enum { R = 13, D = 7, V = 11, C = 4 };
+    double x[R * D], w[V * D], lse[R], lse2[R], logits[R * V], dl[R * V], dx[R * D], dw[V * D], dx2[R * D], dw2[V * D];
+    double loss = NAN, loss2 = NAN, sc[C * V];
+    int32_t tgt[R];
+    uint64_t st = 42;
+    for (int i = 0; i < R * D; i++) x[i] = lcg_half(&st);
+    for (int i = 0; i < V * D; i++) w[i] = lcg_half(&st);
+    for (int r = 0; r < R; r++) tgt[r] = r % 4 == 1 ? -1 : (int32_t)((r * 7) % V);
+    stg_err err;
+    size_t sb = cpu_lce_scratch_f64(D, C), mb = cpu_matmul_scratch_f64(1, R, V, D, 0, 1, 0);
+    size_t mb2 = cpu_matmul_scratch_f64(1, R, D, V, 0, 0, 0), mb3 = cpu_matmul_scratch_f64(1, V, D, R, 1, 0, 0);
+    size_t most = sb > mb ? sb : mb;
+    most = most > mb2 ? most : mb2;
+    most = most > mb3 ? most : mb3;
+    void *scratch = malloc(most);
+    assert_non_null(scratch);
+    if (cpu_lce_fwd_f64(x, w, tgt, &loss, lse, sc, R, D, V, C, scratch, sb, &err) ||
+        cpu_lce_bwd_f64(x, w, tgt, lse, dx, dw, sc, R, D, V, C, scratch, sb, &err))
+        fail_msg("%s", err.msg);
+    // the plain path: logits = x wᵀ, cross_entropy, dlogits, dx = dlogits w, dw = dlogitsᵀ x
+    if (cpu_matmul_f64(x, w, logits, 1, R, V, D, 0, 1, 0, scratch, mb, &err) ||
+        cpu_cross_entropy_fwd_f64(logits, tgt, &loss2, lse2, R, V, &err) ||
+        cpu_cross_entropy_bwd_f64(logits, tgt, lse2, dl, R, V, &err) ||
+        cpu_matmul_f64(dl, w, dx2, 1, R, D, V, 0, 0, 0, scratch, mb2, &err) ||
+        cpu_matmul_f64(dl, x, dw2, 1, V, D, R, 1, 0, 0, scratch, mb3, &err))
+        fail_msg("%s", err.msg);
+    free(scratch);
+    assert_true(fabs(loss - loss2) <= 1e-13 * fabs(loss2));
+    assert_true(rel_err(dx, dx2, R * D) < 1e-12);
+    assert_true(rel_err(dw, dw2, V * D) < 1e-12);
+    for (int r = 0; r < R; r++) // an ignored row gives x no gradient
+        if (tgt[r] == -1)
+            for (int k = 0; k < D; k++) assert_true(dx[r * D + k] == 0.0);
+}
+
 // ---- bad input ------------------------------------------------------------------------------------
 
 static void expect_bad(const char *args, const char *needle) {
@@ -337,6 +385,7 @@ int main(void) {
         cmocka_unit_test(test_tied_one_state),
         cmocka_unit_test(test_tied_gradient_is_the_sum),
         cmocka_unit_test(test_formula_families),
+        cmocka_unit_test(test_fused_head_ignored_targets),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -497,6 +497,11 @@ static void test_feed_docs(void **state) {
     }
     rt_feed_free(f);
     rig_close(&r);
+    const char *off[] = {RIG_TINY, "batch=3", "ctx=40"}; // docs=off (the default): no docs input
+    o = rig_opts(MODEL("tiny.yaml"), STG_PREC_FP32, off, 7);
+    stg_step *st = rig_step(&o);
+    assert_true(graph_find_tensor(st->g, "docs") < 0);
+    stg_step_free(st);
     // stg train: the separator outside the vocabulary, a model without docs: exit 2 with a message
     char cmd[2048], out[4096];
     snprintf(cmd, sizeof cmd, "%s train %s --data %s --doc-sep 300 --steps 1 --device cpu 2>&1", STG_BINARY, MODEL("tiny.yaml"),
@@ -553,6 +558,18 @@ static void test_gqa_bad_input(void **state) {
                       "  - loss = cross_entropy(reshape(kr, shape=[B, S, 16]), t)\n"
                       "loss: loss\n",
                       "m.yaml:5:10: repeat_kv: n must be at least 1");
+    // inputs declared under a condition ({if: option == value, is: [dims..., dtype]})
+    expect_load_error("dims: {B: 1, S: 4}\n"
+                      "options: {docs: [off, on]}\n"
+                      "inputs: {t: [B, S, i32], docs: {if: docs == on, iz: [B, S, i32]}}\n"
+                      "graph: []\n"
+                      "loss: t\n",
+                      "m.yaml:3:49: unknown key 'iz'; expected if, is");
+    expect_load_error("dims: {B: 1, S: 4}\n"
+                      "inputs: {t: [B, S, i32], docs: {if: docs == on, is: [B, S, i32]}}\n"
+                      "graph: []\n"
+                      "loss: t\n",
+                      "m.yaml:2:37: 'docs' is not an option");
 }
 
 int main(void) {

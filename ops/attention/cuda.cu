@@ -852,16 +852,17 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__res
                                                               const att_bf16 *__restrict__ dout,
                                                               const float *__restrict__ Dsum, att_bf16 *__restrict__ dk,
                                                               att_bf16 *__restrict__ dv, int S, int H, int G, int Dr,
-                                                              float scale, float scale2) {
+                                                              int hminor, float scale, float scale2) {
     const int D = PAD ? Dr : DP; // head dim (padded with zeros to DP in shared memory when PAD)
     constexpr int BKB = 16 * NW, NT = 32 * NW, LDS = DP + 8, KD = DP / 16, NB = BQ / 8, ND = DP / 8;
     extern __shared__ __align__(16) unsigned char att_smraw[];
     att_bf16 *Ks = (att_bf16 *)att_smraw, *Vs = Ks + BKB * LDS, *Qs = Vs + BKB * LDS, *dOs = Qs + 2 * BQ * LDS;
     float *lse_s = (float *)(dOs + 2 * BQ * LDS), *D_s = lse_s + 2 * BQ;
     int *pos_s = (int *)(D_s + 2 * BQ), *first_s = pos_s + 2 * BQ; // per row of each stage: position, first key
-    const int hk = blockIdx.y, b = blockIdx.z;
+    // hminor (grouped-query attention): grid (H / G, key tiles, B), every kv head's longest blocks first
+    const int hk = hminor ? blockIdx.x : blockIdx.y, b = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
-    const int k0 = blockIdx.x * BKB, kw0 = k0 + 16 * warp;
+    const int k0 = (hminor ? blockIdx.y : blockIdx.x) * BKB, kw0 = k0 + 16 * warp;
     const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
     const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D;
     const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
@@ -934,8 +935,9 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__res
                     att_mma(dp[2 * n2 + 1], va, bb[2], bb[3]);
                 }
             }
-            // masking: a row before a key of the warp, or (docs) a row whose document may start after one
-            const bool mask = q0 / G < kw0 + 15 || dc != nullptr;
+            // masking: a row before a key of the warp, past the rows, or (first keys do not decrease along the
+            // rows) in a document that starts after one of its keys
+            const bool mask = ps[0] < kw0 + 15 || q0 + BQ > RN || fs[BQ - 1] > kw0;
 #pragma unroll
             for (int n = 0; n < NB; n++)
 #pragma unroll
@@ -1180,14 +1182,15 @@ static int att_tc_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, 
                                  s->scale, scale2, err);
     }
 #endif
-    const unsigned hkv = (unsigned)(s->H / s->G);
-    dim3 gk((unsigned)((s->S + 16 * NW - 1) / (16 * NW)), hkv, (unsigned)s->B);
+    const unsigned hkv = (unsigned)(s->H / s->G), nk = (unsigned)((s->S + 16 * NW - 1) / (16 * NW));
+    const int hminor = s->G > 1 && nk <= 65535; // a key tile's block loops over G heads' rows: issue the longest first
+    dim3 gk(hminor ? hkv : nk, hminor ? nk : hkv, (unsigned)s->B);
     dim3 gq((unsigned)((s->S * s->G + 16 * NW - 1) / (16 * NW)), hkv, (unsigned)s->B);
     size_t smem = att_tc_dkdv_smem<DP, NW, BQ>();
     CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_dkdv_kernel<DP, NW, BQ, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem));
     att_tc_dkdv_kernel<DP, NW, BQ, PAD><<<gk, NW * 32, smem, c->stream>>>(q, k, v, s->docs, lse, dout, Dsum, dk, dv, s->S,
-                                                                     s->H, s->G, s->D, s->scale, scale2);
+                                                                     s->H, s->G, s->D, hminor, s->scale, scale2);
     CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, tensor cores)");
     smem = att_tc_dq_smem<DP, NW, BK>();
     CUDA_CHECK(err, cudaFuncSetAttribute(att_tc_dq_kernel<DP, NW, BK, PAD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));

@@ -63,8 +63,8 @@ __device__ __forceinline__ void wg_keep_a(uint32_t (&a)[4][4]) {
 template <int D, int NWG, int NST>
 static size_t wg_dkdv_smem(void) {
     // K and V of the block, NST stages of Q and dO (64 rows each), lse and D of each stage
-    return sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + sizeof(float) * 3 * NST * 64 +
-           1024; // + alignment (stats: lse, D and the rows' first visible keys)
+    return sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + sizeof(float) * 4 * NST * 64 +
+           1024; // + alignment (stats: lse, D, the rows' positions and first visible keys)
 }
 
 // Key tile bx (64 NWG keys) of kv head blockIdx.y, batch blockIdx.z; block 128 NWG threads.
@@ -82,10 +82,10 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
     extern __shared__ __align__(128) unsigned char wg_smraw[];
     const uint32_t raw = wg_smem(wg_smraw), base = (raw + 1023u) & ~1023u;
     // K at Kb, V at Vb; stage s: Q at st0 + 4 s TILE bytes, dO after it; then lse and D of stage s, then
-    // the first visible keys of stage s
+    // the rows' first visible keys and positions (-1 past the rows that see these keys) of stage s
     const uint32_t Kb = base, Vb = Kb + BKB * D * 2, st0 = Vb + BKB * D * 2;
     float *stat = (float *)(wg_smraw + (st0 + NST * 4 * TILE - raw));
-    int *fstat = (int *)(stat + 2 * NST * BQ);
+    int *fstat = (int *)(stat + 2 * NST * BQ), *pstat = fstat + NST * BQ;
     const int b = blockIdx.z;
     const int k0 = bx * BKB; // tile 0 has the most row tiles
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
@@ -115,8 +115,11 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
                 const float *src = (j < BQ ? lse : Dsum) + (ok ? att_stat_idx(qn + i, G, b, H, hk, S) : 0);
                 wg_cp4(wg_smem(stat + (2 * s + j / BQ) * BQ + i), src, ok);
             }
-            for (int i = threadIdx.x; i < BQ; i += NT) // the rows' first visible keys (read after the barrier)
-                fstat[s * BQ + i] = qn + i < RN ? att_doc0(dc, (qn + i) / G) : 0;
+            for (int i = threadIdx.x; i < BQ; i += NT) { // the rows' first keys and positions (read after the barrier)
+                const bool ok = qn + i < RN;
+                pstat[s * BQ + i] = ok ? (qn + i) / G : -1;
+                fstat[s * BQ + i] = ok ? att_doc0(dc, pstat[s * BQ + i]) : 0;
+            }
         }
         wg_cp_commit();
     };
@@ -176,7 +179,7 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
         __syncthreads(); // tile t has landed for everyone; every warpgroup is done with tile t - 2's stage
         load_q(t + PF);  // into stage (t - 2) % NST
         const int q0 = RS + t * BQ, s = t % NST; // the tile's first row
-        const int *f_s = fstat + s * BQ;
+        const int *f_s = fstat + s * BQ, *p_s = pstat + s * BQ;
         // every row of the tile before every key of the warpgroup, or (docs) in documents after them
         if ((min(q0 + BQ, RN) - 1) / G < kw0 || kw0 >= S || f_s[0] > kw0 + 63) continue;
         const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE), ds = qs + 2 * TILE;
@@ -200,14 +203,16 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
         }
         wg_wait<2>(); // Sᵀ is done (the groups after it: dPᵀ, the last tile's products or an empty one)
         wg_keep_all(st);
-        const bool mask = kw0 + 63 > q0 / G || q0 + BQ > RN || dc != nullptr;
+        // masking: a row before a key of the warpgroup, past the rows, or (first keys do not decrease along
+        // the rows) in a document that starts after one of its keys
+        const bool mask = kw0 + 63 > p_s[0] || q0 + BQ > RN || f_s[BQ - 1] > kw0;
 #pragma unroll
         for (int e = 0; e < 32; e++) {
             const int ci = 2 * (e >> 2) + (e & 1);
             float p = wg_ex2(fmaf(st[e], scale2, nl[ci]));
             if (mask) {
-                const int key = kwarp + wg_row(e, g), col = wg_col(e, t4), row = q0 + col;
-                if (row >= RN || key > row / G || key < f_s[col]) p = 0.0f;
+                const int key = kwarp + wg_row(e, g), col = wg_col(e, t4);
+                if (key > p_s[col] || key < f_s[col]) p = 0.0f; // rows past RN: position -1
             }
             st[e] = p;
         }

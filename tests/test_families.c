@@ -339,7 +339,7 @@ static void test_bad_input(void **state) {
     expect_bad("check models/llama3/8B.yaml --set n_kv_heads=3",
                "models/llama3/llama3.yaml:27:22: 32 / 3 is not an integer in expression 'n_heads / n_kv_heads'");
     expect_bad("check models/llama3/8B.yaml --set n_kv_heads=3 --set kv_groups=11",
-               "models/llama3/llama3.yaml:64:22: attention: query heads (32) must be a multiple of kv heads (3)");
+               "models/llama3/llama3.yaml:71:26: attention: query heads (32) must be a multiple of kv heads (3)");
     expect_bad("memreport models/llama3/1B.yaml --set n_kv_heads=5 --attention naive",
                "models/llama3/llama3.yaml:27:22: 32 / 5 is not an integer in expression 'n_heads / n_kv_heads'");
     // a tied parameter used with the wrong shape: the head's features differ from the embedding's
@@ -375,8 +375,30 @@ static void test_bad_input(void **state) {
     expect_bad(args, "tied.yaml:7:12: linear_cross_entropy:");
     // a position table too short for the context
     expect_bad("check models/gpt2/124M.yaml --set ctx=1025",
-               "models/gpt2/gpt2.yaml:34:9: pos_embedding: 'x/embedding' [4, 1025, 768] has 1025 positions but the position "
+               "models/gpt2/gpt2.yaml:37:9: pos_embedding: 'x/embedding' [4, 1025, 768] has 1025 positions but the position "
                "table 'wpe.weight' [1024, 768] has only 1024 rows");
+}
+
+// Both families train on packed documents (docs=on through --doc-sep; the fused attention reads each
+// row's document starts) and on the plain rows, on the CPU: finite losses that go down.
+static void test_train_packed(void **state) {
+    static const char *const runs[] = {
+        "train models/llama3/1B.yaml --device cpu --set d_model=64 --set n_heads=4 --set n_kv_heads=2 --set d_ff=96 "
+        "--set n_layers=2 --set vocab=64 --set batch=2 --set ctx=40 --steps 6 --lr 3e-3 --doc-sep 0",
+        "train models/gpt2/124M.yaml --device cpu --set d_model=64 --set n_heads=4 --set n_layers=2 --set vocab=64 "
+        "--set n_positions=48 --set batch=2 --set ctx=40 --steps 6 --lr 3e-3 --doc-sep 0 --doc-loss-mask on",
+        "train models/gpt2/124M.yaml --device cpu --set d_model=64 --set n_heads=4 --set n_layers=2 --set vocab=64 "
+        "--set n_positions=48 --set batch=2 --set ctx=40 --steps 6 --lr 3e-3 --attention naive --set fused_head=off",
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+        char out[16384];
+        int rc = stg(out, sizeof out, "%s", runs[i]);
+        if (rc != 0) fail_msg("stg %s: exit %d\n%s", runs[i], rc, out);
+        double first, last;
+        const char *d = strstr(out, "done: 6 steps, loss ");
+        if (!d || sscanf(d, "done: 6 steps, loss %lf -> %lf", &first, &last) != 2) fail_msg("stg %s printed\n%s", runs[i], out);
+        if (!(isfinite(last) && last < first)) fail_msg("stg %s: loss %g -> %g", runs[i], first, last);
+    }
 }
 
 int main(void) {
@@ -386,6 +408,7 @@ int main(void) {
         cmocka_unit_test(test_tied_gradient_is_the_sum),
         cmocka_unit_test(test_formula_families),
         cmocka_unit_test(test_fused_head_ignored_targets),
+        cmocka_unit_test(test_train_packed),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -837,7 +837,7 @@ static int parse_call_body(S *s, const char *opname, size_t name_at, const char 
             return serr(s, name_at, "%s%s", msg, NULL);
         }
     if (!def->grad) return serr(s, name_at, "'%s' is a backward or optimizer op; model files declare the forward graph only%s", opname, NULL);
-    if (kind == STG_OP_LINEAR) a.linear.bias = n_in == 3; // linear(x, w, b): the third input is a bias
+    if (def->from_call) def->from_call(&a, n_in); // e.g. linear(x, w, b): the third input is a bias
     if (l->g->nops >= MAX_OPS)
         return serr(s, name_at, "the forward graph has more than %s ops (repeats expanded); check the repeat counts%s", "30000", NULL);
     // add(x, linear(...)): the nested product adds x itself (one pass over the bytes fewer)

@@ -60,6 +60,9 @@ typedef struct stg_op_def {
     // Where the addend goes when the op has optional inputs before it (linear's bias); NULL:
     // addend_in. Read through ops_addend_at.
     int (*addend_at)(const stg_op *op);
+    // Sets the attributes a model file's call implies from its input count (linear: a third input
+    // is a bias); NULL: none. Called by the loader before the op is made.
+    void (*from_call)(stg_attrs *a, int n_in);
 } stg_op_def;
 
 // Bit i of an input mask; inputs past 31 (of variadic ops: global_norm, allreduce) share bit 31.

@@ -10,6 +10,9 @@
 // linear (x, w[, b][, addend]): a bias when the op says so (stg_linear_attrs), then the addend.
 static int linear_addend_at(const stg_op *op) { return op->a.linear.bias ? 3 : 2; }
 
+// A model file's linear(x, w, b): its third input is the bias (a folded addend comes later).
+static void linear_from_call(stg_attrs *a, int n_in) { a->linear.bias = n_in == 3; }
+
 static int infer_linear(stg_graph *g, int id, stg_err *err) {
     const stg_op *op = OPS_OP(g, id);
     if (op->a.linear.bias && op->n_in < 3) return ops_bad(g, id, err, "a bias is declared but not given%s%s", NULL, NULL);
@@ -217,7 +220,8 @@ static const stg_attr_def attrs_matmul_group[] = {ATTR(matmul, ta, STG_ATTR_INT,
 
 // no_decay_in: a bias is not decayed (with --decay-exempt, as norm gains and embeddings)
 const stg_op_def stg_rule_linear = {"linear", 2, 4, 1, NULL, 0, infer_linear, grad_linear, flops_linear, .saves_in = OPS_BIT(0) | OPS_BIT(1),
-                       .no_decay_in = OPS_BIT(2), .inplace_in = -1, .addend_in = 2, .addend_at = linear_addend_at};
+                       .no_decay_in = OPS_BIT(2), .inplace_in = -1, .addend_in = 2, .addend_at = linear_addend_at,
+                       .from_call = linear_from_call};
 
 const stg_op_def stg_rule_matmul = {"matmul", 2, 3, 1, ATTRS(attrs_matmul), infer_matmul, grad_matmul, flops_matmul,
                        .saves_in = OPS_BIT(0) | OPS_BIT(1), .inplace_in = -1, .addend_in = 2};

@@ -176,7 +176,7 @@ int graph_fold_add(stg_graph *g, int prod, int addend, const char *name, int fir
     const stg_tensor *p = &g->t[prod], *a = &g->t[addend];
     int pr = p->producer;
     if (pr < 0 || pr < first_op) return 0;
-    int k = ops_def(g->ops[pr].kind)->addend_in;
+    int k = ops_addend_at(&g->ops[pr]);
     if (k <= 0 || g->ops[pr].n_in != k || g->ops[pr].out[0] != prod || p->base >= 0 || p->cls == STG_CLASS_PARAM ||
         a->dtype != p->dtype || a->ndim != p->ndim)
         return 0;

@@ -838,6 +838,7 @@ static int parse_call_body(S *s, const char *opname, size_t name_at, const char 
             return serr(s, name_at, "%s%s", msg, NULL);
         }
     if (!def->grad) return serr(s, name_at, "'%s' is a backward or optimizer op; model files declare the forward graph only%s", opname, NULL);
+    if (def->from_call) def->from_call(&a, n_in); // e.g. linear(x, w, b): the third input is a bias
     if (l->g->nops >= MAX_OPS)
         return serr(s, name_at, "the forward graph has more than %s ops (repeats expanded); check the repeat counts%s", "30000", NULL);
     // add(x, linear(...)): the nested product adds x itself (one pass over the bytes fewer)
@@ -902,13 +903,26 @@ static int parse_param(S *s) {
     }
     s->i++;
     stg_init init = STG_INIT_NONE;
+    double std = NAN; // init=normal's std=EXPR (the rest of the statement: a float expression)
+    size_t std_at = 0;
     while (s->i < s->len) {
         sws(s);
         if (s->i >= s->len) break;
         size_t kat = s->i;
         char key[64];
         if (read_name(s, key, sizeof key)) return -1;
-        if (strcmp(key, "init") != 0) return serr(s, kat, "unknown parameter attribute '%s'; expected init=%s", key, "linear|embedding|ones|zeros");
+        if (strcmp(key, "std") == 0) {
+            if (expect(s, '=', "after std")) return -1;
+            if (!isnan(std)) return serr(s, kat, "std is given twice%s%s", NULL, NULL);
+            sws(s);
+            std_at = s->i;
+            if (expr_eval_float(s->s + std_at, s->len - std_at, dim_lookup, l, sloc(s, std_at), &std, l->err)) return -1;
+            if (!(std > 0) || isinf(std)) return serr(s, std_at, "std must be a positive number%s%s", NULL, NULL);
+            s->i = s->len;
+            break;
+        }
+        if (strcmp(key, "init") != 0)
+            return serr(s, kat, "unknown parameter attribute '%s'; expected init=%s", key, "linear|embedding|ones|zeros|normal (std=EXPR)");
         if (expect(s, '=', "after init")) return -1;
         size_t vat = s->i;
         char v[64];
@@ -917,13 +931,17 @@ static int parse_param(S *s) {
         else if (strcmp(v, "embedding") == 0) init = STG_INIT_EMBEDDING;
         else if (strcmp(v, "ones") == 0) init = STG_INIT_ONES;
         else if (strcmp(v, "zeros") == 0) init = STG_INIT_ZEROS;
-        else return serr(s, vat, "unknown initializer '%s'; expected linear, embedding, ones or zeros%s", v, NULL);
+        else if (strcmp(v, "normal") == 0) init = STG_INIT_NORMAL;
+        else return serr(s, vat, "unknown initializer '%s'; expected linear, embedding, ones, zeros or normal%s", v, NULL);
     }
-    if (init == STG_INIT_NONE) return serr(s, at, "parameter '%s' needs init=linear|embedding|ones|zeros%s", name, NULL);
+    if (init == STG_INIT_NONE) return serr(s, at, "parameter '%s' needs init=linear|embedding|ones|zeros|normal%s", name, NULL);
     if (init == STG_INIT_LINEAR && nd != 2) return serr(s, at, "init=linear is for [d_out, d_in] weights; '%s' is not 2-D%s", name, NULL);
+    if (init == STG_INIT_NORMAL && isnan(std)) return serr(s, at, "init=normal needs std=EXPR (last), e.g. std=0.02 for '%s'%s", name, NULL);
+    if (init != STG_INIT_NORMAL && !isnan(std)) return serr(s, std_at, "std is for init=normal only%s%s", NULL, NULL);
     int t = graph_add_tensor(l->g, name, nd, shape, l->g->act_dtype, STG_CLASS_PARAM, sloc(s, at), l->err);
     if (t < 0) return -1;
     l->g->t[t].init = init;
+    l->g->t[t].init_std = init == STG_INIT_NORMAL ? std : 0.0;
     return bind(l, name, t, true, sloc(s, at));
 }
 

@@ -98,8 +98,8 @@ stg_dtype ops_grad_dtype_for(const stg_graph *g, const stg_tensor *t) {
 
 // The optional addend input (stg_op_def.addend_in): of output 0's shape and dtype.
 int ops_check_addend(stg_graph *g, int id, stg_err *err) {
-    int k = ops_def(OPS_OP(g, id)->kind)->addend_in;
-    if (k <= 0 || OPS_OP(g, id)->n_in != k + 1) return 0;
+    int k = ops_addend_of(OPS_OP(g, id));
+    if (k < 0) return 0;
     const stg_tensor *acc = OPS_IN(g, id, k), *C = OPS_OUT(g, id, 0);
     bool same = acc->ndim == C->ndim && acc->dtype == C->dtype;
     for (int i = 0; same && i < C->ndim; i++) same = acc->shape[i] == C->shape[i];
@@ -111,10 +111,21 @@ bool ops_can_accumulate(const stg_graph *g, int id, int k) {
     const stg_op *op = OPS_OP(g, id);
     const stg_op_def *d = ops_def(op->kind);
     if (!d || k < 0 || k >= op->n_out || k >= 32 || !((d->accum_out >> k) & 1u)) return false;
-    return !(d->addend_in > 0 && op->n_in > d->addend_in);
+    return ops_addend_of(op) < 0;
 }
 
 double ops_loss_grad(const stg_graph *g) { return g->grad_accum > 1 ? 1.0 / (double)g->grad_accum : 1.0; }
+
+int ops_addend_at(const stg_op *op) {
+    const stg_op_def *d = ops_def(op->kind);
+    if (!d || d->addend_in <= 0) return -1;
+    return d->addend_at ? d->addend_at(op) : d->addend_in;
+}
+
+int ops_addend_of(const stg_op *op) {
+    int k = ops_addend_at(op);
+    return k > 0 && op->n_in == k + 1 ? k : -1;
+}
 
 int ops_infer_same_as_in0(stg_graph *g, int id, stg_err *err) {
     if (ops_need_float(g, id, 0, err)) return -1;

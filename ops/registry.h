@@ -67,6 +67,12 @@ typedef struct stg_op_def {
     // (gradient accumulation, stg_op.accum: cuBLASLt's beta = 1 for the products); every backend
     // implements it for these kinds. An op that has its addend input cannot (ops_can_accumulate).
     uint32_t accum_out;
+    // Where the addend goes when the op has optional inputs before it (linear's bias); NULL:
+    // addend_in. Read through ops_addend_at.
+    int (*addend_at)(const stg_op *op);
+    // Sets the attributes a model file's call implies from its input count (linear: a third input
+    // is a bias); NULL: none. Called by the loader before the op is made.
+    void (*from_call)(stg_attrs *a, int n_in);
 } stg_op_def;
 
 // Bit i of an input mask; inputs past 31 (of variadic ops: global_norm, allreduce) share bit 31.
@@ -101,6 +107,10 @@ bool ops_can_accumulate(const stg_graph *g, int id, int k);
 // for): 1, or 1 / g->grad_accum when the step sums that many micro-batches' gradients (their mean).
 // A loss op's gradient rule scales its result by it.
 double ops_loss_grad(const stg_graph *g);
+// The input index at which op takes an addend (-1: its kind takes none); it has one when its
+// n_in is that index + 1. ops_addend_of: the addend's input index, -1 when it has none.
+int ops_addend_at(const stg_op *op);
+int ops_addend_of(const stg_op *op);
 // Shape rules several families use.
 int ops_infer_same_as_in0(stg_graph *g, int id, stg_err *err);
 int ops_infer_binary_same(stg_graph *g, int id, stg_err *err);

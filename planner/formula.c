@@ -35,7 +35,7 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
         bool found = false;
         v[i] = graph_dim(g, names[i], &found);
         if (!found) {
-            snprintf(f->reason, sizeof f->reason, "the model has no dim '%s'; the formula covers the CS336 LM only",
+            snprintf(f->reason, sizeof f->reason, "the model has no dim '%s'; the formula covers the CS336 LM, Llama 3 and GPT-2",
                      names[i]);
             return 0;
         }
@@ -67,8 +67,36 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
     case STG_PREC_FP64: a = 8, s = 8; break;
     default: a = 4, s = 4; break;
     }
-    const int64_t P = 2 * V * D + L * (4 * D * D + 3 * D * F + 2 * D) + D;
+    // The family (models/cs336, models/llama3, models/gpt2): GPT-2 when the model has the dim
+    // n_positions (learned positions, LayerNorm with bias, biased linears, a GELU MLP, the head tied
+    // to wte); else the CS336 / Llama 3 form (RMSNorm, SwiGLU, RoPE) with n_kv_heads kv heads
+    // (grouped-query attention; n_heads when the model has no such dim) and, under the option
+    // tie_embeddings=on, the head tied to the embedding.
+    bool found = false;
+    const int64_t Pn = graph_dim(g, "n_positions", &found);
+    const bool gpt2 = found;
+    int64_t Hkv = graph_dim(g, "n_kv_heads", &found);
+    if (!found) Hkv = H;
+    const char *tie = graph_option(g, "tie_embeddings");
+    const bool tied = gpt2 || (tie && strcmp(tie, "on") == 0);
+    if (D % H || Hkv <= 0 || H % Hkv || (gpt2 && Pn <= 0)) {
+        snprintf(f->reason, sizeof f->reason, "d_model, n_heads%s do not divide as the formula needs", gpt2 ? " or n_positions" : ", n_kv_heads");
+        return 0;
+    }
+    const int64_t Dkv = Hkv * (D / H); // the width of k and of v
+    f->gpt2 = gpt2, f->tied = tied, f->n_kv_heads = Hkv, f->n_positions = gpt2 ? Pn : 0;
+    const int64_t P = gpt2 ? V * D + Pn * D + L * (4 * D * D + 2 * D * F + 9 * D + F) + 2 * D
+                           : (tied ? 1 : 2) * V * D + L * (2 * D * D + 2 * D * Dkv + 3 * D * F + 2 * D) + D;
     f->params = P;
+    // A model of other shapes (its declared parameters are not P) is not described.
+    const int64_t declared = graph_param_count(g);
+    if (declared > 0 && declared != P) {
+        snprintf(f->reason, sizeof f->reason,
+                 "the model's %lld parameters are not the closed form's %lld: the formula covers the CS336 LM, Llama 3 and GPT-2 "
+                 "as models/ declares them",
+                 (long long)declared, (long long)P);
+        return 0;
+    }
     f->available = true;
 
     // Parameters, gradients, optimizer state.
@@ -103,7 +131,29 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
     f->lce_chunk = f->fused_head ? chunk : 0;
     if (train) {
         int64_t layer;
-        if (flash) {
+        if (gpt2) {
+            // x, h, q, k, v, o (or q^T, k^T, v^T, o), x2, h2; c_fc out, gelu out; 2 LayerNorm stats of 2 a row
+            layer = (8 * N * D + 2 * N * F) * a + (flash ? (4 * N + B * H * S) * s : B * H * S * S * a + 4 * N * s);
+            if (flash)
+                add_term(f, "activation per layer", layer,
+                         "(8ND + 2NF) x %lld + (4N + BHS) x %lld with N=%lld D=%lld F=%lld B=%lld H=%lld S=%lld "
+                         "[x, h, q, k, v, o, x2, h2; c_fc, gelu outs; 2 LayerNorm stats (mean, rstd); lse]",
+                         (long long)a, (long long)s, (long long)N, (long long)D, (long long)F, (long long)B, (long long)H,
+                         (long long)S);
+            else
+                add_term(f, "activation per layer", layer,
+                         "(8ND + 2NF) x %lld + BHS^2 x %lld + 4N x %lld with N=%lld D=%lld F=%lld B=%lld H=%lld S=%lld "
+                         "[x, h, q^T, k^T, v^T, o, x2, h2; c_fc, gelu outs; softmax probs; 2 LayerNorm stats]",
+                         (long long)a, (long long)a, (long long)s, (long long)N, (long long)D, (long long)F, (long long)B,
+                         (long long)H, (long long)S);
+        } else if (flash && Hkv != H) {
+            layer = (6 * N * D + 2 * N * Dkv + 3 * N * F) * a + (2 * N + B * H * S) * s;
+            add_term(f, "activation per layer", layer,
+                     "(6ND + 2N Dkv + 3NF) x %lld + (2N + BHS) x %lld with N=%lld D=%lld Dkv=%lld (%lld kv heads) F=%lld B=%lld "
+                     "H=%lld S=%lld [x, h, q, o, x2, h2; k, v; w1, w3, swiglu outs; 2 rstd; lse]",
+                     (long long)a, (long long)s, (long long)N, (long long)D, (long long)Dkv, (long long)Hkv, (long long)F,
+                     (long long)B, (long long)H, (long long)S);
+        } else if (flash) {
             layer = (8 * N * D + 3 * N * F) * a + (2 * N + B * H * S) * s;
             add_term(f, "activation per layer", layer,
                      "(8ND + 3NF) x %lld + (2N + BHS) x %lld with N=%lld D=%lld F=%lld B=%lld H=%lld S=%lld "
@@ -120,8 +170,11 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
         }
         f->activation_per_layer = layer;
         add_term(f, "activation, all layers", L * layer, "L x per layer = %lld x %lld", (long long)L, (long long)layer);
-        int64_t fin = 2 * N * D * a + N * s;
-        add_term(f, "final norm", fin, "x and rmsnorm_f out 2ND x %lld + rstd N x %lld", (long long)a, (long long)s);
+        int64_t fin = 2 * N * D * a + (gpt2 ? 2 : 1) * N * s;
+        if (gpt2)
+            add_term(f, "final norm", fin, "x and ln_f out 2ND x %lld + stats 2N x %lld", (long long)a, (long long)s);
+        else
+            add_term(f, "final norm", fin, "x and rmsnorm_f out 2ND x %lld + rstd N x %lld", (long long)a, (long long)s);
         if (f->fused_head) {
             add_term(f, "logits (fused head)", 0,
                      "none kept; the plain head keeps N x V x %lld = %lld x %lld x %lld = %lld B for backward and writes their "
@@ -144,14 +197,21 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
             f->activation = L * layer + fin + logits + lse;
         }
     } else {
-        int64_t attn = flash ? 5 * N * D * a + B * H * S * s + N * s : 4 * N * D * a + 2 * B * H * S * S * a + N * s;
-        int64_t mlp = 2 * N * D * a + 3 * N * F * a + N * s;
+        // GPT-2: the fused qkv and its three parts meet at the split (x, qkv, q, k, v); its MLP keeps
+        // c_fc's and gelu's outputs; two LayerNorm statistics a row. GQA: k and v are N Dkv each.
+        const int64_t st = gpt2 ? 2 : 1;
+        int64_t attn = gpt2 ? (flash ? 7 * N * D * a + B * H * S * s + st * N * s : 4 * N * D * a + 2 * B * H * S * S * a + st * N * s)
+                            : flash ? (3 * N * D + 2 * N * Dkv) * a + B * H * S * s + N * s
+                                    : 4 * N * D * a + 2 * B * H * S * S * a + N * s;
+        int64_t mlp = 2 * N * D * a + (gpt2 ? 2 : 3) * N * F * a + st * N * s;
         int64_t work = max3(attn, mlp, 0);
         f->activation_per_layer = work;
         add_term(f, "largest layer working set", work,
-                 "max(attention %lld [%s], MLP %lld [2ND + 3NF] x %lld + N x %lld); nothing is saved in forward mode",
-                 (long long)attn, flash ? "5ND a + BHS s + N s" : "4ND a + 2BHS^2 a + N s", (long long)mlp, (long long)a,
-                 (long long)s);
+                 "max(attention %lld [%s], MLP %lld [2ND + %lldNF] x %lld + %lldN x %lld); nothing is saved in forward mode",
+                 (long long)attn,
+                 gpt2 ? (flash ? "7ND a + BHS s + 2N s" : "4ND a + 2BHS^2 a + 2N s")
+                      : flash ? (Hkv != H ? "(3ND + 2N Dkv) a + BHS s + N s" : "5ND a + BHS s + N s") : "4ND a + 2BHS^2 a + N s",
+                 (long long)mlp, (long long)(gpt2 ? 2 : 3), (long long)a, (long long)st, (long long)s);
         if (f->fused_head) {
             add_term(f, "fused head chunk", chunk * V * a + lse,
                      "chunk x V x %lld + lse N x %lld = %lld x %lld x %lld + %lld x %lld (no logits kept)", (long long)a,

@@ -6,6 +6,14 @@
 // Notation: V vocab, D d_model, F d_ff, L layers, H heads, B batch, S ctx, N = B*S tokens,
 // a = activation bytes (4 fp32, 2 bf16, 8 fp64), s = statistics bytes (4; 8 in fp64).
 //   params P = 2*V*D + L*(4*D^2 + 3*D*F + 2*D) + D
+// The model families (models/llama3, models/gpt2) change these terms:
+//   Llama 3 (dim n_kv_heads: Hkv kv heads, Dkv = Hkv*D/H; option tie_embeddings=on: one V*D):
+//     P = (1 or 2)*V*D + L*(2*D^2 + 2*D*Dkv + 3*D*F + 2*D) + D; saved per layer, flash:
+//     (6ND + 2N*Dkv + 3NF)a + (2N + BHS)s (naive: unchanged: repeat_kv's copies are full width)
+//   GPT-2 (dim n_positions, Pn rows of wpe; tied head; biases; GELU MLP; LayerNorm stats 2 a row):
+//     P = V*D + Pn*D + L*(4*D^2 + 2*D*F + 9*D + F) + 2*D; saved per layer, flash
+//     (8ND + 2NF)a + (4N + BHS)s, naive (8ND + 2NF)a + BHS^2 a + 4N s; final 2ND a + 2N s
+// A model whose declared parameters are not P (another architecture) has no formula.
 //   train, fp32: param 4P, grad 4P, optimizer 8P (AdamW m, v)
 //   train, bf16: param 2P (bf16 working weights), grad 4P, optimizer 12P (fp32 master + m + v)
 //   saved per layer, flash: (8ND + 3NF)a + (2N + BHS)s
@@ -47,6 +55,8 @@ typedef struct stg_formula {
     bool fused_head;  // the option fused_head=on: linear_cross_entropy, no logits kept
     int64_t lce_chunk; // its rows per chunk (0 without the fused head)
     int64_t vocab, d_model, d_ff, n_layers, n_heads, batch, ctx;
+    bool gpt2, tied;                   // the GPT-2 form (n_positions); the head tied to the embedding
+    int64_t n_kv_heads, n_positions;   // n_heads without grouped-query attention; 0 but for GPT-2
     int64_t params;
     int64_t param, grad, optimizer, activation, input, total; // bytes
     int64_t activation_per_layer; // train: saved per layer; forward: the largest per-layer working set
@@ -54,9 +64,11 @@ typedef struct stg_formula {
     stg_formula_term terms[STG_FORMULA_MAX_TERMS];
 } stg_formula;
 
-// Fills f from g's dims, its `attention` option and its precision. A graph without the CS336 dims
-// (e.g. the toy model) gives f->available = false and the reason; that is not an error. Returns -1
-// only for values the formula cannot take (a non-positive dim, an unknown attention option).
+// Fills f from g's dims, its `attention` (and `fused_head`, `tie_embeddings`) options and its
+// precision. A graph without the CS336 dims (e.g. the toy model), or whose declared parameters (when
+// it has any: the one look at its tensors) are not the closed form's, gives f->available = false
+// and the reason; that is not an error. Returns -1 only for values the formula cannot take (a
+// non-positive dim, an unknown attention option).
 int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err);
 
 #endif

@@ -327,6 +327,9 @@ int rt_exec_init_params(rt_exec *e, uint64_t seed, stg_err *err) {
         case STG_INIT_EMBEDDING:
             for (int64_t i = 0; i < n; i++) buf[i] = rt_rng_trunc_normal(&rng, std, -3.0 * std, 3.0 * std);
             break;
+        case STG_INIT_NORMAL:
+            for (int64_t i = 0; i < n; i++) buf[i] = x->init_std * rt_rng_normal(&rng);
+            break;
         case STG_INIT_ONES:
             for (int64_t i = 0; i < n; i++) buf[i] = 1.0;
             break;

@@ -85,7 +85,7 @@ static void test_bad_model_file(void **s) {
     fputs("dims: {a: 2}\ninputs: {tokens: [a, i32], targets: [a, i32]}\ngraph:\n  - x = nosuchop(tokens)\nloss: x\n", f);
     assert_int_equal(fclose(f), 0);
     int rc = stg(out, sizeof out, "check %s", path);
-    assert_int_equal(rc, 1);
+    assert_int_equal(rc, 2);
     assert_non_null(strstr(out, "bad.yaml:4:9: unknown op 'nosuchop'"));
 }
 

@@ -242,6 +242,39 @@ static void fd_linear_bwd(const fd_case *c, double *const *in, const double *dy,
     assert_int_equal(t_matmul_f64(dy, in[0], din[1], 1, c->d[2], c->d[1], c->d[0], 1, 0, 0, NULL), 0);
 }
 
+// linear with a bias: in x (rows, in), W (out, in), b (out). d = {rows, in, out}. db = the sum of
+// dy's rows (sum_rows).
+static void fd_linear_bias_fwd(const fd_case *c, double *const *in, double *y) {
+    fd_linear_fwd(c, in, y);
+    cpu_add_bias_f64(y, in[2], c->d[0], c->d[2]);
+}
+static void fd_linear_bias_bwd(const fd_case *c, double *const *in, const double *dy, double *const *din) {
+    fd_linear_bwd(c, in, dy, din);
+    cpu_sum_rows_f64(dy, din[2], c->d[0], c->d[2]);
+}
+
+// pos_embedding: in x (outer, S, D), W (P, D). d = {outer, S, D, P}. dx = dy, dW rows past S zero.
+static void fd_pos_fwd(const fd_case *c, double *const *in, double *y) {
+    cpu_pos_embedding_fwd_f64(in[0], in[1], y, c->d[0], c->d[1], c->d[2]);
+}
+static void fd_pos_bwd(const fd_case *c, double *const *in, const double *dy, double *const *din) {
+    cpu_copy_f64(dy, din[0], c->in_n[0]);
+    cpu_pos_embedding_bwd_f64(dy, din[1], c->d[0], c->d[1], c->d[3], c->d[2]);
+}
+
+// split then weighted by dy (the three outputs side by side in y): in x (rows, 3m). d = {rows, m}.
+// Backward: concat of the parts' gradients.
+static void fd_split_fwd(const fd_case *c, double *const *in, double *y) {
+    int64_t part = c->d[0] * c->d[1];
+    double *ys[3] = {y, y + part, y + 2 * part};
+    cpu_split_f64(in[0], ys, 3, c->d[0], c->d[1]);
+}
+static void fd_split_bwd(const fd_case *c, double *const *in, const double *dy, double *const *din) {
+    int64_t part = c->d[0] * c->d[1];
+    const double *ds[3] = {dy, dy + part, dy + 2 * part};
+    cpu_concat_f64(ds, din[0], 3, c->d[0], c->d[1]);
+}
+
 // matmul: in A, B. d = {batch, m, n, k}, f = {ta, tb, B broadcast}. Backward as the registry's
 // rule: dop(A) = dC op(B)^T (transposed back when ta); dB = op(A)^T dC, or dC^T op(A) when tb,
 // with A's batch flattened into rows when B is broadcast.
@@ -443,6 +476,12 @@ static void test_fd_linear_matmul(void **state) {
     (void)state;
     fd_case lin = {"linear", 2, {5 * 4, 3 * 4}, 5 * 3, {5, 4, 3}, {0}, 0, NULL, fd_linear_fwd, fd_linear_bwd};
     fd_check(&lin, 4);
+    fd_case linb = {"linear + bias", 3, {5 * 4, 3 * 4, 3}, 5 * 3, {5, 4, 3}, {0}, 0, NULL, fd_linear_bias_fwd, fd_linear_bias_bwd};
+    fd_check(&linb, 5);
+    fd_case pos = {"pos_embedding", 2, {2 * 3 * 4, 5 * 4}, 2 * 3 * 4, {2, 3, 4, 5}, {0}, 0, NULL, fd_pos_fwd, fd_pos_bwd};
+    fd_check(&pos, 6);
+    fd_case spl = {"split", 1, {4 * 3 * 5}, 4 * 3 * 5, {4, 5}, {0}, 0, NULL, fd_split_fwd, fd_split_bwd};
+    fd_check(&spl, 7);
     for (int bc = 0; bc < 2; bc++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
@@ -1045,6 +1084,9 @@ static void test_in_place(void **state) {
     cpu_causal_mask_f64(x, ref, 1, R, D, -INFINITY); RESET(x); cpu_causal_mask_f64(io, io, 1, R, D, -INFINITY);
     if (memcmp(io, ref, N * sizeof(double)) != 0) fail_msg("causal_mask: in place differs");
     cpu_copy_f64(x, ref, N); RESET(x); cpu_copy_f64(io, io, N); INPLACE_CHECK("reshape");
+    // pos_embedding: x (1, R, D) + the (R, D) table b
+    cpu_pos_embedding_fwd_f64(x, b, ref, 1, R, D); RESET(x); cpu_pos_embedding_fwd_f64(io, b, io, 1, R, D);
+    INPLACE_CHECK("pos_embedding");
     // norm backwards: dx over dy
     cpu_rmsnorm_fwd_f64(x, w, t1, st, R, D, 1e-5);
     cpu_rmsnorm_bwd_f64(x, w, st, dy, ref, ref2, R, D);

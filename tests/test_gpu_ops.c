@@ -568,7 +568,11 @@ static void test_rope_mask_softmax(void **state) {
 
 static void test_embedding_loss_layout(void **state) {
     (void)state;
-    stg_attrs eb = attrs0(), eb2 = attrs0(), eb3 = attrs0(), rs = attrs0(), tr = attrs0(), tr2 = attrs0();
+    stg_attrs eb = attrs0(), eb2 = attrs0(), eb3 = attrs0(), rs = attrs0(), tr = attrs0(), tr2 = attrs0(), pe = attrs0(),
+              pe2 = attrs0();
+    pe.pos_embedding_bwd.positions = 1024;
+    pe.pos_embedding_bwd.grad_out = 1;
+    pe2.pos_embedding_bwd.positions = 50;
     eb.embedding_bwd.vocab = 1000;
     eb2.embedding_bwd.vocab = 10000;
     eb3.embedding_bwd.vocab = 20;
@@ -592,6 +596,20 @@ static void test_embedding_loss_layout(void **state) {
         {"reshape (2, 200, 1600) copy", STG_OP_RESHAPE, 1, {ACT(G_NORMAL, 1, 2, 200, 1600)}, rs},
         {"transpose (2, 200, 25, 64) 1<->2", STG_OP_TRANSPOSE, 1, {ACT(G_NORMAL, 1, 2, 200, 25, 64)}, tr},
         {"transpose (3, 5, 7) 0<->-1", STG_OP_TRANSPOSE, 1, {ACT(G_NORMAL, 1, 3, 5, 7)}, tr2},
+        // GPT-2's position embedding (added in place where allowed) and its gradient, and the split of
+        // the fused qkv (and its inverse)
+        {"pos_embedding (4, 1024, 768) + (1024, 768)", STG_OP_POS_EMBEDDING, 2,
+         {ACT(G_NORMAL, 1, 4, 1024, 768), PRM(G_NORMAL, 0.5, 1024, 768)}, attrs0()},
+        {"pos_embedding odd (3, 37, 100) + (50, 100)", STG_OP_POS_EMBEDDING, 2,
+         {ACT(G_NORMAL, 1, 3, 37, 100), PRM(G_NORMAL, 0.5, 50, 100)}, attrs0()},
+        {"pos_embedding_bwd (4, 1024, 768) P 1024", STG_OP_POS_EMBEDDING_BWD, 1, {ACT(G_NORMAL, 1, 4, 1024, 768)}, pe},
+        {"pos_embedding_bwd odd (3, 37, 100) P 50", STG_OP_POS_EMBEDDING_BWD, 1, {ACT(G_NORMAL, 1, 3, 37, 100)}, pe2},
+        {"split (2, 200, 2304)", STG_OP_SPLIT, 1, {ACT(G_NORMAL, 1, 2, 200, 2304)}, attrs0()},
+        {"split odd (3, 7, 3 * 33)", STG_OP_SPLIT, 1, {ACT(G_NORMAL, 1, 3, 7, 99)}, attrs0()},
+        {"concat 3 x (2, 200, 768)", STG_OP_CONCAT, 3,
+         {ACT(G_NORMAL, 1, 2, 200, 768), ACT(G_NORMAL, 2, 2, 200, 768), ACT(G_NORMAL, 3, 2, 200, 768)}, attrs0()},
+        {"concat odd 3 x (5, 33)", STG_OP_CONCAT, 3, {ACT(G_NORMAL, 1, 5, 33), ACT(G_NORMAL, 2, 5, 33), ACT(G_NORMAL, 3, 5, 33)},
+         attrs0()},
     };
     run_cases(cases, sizeof cases / sizeof cases[0]);
 }
@@ -638,12 +656,26 @@ static void test_global_norm_single(void **state) {
 
 static void test_matmul_attention(void **state) {
     (void)state;
-    stg_attrs mm = attrs0(), mmt = attrs0(), mmg = attrs0(), at = attrs0();
+    stg_attrs mm = attrs0(), mmt = attrs0(), mmg = attrs0(), at = attrs0(), lb = attrs0(), sr = attrs0();
+    lb.linear.bias = 1;
+    sr.sum_rows.grad_out = 1;
     mmt.matmul.tb = 1;
     mmg.matmul.ta = 1;
     mmg.matmul.grad_out = 1;
     const op_case cases[] = {
         {"linear (2, 200, 1600) x (256, 1600)", STG_OP_LINEAR, 2, {ACT(G_NORMAL, 1, 2, 200, 1600), PRM(G_NORMAL, 0.05, 256, 1600)}, attrs0()},
+        // with a bias (cuBLASLt's bias epilogue), and a bias and an addend (beta 1): GPT-2's c_attn, c_proj
+        {"linear + bias (2, 200, 768) x (2304, 768)", STG_OP_LINEAR, 3,
+         {ACT(G_NORMAL, 1, 2, 200, 768), PRM(G_NORMAL, 0.05, 2304, 768), PRM(G_NORMAL, 1, 2304)}, lb},
+        {"linear + bias odd (3, 37, 100) x (77, 100)", STG_OP_LINEAR, 3,
+         {ACT(G_NORMAL, 1, 3, 37, 100), PRM(G_NORMAL, 0.1, 77, 100), PRM(G_NORMAL, 1, 77)}, lb},
+        {"linear + bias + addend (2, 200, 3072) x (768, 3072)", STG_OP_LINEAR, 4,
+         {ACT(G_NORMAL, 1, 2, 200, 3072), PRM(G_NORMAL, 0.02, 768, 3072), PRM(G_NORMAL, 1, 768), ACT(G_NORMAL, 1, 2, 200, 768)}, lb},
+        // the bias gradient: one pass (few rows) and partial sums over row chunks (many rows)
+        {"sum_rows (2, 200, 2304) grad_out", STG_OP_SUM_ROWS, 1, {ACT(G_NORMAL, 1, 2, 200, 2304)}, sr},
+        {"sum_rows (4, 1024, 768) grad_out", STG_OP_SUM_ROWS, 1, {ACT(G_NORMAL, 1, 4, 1024, 768)}, sr},
+        {"sum_rows odd (7, 33, 101)", STG_OP_SUM_ROWS, 1, {ACT(G_NORMAL, 1, 7, 33, 101)}, attrs0()},
+        {"sum_rows (1, 4096, 3072) grad_out", STG_OP_SUM_ROWS, 1, {ACT(G_NORMAL, 1, 1, 4096, 3072)}, sr},
         {"matmul (2, 3, 200, 64) (2, 3, 64, 200)", STG_OP_MATMUL, 2, {ACT(G_NORMAL, 1, 2, 3, 200, 64), ACT(G_NORMAL, 1, 2, 3, 64, 200)}, mm},
         {"matmul tb (2, 3, 200, 80) (2, 3, 200, 80)", STG_OP_MATMUL, 2, {ACT(G_NORMAL, 1, 2, 3, 200, 80), ACT(G_NORMAL, 1, 2, 3, 200, 80)}, mmt},
         {"matmul ta grad_out (400, 256) (400, 1600)", STG_OP_MATMUL, 2, {ACT(G_NORMAL, 1, 400, 256), ACT(G_NORMAL, 1, 400, 1600)}, mmg},

@@ -262,10 +262,16 @@ static const bad_case bad[] = {
      NULL, "m.yaml:5:9: rope: 'x/reshape': head_dim (the last dim) must be even"},
     {"backward op in a model file", HEAD "graph:\n  - param e [10, d] init=embedding\n  - x = softmax_bwd(e, e)\n" TAIL, NULL,
      "m.yaml:5:9: 'softmax_bwd' is a backward or optimizer op"},
-    {"linear addend of another shape", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [3, d] init=linear\n"
-     "  - x = linear(e, w, e)\n" TAIL, NULL, "m.yaml:6:9: linear: the addend 'e' must have the product's shape and dtype"},
+    {"linear bias of another shape", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [3, d] init=linear\n"
+     "  - x = linear(e, w, e)\n" TAIL, NULL, "m.yaml:6:9: linear: the bias 'e' [10, 8] f32 must be [3] f32, one value per row of the weight 'w' [3, 8]"},
     {"linear with four inputs", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [3, d] init=linear\n"
-     "  - x = linear(e, w, e, e)\n" TAIL, NULL, "m.yaml:6:9: linear takes 2 to 3 inputs, got 4"},
+     "  - x = linear(e, w, e, e)\n" TAIL, NULL, "m.yaml:6:9: linear: takes x, w and an optional bias b"},
+    {"linear with five inputs", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [3, d] init=linear\n"
+     "  - x = linear(e, w, e, e, e)\n" TAIL, NULL, "m.yaml:6:9: linear takes 2 to 4 inputs, got 5"},
+    // a tied parameter (the embedding as the LM head) whose second use does not fit
+    {"tied parameter of the wrong shape", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [6, d] init=linear\n"
+     "  - h = linear(embedding(tokens, e), w)\n  - loss = cross_entropy(linear(h, e), targets)\n" TAIL, NULL,
+     "m.yaml:7:26: linear: 'h' [2, 6] has 6 features but weight 'e' [10, 8] expects 8 (weights are [d_out, d_in])"},
     {"matmul addend of another shape", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [d, 3] init=linear\n"
      "  - x = matmul(e, w, e)\n" TAIL, NULL, "m.yaml:6:9: matmul: the addend 'e' must have the product's shape and dtype"},
     {"missing graph", HEAD TAIL, NULL, "no 'graph:' section"},
@@ -306,7 +312,8 @@ static void test_fold_add(void **state) {
         {"  - z = linear(x, w)\n  - y = add(x, z)\n", 1, 0},            // a name may be read again
         {"  - y = add(x, add(x, linear(x, w)))\n", 1, 1},               // the outer add's operand is an add
         {"  - y = add(x, matmul(x, w, tb=1))\n", 0, 1},
-        {"  - y = add(x, linear(x, w, x))\n", 1, 1},                    // already has an addend
+        {"  - param b [d] init=zeros\n  - y = add(x, linear(x, w, b))\n", 0, 1}, // bias and addend
+        {"  - y = add(x, add(x, linear(x, w)))\n  - y = add(y, linear(x, w))\n", 1, 2},
     };
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
         char yaml[1024];
@@ -321,7 +328,7 @@ static void test_fold_add(void **state) {
         int adds = 0, folded = 0;
         for (int k = 0; k < g->nops; k++) {
             adds += g->ops[k].kind == STG_OP_ADD;
-            folded += (g->ops[k].kind == STG_OP_LINEAR || g->ops[k].kind == STG_OP_MATMUL) && g->ops[k].n_in == 3;
+            folded += (g->ops[k].kind == STG_OP_LINEAR || g->ops[k].kind == STG_OP_MATMUL) && ops_addend_of(&g->ops[k]) > 0;
         }
         if (adds != c[i].adds || folded != c[i].folded)
             fail_msg("case %zu (%s): %d adds, %d folded; expected %d, %d", i, c[i].stmts, adds, folded, c[i].adds, c[i].folded);

@@ -45,6 +45,7 @@ typedef enum stg_init {
     STG_INIT_EMBEDDING, // truncated normal, std 1, clipped at +-3
     STG_INIT_ONES,
     STG_INIT_ZEROS,
+    STG_INIT_NORMAL,    // normal, std init_std, not truncated (GPT-2's and Llama's N(0, 0.02))
 } stg_init;
 
 // What an OPTIMIZER tensor holds for its parameter (set where autodiff makes it; names are for
@@ -71,6 +72,7 @@ typedef struct stg_tensor {
     int group;      // contiguous placement group (planner), -1 for none
     stg_init init;  // PARAM
     stg_role role;  // OPTIMIZER: which state of `param` it is
+    double init_std; // PARAM with STG_INIT_NORMAL
     stg_loc loc;    // where it was declared or made
 } stg_tensor;
 

@@ -13,6 +13,11 @@
 // Typed op parameters: each op kind names its struct in its row below.
 typedef struct { int unused; } stg_no_attrs;
 typedef struct { int64_t vocab; } stg_embedding_bwd_attrs;          // rows of the weight
+// bias: input 2 is a bias (d_out) added to every row (set by the loader for linear(x, w, b)); a
+// folded addend (graph_fold_add) then comes after it
+typedef struct { int bias; } stg_linear_attrs;
+typedef struct { int grad_out; } stg_sum_rows_attrs;               // output in the graph's grad dtype
+typedef struct { int64_t positions; int grad_out; } stg_pos_embedding_bwd_attrs; // rows of the table
 typedef struct { int ta, tb, grad_out; } stg_matmul_attrs;          // op(A) op(B), op = transpose if set;
                                                                     // grad_out: output in the graph's grad dtype
 typedef struct { double eps; } stg_norm_attrs;
@@ -50,6 +55,9 @@ typedef struct { double temperature, top_p; int64_t top_k, seed, advance; } stg_
 typedef union stg_attrs {
     stg_no_attrs none;
     stg_embedding_bwd_attrs embedding_bwd;
+    stg_linear_attrs linear;
+    stg_sum_rows_attrs sum_rows;
+    stg_pos_embedding_bwd_attrs pos_embedding_bwd;
     stg_matmul_attrs matmul;
     stg_norm_attrs norm;
     stg_rope_attrs rope;
@@ -70,7 +78,7 @@ typedef union stg_attrs {
 #define STG_OP_LIST(X)                                                  \
     X(EMBEDDING, embedding, embedding, stg_no_attrs)                    \
     X(EMBEDDING_BWD, embedding_bwd, embedding, stg_embedding_bwd_attrs) \
-    X(LINEAR, linear, matmul, stg_no_attrs)                             \
+    X(LINEAR, linear, matmul, stg_linear_attrs)                         \
     X(MATMUL, matmul, matmul, stg_matmul_attrs)                         \
     X(RMSNORM, rmsnorm, norm, stg_norm_attrs)                           \
     X(RMSNORM_BWD, rmsnorm_bwd, norm, stg_norm_attrs)                   \
@@ -105,7 +113,12 @@ typedef union stg_attrs {
     X(SLOT_NORM, slot_norm, optim, stg_no_attrs)                        \
     X(ALLREDUCE, allreduce, comm, stg_no_attrs)                         \
     X(BROADCAST, broadcast, comm, stg_comm_attrs)                       \
-    X(MATMUL_GROUP, matmul_group, matmul, stg_matmul_attrs)            \
+    X(MATMUL_GROUP, matmul_group, matmul, stg_matmul_attrs)             \
+    X(SUM_ROWS, sum_rows, matmul, stg_sum_rows_attrs)                   \
+    X(POS_EMBEDDING, pos_embedding, embedding, stg_no_attrs)            \
+    X(POS_EMBEDDING_BWD, pos_embedding_bwd, embedding, stg_pos_embedding_bwd_attrs) \
+    X(SPLIT, split, layout, stg_no_attrs)                               \
+    X(CONCAT, concat, layout, stg_no_attrs)                             \
     X(LINEAR_CROSS_ENTROPY, linear_cross_entropy, loss, stg_lce_attrs)  \
     X(LINEAR_CROSS_ENTROPY_BWD, linear_cross_entropy_bwd, loss, stg_lce_attrs) \
     X(ATTENTION_CACHED, attention_cached, decode, stg_attention_cached_attrs) \

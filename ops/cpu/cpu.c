@@ -97,8 +97,8 @@ double cpu_read_scalar(const stg_tensor *t, const void *p, int64_t i) {
 
 // Output 0 += the op's addend input (stg_op_def.addend_in), when it has one.
 void cpu_add_addend(const stg_graph *g, const stg_op *op, void *const *data, int f64) {
-    int k = ops_def(op->kind)->addend_in;
-    if (k > 0 && op->n_in == k + 1)
+    int k = ops_addend_of(op);
+    if (k > 0)
         KCALL(f64, cpu_add, DOUT(data, op, 0), DIN(data, op, k), DOUT(data, op, 0), stg_numel(OUT(g, op, 0)));
 }
 

@@ -32,7 +32,35 @@ static size_t scratch_embedding_bwd(const stg_graph *g, const stg_op *op, int f6
     return KCALL(f64, cpu_embedding_bwd_scratch, stg_numel(tok), dW->shape[0], dW->shape[1]);
 }
 
+// x (..., S, D), W (P, D) -> y (..., S, D)
+static int run_pos_embedding(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                             size_t scratch_bytes, int f64, stg_err *err) {
+    const stg_tensor *x = IN(g, op, 0), *W = IN(g, op, 1);
+    if (cpu_need_ndim(x, 2, err) || cpu_need_ndim(W, 2, err)) return -1;
+    int64_t S = x->shape[x->ndim - 2], D = stg_last(x);
+    if (W->shape[1] != D || W->shape[0] < S)
+        return stg_errf(err, "position table %s does not fit %s", W->name, x->name);
+    KCALL(f64, cpu_pos_embedding_fwd, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0),
+          stg_numel(x) / (S * D), S, D);
+    return 0;
+}
+
+// dy (..., S, D) -> dW (P, D)
+static int run_pos_embedding_bwd(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                                 size_t scratch_bytes, int f64, stg_err *err) {
+    const stg_tensor *dy = IN(g, op, 0), *dW = OUT(g, op, 0);
+    if (cpu_need_ndim(dy, 2, err) || cpu_need_ndim(dW, 2, err)) return -1;
+    int64_t S = dy->shape[dy->ndim - 2], D = stg_last(dy);
+    if (dW->shape[1] != D || dW->shape[0] < S)
+        return stg_errf(err, "position table gradient %s does not fit %s", dW->name, dy->name);
+    KCALL(f64, cpu_pos_embedding_bwd, DIN(data, op, 0), DOUT(data, op, 0), stg_numel(dy) / (S * D), S,
+          dW->shape[0], D);
+    return 0;
+}
+
 // ---- records ---------------------------------------------------------------------------------
 
 const stg_cpu_rec stg_cpu_embedding = {run_embedding, NULL, 0};
 const stg_cpu_rec stg_cpu_embedding_bwd = {run_embedding_bwd, scratch_embedding_bwd, 0};
+const stg_cpu_rec stg_cpu_pos_embedding = {run_pos_embedding, NULL, 0};
+const stg_cpu_rec stg_cpu_pos_embedding_bwd = {run_pos_embedding_bwd, NULL, 0};

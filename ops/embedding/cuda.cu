@@ -219,6 +219,73 @@ extern "C" int cuda_run_embedding_bwd(stg_cuda *c, const stg_graph *g, int op, v
               : embedding_bwd_launch<float, float>(c, tp, ptr[o->in[1]], ptr[o->out[0]], n, V, D, acc, err);
 }
 
+// ---- position embedding -------------------------------------------------------------------------
+// pos_embedding: y (outer, S, D) = x + W[s], element by element (y may be x's buffer).
+template <typename T>
+__global__ void pos_embedding_kernel(const T *x, const T *W, T *y, int64_t S, int64_t D, int64_t total) {
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        int64_t sd = i % (S * D);
+        cu_st(y, i, cu_ld(x, i) + cu_ld(W, sd));
+    }
+}
+
+// pos_embedding_bwd: dW (P, D): one thread per element; rows s < S sum dy[o, s, :] over o in
+// order, the rest are zero. Deterministic, no atomics.
+template <typename T>
+__global__ void pos_embedding_bwd_kernel(const T *dy, void *dW, int dw_bf16, int64_t outer, int64_t S, int64_t P, int64_t D) {
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < P * D; i += stride) {
+        float acc = 0.0f;
+        if (i < S * D)
+            for (int64_t o = 0; o < outer; o++) acc += cu_ld(dy, o * S * D + i);
+        cu_std(dW, dw_bf16, i, acc);
+    }
+}
+
+extern "C" int cuda_run_pos_embedding(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *x = &g->t[o->in[0]], *W = &g->t[o->in[1]];
+    if (x->ndim < 2 || W->ndim != 2) return stg_errf(err, "pos_embedding: %s must be (..., S, D) and %s (P, D)", x->name, W->name);
+    int b = cuda_same_float(g, o, o->in[1], o->in[0], err);
+    if (b < 0 || cuda_same_float(g, o, o->out[0], o->in[0], err) < 0) return -1;
+    int64_t S = x->shape[x->ndim - 2], D = cuda_last(x), n = cuda_numel(x);
+    if (W->shape[1] != D || W->shape[0] < S) return stg_errf(err, "pos_embedding: table %s does not fit %s", W->name, x->name);
+    if (n == 0) return 0;
+    unsigned blocks = cuda_blocks(c, n, 256);
+    if (b)
+        pos_embedding_kernel<bf16><<<blocks, 256, 0, c->stream>>>((const bf16 *)ptr[o->in[0]], (const bf16 *)ptr[o->in[1]],
+                                                                  (bf16 *)ptr[o->out[0]], S, D, n);
+    else
+        pos_embedding_kernel<float><<<blocks, 256, 0, c->stream>>>((const float *)ptr[o->in[0]], (const float *)ptr[o->in[1]],
+                                                                   (float *)ptr[o->out[0]], S, D, n);
+    CUDA_LAUNCH_CHECK(err, "pos_embedding_kernel");
+    return 0;
+}
+
+extern "C" int cuda_run_pos_embedding_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *dy = &g->t[o->in[0]], *dW = &g->t[o->out[0]];
+    if (dy->ndim < 2 || dW->ndim != 2)
+        return stg_errf(err, "pos_embedding_bwd: %s must be (..., S, D) and %s (P, D)", dy->name, dW->name);
+    int b = cuda_is_bf16(g, o, o->in[0], err);
+    int db = b < 0 ? -1 : cuda_is_bf16(g, o, o->out[0], err);
+    if (db < 0) return -1;
+    int64_t S = dy->shape[dy->ndim - 2], D = cuda_last(dy), P = dW->shape[0];
+    if (dW->shape[1] != D || P < S) return stg_errf(err, "pos_embedding_bwd: %s does not fit %s", dW->name, dy->name);
+    if (P * D == 0) return 0;
+    int64_t outer = S * D ? cuda_numel(dy) / (S * D) : 0;
+    unsigned blocks = cuda_blocks(c, P * D, 256);
+    if (b)
+        pos_embedding_bwd_kernel<bf16><<<blocks, 256, 0, c->stream>>>((const bf16 *)ptr[o->in[0]], ptr[o->out[0]], db, outer, S,
+                                                                      P, D);
+    else
+        pos_embedding_bwd_kernel<float><<<blocks, 256, 0, c->stream>>>((const float *)ptr[o->in[0]], ptr[o->out[0]], db, outer,
+                                                                       S, P, D);
+    CUDA_LAUNCH_CHECK(err, "pos_embedding_bwd_kernel");
+    return 0;
+}
+
 // ---- records ------------------------------------------------------------------------------------
 
 static int prep_embedding_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
@@ -229,3 +296,5 @@ static int prep_embedding_bwd(stg_cuda *c, const stg_graph *g, int op, void *con
 
 const cuda_rec stg_cuda_embedding = {cuda_run_embedding, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
 const cuda_rec stg_cuda_embedding_bwd = {cuda_run_embedding_bwd, prep_embedding_bwd, NULL, NULL, CUDA_REC_MAIN, NULL};
+const cuda_rec stg_cuda_pos_embedding = {cuda_run_pos_embedding, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_pos_embedding_bwd = {cuda_run_pos_embedding_bwd, NULL, NULL, NULL, CUDA_REC_ANY, NULL};

@@ -20,7 +20,13 @@
     int cpu_embedding_bwd_##S(const int32_t *tok, const T *dy, T *dW, int64_t n, int64_t V,     \
                               int64_t D, int accumulate, void *scratch, size_t scratch_bytes,   \
                               stg_err *err);                                                    \
-    size_t cpu_embedding_bwd_scratch_##S(int64_t n, int64_t V, int64_t D);
+    size_t cpu_embedding_bwd_scratch_##S(int64_t n, int64_t V, int64_t D);                     \
+    /* x (outer, S, D), W (P >= S, D) -> y = x + W[s]; y may alias x. */                        \
+    void cpu_pos_embedding_fwd_##S(const T *x, const T *W, T *y, int64_t outer, int64_t S,       \
+                                   int64_t D);                                                  \
+    /* dy (outer, S, D) -> dW (P, D): rows s < S the sum over outer in order, rows past S 0. */  \
+    void cpu_pos_embedding_bwd_##S(const T *dy, T *dW, int64_t outer, int64_t S, int64_t P,      \
+                                   int64_t D);
 
 STG_CPU_EMBEDDING_KERNELS(float, f32)
 STG_CPU_EMBEDDING_KERNELS(double, f64)

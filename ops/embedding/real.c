@@ -57,3 +57,28 @@ int RFN(cpu_embedding_bwd)(const int32_t *tok, const real *dy, real *dW, int64_t
     }
     return 0;
 }
+
+// x (outer, S, D) + W[s] -> y; y may alias x (each element read once, then written)
+void RFN(cpu_pos_embedding_fwd)(const real *x, const real *W, real *y, int64_t outer, int64_t S,
+                                int64_t D) {
+    CPU_PARALLEL_FOR(outer * S * D)
+    for (int64_t r = 0; r < outer * S; r++) {
+        const real *w = W + (r % S) * D;
+        CPU_SIMD
+        for (int64_t d = 0; d < D; d++) y[r * D + d] = (real)((double)x[r * D + d] + (double)w[d]);
+    }
+}
+
+// dy (outer, S, D) -> dW (P, D)
+void RFN(cpu_pos_embedding_bwd)(const real *dy, real *dW, int64_t outer, int64_t S, int64_t P,
+                                int64_t D) {
+    CPU_PARALLEL_FOR(outer * S * D)
+    for (int64_t s = 0; s < P; s++) {
+        real *row = dW + s * D;
+        for (int64_t d = 0; d < D; d++) {
+            double acc = 0.0;
+            for (int64_t o = 0; s < S && o < outer; o++) acc += (double)dy[(o * S + s) * D + d];
+            row[d] = (real)acc;
+        }
+    }
+}

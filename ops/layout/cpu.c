@@ -33,6 +33,39 @@ static int run_transpose(const stg_graph *g, const stg_op *op, void *const *data
     return 0;
 }
 
+// x (..., 3 m) -> three (..., m)
+static int run_split(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                     size_t scratch_bytes, int f64, stg_err *err) {
+    const stg_tensor *x = IN(g, op, 0);
+    int64_t m = stg_last(x) / op->n_out;
+    if (stg_last(x) % op->n_out) return stg_errf(err, "%s's last dim is not a multiple of %d", x->name, op->n_out);
+    void *ys[STG_MAX_OUT];
+    for (int i = 0; i < op->n_out; i++) {
+        if (cpu_need_numel(OUT(g, op, i), stg_rows(x) * m, err)) return -1;
+        ys[i] = DOUT(data, op, i);
+    }
+    if (f64) cpu_split_f64(DIN(data, op, 0), (double *const *)ys, op->n_out, stg_rows(x), m);
+    else cpu_split_f32(DIN(data, op, 0), (float *const *)ys, op->n_out, stg_rows(x), m);
+    return 0;
+}
+
+// three (..., m) -> (..., 3 m)
+static int run_concat(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                      size_t scratch_bytes, int f64, stg_err *err) {
+    const stg_tensor *x = IN(g, op, 0);
+    int64_t m = stg_last(x);
+    const void *xs[8];
+    if (op->n_in > 8) return stg_errf(err, "concat takes at most 8 inputs");
+    for (int i = 0; i < op->n_in; i++) {
+        if (cpu_need_numel(IN(g, op, i), stg_numel(x), err)) return -1;
+        xs[i] = DIN(data, op, i);
+    }
+    if (cpu_need_numel(OUT(g, op, 0), stg_numel(x) * op->n_in, err)) return -1;
+    if (f64) cpu_concat_f64((const double *const *)xs, DOUT(data, op, 0), op->n_in, stg_rows(x), m);
+    else cpu_concat_f32((const float *const *)xs, DOUT(data, op, 0), op->n_in, stg_rows(x), m);
+    return 0;
+}
+
 // x (B, S, H, Dh) -> y (B, S, H n, Dh); backward: dy (B, S, H n, Dh) -> dx (B, S, H, Dh)
 static int run_repeat_kv_either(const stg_graph *g, const stg_op *op, void *const *data, int f64, bool bwd, stg_err *err) {
     const stg_tensor *x = bwd ? OUT(g, op, 0) : IN(g, op, 0), *y = bwd ? IN(g, op, 0) : OUT(g, op, 0);
@@ -59,5 +92,7 @@ static int run_repeat_kv_bwd(const stg_graph *g, const stg_op *op, void *const *
 
 const stg_cpu_rec stg_cpu_reshape = {run_reshape, NULL, 0};
 const stg_cpu_rec stg_cpu_transpose = {run_transpose, NULL, 0};
+const stg_cpu_rec stg_cpu_split = {run_split, NULL, 0};
+const stg_cpu_rec stg_cpu_concat = {run_concat, NULL, 0};
 const stg_cpu_rec stg_cpu_repeat_kv = {run_repeat_kv, NULL, 0};
 const stg_cpu_rec stg_cpu_repeat_kv_bwd = {run_repeat_kv_bwd, NULL, 0};

@@ -132,6 +132,74 @@ extern "C" int cuda_run_repeat_kv_bwd(stg_cuda *c, const stg_graph *g, int op, v
 
 // ---- records ------------------------------------------------------------------------------------
 
+// ---- split and concat: the last dim cut into n equal parts ----------------------------------------
+// Up to STG_MAX_OUT part pointers by value; one thread per element of the whole (rows, n m).
+struct cu_parts {
+    void *p[STG_MAX_OUT];
+};
+
+template <typename T, bool SPLIT>
+__global__ void split_kernel(T *whole, cu_parts parts, int n, int64_t m, int64_t total) {
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
+        int64_t r = idx / (n * m), c = idx % (n * m);
+        int i = (int)(c / m);
+        T *part = (T *)parts.p[i] + r * m + c % m;
+        if (SPLIT) *part = whole[idx];
+        else whole[idx] = *part;
+    }
+}
+
+// whole (rows, n m) <-> parts[i] (rows, m); split: whole -> parts
+static int split_launch(stg_cuda *c, int bf, void *whole, const cu_parts &parts, int n, int64_t m, int64_t total, bool split,
+                        stg_err *err) {
+    if (total == 0) return 0;
+    unsigned blocks = cuda_blocks(c, total, 256);
+    if (bf)
+        split ? split_kernel<bf16, true><<<blocks, 256, 0, c->stream>>>((bf16 *)whole, parts, n, m, total)
+              : split_kernel<bf16, false><<<blocks, 256, 0, c->stream>>>((bf16 *)whole, parts, n, m, total);
+    else
+        split ? split_kernel<float, true><<<blocks, 256, 0, c->stream>>>((float *)whole, parts, n, m, total)
+              : split_kernel<float, false><<<blocks, 256, 0, c->stream>>>((float *)whole, parts, n, m, total);
+    CUDA_LAUNCH_CHECK(err, "split_kernel");
+    return 0;
+}
+
+extern "C" int cuda_run_split(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *x = &g->t[o->in[0]];
+    int b = cuda_is_bf16(g, o, o->in[0], err);
+    if (b < 0) return -1;
+    int n = o->n_out;
+    if (n < 1 || n > STG_MAX_OUT || cuda_last(x) % n) return stg_errf(err, "split: %s cannot be cut in %d parts", x->name, n);
+    int64_t m = cuda_last(x) / n;
+    cu_parts parts;
+    for (int i = 0; i < n; i++) {
+        if (cuda_same_float(g, o, o->out[i], o->in[0], err) < 0) return -1;
+        if (cuda_numel(&g->t[o->out[i]]) != cuda_rows(x) * m) return stg_errf(err, "split: %s has the wrong size", g->t[o->out[i]].name);
+        parts.p[i] = ptr[o->out[i]];
+    }
+    return split_launch(c, b, ptr[o->in[0]], parts, n, m, cuda_numel(x), true, err);
+}
+
+extern "C" int cuda_run_concat(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *x = &g->t[o->in[0]], *y = &g->t[o->out[0]];
+    int b = cuda_is_bf16(g, o, o->out[0], err);
+    if (b < 0) return -1;
+    int n = o->n_in;
+    if (n < 1 || n > STG_MAX_OUT || cuda_numel(y) != n * cuda_numel(x)) return stg_errf(err, "concat: %s has the wrong size", y->name);
+    cu_parts parts;
+    for (int i = 0; i < n; i++) {
+        if (cuda_same_float(g, o, o->in[i], o->out[0], err) < 0) return -1;
+        if (cuda_numel(&g->t[o->in[i]]) != cuda_numel(x)) return stg_errf(err, "concat: %s has the wrong size", g->t[o->in[i]].name);
+        parts.p[i] = (void *)ptr[o->in[i]];
+    }
+    return split_launch(c, b, ptr[o->out[0]], parts, n, cuda_last(x), cuda_numel(y), false, err);
+}
+
+const cuda_rec stg_cuda_split = {cuda_run_split, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_concat = {cuda_run_concat, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
 const cuda_rec stg_cuda_reshape = {cuda_run_reshape, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
 const cuda_rec stg_cuda_transpose = {cuda_run_transpose, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
 const cuda_rec stg_cuda_repeat_kv = {cuda_run_repeat_kv, NULL, NULL, NULL, CUDA_REC_ANY, NULL};

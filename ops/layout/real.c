@@ -38,6 +38,20 @@ void RFN(cpu_transpose)(const real *x, real *y, int ndim, const int64_t *shape, 
     }
 }
 
+// x (rows, n m) -> ys[i] (rows, m)
+void RFN(cpu_split)(const real *x, real *const *ys, int n, int64_t rows, int64_t m) {
+    CPU_PARALLEL_FOR(rows * n * m)
+    for (int64_t r = 0; r < rows; r++)
+        for (int i = 0; i < n; i++) memcpy(ys[i] + r * m, x + (r * n + i) * m, (size_t)m * sizeof(real));
+}
+
+// xs[i] (rows, m) -> y (rows, n m)
+void RFN(cpu_concat)(const real *const *xs, real *y, int n, int64_t rows, int64_t m) {
+    CPU_PARALLEL_FOR(rows * n * m)
+    for (int64_t r = 0; r < rows; r++)
+        for (int i = 0; i < n; i++) memcpy(y + (r * n + i) * m, xs[i] + r * m, (size_t)m * sizeof(real));
+}
+
 // x (rows, H, Dh) -> y (rows, H n, Dh), y head h = x head h / n
 void RFN(cpu_repeat_kv)(const real *x, real *y, int64_t rows, int64_t H, int64_t n, int64_t Dh) {
     CPU_PARALLEL_FOR(rows * H * n * Dh)

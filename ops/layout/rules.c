@@ -97,6 +97,70 @@ static int grad_transpose(const stg_grad_emit *e, stg_graph *g, int id, const in
     return (din[0] = ops_emit1(e, g, id, STG_OP_TRANSPOSE, &dout[0], 1, &a, g->ops[id].in[0], err)) < 0 ? -1 : 0;
 }
 
+// split: x (..., 3 m) -> three (..., m), the last dim cut in equal consecutive parts (GPT-2's
+// fused q, k, v). concat: the inverse, three (..., m) of one shape -> (..., 3 m).
+#define SPLIT_PARTS 3
+
+static int infer_split(stg_graph *g, int id, stg_err *err) {
+    if (ops_need_ndim(g, id, 0, 1, STG_MAX_DIMS, err) || ops_need_float(g, id, 0, err)) return -1;
+    const stg_tensor *x = OPS_IN(g, id, 0);
+    if (x->shape[x->ndim - 1] % SPLIT_PARTS) {
+        char b[128], what[300];
+        snprintf(what, sizeof what, "'%s' %s: the last dim must be a multiple of %d", x->name, ops_sh(x, b), SPLIT_PARTS);
+        return ops_bad(g, id, err, "%s%s", what, NULL);
+    }
+    int64_t s[STG_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) s[i] = x->shape[i];
+    s[x->ndim - 1] /= SPLIT_PARTS;
+    for (int o = 0; o < SPLIT_PARTS; o++) ops_set_shape(OPS_OUT(g, id, o), x->ndim, s, x->dtype);
+    return 0;
+}
+
+static int infer_concat(stg_graph *g, int id, stg_err *err) {
+    if (ops_need_ndim(g, id, 0, 1, STG_MAX_DIMS, err) || ops_need_float(g, id, 0, err)) return -1;
+    for (int i = 1; i < OPS_OP(g, id)->n_in; i++)
+        if (ops_need_same(g, id, 0, i, err)) return -1;
+    const stg_tensor *x = OPS_IN(g, id, 0);
+    int64_t s[STG_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) s[i] = x->shape[i];
+    s[x->ndim - 1] *= OPS_OP(g, id)->n_in;
+    ops_set_shape(OPS_OUT(g, id, 0), x->ndim, s, x->dtype);
+    return 0;
+}
+
+// d x = concat(d parts); a part without a gradient contributes zeros (0 times another part's).
+static int grad_split(const stg_grad_emit *e, stg_graph *g, int id, const int *dout, const bool *want, int *din, stg_err *err) {
+    int parts[SPLIT_PARTS], any = -1, zero = -1;
+    for (int o = 0; o < SPLIT_PARTS; o++)
+        if (dout[o] >= 0) any = dout[o];
+    if (any < 0) return 0;
+    for (int o = 0; o < SPLIT_PARTS; o++) {
+        if (dout[o] >= 0) {
+            parts[o] = dout[o];
+            continue;
+        }
+        if (zero < 0) {
+            stg_attrs a = ops_no_attrs();
+            a.scale.factor = 0.0;
+            if ((zero = ops_emit1(e, g, id, STG_OP_SCALE, &any, 1, &a, g->ops[id].out[o], err)) < 0) return -1;
+        }
+        parts[o] = zero;
+    }
+    return (din[0] = ops_emit1(e, g, id, STG_OP_CONCAT, parts, SPLIT_PARTS, NULL, g->ops[id].in[0], err)) < 0 ? -1 : 0;
+}
+
+static int grad_concat(const stg_grad_emit *e, stg_graph *g, int id, const int *dout, const bool *want, int *din, stg_err *err) {
+    int outs[STG_MAX_OUT];
+    char hint[STG_NAME_MAX];
+    if (ops_emit(e, g, id, STG_OP_SPLIT, &dout[0], 1, NULL, ops_dname(g, g->ops[id].out[0], hint), outs, err) < 0) return -1;
+    for (int i = 0; i < SPLIT_PARTS; i++) {
+        if (!want[i]) continue;
+        ops_name_out(g, outs[i], g->ops[id].in[i]);
+        din[i] = outs[i];
+    }
+    return 0;
+}
+
 // ---- attributes and rows ---------------------------------------------------------------------
 
 static const stg_attr_def attrs_reshape[] = {{"shape", STG_ATTR_SHAPE, offsetof(stg_attrs, reshape), 0, 1}};
@@ -133,6 +197,29 @@ static const char sample_repeat_kv[] =
     "graph:\n"
     "  - param k [2, 3, 2, 6] init=embedding\n"
     "  - loss = cross_entropy(repeat_kv(k, n=2), t)\n";
+
+// The sweep's model for split (tests/test_ops.c): every part reaches the loss.
+static const char sample_split[] =
+    "inputs: {t: [2, 3, i32]}\n"
+    "graph:\n"
+    "  - param x [2, 3, 18] init=embedding\n"
+    "  - a, b, c = split(x)\n"
+    "  - loss = cross_entropy(add(a, mul(b, c)), t)\n";
+
+const stg_op_def stg_rule_split = {"split", 1, 1, SPLIT_PARTS, NULL, 0, infer_split, grad_split, ops_flops_zero, .inplace_in = -1,
+                                   .sample = sample_split};
+
+// The sweep's model for concat (tests/test_ops.c): three parts along the last dim.
+static const char sample_concat[] =
+    "inputs: {t: [2, 3, i32]}\n"
+    "graph:\n"
+    "  - param a [2, 3, 2] init=embedding\n"
+    "  - param b [2, 3, 2] init=embedding\n"
+    "  - param c [2, 3, 2] init=embedding\n"
+    "  - loss = cross_entropy(concat(a, b, c), t)\n";
+
+const stg_op_def stg_rule_concat = {"concat", SPLIT_PARTS, SPLIT_PARTS, 1, NULL, 0, infer_concat, grad_concat, ops_flops_zero,
+                                    .inplace_in = -1, .sample = sample_concat};
 
 const stg_op_def stg_rule_repeat_kv = {"repeat_kv", 1, 1, 1, ATTRS(attrs_repeat_kv), infer_repeat_kv, grad_repeat_kv, ops_flops_zero,
                           .inplace_in = -1, .sample = sample_repeat_kv};

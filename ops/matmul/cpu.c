@@ -80,10 +80,14 @@ static size_t cpu_mm_scratch(const cpu_mm_dims *d, int f64) {
 
 // The optional addend (stg_op_def.addend_in), added to output 0 after the op has written it (never
 // the addend's buffer: the planner gives an output at most the buffer of input inplace_in).
+// With a bias (stg_linear_attrs), b is added to every row before the addend.
 static int linear_into(const stg_graph *g, const stg_op *op, void *const *data, void *scratch, size_t scratch_bytes,
                        int f64, int acc, stg_err *err) {
     cpu_mm_dims d = {0};
-    if (cpu_linear_dims(g, op, &d, err) || cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, acc, err)) return -1;
+    if (cpu_linear_dims(g, op, &d, err)) return -1;
+    if (op->a.linear.bias && (op->n_in < 3 || cpu_need_numel(IN(g, op, 2), d.n, err))) return -1;
+    if (cpu_mm_call(&d, op, data, scratch, scratch_bytes, f64, acc, err)) return -1;
+    if (op->a.linear.bias) KCALL(f64, cpu_add_bias, DOUT(data, op, 0), DIN(data, op, 2), d.m, d.n);
     cpu_add_addend(g, op, data, f64);
     return 0;
 }
@@ -92,6 +96,15 @@ static int linear_into(const stg_graph *g, const stg_op *op, void *const *data, 
 static int run_linear(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
                       size_t scratch_bytes, int f64, stg_err *err) {
     return linear_into(g, op, data, scratch, scratch_bytes, f64, op->accum & 1u, err);
+}
+
+// x (..., n) -> y (n): the sum of x's rows
+static int run_sum_rows(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
+                        size_t scratch_bytes, int f64, stg_err *err) {
+    const stg_tensor *x = IN(g, op, 0);
+    if (cpu_need_ndim(x, 1, err) || cpu_need_numel(OUT(g, op, 0), stg_last(x), err)) return -1;
+    KCALL(f64, cpu_sum_rows, DIN(data, op, 0), DOUT(data, op, 0), stg_rows(x), stg_last(x));
+    return 0;
 }
 
 static size_t scratch_linear(const stg_graph *g, const stg_op *op, int f64) {
@@ -135,3 +148,4 @@ static int run_matmul_group(const stg_graph *g, const stg_op *op, void *const *d
 const stg_cpu_rec stg_cpu_linear = {run_linear, scratch_linear, 0};
 const stg_cpu_rec stg_cpu_matmul = {run_matmul, scratch_matmul, 0};
 const stg_cpu_rec stg_cpu_matmul_group = {run_matmul_group, scratch_matmul, 0};
+const stg_cpu_rec stg_cpu_sum_rows = {run_sum_rows, NULL, 0};

@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/cuda/internal.h"
+#include "ops/cuda/common.cuh"
 
 #define MM_WORKSPACE_BYTES ((size_t)32 << 20) // Hopper: at least 32 MiB
 #define MM_TUNE_CANDIDATES 8
@@ -53,6 +53,7 @@ typedef struct mm_key {
     int64_t ld_c;
     int64_t batch, stride_a, stride_b, stride_c; // elements
     int ptr_array;                // matmul_group: batch products through tables of pointers
+    int bias;                     // linear with a bias: CUBLASLT_EPILOGUE_BIAS (bias of D's type)
 } mm_key;
 
 // The algorithm chosen for a key, and how (tuned: the candidate chosen, in the heuristic's order, of
@@ -71,6 +72,8 @@ struct cuda_mm_plan {
     cublasLtMatrixLayout_t la, lb, lc; // cuBLASLt's A (our B), B (our A), C = D (our C)
     mm_choice ch;
     int in0, in1, out;                 // tensor ids: our A, our B, our C (a group: its first pair's)
+    int bias;                          // linear's bias tensor id (the epilogue's vector), -1 none
+    const void *bias_ptr;              // the address last set on desc
     // matmul_group: its tensors and the address tables cuBLASLt reads, host copy and device
     // (tab[0 .. n) its A = our Bs, [n, 2n) its B = our As, [2n, 3n) C, [3n, 4n) D = our outputs)
     int npairs;
@@ -177,6 +180,14 @@ static int mm_key_of(const stg_cuda *c, const stg_graph *g, int id, int p, mm_ke
     key->stride_a = batch > 1 && b_batched ? b0 * b1 : 0;
     key->stride_b = batch > 1 ? a0 * a1 : 0;
     key->stride_c = batch > 1 ? m * n : 0;
+    if (op->kind == STG_OP_LINEAR && op->a.linear.bias) {
+        if (op->n_in < 3) return stg_errf_at(err, op->loc, "linear: a bias is declared but not given");
+        const stg_tensor *bt = &g->t[op->in[2]];
+        if (bt->dtype != C->dtype || cuda_numel(bt) != n)
+            return stg_errf_at(err, op->loc, "linear: the bias '%s' must have %lld elements of the output's dtype", bt->name,
+                               (long long)n);
+        key->bias = 1;
+    }
     return 0;
 }
 
@@ -204,6 +215,12 @@ static int mm_build(cuda_mm_plan *p, stg_err *err) {
     int32_t ta = k->trans_a, tb = k->trans_b;
     CUBLAS_CHECK(err, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     CUBLAS_CHECK(err, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (k->bias) { // D = A B (+ C) + bias broadcast over D's columns (our rows): one value per output feature
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        int32_t bt = k->c_type;
+        CUBLAS_CHECK(err, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        CUBLAS_CHECK(err, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    }
     if (mm_layout(&p->la, k->a_type, k->rows_a, k->cols_a, k->ld_a, k->batch, k->stride_a, k->ptr_array, err) ||
         mm_layout(&p->lb, k->a_type, k->rows_b, k->cols_b, k->ld_b, k->batch, k->stride_b, k->ptr_array, err) ||
         mm_layout(&p->lc, k->c_type, k->m, k->n, k->ld_c, k->batch, k->stride_c, k->ptr_array, err))
@@ -220,6 +237,15 @@ typedef struct mm_tuned {
 } mm_tuned;
 static mm_tuned mm_tuned_cache[MM_TUNE_CACHE];
 static int mm_ntuned;
+
+// Points the epilogue of p (a linear with a bias) at the bias's bytes b (a host-side attribute of
+// the descriptor, read when cublasLtMatmul enqueues).
+static int mm_set_bias(cuda_mm_plan *p, const void *b, stg_err *err) {
+    if (p->bias < 0 || p->bias_ptr == b) return 0;
+    CUBLAS_CHECK(err, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
+    p->bias_ptr = b;
+    return 0;
+}
 
 // Device time (ms) of one product of p with algorithm a on the op's tensors, after `flush` bytes at
 // fl were overwritten (the L2 cache emptied of the operands); 1 when cuBLASLt refuses the algorithm
@@ -411,8 +437,11 @@ int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, v
     p->in0 = o->in[0];
     p->in1 = o->in[1];
     p->out = o->out[0];
+    p->bias = o->kind == STG_OP_LINEAR && o->a.linear.bias && o->n_in >= 3 ? o->in[2] : -1;
+    p->bias_ptr = NULL;
+    int addend = ops_addend_of(o);
     if ((o->kind == STG_OP_MATMUL_GROUP ? mm_group_setup(c, g, op, ptr, table, p, err) : mm_key_of(c, g, op, 0, &p->key, err)) ||
-        mm_build(p, err)) {
+        mm_build(p, err) || (p->bias >= 0 && ptr && mm_set_bias(p, ptr[p->bias], err))) {
         cuda_mm_free(p);
         return stg_err_prefix(err, "%s (op %d)", ops_name(o->kind), op);
     }
@@ -425,7 +454,7 @@ int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, v
         p->ch = same->ch;
     } else if (p->npairs ? mm_search(c, p, p->dtab + p->npairs, p->dtab, NULL, p->dtab + 3 * p->npairs, err)
                          : mm_search(c, p, ptr ? ptr[o->in[0]] : NULL, ptr ? ptr[o->in[1]] : NULL,
-                                     ptr && o->n_in == 3 ? ptr[o->in[2]] : NULL, ptr ? ptr[o->out[0]] : NULL, err)) {
+                                     ptr && addend > 0 ? ptr[o->in[addend]] : NULL, ptr ? ptr[o->out[0]] : NULL, err)) {
         cuda_mm_free(p);
         return stg_err_prefix(err, "%s (op %d)", ops_name(o->kind), op);
     }
@@ -459,10 +488,15 @@ int cuda_mm_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_e
                                          c->stream));
         return 0;
     }
-    // cuBLASLt's A is our B, its B our A; D is our output, C the addend (a third input, beta 1) or
-    // the output itself: beta 0 (not read), or beta 1 when accumulating a gradient (D += product).
-    const void *cc = o->n_in == 3 ? ptr[o->in[2]] : ptr[p->out];
-    bool beta1 = o->n_in == 3 || cuda_accumulating(c, o, 0);
+    // cuBLASLt's A is our B, its B our A; D is our output, C the addend (the last input, beta 1) or
+    // the output itself: beta 0 (not read), or beta 1 when accumulating a gradient (D += product);
+    // a bias through the epilogue.
+    int addend = ops_addend_of(o);
+    if ((p->bias >= 0) != (o->kind == STG_OP_LINEAR && o->a.linear.bias) || (p->bias >= 0 && o->in[2] != p->bias))
+        return stg_errf(err, "cuda matmul: op %d was prepared for another graph", op);
+    if (p->bias >= 0 && mm_set_bias((cuda_mm_plan *)p, ptr[p->bias], err)) return -1;
+    const void *cc = addend > 0 ? ptr[o->in[addend]] : ptr[p->out];
+    bool beta1 = addend > 0 || cuda_accumulating(c, o, 0);
     CUBLAS_CHECK(err, cublasLtMatmul(c->lt, p->desc, &one, ptr[p->in1], p->la, ptr[p->in0], p->lb, beta1 ? &one : &zero, cc,
                                      p->lc, ptr[p->out], p->lc, &p->ch.algo, c->lt_workspace, c->lt_workspace_bytes, c->stream));
     return 0;
@@ -497,6 +531,92 @@ extern "C" int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out) {
     return 0;
 }
 
+// ---- sum_rows: linear's bias gradient ------------------------------------------------------------
+// x (R, N) -> y (N). Blocks of 32 columns x 8 row lanes; the rows are cut into K chunks (enough
+// blocks to fill the GPU, at least SR_MIN_ROWS rows each): each block sums its chunk's rows of its
+// columns (each lane its rows in order, then the 8 lanes in order) into a float partial (K, N) in
+// c->work, and a second kernel adds the K partials of each column in order (with K = 1 the first
+// writes y). The same bits on every run: no atomics.
+#define SR_COLS 32
+#define SR_LANES 8
+#define SR_MIN_ROWS 64
+
+static int64_t sr_chunks(const stg_cuda *c, int64_t R, int64_t N) {
+    int64_t strips = (N + SR_COLS - 1) / SR_COLS, want = 4 * (int64_t)(c->sm_count > 0 ? c->sm_count : 132);
+    int64_t k = (want + strips - 1) / strips, most = (R + SR_MIN_ROWS - 1) / SR_MIN_ROWS;
+    if (k > most) k = most;
+    if (k > 65535) k = 65535; // grid.y
+    return k < 1 ? 1 : k;
+}
+
+template <typename T>
+__global__ void sum_rows_kernel(const T *x, void *out, int out_bf16, int64_t R, int64_t N, int64_t rows_per) {
+    __shared__ float part[SR_LANES][SR_COLS];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int64_t j = (int64_t)blockIdx.x * SR_COLS + tx, r0 = (int64_t)blockIdx.y * rows_per;
+    int64_t r1 = r0 + rows_per < R ? r0 + rows_per : R;
+    float acc = 0.0f;
+    if (j < N)
+        for (int64_t r = r0 + ty; r < r1; r += SR_LANES) acc += cu_ld(x, r * N + j);
+    part[ty][tx] = acc;
+    __syncthreads();
+    if (ty == 0 && j < N) {
+        float s = 0.0f;
+#pragma unroll
+        for (int l = 0; l < SR_LANES; l++) s += part[l][tx];
+        if (gridDim.y == 1) cu_std(out, out_bf16, j, s);
+        else ((float *)out)[(int64_t)blockIdx.y * N + j] = s;
+    }
+}
+
+__global__ void sum_parts_kernel(const float *part, void *y, int y_bf16, int64_t K, int64_t N) {
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < N; j += stride) {
+        float s = 0.0f;
+        for (int64_t k = 0; k < K; k++) s += part[k * N + j];
+        cu_std(y, y_bf16, j, s);
+    }
+}
+
+static size_t sum_rows_work(const stg_cuda *c, const stg_graph *g, int op) {
+    const stg_tensor *x = &g->t[g->ops[op].in[0]];
+    int64_t R = cuda_rows(x), N = cuda_last(x), K = sr_chunks(c, R, N);
+    return K > 1 ? (size_t)K * (size_t)N * sizeof(float) : 0;
+}
+
+extern "C" int cuda_run_sum_rows(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *x = &g->t[o->in[0]], *y = &g->t[o->out[0]];
+    int xb = cuda_is_bf16(g, o, o->in[0], err);
+    int yb = xb < 0 ? -1 : cuda_is_bf16(g, o, o->out[0], err);
+    if (yb < 0) return -1;
+    int64_t R = cuda_rows(x), N = cuda_last(x);
+    if (cuda_numel(y) != N) return stg_errf(err, "sum_rows: output %s must have %lld elements", y->name, (long long)N);
+    if (N == 0) return 0;
+    int64_t K = sr_chunks(c, R, N), rows_per = (R + K - 1) / K;
+    size_t need = sum_rows_work(c, g, op);
+    if (need && (!c->work || c->work_bytes < need))
+        return stg_errf(err, "sum_rows: scratch too small: cuda_prepare was not called for this graph");
+    dim3 grid((unsigned)((N + SR_COLS - 1) / SR_COLS), (unsigned)K), block(SR_COLS, SR_LANES);
+    void *dst = K > 1 ? c->work : ptr[o->out[0]];
+    if (xb)
+        sum_rows_kernel<bf16><<<grid, block, 0, c->stream>>>((const bf16 *)ptr[o->in[0]], dst, yb, R, N, rows_per);
+    else
+        sum_rows_kernel<float><<<grid, block, 0, c->stream>>>((const float *)ptr[o->in[0]], dst, yb, R, N, rows_per);
+    CUDA_LAUNCH_CHECK(err, "sum_rows_kernel");
+    if (K > 1) {
+        sum_parts_kernel<<<cuda_blocks(c, N, 256), 256, 0, c->stream>>>((const float *)c->work, ptr[o->out[0]], yb, K, N);
+        CUDA_LAUNCH_CHECK(err, "sum_parts_kernel");
+    }
+    return 0;
+}
+
+static int prep_sum_rows(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
+                         stg_err *err) {
+    *work = sum_rows_work(c, g, op);
+    return 0;
+}
+
 // ---- records ------------------------------------------------------------------------------------
 
 static int prep_mm(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
@@ -525,5 +645,6 @@ extern "C" int cuda_run_matmul_group(stg_cuda *c, const stg_graph *g, int op, vo
 
 const cuda_rec stg_cuda_linear = {cuda_run_linear, prep_mm, cuda_mm_free, cuda_mm_table_bytes, CUDA_REC_ANY, NULL};
 const cuda_rec stg_cuda_matmul = {cuda_run_matmul, prep_mm, cuda_mm_free, cuda_mm_table_bytes, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_sum_rows = {cuda_run_sum_rows, prep_sum_rows, NULL, NULL, CUDA_REC_MAIN, NULL};
 const cuda_rec stg_cuda_matmul_group = {cuda_run_matmul_group, prep_mm, cuda_mm_free, cuda_mm_table_bytes, CUDA_REC_ANY,
                                         NULL};

@@ -19,7 +19,11 @@
                        int64_t k, int ta, int tb, int b_batched, int accumulate, void *scratch,    \
                        size_t scratch_bytes, stg_err *err);                                        \
     size_t cpu_matmul_scratch_##S(int64_t batch, int64_t m, int64_t n, int64_t k, int ta, int tb,  \
-                                  int b_batched);
+                                  int b_batched);                                                  \
+    /* y (rows, n) += b (n) on every row (linear's bias). */                                       \
+    void cpu_add_bias_##S(T *y, const T *b, int64_t rows, int64_t n);                              \
+    /* y (n) = the sum of x's rows, x (rows, n), in double in row order (a bias gradient). */      \
+    void cpu_sum_rows_##S(const T *x, T *y, int64_t rows, int64_t n);
 
 STG_CPU_MATMUL_KERNELS(float, f32)
 STG_CPU_MATMUL_KERNELS(double, f64)

@@ -98,3 +98,32 @@ int RFN(cpu_matmul)(const real *A, const real *B, real *C, int64_t batch, int64_
     }
     return 0;
 }
+
+// y (rows, n) += b (n)
+void RFN(cpu_add_bias)(real *y, const real *b, int64_t rows, int64_t n) {
+    CPU_PARALLEL_FOR(rows * n)
+    for (int64_t r = 0; r < rows; r++) {
+        real *row = y + r * n;
+        CPU_SIMD
+        for (int64_t j = 0; j < n; j++) row[j] = (real)((double)row[j] + (double)b[j]);
+    }
+}
+
+// y (n) = sum over r of x (rows, n): columns in blocks of SUM_COLS (parallel over blocks), each
+// block's rows added in order into double accumulators: the same result for any thread count.
+#define SUM_COLS 64
+void RFN(cpu_sum_rows)(const real *x, real *y, int64_t rows, int64_t n) {
+    int64_t nblk = (n + SUM_COLS - 1) / SUM_COLS;
+    CPU_PARALLEL_FOR(rows * n)
+    for (int64_t bl = 0; bl < nblk; bl++) {
+        int64_t j0 = bl * SUM_COLS, w = n - j0 < SUM_COLS ? n - j0 : SUM_COLS;
+        double acc[SUM_COLS];
+        for (int64_t j = 0; j < w; j++) acc[j] = 0.0;
+        for (int64_t r = 0; r < rows; r++) {
+            const real *row = x + r * n + j0;
+            CPU_SIMD
+            for (int64_t j = 0; j < w; j++) acc[j] += (double)row[j];
+        }
+        for (int64_t j = 0; j < w; j++) y[j0 + j] = (real)acc[j];
+    }
+}

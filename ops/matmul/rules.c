@@ -7,7 +7,16 @@
 #include <stdio.h>
 #include <string.h>
 
+// linear (x, w[, b][, addend]): a bias when the op says so (stg_linear_attrs), then the addend.
+static int linear_addend_at(const stg_op *op) { return op->a.linear.bias ? 3 : 2; }
+
+// A model file's linear(x, w, b): its third input is the bias (a folded addend comes later).
+static void linear_from_call(stg_attrs *a, int n_in) { a->linear.bias = n_in == 3; }
+
 static int infer_linear(stg_graph *g, int id, stg_err *err) {
+    const stg_op *op = OPS_OP(g, id);
+    if (op->a.linear.bias && op->n_in < 3) return ops_bad(g, id, err, "a bias is declared but not given%s%s", NULL, NULL);
+    if (op->n_in > linear_addend_at(op) + 1) return ops_bad(g, id, err, "takes x, w and an optional bias b%s%s", NULL, NULL);
     if (ops_need_ndim(g, id, 0, 1, STG_MAX_DIMS, err) || ops_need_ndim(g, id, 1, 2, 2, err)) return -1;
     if (ops_need_float(g, id, 0, err) || ops_need_float(g, id, 1, err)) return -1;
     const stg_tensor *x = OPS_IN(g, id, 0), *w = OPS_IN(g, id, 1);
@@ -21,8 +30,26 @@ static int infer_linear(stg_graph *g, int id, stg_err *err) {
     int64_t s[STG_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) s[i] = x->shape[i];
     s[x->ndim - 1] = w->shape[0];
+    if (op->a.linear.bias) {
+        const stg_tensor *b = OPS_IN(g, id, 2);
+        if (b->ndim != 1 || b->shape[0] != w->shape[0] || b->dtype != w->dtype) {
+            char a[128], c[128], what[400];
+            snprintf(what, sizeof what, "the bias '%s' %s %s must be [%lld] %s, one value per row of the weight '%s' %s", b->name,
+                     ops_sh(b, a), stg_dtype_name(b->dtype), (long long)w->shape[0], stg_dtype_name(w->dtype), w->name, ops_sh(w, c));
+            return ops_bad(g, id, err, "%s%s", what, NULL);
+        }
+    }
     ops_set_shape(OPS_OUT(g, id, 0), x->ndim, s, x->dtype);
     return ops_check_addend(g, id, err);
+}
+
+// sum_rows: x (..., n) -> (n), the sum over every leading dim (a bias gradient).
+static int infer_sum_rows(stg_graph *g, int id, stg_err *err) {
+    if (ops_need_ndim(g, id, 0, 1, STG_MAX_DIMS, err) || ops_need_float(g, id, 0, err)) return -1;
+    const stg_tensor *x = OPS_IN(g, id, 0);
+    int64_t n = x->shape[x->ndim - 1];
+    ops_set_shape(OPS_OUT(g, id, 0), 1, &n, OPS_OP(g, id)->a.sum_rows.grad_out ? g->grad_dtype : x->dtype);
+    return 0;
 }
 
 // The product of inputs ia and ib of op id (matmul's rule: A (..., a0, a1), B 2-D or with A's batch
@@ -73,7 +100,7 @@ static int infer_matmul_group(stg_graph *g, int id, stg_err *err) {
 
 static double flops_linear(const stg_graph *g, const stg_op *op) {
     const stg_tensor *w = &g->t[op->in[1]];
-    return 2.0 * ops_numel_out(g, op, 0) * (double)w->shape[1];
+    return 2.0 * ops_numel_out(g, op, 0) * (double)w->shape[1] + (op->a.linear.bias ? ops_numel_out(g, op, 0) : 0.0);
 }
 
 static double flops_matmul(const stg_graph *g, const stg_op *op) {
@@ -123,7 +150,15 @@ static int grad_linear(const stg_grad_emit *e, stg_graph *g, int id, const int *
         int in[2] = {dyf, xf};
         if ((din[1] = ops_emit1(e, g, id, STG_OP_MATMUL, in, 2, &a, w, err)) < 0) return -1;
     }
-    if (g->ops[id].n_in == 3 && want[2]) din[2] = dy; // the addend's gradient is the output's
+    const stg_op *op = &g->ops[id];
+    if (op->a.linear.bias && want[2]) { // db (out) = the sum of dy's rows
+        stg_attrs a = ops_no_attrs();
+        a.sum_rows.grad_out = g->t[op->in[2]].cls == STG_CLASS_PARAM;
+        int in = dy;
+        if ((din[2] = ops_emit1(e, g, id, STG_OP_SUM_ROWS, &in, 1, &a, op->in[2], err)) < 0) return -1;
+    }
+    int k = ops_addend_of(&g->ops[id]);
+    if (k > 0 && want[k]) din[k] = dy; // the addend's gradient is the output's
     return 0;
 }
 
@@ -183,17 +218,20 @@ static const stg_attr_def attrs_matmul[] = {ATTR(matmul, ta, STG_ATTR_INT, 0, 0)
 static const stg_attr_def attrs_matmul_group[] = {ATTR(matmul, ta, STG_ATTR_INT, 0, 0), ATTR(matmul, tb, STG_ATTR_INT, 0, 0),
                                                   ATTR(matmul, grad_out, STG_ATTR_INT, 0, 0)};
 
-// The sweep's model for linear (tests/test_ops.c).
-static const char sample_linear[] =
+// The sweep's model for linear with a bias (tests/test_ops.c).
+static const char sample_linear_bias[] =
     "inputs: {t: [2, 3, i32]}\n"
     "graph:\n"
     "  - param x [2, 3, 4] init=embedding\n"
     "  - param w [6, 4] init=embedding\n"
-    "  - loss = cross_entropy(linear(x, w), t)\n";
+    "  - param b [6] init=embedding\n"
+    "  - loss = cross_entropy(linear(x, w, b), t)\n";
 
-const stg_op_def stg_rule_linear = {"linear", 2, 3, 1, NULL, 0, infer_linear, grad_linear, flops_linear, .saves_in = OPS_BIT(0) | OPS_BIT(1),
-                       .inplace_in = -1, .addend_in = 2, .accum_out = OPS_BIT(0),
-    .sample = sample_linear};
+// no_decay_in: a bias is not decayed (with --decay-exempt, as norm gains and embeddings)
+const stg_op_def stg_rule_linear = {"linear", 2, 4, 1, NULL, 0, infer_linear, grad_linear, flops_linear, .saves_in = OPS_BIT(0) | OPS_BIT(1),
+                       .no_decay_in = OPS_BIT(2), .inplace_in = -1, .addend_in = 2, .addend_at = linear_addend_at,
+                       .from_call = linear_from_call, .accum_out = OPS_BIT(0), .sample = sample_linear_bias};
+
 
 // The sweep's model for matmul (tests/test_ops.c).
 static const char sample_matmul[] =
@@ -206,6 +244,12 @@ static const char sample_matmul[] =
 const stg_op_def stg_rule_matmul = {"matmul", 2, 3, 1, ATTRS(attrs_matmul), infer_matmul, grad_matmul, flops_matmul,
                        .saves_in = OPS_BIT(0) | OPS_BIT(1), .inplace_in = -1, .addend_in = 2, .accum_out = OPS_BIT(0),
     .sample = sample_matmul};
+
+static const stg_attr_def attrs_sum_rows[] = {ATTR(sum_rows, grad_out, STG_ATTR_INT, 0, 0)};
+
+// linear's bias gradient (no gradient rule: a backward op)
+const stg_op_def stg_rule_sum_rows = {"sum_rows", 1, 1, 1, ATTRS(attrs_sum_rows), infer_sum_rows, NULL, ops_flops_elem1,
+                                      .inplace_in = -1};
 
 // made by graph_group_matmuls from independent matmuls of equal shapes (no gradient rule: it
     // runs after autodiff); one output per pair of inputs

@@ -304,7 +304,7 @@ int cmd_bench(int argc, char **argv) {
     rt_feed *f = NULL;
     double *ms = NULL, *all = NULL, *host = NULL;
     stg_err err;
-    int rc = 1;
+    int rc = g ? 1 : 2; // a model that does not load is bad input
     if (!g) goto out;
     stg_budget_report brep;
     if (cli_plan(&m, &g, b, &p, &brep)) goto out;

@@ -70,7 +70,7 @@ int cmd_check(int argc, char **argv) {
     cli_model_opts_init(&m);
     if (parse_model_cmd(argc, argv, &m, NULL, NULL, "") || cli_resolve_accum(&m, 1, "check")) return 2;
     stg_graph *g = cli_build(&m);
-    if (!g) return 1;
+    if (!g) return 2; // the model file (or a --set) is bad input
     int nparam = 0, counts[STG_PHASE_OPTIMIZER + 1] = {0};
     for (int t = 0; t < g->nt; t++) nparam += g->t[t].cls == STG_CLASS_PARAM;
     for (int o = 0; o < g->nops; o++) counts[g->ops[o].phase]++;
@@ -124,7 +124,7 @@ int cmd_graph(int argc, char **argv) {
     if (!c.dot) return usage_model("graph", usage);
     if (out_is_input(&m, c.out, "graph") || cli_resolve_accum(&m, 1, "graph")) return 2;
     stg_graph *g = cli_build(&m);
-    if (!g) return 1;
+    if (!g) return 2; // the model file (or a --set) is bad input
     stg_err err;
     int rc = 0;
     const char *path = c.out ? c.out : "/dev/stdout";
@@ -294,7 +294,7 @@ int cmd_memreport(int argc, char **argv) {
     if (c.world > 1 && m.train) m.optim.dp_world = (int)c.world;
     if (cli_resolve_accum(&m, c.world > 1 ? (int)c.world : 1, "memreport")) return 2;
     stg_graph *g = cli_build(&m);
-    if (!g) return 1;
+    if (!g) return 2; // the model file (or a --set) is bad input
     stg_err err;
     stg_plan *p = NULL;
     stg_formula fm;

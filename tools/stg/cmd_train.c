@@ -569,7 +569,7 @@ int cmd_step(int argc, char **argv) {
     double *vals[2] = {NULL, NULL};
     void **grads = NULL;
     stg_err err;
-    int rc = 1;
+    int rc = g ? 1 : 2; // a model that does not load is bad input
     if (!g) goto out;
     int tok = graph_find_tensor(g, "tokens"), tgt = graph_find_tensor(g, "targets"), logits = graph_find_tensor(g, "logits");
     if (tok < 0 || tgt < 0) {
@@ -610,14 +610,17 @@ int cmd_step(int argc, char **argv) {
         goto out;
     }
     if (!(w = rt_st_writer_new(&err))) goto fail;
+    // fp64 steps dump F64 (comparisons to 1e-10 against a float64 reference), the others F32
+    bool f64 = g->precision == STG_PREC_FP64;
+    rt_dtype ddt = f64 ? RT_DT_F64 : RT_DT_F32;
     float lossf = (float)loss;
-    if (rt_st_writer_add(w, "loss", RT_DT_F32, 0, NULL, &lossf, &err)) goto fail;
+    if (rt_st_writer_add(w, "loss", ddt, 0, NULL, f64 ? (const void *)&loss : (const void *)&lossf, &err)) goto fail;
     if (logits >= 0) {
         int64_t n = stg_numel(&g->t[logits]);
         if (!(vals[0] = stg_malloc(sizeof(double) * (size_t)n, &err)) || rt_exec_read_f64(e, logits, vals[0], &err)) goto fail;
         float *f = (float *)vals[0]; // narrowed in place: f[i] is written after vals[0][i] is read
-        for (int64_t i = 0; i < n; i++) f[i] = (float)vals[0][i];
-        if (rt_st_writer_add(w, "logits", RT_DT_F32, g->t[logits].ndim, g->t[logits].shape, f, &err)) goto fail;
+        for (int64_t i = 0; !f64 && i < n; i++) f[i] = (float)vals[0][i];
+        if (rt_st_writer_add(w, "logits", ddt, g->t[logits].ndim, g->t[logits].shape, vals[0], &err)) goto fail;
     }
     if (rt_exec_run(e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &err)) goto fail;
     if (!(grads = stg_calloc((size_t)g->nt, sizeof *grads, &err))) goto fail;
@@ -630,8 +633,8 @@ int cmd_step(int argc, char **argv) {
         grads[t] = d;
         if (rt_exec_read_f64(e, gr, d, &err)) goto fail;
         float *f = (float *)d;
-        for (int64_t i = 0; i < n; i++) f[i] = (float)d[i];
-        if (rt_st_writer_add(w, g->t[t].name, RT_DT_F32, g->t[t].ndim, g->t[t].shape, f, &err)) goto fail;
+        for (int64_t i = 0; !f64 && i < n; i++) f[i] = (float)d[i];
+        if (rt_st_writer_add(w, g->t[t].name, ddt, g->t[t].ndim, g->t[t].shape, d, &err)) goto fail;
     }
     // No tensor 'logits': with fused_head=on the LM head and the loss are one op (linear_cross_entropy)
     // that never materialises them; the dump says so in its metadata.

@@ -193,9 +193,18 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
         if ((shared || (accum && !native)) && (gt = materialize(g, gt, g->t[p].loc, nm, err)) < 0)
             goto done;
         if (accum) g->ops[native ? pr : g->t[gt].producer].accum |= (uint8_t)(1u << (native ? k : 0));
-        if (g->t[gt].dtype != g->grad_dtype) {
-            stg_errf(err, "internal: the gradient of '%s' is %s, expected %s", g->t[p].name, stg_dtype_name(g->t[gt].dtype),
-                     stg_dtype_name(g->grad_dtype));
+        if (g->t[gt].dtype != g->grad_dtype) { // a parameter read as an activation (x of rmsnorm, a of add, ...)
+            const char *reader = NULL; // the first forward op reading p (norm gains and embedding tables aside)
+            for (int o = 0; o < g->n_fwd_ops && !reader; o++)
+                for (int i = 0; i < g->ops[o].n_in && !reader; i++)
+                    if (g->ops[o].in[i] == p && !ops_bit(ops_def(g->ops[o].kind)->no_decay_in, i)) reader = ops_name(g->ops[o].kind);
+            if (!reader) reader = "an op";
+            stg_errf_at(err, g->t[p].loc,
+                        "parameter '%s' is an activation input of %s: its gradient would be %s, and %s parameters keep %s gradients; "
+                        "in bf16 a parameter may only be a weight (of linear, matmul, embedding, pos_embedding, the norms' gains), "
+                        "or train in fp32",
+                        g->t[p].name, reader,
+                        stg_dtype_name(g->t[gt].dtype), stg_precision_name(g->precision), stg_dtype_name(g->grad_dtype));
             goto done;
         }
         snprintf(g->t[gt].name, STG_NAME_MAX, "%s", nm);

@@ -24,14 +24,19 @@ static void test_cuda_against_cpu(void **state) {
         const stg_op_def *d = ops_def((stg_op_kind)k);
         if (!d->sample) continue;
         stg_err err;
-        sweep_run ref, f32, f32g, b16;
+        sweep_run ref, f32, f32g, b16 = {0};
         if (sweep_once(d, STG_PREC_FP32, cpu, NULL, 41, NULL, &ref, &err) ||
             sweep_once(d, STG_PREC_FP32, gpu, &eager, 41, ref.params, &f32, &err) ||
-            sweep_once(d, STG_PREC_FP32, gpu, &graph, 41, ref.params, &f32g, &err) ||
-            sweep_once(d, STG_PREC_BF16, gpu, &eager, 41, ref.params, &b16, &err))
+            sweep_once(d, STG_PREC_FP32, gpu, &graph, 41, ref.params, &f32g, &err))
             fail_msg("%s: %s", d->name, err.msg);
         sweep_expect_close(d->name, "CUDA fp32 against the CPU", &f32, &ref, 1e-5, 1e-5);
-        sweep_expect_close(d->name, "CUDA bf16 against the CPU's fp32", &b16, &ref, 2e-2, 2e-2);
+        // bf16: a sample whose parameter is an op's activation input does not build (its gradient
+        // would be bf16; graph/autodiff.c says so): that refusal and nothing else is accepted
+        if (sweep_once(d, STG_PREC_BF16, gpu, &eager, 41, ref.params, &b16, &err)) {
+            if (!strstr(err.msg, "is an activation input of")) fail_msg("%s, bf16: %s", d->name, err.msg);
+            printf("  %s: bf16 not built (a parameter as an activation input)\n", d->name);
+        } else
+            sweep_expect_close(d->name, "CUDA bf16 against the CPU's fp32", &b16, &ref, 2e-2, 2e-2);
         if (memcmp(&f32g.loss, &f32.loss, sizeof f32.loss) || memcmp(f32g.grads, f32.grads, sizeof(double) * (size_t)f32.n))
             fail_msg("%s: the CUDA Graph replay differs from eager launch", d->name);
         sweep_run_free(&ref);

@@ -111,6 +111,29 @@ static void test_planned_sharing_changes_nothing(void **state) {
     }
 }
 
+// In bf16 a parameter that an op reads as an activation would get a bf16 gradient: refused where
+// the parameter is declared, naming the op (the samples of rmsnorm and add do that).
+static void test_bf16_parameter_as_activation_refused(void **state) {
+    (void)state;
+    const char *names[] = {"rmsnorm", "add"};
+    for (int i = 0; i < 2; i++) {
+        const stg_op_def *d = ops_def((stg_op_kind)ops_lookup(names[i]));
+        char *text = sweep_text(d);
+        stg_step_opts o = stg_step_defaults();
+        o.model_path = "sample.yaml";
+        o.text = text;
+        o.text_len = strlen(text);
+        o.precision = STG_PREC_BF16;
+        stg_step *st = NULL;
+        stg_err err;
+        assert_int_equal(stg_step_build(&o, &st, &err), -1);
+        char want[96];
+        snprintf(want, sizeof want, "is an activation input of %s", names[i]);
+        if (!strstr(err.msg, want) || !strstr(err.msg, "sample.yaml:")) fail_msg("%s: %s", names[i], err.msg);
+        free(text);
+    }
+}
+
 int main(void) {
     stg_err err;
     if (rt_backend_cpu_new(&cpu, &err)) {
@@ -122,6 +145,7 @@ int main(void) {
         cmocka_unit_test(test_finite_differences_fp64),
         cmocka_unit_test(test_fp32_against_fp64),
         cmocka_unit_test(test_planned_sharing_changes_nothing),
+        cmocka_unit_test(test_bf16_parameter_as_activation_refused),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cpu->ops->destroy(cpu);

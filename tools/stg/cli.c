@@ -540,12 +540,13 @@ int cli_plan(const cli_model_opts *m, stg_graph **g, rt_backend *b, stg_plan **p
 
 void cli_fwd_free(cli_fwd *x) {
     rt_exec_free(x->e);
+    if (x->own) x->own->ops->destroy(x->own);
     plan_free(x->p);
     graph_free(x->g);
     memset(x, 0, sizeof *x);
 }
 
-int cli_fwd_open(const cli_model_opts *m0, int64_t rows, rt_backend *b, cli_fwd *x) {
+int cli_fwd_open(const cli_model_opts *m0, int64_t rows, rt_backend *b, int device, cli_fwd *x) {
     cli_model_opts m = *m0;
     m.train = false;
     m.budget = 0;
@@ -562,6 +563,13 @@ int cli_fwd_open(const cli_model_opts *m0, int64_t rows, rt_backend *b, cli_fwd 
     if (cli_plan(&m, &x->g, b, &x->p, &rep) || cli_check_fit(&m, x->g, x->p, b)) {
         cli_fwd_free(x);
         return -1;
+    }
+    if (strcmp(b->ops->name, "cpu") != 0) {
+        if (!(x->own = cli_open_backend_at(b->ops->name, m.precision, 0, device))) {
+            cli_fwd_free(x);
+            return -1;
+        }
+        b = x->own;
     }
     if (rt_exec_new(x->g, x->p, b, &eo, &x->e, &err) || rt_exec_init_params(x->e, 0, &err)) {
         fprintf(stderr, "stg: %s\n", err.msg);

@@ -105,12 +105,15 @@ int cli_help_asked(int argc, char **argv);
 // A forward-only executor of the model m describes (m->train ignored), `rows` rows per run (0: the
 // model's batch; else --set batch=rows after the others), parameters initialised as for training
 // (rt_params_load or rt_eval_copy_params then sets them). Prints the error and returns -1.
+// A CUDA backend holds one prepared graph at a time (its plans and tables), so on CUDA each
+// forward executor gets a backend of its own on `device` (freed with it); the CPU backend is shared.
 typedef struct cli_fwd {
     stg_graph *g;
     struct stg_plan *p;
     struct rt_exec *e;
+    struct rt_backend *own; // NULL: the caller's backend
 } cli_fwd;
-int cli_fwd_open(const cli_model_opts *m, int64_t rows, struct rt_backend *b, cli_fwd *x);
+int cli_fwd_open(const cli_model_opts *m, int64_t rows, struct rt_backend *b, int device, cli_fwd *x);
 void cli_fwd_free(cli_fwd *x);
 
 int cmd_check(int argc, char **argv);

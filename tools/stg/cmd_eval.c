@@ -72,7 +72,7 @@ int cmd_eval(int argc, char **argv) {
         goto out;
     }
     if (!(b = cli_open_backend(device, m.precision, 0))) goto out;
-    if (cli_fwd_open(&m, 0, b, &main)) goto out;
+    if (cli_fwd_open(&m, 0, b, 0, &main)) goto out;
     const stg_graph *g = main.g;
     int itok = graph_find_tensor(g, "tokens");
     bool has_vocab, has_batch;
@@ -107,7 +107,7 @@ int cmd_eval(int argc, char **argv) {
         goto out;
     }
     if (s.rest > 0) {
-        if (cli_fwd_open(&m, s.rest, b, &rest)) goto out;
+        if (cli_fwd_open(&m, s.rest, b, 0, &rest)) goto out;
         if (rt_params_load(rest.e, init, &err)) {
             fprintf(stderr, "stg eval: %s\n", err.msg);
             goto out;

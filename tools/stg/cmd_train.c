@@ -290,7 +290,7 @@ static void val_full_free(val_full_ctx *vf) {
 }
 
 // Prints and returns -1 (bad input: the file holds no whole window).
-static int val_full_open(const cli_model_opts *m, rt_exec *e, rt_backend *b, rt_train_cfg *f, val_full_ctx *vf) {
+static int val_full_open(const cli_model_opts *m, rt_exec *e, rt_backend *b, int device, rt_train_cfg *f, val_full_ctx *vf) {
     const stg_graph *g = rt_exec_graph(e);
     int tok = graph_find_tensor(g, "tokens");
     bool has_vocab, has_batch;
@@ -310,7 +310,8 @@ static int val_full_open(const cli_model_opts *m, rt_exec *e, rt_backend *b, rt_
         fprintf(stderr, "stg train: --val-full: %s's windows do not fill whole batches and the model has no 'batch' dim for the last\n", f->val);
         return -1;
     }
-    if (cli_fwd_open(m, 0, b, &vf->main) || (vf->v.shape.rest > 0 && cli_fwd_open(m, vf->v.shape.rest, b, &vf->rest))) return -1;
+    if (cli_fwd_open(m, 0, b, device, &vf->main) || (vf->v.shape.rest > 0 && cli_fwd_open(m, vf->v.shape.rest, b, device, &vf->rest)))
+        return -1;
     vf->v.main = vf->main.e;
     vf->v.rest = vf->rest.e;
     vf->v.tokens = vf->tk;
@@ -436,7 +437,7 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "stg train: %s\n", err.msg);
         goto out;
     }
-    if (c.val_full && val_full_open(&m, e, b, &c.cfg, &vf)) {
+    if (c.val_full && val_full_open(&m, e, b, dist.local_rank, &c.cfg, &vf)) {
         rc = 2;
         goto out;
     }

@@ -125,6 +125,11 @@ double ops_lr_at(const stg_lr_attrs *a, int64_t t);
 // every backend use this one function, so they agree on the chunk scratch.
 #define OPS_LCE_CHUNK_ELEMS (INT64_C(1) << 25)
 int64_t ops_lce_chunk(int64_t rows, int64_t V, int64_t chunk);
+// The elements of linear_cross_entropy_bwd's scratch (its last output, 1-D, of x's dtype): the
+// chunk's C x V logits, and with dx_acc (a bf16 dx) an fp32 (rows, d) accumulator for dx after
+// them, at element OPS_LCE_ACC_AT(C x V) (2 bf16 elements per fp32 value).
+#define OPS_LCE_ACC_AT(cv) (((cv) + 127) / 128 * 128)
+int64_t ops_lce_bwd_scratch(int64_t rows, int64_t d, int64_t V, int64_t chunk, bool dx_acc);
 
 // The row of kind k (NULL for a value outside the op list).
 const stg_op_def *ops_def(stg_op_kind k);

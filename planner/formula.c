@@ -124,7 +124,10 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
     add_term(f, "input", f->input, "tokens and targets: 2 x N x 4 = 2 x %lld x 4", (long long)N);
 
     const int64_t logits = N * V * a, lse = N * s;
-    const int64_t chunk = ops_lce_chunk(N, V, 0), chunk_bytes = chunk * V * a;
+    // the fused head's backward scratch: the chunk's logits (and in bf16 an fp32 (N, D) accumulator of
+    // dx), no smaller than the forward's (chunk, V) logits; the two are never live together
+    const bool acc = g->precision == STG_PREC_BF16;
+    const int64_t chunk = ops_lce_chunk(N, V, 0), chunk_bytes = ops_lce_bwd_scratch(N, D, V, 0, acc) * a;
     f->lce_chunk = f->fused_head ? chunk : 0;
     if (train) {
         int64_t layer;
@@ -177,9 +180,14 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
                      "none kept; the plain head keeps N x V x %lld = %lld x %lld x %lld = %lld B for backward and writes their "
                      "gradient over them",
                      (long long)a, (long long)N, (long long)V, (long long)a, (long long)logits);
-            add_term(f, "fused head chunk", chunk_bytes,
-                     "one (chunk, V) logits scratch at a time: %lld x %lld x %lld (chunk %lld of N %lld rows)",
-                     (long long)chunk, (long long)V, (long long)a, (long long)chunk, (long long)N);
+            if (acc)
+                add_term(f, "fused head chunk", chunk_bytes,
+                         "chunk x V x %lld + N x D x 4 = %lld x %lld x %lld + %lld x %lld x 4 (the backward's scratch: logits of "
+                         "chunk %lld of N rows, an fp32 dx accumulator)",
+                         (long long)a, (long long)chunk, (long long)V, (long long)a, (long long)N, (long long)D, (long long)chunk);
+            else
+                add_term(f, "fused head chunk", chunk_bytes, "chunk x V x %lld = %lld x %lld x %lld (logits of chunk %lld of N %lld rows)",
+                         (long long)a, (long long)chunk, (long long)V, (long long)a, (long long)chunk, (long long)N);
             add_term(f, "cross-entropy lse", lse, "N x %lld", (long long)s);
             f->activation = L * layer + fin + chunk_bytes + lse;
         } else {
@@ -205,10 +213,10 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
                       : flash ? (Hkv != H ? "(3ND + 2N Dkv) a + BHS s + N s" : "5ND a + BHS s + N s") : "4ND a + 2BHS^2 a + N s",
                  (long long)mlp, (long long)(gpt2 ? 2 : 3), (long long)a, (long long)st, (long long)s);
         if (f->fused_head) {
-            add_term(f, "fused head chunk", chunk_bytes + lse,
+            add_term(f, "fused head chunk", chunk * V * a + lse,
                      "chunk x V x %lld + lse N x %lld = %lld x %lld x %lld + %lld x %lld (no logits kept)", (long long)a,
                      (long long)s, (long long)chunk, (long long)V, (long long)a, (long long)N, (long long)s);
-            f->activation = work + chunk_bytes + lse;
+            f->activation = work + chunk * V * a + lse;
         } else {
             add_term(f, "logits", logits + lse, "N x V x %lld + lse N x %lld = %lld x %lld x %lld + %lld x %lld", (long long)a,
                      (long long)s, (long long)N, (long long)V, (long long)a, (long long)N, (long long)s);

@@ -19,10 +19,10 @@
 //   saved per layer, flash: (8ND + 3NF)a + (2N + BHS)s
 //                    naive: (8ND + 3NF)a + BHS^2 a + 2N s
 //   final: 2ND a + N s (x, rmsnorm_f out, rstd), logits NV a, cross-entropy lse N s; inputs 2N*4
-//   with the option fused_head=on (linear_cross_entropy) no logits: one (C, V) chunk scratch
-//   C V a instead, C = ops_lce_chunk(N, V, 0) (the op's own choice; a model file's chunk=
-//   attribute is not seen here). The plain head's logits gradient takes the logits' bytes in place,
-//   so the saving is N V a - C V a.
+//   with the option fused_head=on (linear_cross_entropy) no logits: the backward's scratch instead,
+//   C V a (+ 4ND in bf16: an fp32 dx accumulator), C = ops_lce_chunk(N, V, 0) (the op's own
+//   choice; a model file's chunk= attribute is not seen here). The plain head's logits gradient
+//   takes the logits' bytes in place, so the saving is N V a less that scratch.
 //   train total = param + grad + optimizer + L*layer + final + logits + lse + inputs: everything at once.
 //   forward total = param + inputs + the largest per-layer working set + logits and lse, with the
 //   working set the larger of

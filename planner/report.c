@@ -318,9 +318,10 @@ static int explain(wr *w, bool md, const stg_graph *g, const stg_plan *p, const 
             if (a->train)
                 pr(w,
                    "%sactivation+temporary: the formula counts %s (saved activations of all %lld layers, the final norm and "
-                   "the logits, all at once); at the peak (step %d, %s) %s are live (%+.1f%%): %s of saved activations "
+                   "%s, all at once); at the peak (step %d, %s) %s are live (%+.1f%%): %s of saved activations "
                    "not yet consumed by the backward and %s of temporaries",
-                   li, gib(b1, sizeof b1, fv), (long long)fm->n_layers, a->peak_step,
+                   li, gib(b1, sizeof b1, fv), (long long)fm->n_layers, fm->fused_head ? "the fused head's scratch" : "the logits",
+                   a->peak_step,
                    a->peak_op >= 0 ? stg_phase_name(g->ops[a->peak_op].phase) : "-", gib(b2, sizeof b2, pv), pct(pv, fv),
                    gib(b3, sizeof b3, act), gib(b4, sizeof b4, tmp));
             else

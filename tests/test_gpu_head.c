@@ -1,7 +1,8 @@
 // The fused LM head + cross-entropy on the GPU (ops/loss/cuda.cu) against the CPU reference: the
 // forward (loss, lse) and the backward (dx, dw) of linear_cross_entropy in one graph, in fp32
 // (relative error < 1e-4) and bf16 (< 2e-2), at odd shapes (rows not a multiple of the chunk,
-// vocab 1001, d 100 with a chunk of 37 rows: operands only 8-byte aligned) and larger ones (vocab
+// vocab 1001 and 1003, d 100 with a chunk of 37 rows: operands only 8-byte aligned; a chunk of one
+// row, where the backward walks row chunks rather than vocabulary blocks) and larger ones (vocab
 // 16384 and 32000). Inputs are fresh random values, rounded to the device dtype for the CPU too;
 // every output is poisoned (0xFF bytes: NaN) before each run; NaN fails. A second eager run and a
 // replay from a captured CUDA Graph must give the same bits. STG_GPU_TEST_SMALL=1 leaves out the
@@ -240,14 +241,15 @@ static void run_case(const head_case *c, stg_precision prec) {
 static void test_fused_head(void **state) {
     (void)state;
     const head_case cases[] = {
-        {2, 100, 256, 10000, 64}, // 200 rows: 3 chunks of 64 and one of 8
-        {1, 77, 96, 1001, 0},     // vocab 1001, the op's chunk (all 77 rows)
-        {3, 50, 100, 1003, 37},   // d 100, chunks of 37 rows: chunk offsets 8-byte aligned
-        {2, 128, 512, 16384, 64}, // 4 chunks exactly
-        {1, 300, 256, 32000, 0},  // the op's chunk: 1024 rows > 300
+        {2, 100, 256, 10000, 64}, // forward: 200 rows in 3 chunks of 64 and one of 8; backward: blocks of 3200 columns, the last 400
+        {1, 77, 96, 1001, 0},     // vocab 1001, the op's chunk (all 77 rows): one chunk, one block
+        {3, 50, 100, 1003, 37},   // d 100, chunks of 37 rows (x offsets 8-byte aligned); blocks of 240 columns, the last 43
+        {1, 20, 64, 300, 1},      // chunks of one row: blocks would be 8 columns wide, so the backward walks row chunks
+        {2, 128, 512, 16384, 64}, // 4 chunks, 4 blocks
+        {1, 300, 256, 32000, 0},  // the op's chunk: 1024 rows > 300; one block
     };
-    // STG_GPU_TEST_SMALL=1 (under compute-sanitizer): the first three cases only
-    size_t n = getenv("STG_GPU_TEST_SMALL") ? 3 : sizeof cases / sizeof cases[0];
+    // STG_GPU_TEST_SMALL=1 (under compute-sanitizer): the first four cases only
+    size_t n = getenv("STG_GPU_TEST_SMALL") ? 4 : sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < n; i++) {
         run_case(&cases[i], STG_PREC_FP32);
         run_case(&cases[i], STG_PREC_BF16);

@@ -4,12 +4,18 @@
 // rows (one block, into c->work) and writes (softmax - onehot) / kept, 0 on ignored rows, one block
 // per row; dlogits may alias logits. Every row ignored: loss 0, gradient 0.
 //
-// linear_cross_entropy (the fused LM head, ops/loss/rules.c): the same kernels, chunk by chunk, on
-// logits made by cuBLASLt into the op's (chunk, V) scratch output. Forward, per chunk: logits =
-// x_c wᵀ, then the row kernel (lse, loss terms); then the mean. Backward, per chunk: logits again,
-// dlogits in place, dx_c = dlogits w, dw (+)= dlogitsᵀ x_c (beta 0 for the first chunk, 1 after:
-// fp32 accumulation in dw when it is fp32, the bf16 graph's case). Every product is planned before
-// the first step (two chunk sizes at most: the full one and the last).
+// linear_cross_entropy (the fused LM head, ops/loss/rules.c): logits made by cuBLASLt into the op's
+// scratch output, a piece at a time. Forward, per chunk of rows: logits = x_c wᵀ, then the row
+// kernel above (lse, loss terms); then the mean. Backward, by blocks of vocabulary columns over all
+// rows (the scratch's chunk x V elements hold (rows, vb) logits, vb = chunk x V / rows rounded down
+// to a multiple of 8): logits = x w_bᵀ, dlogits in place, dw_b = dlogitsᵀ x (each row of dw written
+// once), dx (+)= dlogits w_b (beta 0 for the first block, then 1; in fp32: into dx itself, or into
+// the fp32 accumulator in the scratch when dx is bf16, converted at the end). Cutting rows instead
+// would add into the whole (V, d) fp32 dw once per chunk: at the Llama 3.2 1B shape (128256 x
+// 2048, 16 chunks) 32 GB of traffic, which made the fused step 25% slower than the plain one
+// (docs/memory/2026-11-25-fused-head.txt). Only when the blocks would be narrower than 64 columns
+// (a chunk= attribute of a few rows) does the backward walk row chunks, adding into dw. Every
+// product is planned before the first step (two sizes at most: the full piece and the last).
 //
 // Targets are not checked here (the data loader validates them before upload; a kernel cannot
 // report without a host sync): a target outside [0, V) other than -1 makes the loss NaN, so it
@@ -152,10 +158,12 @@ enum { LCE_LOGITS, LCE_DX, LCE_DW, LCE_NPROD };
 typedef struct lce_plan {
     int bwd;
     int64_t rows, d, V, chunk, last; // last: the rows of the last chunk
+    int by_vocab;                    // backward: blocks of vb vocabulary columns (else row chunks)
+    int64_t vb, vlast;               // the block width and the last block's
     int ab, dxb, dwb, lb, lossb;     // bf16 flags: x, w and the scratch; dx; dw; lse; loss
     size_t align;                    // the byte alignment promised to cuBLASLt (checked at run)
     int t_in[4], t_out[3];           // the tensors it was prepared for
-    lce_gemm g[2][LCE_NPROD];        // [full chunk, last chunk][product]
+    lce_gemm g[2][LCE_NPROD];        // [full piece, last piece][product]
 } lce_plan;
 
 static void lce_gemm_free(lce_gemm *G) {
@@ -240,15 +248,24 @@ static void lce_operands(const stg_op *o, int bwd, int t[5]) {
 }
 
 // The byte alignment every product's operands keep: the tensors' addresses (256 when not given)
-// and the chunks' offsets into x and dx.
+// and the pieces' offsets into x, dx (row chunks) or w, dw (vocabulary blocks), and the fp32
+// accumulator's in the scratch.
 static size_t lce_align(const stg_op *o, void *const *ptr, const lce_plan *p) {
     size_t a = 16, b;
     int ts[5];
     lce_operands(o, p->bwd, ts);
     for (int i = 0; i < 5; i++)
         if (ts[i] >= 0 && ptr && (b = lce_pow2((uintptr_t)ptr[ts[i]])) < a) a = b;
-    if ((b = lce_pow2((uint64_t)(p->chunk * p->d) * (p->ab ? 2 : 4))) < a) a = b;
-    if (p->bwd && (b = lce_pow2((uint64_t)(p->chunk * p->d) * (p->dxb ? 2 : 4))) < a) a = b;
+    uint64_t steps[3] = {(uint64_t)(p->chunk * p->d) * (p->ab ? 2 : 4), 0, 0};
+    if (p->by_vocab) {
+        steps[0] = (uint64_t)(p->vb * p->d) * (p->ab ? 2 : 4);
+        steps[1] = (uint64_t)(p->vb * p->d) * (p->dwb ? 2 : 4);
+        steps[2] = (uint64_t)OPS_LCE_ACC_AT(p->chunk * p->V) * (p->ab ? 2 : 4);
+    } else if (p->bwd) {
+        steps[1] = (uint64_t)(p->chunk * p->d) * (p->dxb ? 2 : 4);
+    }
+    for (int i = 0; i < 3; i++)
+        if (steps[i] && (b = lce_pow2(steps[i])) < a) a = b;
     return a;
 }
 
@@ -279,10 +296,6 @@ static int lce_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr
     if ((p->ab = cuda_is_bf16(g, o, o->in[0], err)) < 0 || cuda_same_float(g, o, o->in[1], o->in[0], err) < 0 ||
         cuda_same_float(g, o, o->out[2], o->in[0], err) < 0)
         goto out;
-    if (cuda_numel(sc) != p->chunk * p->V) {
-        stg_errf(err, "%s must hold %lld x %lld logits", sc->name, (long long)p->chunk, (long long)p->V);
-        goto out;
-    }
     if (p->bwd) {
         if ((p->dxb = cuda_is_bf16(g, o, o->out[0], err)) < 0 || (p->dwb = cuda_is_bf16(g, o, o->out[1], err)) < 0 ||
             (p->lb = cuda_is_bf16(g, o, o->in[3], err)) < 0)
@@ -300,16 +313,42 @@ static int lce_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr
         }
         *work = (size_t)p->rows * sizeof(double);
     }
+    if (p->bwd) { // vocabulary blocks when they are at least 64 columns wide (or all of V)
+        int64_t vb = p->chunk * p->V / (p->rows > 0 ? p->rows : 1);
+        vb = vb >= p->V ? p->V : vb / 8 * 8;
+        p->by_vocab = vb >= 64 || vb == p->V;
+        p->vb = vb;
+        p->vlast = p->by_vocab && p->V % vb ? p->V % vb : vb;
+        int64_t need = ops_lce_bwd_scratch(p->rows, p->d, p->V, o->a.lce.chunk, p->dxb != 0);
+        if (cuda_numel(sc) != need) {
+            stg_errf(err, "%s has %lld elements; the backward needs %lld", sc->name, (long long)cuda_numel(sc), (long long)need);
+            goto out;
+        }
+    } else if (cuda_numel(sc) != p->chunk * p->V) {
+        stg_errf(err, "%s must hold %lld x %lld logits", sc->name, (long long)p->chunk, (long long)p->V);
+        goto out;
+    }
     p->align = lce_align(o, ptr, p);
     {
-        cudaDataType_t at = p->ab ? CUDA_R_16BF : CUDA_R_32F;
-        for (int s = 0; s < (p->last != p->chunk ? 2 : 1); s++) {
-            int64_t cr = s ? p->last : p->chunk;
-            if (lce_gemm_make(c, &p->g[s][LCE_LOGITS], cr, p->V, p->d, 0, 1, at, at, p->align, err)) goto out;
-            if (!p->bwd) continue;
-            if (lce_gemm_make(c, &p->g[s][LCE_DX], cr, p->d, p->V, 0, 0, at, p->dxb ? CUDA_R_16BF : CUDA_R_32F, p->align, err) ||
-                lce_gemm_make(c, &p->g[s][LCE_DW], p->V, p->d, cr, 1, 0, at, p->dwb ? CUDA_R_16BF : CUDA_R_32F, p->align, err))
-                goto out;
+        cudaDataType_t at = p->ab ? CUDA_R_16BF : CUDA_R_32F, dxt = p->dxb ? CUDA_R_16BF : CUDA_R_32F,
+                       dwt = p->dwb ? CUDA_R_16BF : CUDA_R_32F;
+        if (p->by_vocab) {
+            for (int s = 0; s < (p->vlast != p->vb ? 2 : 1); s++) {
+                int64_t nb = s ? p->vlast : p->vb, R = p->rows;
+                if (lce_gemm_make(c, &p->g[s][LCE_LOGITS], R, nb, p->d, 0, 1, at, at, p->align, err) ||      // (R, nb) = x w_bᵀ
+                    lce_gemm_make(c, &p->g[s][LCE_DX], R, p->d, nb, 0, 0, at, CUDA_R_32F, p->align, err) ||   // (R, d) += dl w_b
+                    lce_gemm_make(c, &p->g[s][LCE_DW], nb, p->d, R, 1, 0, at, dwt, p->align, err))            // (nb, d) = dlᵀ x
+                    goto out;
+            }
+        } else {
+            for (int s = 0; s < (p->last != p->chunk ? 2 : 1); s++) {
+                int64_t cr = s ? p->last : p->chunk;
+                if (lce_gemm_make(c, &p->g[s][LCE_LOGITS], cr, p->V, p->d, 0, 1, at, at, p->align, err)) goto out;
+                if (!p->bwd) continue;
+                if (lce_gemm_make(c, &p->g[s][LCE_DX], cr, p->d, p->V, 0, 0, at, dxt, p->align, err) ||
+                    lce_gemm_make(c, &p->g[s][LCE_DW], p->V, p->d, cr, 1, 0, at, dwt, p->align, err))
+                    goto out;
+            }
         }
     }
     rc = 0;
@@ -377,10 +416,66 @@ extern "C" int cuda_run_linear_cross_entropy(stg_cuda *c, const stg_graph *g, in
     return 0;
 }
 
+// dl (R, nb) logits of vocabulary columns [v0, v0 + nb) -> (exp(logit - lse) - onehot) / kept rows
+// (*inv), 0 on an ignored row (target -1, as for cross_entropy), in place; one block per row.
+template <typename T>
+__global__ void lce_dblock_kernel(T *dl, const int32_t *tgt, const void *lse, int lb, int64_t nb, int64_t v0, const float *inv) {
+    int64_t r = blockIdx.x;
+    T *row = dl + r * nb;
+    float l = cu_ldd(lse, lb, r);
+    const float inv_rows = tgt[r] == -1 ? 0.0f : *inv;
+    int64_t t = tgt[r] == -1 ? -1 : (int64_t)tgt[r] - v0;
+    for (int64_t j = threadIdx.x; j < nb; j += blockDim.x) cu_st(row, j, (expf(cu_ld(row, j) - l) - (j == t ? 1.0f : 0.0f)) * inv_rows);
+}
+
+// dx (n) bf16 = acc (n) fp32
+__global__ void lce_to_bf16_kernel(const float *acc, bf16 *dx, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        dx[i] = __float2bfloat16_rn(acc[i]);
+}
+
+// The backward by blocks of vocabulary columns (lce_plan.by_vocab).
+static int lce_bwd_by_vocab(stg_cuda *c, const lce_plan *p, const stg_op *o, void *const *ptr, stg_err *err) {
+    const void *x = ptr[o->in[0]], *lse = ptr[o->in[3]];
+    const char *w = (const char *)ptr[o->in[1]];
+    const int32_t *tgt = (const int32_t *)ptr[o->in[2]];
+    char *dw = (char *)ptr[o->out[1]], *dl = (char *)ptr[o->out[2]];
+    // dx accumulates in fp32: dx itself, or the scratch's accumulator when dx is bf16
+    float *acc = p->dxb ? (float *)(dl + (size_t)OPS_LCE_ACC_AT(p->chunk * p->V) * (p->ab ? 2 : 4)) : (float *)ptr[o->out[0]];
+    size_t ws = p->ab ? 2 : 4, dws = p->dwb ? 2 : 4;
+    float *inv = (float *)c->work; // 1 / kept rows
+    if (!inv || c->work_bytes < sizeof(float)) return stg_errf(err, "scratch too small: cuda_prepare was not called for this graph");
+    ce_count_kernel<<<1, 1024, 0, c->stream>>>(tgt, inv, p->rows);
+    CUDA_LAUNCH_CHECK(err, "ce_count_kernel (linear_cross_entropy_bwd)");
+    for (int64_t v0 = 0; v0 < p->V; v0 += p->vb) {
+        int64_t nb = p->V - v0 < p->vb ? p->V - v0 : p->vb;
+        const lce_gemm *G = p->g[nb != p->vb];
+        const char *wb = w + (size_t)(v0 * p->d) * ws;
+        if (lce_gemm_run(c, &G[LCE_LOGITS], x, wb, dl, 0.0f, err)) return -1;
+        int threads = cu_row_threads(nb, 16);
+        if (p->ab)
+            lce_dblock_kernel<bf16><<<(unsigned)p->rows, threads, 0, c->stream>>>((bf16 *)dl, tgt, lse, p->lb, nb, v0, inv);
+        else
+            lce_dblock_kernel<float><<<(unsigned)p->rows, threads, 0, c->stream>>>((float *)dl, tgt, lse, p->lb, nb, v0, inv);
+        CUDA_LAUNCH_CHECK(err, "lce_dblock_kernel");
+        if (lce_gemm_run(c, &G[LCE_DW], dl, x, dw + (size_t)(v0 * p->d) * dws, 0.0f, err) ||
+            lce_gemm_run(c, &G[LCE_DX], dl, wb, acc, v0 ? 1.0f : 0.0f, err))
+            return -1;
+    }
+    if (p->dxb) {
+        int64_t n = p->rows * p->d;
+        lce_to_bf16_kernel<<<cuda_blocks(c, n, 256), 256, 0, c->stream>>>(acc, (bf16 *)ptr[o->out[0]], n);
+        CUDA_LAUNCH_CHECK(err, "lce_to_bf16_kernel");
+    }
+    return 0;
+}
+
 extern "C" int cuda_run_linear_cross_entropy_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     const lce_plan *p = lce_plan_of(c, g, op, ptr, err);
     if (!p) return -1;
     const stg_op *o = &g->ops[op];
+    if (p->by_vocab) return lce_bwd_by_vocab(c, p, o, ptr, err);
+    // row chunks: dx rows written, dw added chunk after chunk
     const char *x = (const char *)ptr[o->in[0]];
     const void *w = ptr[o->in[1]];
     const int32_t *tgt = (const int32_t *)ptr[o->in[2]];

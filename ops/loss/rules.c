@@ -6,9 +6,14 @@
 // fused in: the (rows, V) logits are never kept. Both ops walk the rows in chunks of
 // ops_lce_chunk rows; each chunk's logits go to a (chunk, V) scratch that is the op's last output
 // (a temporary the planner lays out like any other, so the memory report names it and counts it;
-// nothing reads it). The forward keeps one log-sum-exp per row; the backward recomputes each
-// chunk's logits, turns them into dlogits = (softmax - onehot) / rows in place, and writes
-// dx = dlogits w (its rows) and dw += dlogitsᵀ x (the first chunk writes, the others add).
+// nothing reads it). The forward keeps one log-sum-exp per row; the backward recomputes the
+// logits piece by piece in a scratch of the same chunk x V elements, turns them into dlogits =
+// (softmax - onehot) / rows in place, and writes dx = dlogits w and dw = dlogitsᵀ x. How the
+// backward cuts the logits is the backend's: the CPU walks row chunks (dx rows written, dw added
+// chunk after chunk); CUDA walks blocks of vocabulary columns over all rows (dw rows written once,
+// dx added block after block: in fp32, so a bf16 dx has an fp32 accumulator in the scratch too,
+// ops_lce_bwd_scratch), since adding into the whole (V, d) fp32 dw once per row chunk moved more
+// bytes than the products themselves at a 128k vocabulary.
 #include "ops/registry.h"
 
 #include <math.h>
@@ -79,6 +84,11 @@ int64_t ops_lce_chunk(int64_t rows, int64_t V, int64_t chunk) {
     return c < rows ? c : rows;
 }
 
+int64_t ops_lce_bwd_scratch(int64_t rows, int64_t d, int64_t V, int64_t chunk, bool dx_acc) {
+    int64_t cv = ops_lce_chunk(rows, V, chunk) * V;
+    return dx_acc ? OPS_LCE_ACC_AT(cv) + 2 * rows * d : cv;
+}
+
 // x (..., d) float, w (V, d) of x's dtype, targets (...) i32 with x's leading shape, chunk >= 0.
 static int check_lce(stg_graph *g, int id, stg_err *err) {
     if (ops_need_ndim(g, id, 0, 1, STG_MAX_DIMS, err) || ops_need_ndim(g, id, 1, 2, 2, err)) return -1;
@@ -107,12 +117,19 @@ static int check_lce(stg_graph *g, int id, stg_err *err) {
     return 0;
 }
 
-// Output o: the (chunk, V) logits scratch of x's dtype, named "<base>.<what>".
-static void set_chunk_out(stg_graph *g, int id, int o, const char *base, const char *what) {
+// Output 2, the scratch of x's dtype, named "<base>.<what>": forward (chunk, V) logits; backward
+// ops_lce_bwd_scratch elements (with an fp32 dx accumulator when dx, output 0, is bf16).
+static void set_chunk_out(stg_graph *g, int id, const char *base, const char *what) {
     const stg_tensor *x = OPS_IN(g, id, 0), *w = OPS_IN(g, id, 1);
-    int64_t s[2] = {ops_lce_chunk(stg_rows(x), w->shape[0], OPS_OP(g, id)->a.lce.chunk), w->shape[0]};
-    stg_tensor *c = OPS_OUT(g, id, o);
-    ops_set_shape(c, 2, s, x->dtype);
+    int64_t rows = stg_rows(x), ch = OPS_OP(g, id)->a.lce.chunk;
+    stg_tensor *c = OPS_OUT(g, id, 2);
+    if (OPS_OP(g, id)->kind == STG_OP_LINEAR_CROSS_ENTROPY) {
+        int64_t s[2] = {ops_lce_chunk(rows, w->shape[0], ch), w->shape[0]};
+        ops_set_shape(c, 2, s, x->dtype);
+    } else {
+        int64_t n = ops_lce_bwd_scratch(rows, w->shape[1], w->shape[0], ch, OPS_OUT(g, id, 0)->dtype == STG_BF16);
+        ops_set_shape(c, 1, &n, x->dtype);
+    }
     char nm[STG_NAME_MAX];
     int keep = (int)(STG_NAME_MAX - 2 - strlen(what)); // room for ".<what>" and the terminator
     snprintf(nm, sizeof nm, "%.*s.%s", keep, base, what);
@@ -128,18 +145,18 @@ static int infer_lce(stg_graph *g, int id, stg_err *err) {
     int64_t s[STG_MAX_DIMS];
     ops_rows_shape(x, &nd, s);
     ops_set_shape(OPS_OUT(g, id, 1), nd, s, g->grad_dtype);
-    set_chunk_out(g, id, 2, OPS_OUT(g, id, 0)->name, "logits_chunk");
+    set_chunk_out(g, id, OPS_OUT(g, id, 0)->name, "logits_chunk");
     return 0;
 }
 
-// x, w, targets, lse -> dx (x's shape), dw (w's shape), chunk dlogits (chunk, V)
+// x, w, targets, lse -> dx (x's shape), dw (w's shape), scratch (ops_lce_bwd_scratch)
 static int infer_lce_bwd(stg_graph *g, int id, stg_err *err) {
     if (check_lce(g, id, err)) return -1;
     const stg_tensor *x = OPS_IN(g, id, 0), *w = OPS_IN(g, id, 1), *l = OPS_IN(g, id, 3);
     if (stg_numel(l) != stg_rows(x)) return ops_bad(g, id, err, "log-sum-exp '%s' must have one value per row%s", l->name, NULL);
     ops_copy_shape(OPS_OUT(g, id, 0), x, ops_grad_dtype_for(g, x));
     ops_copy_shape(OPS_OUT(g, id, 1), w, ops_grad_dtype_for(g, w));
-    set_chunk_out(g, id, 2, OPS_OUT(g, id, 0)->name, "dlogits_chunk");
+    set_chunk_out(g, id, OPS_OUT(g, id, 0)->name, "dlogits_chunk");
     return 0;
 }
 
@@ -154,7 +171,7 @@ static int grad_lce(const stg_grad_emit *e, stg_graph *g, int id, const int *dou
     int outs[STG_MAX_OUT];
     if (ops_emit(e, g, id, STG_OP_LINEAR_CROSS_ENTROPY_BWD, in, 4, &f.a, ops_dname(g, f.in[0], hint), outs, err) < 0) return -1;
     ops_name_out(g, outs[1], f.in[1]);
-    set_chunk_out(g, g->t[outs[2]].producer, 2, g->t[f.out[0]].name, "dlogits_chunk");
+    set_chunk_out(g, g->t[outs[2]].producer, g->t[f.out[0]].name, "dlogits_chunk");
     din[0] = outs[0];
     din[1] = outs[1];
     return 0;

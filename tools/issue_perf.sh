@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# On the GPU machine (after a build into build-gpu): stg beside its peers for the 2026-11-25 issue
+# rows, each pair in this one call. Usage: tools/issue_perf.sh OUT [PARTS]
+# PARTS (comma-separated, default all): gpt2 (GPT-2 124M, batch 4, ctx 1024, against llm.c's
+# train_gpt2cu built without cuDNN from .peers/llm.c), accum (2.7B, ctx 1024, micro-batch 4, 8
+# micro-batches, against torch_lm.py --sdpa cudnn --accum 8 from .peers/), head (the fused head at
+# Llama 3.2-1B, ctx 4096, batch 1: planned and measured peak and step, plain and fused).
+set -u
+out=${1:-/tmp/stg-perf}; parts=${2:-gpt2,accum,head}; mkdir -p "$out"
+stg=build-gpu/stg
+has() { case ",$parts," in *",$1,"*) return 0;; esac; return 1; }
+if has gpt2; then
+  echo "== GPT-2 124M, batch 4, ctx 1024, bf16"
+  $stg bench models/gpt2/124M.yaml --set batch=4 --set ctx=1024 --precision bf16 --warmup 5 --iters 20 --json > "$out/gpt2_stg.json" 2> "$out/gpt2_stg.err"
+  tail -c 1500 "$out/gpt2_stg.json"; echo; tail -3 "$out/gpt2_stg.err"
+  timeout 300 tools/peer_llmc.sh .peers/llm.c "$out/llmc" 4 1024 30 | tail -6
+fi
+if has accum; then
+  echo "== 2.7B, ctx 1024, micro-batch 4, 8 micro-batches, bf16"
+  $stg bench models/cs336/2.7B.yaml --set ctx=1024 --precision bf16 --grad-accum 8 --warmup 2 --iters 5 --json > "$out/accum_stg.json" 2> "$out/accum_stg.err"
+  tail -c 1500 "$out/accum_stg.json"; echo
+  timeout 400 python3 .peers/torch_lm.py --sdpa cudnn --sizes 2.7B --ctx 1024 --modes bf16c --accum 8 --warm 2 --iters 3 --out "$out/accum_peer.json" 2>&1 | tail -3
+fi
+if has head; then
+  echo "== fused head, Llama 3.2-1B, ctx 4096, batch 1, bf16"
+  for f in off on; do
+    $stg bench models/llama3/1B.yaml --set ctx=4096 --set batch=1 --set fused_head=$f --precision bf16 --warmup 3 --iters 10 --json > "$out/head_$f.json" 2> "$out/head_$f.err"
+    echo "fused_head=$f: $(tail -c 1200 "$out/head_$f.json")"
+  done
+fi

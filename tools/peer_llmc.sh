@@ -10,6 +10,9 @@ mkdir -p "$out"
 work=$(mktemp -d)
 cp -r "$src"/. "$work"/
 cd "$work"
+# CUDA 13 takes a cudaMemLocation in cudaMemAdvise (llm.c's out-of-memory fallback to managed
+# memory, never reached at these sizes); the one call rewritten so it compiles
+sed -i 's/cudaMemAdvise(\*out, bytes, cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdvise(*out, bytes, cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' llmc/cuda_utils.cuh
 # llm.c's token files: a 256-int32 header (magic 20240520, version 1, token count), then uint16 ids
 python3 - <<'PY'
 import struct, random

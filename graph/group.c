@@ -55,8 +55,9 @@ static bool same_tensor_shape(const stg_tensor *x, const stg_tensor *y) {
 }
 
 // Whether op `to` reads, directly or through other ops, an output of op `from` (stamp: a per-op
-// mark array, `mark` a value not used in it before).
-static bool depends(const stg_graph *g, int to, int from, int *stamp, int mark, int *stack) {
+// mark array, `mark` a value not used in it before). With `ordered` (every op's producers come
+// before it in the op list), the walk stops at ops older than `from`: none of them can read it.
+static bool depends(const stg_graph *g, int to, int from, int *stamp, int mark, int *stack, bool ordered) {
     int n = 0;
     stack[n++] = to;
     stamp[to] = mark;
@@ -64,13 +65,45 @@ static bool depends(const stg_graph *g, int to, int from, int *stamp, int mark, 
         const stg_op *op = &g->ops[stack[--n]];
         for (int i = 0; i < op->n_in; i++) {
             int pr = g->t[op->in[i]].producer;
-            if (pr < 0 || stamp[pr] == mark) continue;
+            if (pr < 0 || stamp[pr] == mark || (ordered && pr < from)) continue;
             if (pr == from) return true;
             stamp[pr] = mark;
             stack[n++] = pr;
         }
     }
     return false;
+}
+
+// The products reading each view root as their first (side 0) or second (side 1) operand, in op
+// order: start[side][root] .. start[side][root + 1] in list[side]. A member after the first shares
+// an operand's root with the first, so these are the only candidates.
+typedef struct {
+    int *start[2], *list[2];
+} by_root;
+
+static int by_root_build(const stg_graph *g, by_root *b) {
+    int nt = g->nt;
+    for (int s = 0; s < 2; s++) {
+        b->start[s] = calloc((size_t)nt + 2, sizeof(int));
+        b->list[s] = malloc(sizeof(int) * (size_t)(g->nops ? g->nops : 1));
+        if (!b->start[s] || !b->list[s]) return -1;
+    }
+    stg_matmul_attrs a;
+    for (int s = 0; s < 2; s++) {
+        for (int o = 0; o < g->nops; o++)
+            if (as_product(g, o, &a)) b->start[s][root_of(g, g->ops[o].in[s]) + 2]++;
+        for (int r = 0; r < nt; r++) b->start[s][r + 2] += b->start[s][r + 1];
+        for (int o = 0; o < g->nops; o++)
+            if (as_product(g, o, &a)) b->list[s][b->start[s][root_of(g, g->ops[o].in[s]) + 1]++] = o;
+    }
+    return 0;
+}
+
+static void by_root_free(by_root *b) {
+    for (int s = 0; s < 2; s++) {
+        free(b->start[s]);
+        free(b->list[s]);
+    }
 }
 
 // A min-heap of op slots by key.
@@ -126,13 +159,37 @@ int graph_group_matmuls(stg_graph *g, stg_err *err) {
     }
     for (int o = 0; o < n; o++) group[o] = -1;
 
+    bool ordered = true; // every op after its inputs' producers (the creation order)
+    for (int o = 0; o < n && ordered; o++)
+        for (int i = 0; i < g->ops[o].n_in; i++)
+            if (g->t[g->ops[o].in[i]].producer >= o) ordered = false;
+    by_root br = {{NULL, NULL}, {NULL, NULL}};
+    if (by_root_build(g, &br)) {
+        by_root_free(&br);
+        stg_errf(err, "grouping matmuls: out of host memory");
+        goto out;
+    }
     int found = 0;
     for (int i = 0; i < n; i++) {
         stg_matmul_attrs ai;
         if (group[i] >= 0 || !as_product(g, i, &ai)) continue;
         const stg_op *oi = &g->ops[i];
         int mem[STG_MAX_OUT] = {i}, k = 1;
-        for (int j = i + 1; j < n && k < STG_MAX_OUT; j++) {
+        // the later products sharing the root of oi's first or second operand, in op order (the
+        // merge of two ascending lists)
+        int r0 = root_of(g, oi->in[0]), r1 = root_of(g, oi->in[1]);
+        const int *l0 = br.list[0] + br.start[0][r0], *l1 = br.list[1] + br.start[1][r1];
+        int n0 = br.start[0][r0 + 1] - br.start[0][r0], n1 = br.start[1][r1 + 1] - br.start[1][r1], p0 = 0, p1 = 0;
+        while (p0 < n0 && l0[p0] <= i) p0++;
+        while (p1 < n1 && l1[p1] <= i) p1++;
+        while ((p0 < n0 || p1 < n1) && k < STG_MAX_OUT) {
+            int j;
+            if (p1 >= n1 || (p0 < n0 && l0[p0] < l1[p1])) j = l0[p0++];
+            else if (p0 >= n0 || l1[p1] < l0[p0]) j = l1[p1++];
+            else {
+                j = l0[p0++];
+                p1++;
+            }
             stg_matmul_attrs aj;
             if (group[j] >= 0 || !as_product(g, j, &aj)) continue;
             const stg_op *oj = &g->ops[j];
@@ -143,9 +200,8 @@ int graph_group_matmuls(stg_graph *g, stg_err *err) {
                 !same_tensor_shape(&g->t[oi->in[1]], &g->t[oj->in[1]]) ||
                 !same_tensor_shape(&g->t[oi->out[0]], &g->t[oj->out[0]]))
                 continue;
-            if (root_of(g, oi->in[0]) != root_of(g, oj->in[0]) && root_of(g, oi->in[1]) != root_of(g, oj->in[1])) continue;
             bool dep = false;
-            for (int m = 0; m < k && !dep; m++) dep = depends(g, j, mem[m], stamp, ++mark, stack);
+            for (int m = 0; m < k && !dep; m++) dep = depends(g, j, mem[m], stamp, ++mark, stack, ordered);
             if (!dep) mem[k++] = j;
         }
         if (k < 2) continue;
@@ -157,6 +213,7 @@ int graph_group_matmuls(stg_graph *g, stg_err *err) {
         nmem[last] = k;
         found++;
     }
+    by_root_free(&br);
     if (!found) {
         ngroups = 0;
         goto out;

@@ -4,7 +4,11 @@
 # PARTS (comma-separated, default all): gpt2 (GPT-2 124M, batch 4, ctx 1024, against llm.c's
 # train_gpt2cu built without cuDNN from .peers/llm.c), accum (2.7B, ctx 1024, micro-batch 4, 8
 # micro-batches, against torch_lm.py --sdpa cudnn --accum 8 from .peers/), head (the fused head at
-# Llama 3.2-1B, ctx 4096, batch 1: planned and measured peak and step, plain and fused).
+# Llama 3.2-1B, ctx 4096, batch 1: planned and measured peak and step, plain and fused), small_accum
+# (small, ctx 512, micro-batch 4, 8 micro-batches, against the peer with default compile and with
+# reduce-overhead: the shared peer as is, and .peers/torch_lm_markstep.py, the same file with
+# torch.compiler.cudagraph_mark_step_begin() before each micro-batch, the documented remedy for the
+# as-is run's "accessing tensor output of CUDAGraphs that has been overwritten").
 set -u
 out=${1:-/tmp/stg-perf}; parts=${2:-gpt2,accum,head}; mkdir -p "$out"
 stg=build-gpu/stg
@@ -27,4 +31,18 @@ if has head; then
     $stg bench models/llama3/1B.yaml --set ctx=4096 --set batch=1 --set fused_head=$f --precision bf16 --warmup 3 --iters 10 --json > "$out/head_$f.json" 2> "$out/head_$f.err"
     echo "fused_head=$f: $(tail -c 1200 "$out/head_$f.json")"
   done
+fi
+if has small_accum; then
+  echo "== small, ctx 512, micro-batch 4, 8 micro-batches, bf16"
+  for i in 1 2; do
+    $stg bench models/cs336/small.yaml --set ctx=512 --set batch=4 --precision bf16 --grad-accum 8 --warmup 5 --iters 30 --json > "$out/sacc_stg$i.json" 2> "$out/sacc_stg$i.err"
+    echo "stg run $i: $(tail -c 900 "$out/sacc_stg$i.json")"
+  done
+  timeout 300 python3 .peers/torch_lm.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --warm 5 --iters 20 --out "$out/sacc_peer_default.json" 2>&1 | tail -2
+  timeout 300 python3 .peers/torch_lm.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --compile-mode reduce-overhead --warm 5 --iters 20 --out "$out/sacc_peer_ro.json" 2>&1 | tail -2
+  timeout 300 python3 .peers/torch_lm_markstep.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --compile-mode reduce-overhead --warm 5 --iters 20 --out "$out/sacc_peer_ro_markstep.json" 2>&1 | tail -2
+  echo "== small, ctx 512, batch 4, one micro-batch (the issue-28 row, same lease)"
+  $stg bench models/cs336/small.yaml --set ctx=512 --set batch=4 --precision bf16 --warmup 5 --iters 50 --json > "$out/s1_stg.json" 2> "$out/s1_stg.err"
+  echo "stg: $(tail -c 600 "$out/s1_stg.json")"
+  timeout 300 python3 .peers/torch_lm.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --compile-mode reduce-overhead --warm 5 --iters 30 --out "$out/s1_peer_ro.json" 2>&1 | tail -1
 fi

@@ -110,6 +110,13 @@ static void test_llama3(void **state) {
     for (int i = 0; i < (int)(sizeof c / sizeof *c); i++) compare(&c[i], 10 + i);
 }
 
+// The timed peer of issue 24's Llama row (tools/ref/llama3_peer.py) is the same function as the
+// reference: its --check compares its module with llama3_ref.py in float64 (exit 1 past 1e-10).
+static void test_llama3_peer(void **state) {
+    (void)state;
+    must("'%s' tools/ref/llama3_peer.py --check", python);
+}
+
 int main(void) {
     static const char *const cand[] = {"python3", "/usr/bin/python3"};
     for (size_t i = 0; i < sizeof cand / sizeof *cand && !python; i++) {
@@ -124,6 +131,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt2),
         cmocka_unit_test(test_llama3),
+        cmocka_unit_test(test_llama3_peer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

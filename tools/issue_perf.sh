@@ -8,7 +8,9 @@
 # (small, ctx 512, micro-batch 4, 8 micro-batches, against the peer with default compile and with
 # reduce-overhead: the shared peer as is, and .peers/torch_lm_markstep.py, the same file with
 # torch.compiler.cudagraph_mark_step_begin() before each micro-batch, the documented remedy for the
-# as-is run's "accessing tensor output of CUDAGraphs that has been overwritten").
+# as-is run's "accessing tensor output of CUDAGraphs that has been overwritten"), llama1b (Llama
+# 3.2-1B, ctx 4096, batch 1, plain and fused head, against tools/ref/llama3_peer.py with cuDNN
+# attention, default compile and reduce-overhead).
 set -u
 out=${1:-/tmp/stg-perf}; parts=${2:-gpt2,accum,head}; mkdir -p "$out"
 stg=build-gpu/stg
@@ -45,4 +47,14 @@ if has small_accum; then
   $stg bench models/cs336/small.yaml --set ctx=512 --set batch=4 --precision bf16 --warmup 5 --iters 50 --json > "$out/s1_stg.json" 2> "$out/s1_stg.err"
   echo "stg: $(tail -c 600 "$out/s1_stg.json")"
   timeout 300 python3 .peers/torch_lm.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --compile-mode reduce-overhead --warm 5 --iters 30 --out "$out/s1_peer_ro.json" 2>&1 | tail -1
+fi
+if has llama1b; then
+  echo "== Llama 3.2-1B, ctx 4096, batch 1, bf16"
+  for f in off on; do
+    $stg bench models/llama3/1B.yaml --set ctx=4096 --set batch=1 --set fused_head=$f --precision bf16 --warmup 5 --iters 20 --json > "$out/l1b_$f.json" 2> "$out/l1b_$f.err"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('stg fused_head=$f', {k: d[k] for k in ('median_ms','min_ms','mfu','tflops','measured_bytes')})" "$out/l1b_$f.json" || tail -3 "$out/l1b_$f.err"
+  done
+  for cm in default reduce-overhead; do
+    PYTHONUNBUFFERED=1 timeout 400 python3 tools/ref/llama3_peer.py --model models/llama3/1B.yaml --ctx 4096 --batch 1 --compile-mode $cm --warm 5 --iters 20 --out "$out/l1b_peer_$cm.json" 2>&1 | tail -1
+  done
 fi

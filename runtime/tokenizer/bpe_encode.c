@@ -455,19 +455,18 @@ int rt_tok_encode(const rt_tok *t, const uint8_t *s, size_t n, rt_tok_ids *ids, 
 // ---- parallel encoding -------------------------------------------------------------------------------
 
 typedef struct {
+    tok_job h; // first: tok_run_jobs reads it
     const rt_tok *t;
     enc_ctx ctx;
     const uint8_t *s;
     size_t n;
     rt_tok_ids ids;
-    int rc;
-    stg_err err;
 } enc_job;
 
 static void *enc_worker(void *arg) {
     enc_job *j = arg;
     j->ids.n = 0;
-    j->rc = encode_text(j->t, &j->ctx, j->s, j->n, &j->ids, &j->err);
+    j->h.rc = encode_text(j->t, &j->ctx, j->s, j->n, &j->ids, &j->h.err);
     return NULL;
 }
 
@@ -475,36 +474,13 @@ static void *enc_worker(void *arg) {
 // one). jobs[i].ids receive the pieces' ids in order.
 static int encode_pieces(const rt_tok *t, enc_job *jobs, int nj, const uint8_t *s, size_t n, int *used, stg_err *err) {
     size_t cuts[258];
-    int np = 0;
-    cuts[np++] = 0;
-    for (int i = 1; i < nj; i++) {
-        size_t target = n / (size_t)nj * (size_t)i;
-        if (target <= cuts[np - 1]) continue;
-        size_t hi = target + (1u << 20) < n ? target + (1u << 20) : n;
-        size_t p = rt_tok_safe_cut(s, n, target, hi, 0, t->sp_ptr, t->sp_len, t->n_special);
-        if (p > cuts[np - 1] && p < n) cuts[np++] = p;
-    }
-    cuts[np] = n;
-    pthread_t th[256];
-    int started[256] = {0};
+    int np = tok_cuts(s, n, nj, t->sp_ptr, t->sp_len, t->n_special, cuts);
     for (int i = 0; i < np; i++) {
         jobs[i].s = s + cuts[i];
         jobs[i].n = cuts[i + 1] - cuts[i];
-        if (i == 0) continue;
-        started[i] = pthread_create(&th[i], NULL, enc_worker, &jobs[i]) == 0;
-        if (!started[i]) enc_worker(&jobs[i]);
-    }
-    enc_worker(&jobs[0]);
-    int rc = 0;
-    for (int i = 0; i < np; i++) {
-        if (started[i]) pthread_join(th[i], NULL);
-        if (jobs[i].rc && !rc) {
-            *err = jobs[i].err;
-            rc = -1;
-        }
     }
     *used = np;
-    return rc;
+    return tok_run_jobs(jobs, sizeof *jobs, np, enc_worker, err);
 }
 
 static enc_job *jobs_new(const rt_tok *t, int *nj, stg_err *err) {

@@ -44,18 +44,17 @@ static int count_text(tok_bmap *m, const uint8_t *s, size_t n, const specials *s
 }
 
 typedef struct {
+    tok_job h; // first: tok_run_jobs reads it
     tok_bmap map;
     const uint8_t *s;
     size_t n;
     const specials *sp;
     uint64_t pretokens;
-    int rc;
-    stg_err err;
 } counter;
 
 static void *count_worker(void *arg) {
     counter *c = arg;
-    c->rc = count_text(&c->map, c->s, c->n, c->sp, &c->pretokens, &c->err);
+    c->h.rc = count_text(&c->map, c->s, c->n, c->sp, &c->pretokens, &c->h.err);
     return NULL;
 }
 
@@ -63,36 +62,13 @@ static void *count_worker(void *arg) {
 // safe cuts, one thread each.
 static int count_parallel(counter *cs, int nc, const uint8_t *s, size_t n, stg_err *err) {
     size_t cuts[257];
-    int np = 0;
-    cuts[np++] = 0;
-    for (int i = 1; i < nc; i++) {
-        size_t target = n / (size_t)nc * (size_t)i;
-        if (target <= cuts[np - 1]) continue;
-        size_t hi = target + (1u << 20) < n ? target + (1u << 20) : n;
-        size_t p = rt_tok_safe_cut(s, n, target, hi, 0, cs[0].sp->sp, cs[0].sp->sl, cs[0].sp->k);
-        if (p > cuts[np - 1] && p < n) cuts[np++] = p;
-    }
-    cuts[np] = n;
-    pthread_t th[256];
-    int started[256] = {0};
+    int np = tok_cuts(s, n, nc, cs[0].sp->sp, cs[0].sp->sl, cs[0].sp->k, cuts);
     for (int i = 0; i < np; i++) {
         cs[i].s = s + cuts[i];
         cs[i].n = cuts[i + 1] - cuts[i];
-        cs[i].rc = 0;
-        if (i == 0) continue;
-        started[i] = pthread_create(&th[i], NULL, count_worker, &cs[i]) == 0;
-        if (!started[i]) count_worker(&cs[i]); // no thread: count it here
+        cs[i].h.rc = 0;
     }
-    count_worker(&cs[0]);
-    int rc = 0;
-    for (int i = 0; i < np; i++) {
-        if (started[i]) pthread_join(th[i], NULL);
-        if (cs[i].rc && !rc) {
-            *err = cs[i].err;
-            rc = -1;
-        }
-    }
-    return rc;
+    return tok_run_jobs(cs, sizeof *cs, np, count_worker, err);
 }
 
 // ---- the merge loop -------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // GPT-2's pre-tokenisation pattern as a hand-written scanner, special token search, safe cut
 // points for splitting a text into independently encodable pieces, and the byte-string hash map.
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -209,6 +210,43 @@ size_t rt_tok_safe_cut(const uint8_t *s, size_t n, size_t lo, size_t hi, int las
         i += l;
     }
     return best;
+}
+
+int tok_cuts(const uint8_t *s, size_t n, int parts, const char *const *sp, const size_t *sl, int k, size_t *cuts) {
+    int np = 0;
+    cuts[np++] = 0;
+    if (parts > 256) parts = 256;
+    for (int i = 1; i < parts; i++) {
+        size_t target = n / (size_t)parts * (size_t)i;
+        if (target <= cuts[np - 1]) continue;
+        size_t hi = target + (1u << 20) < n ? target + (1u << 20) : n;
+        size_t p = rt_tok_safe_cut(s, n, target, hi, 0, sp, sl, k);
+        if (p > cuts[np - 1] && p < n) cuts[np++] = p;
+    }
+    cuts[np] = n;
+    return np;
+}
+
+int tok_run_jobs(void *jobs, size_t stride, int n, void *(*work)(void *), stg_err *err) {
+    pthread_t th[256];
+    int started[256] = {0};
+    if (n > 256) return stg_errf(err, "tokenizer: %d jobs (at most 256)", n);
+    for (int i = 1; i < n; i++) {
+        void *j = (char *)jobs + (size_t)i * stride;
+        started[i] = pthread_create(&th[i], NULL, work, j) == 0;
+        if (!started[i]) work(j); // no thread: run it here
+    }
+    if (n > 0) work(jobs);
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        const tok_job *j = (const tok_job *)((const char *)jobs + (size_t)i * stride);
+        if (started[i]) pthread_join(th[i], NULL);
+        if (j->rc && !rc) {
+            *err = j->err;
+            rc = -1;
+        }
+    }
+    return rc;
 }
 
 // ---- byte-string map ----------------------------------------------------------------------------

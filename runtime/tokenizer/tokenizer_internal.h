@@ -174,6 +174,21 @@ size_t tok_find_string(const char *const *ss, const size_t *lens, int k, const u
 // The number of online cores (at least 1).
 int tok_cores(void);
 
+// Cuts s[0..n) into up to `parts` pieces (at most 256) at safe cuts (rt_tok_safe_cut, searching up
+// to 1 MiB past each even share): cuts[0] = 0 < cuts[1] < ... < cuts[np] = n. Returns np.
+int tok_cuts(const uint8_t *s, size_t n, int parts, const char *const *sp, const size_t *sl, int k, size_t *cuts);
+
+// A job run by tok_run_jobs: its struct begins with this header; the worker sets rc and err.
+typedef struct {
+    int rc;
+    stg_err err;
+} tok_job;
+
+// Runs work(job i) for the n jobs (each `stride` bytes, from `jobs`): job 0 on this thread, the others
+// on their own threads (on this one where a thread cannot start). Returns -1 with the first failed
+// job's error, else 0.
+int tok_run_jobs(void *jobs, size_t stride, int n, void *(*work)(void *), stg_err *err);
+
 // Peak resident memory of this process in bytes (getrusage), 0 when unknown.
 uint64_t tok_peak_rss(void);
 

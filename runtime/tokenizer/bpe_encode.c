@@ -642,6 +642,27 @@ static int writer_finish(writer *w, stg_err *err) {
     return rc;
 }
 
+// One block of a streamed text: its pieces encoded in parallel and written in order.
+typedef struct {
+    const rt_tok *t;
+    enc_job *jobs;
+    int nj;
+    writer *w;
+    const rt_tok_encode_opts *o;
+    const uint64_t *done; // bytes read so far, for o->progress
+    uint64_t total;
+} enc_stream;
+
+static int enc_piece(void *ctx, const uint8_t *s, size_t n, stg_err *err) {
+    enc_stream *e = ctx;
+    int used = 0;
+    if (encode_pieces(e->t, e->jobs, e->nj, s, n, &used, err)) return -1;
+    for (int i = 0; i < used; i++)
+        if (writer_put(e->w, e->jobs[i].ids.v, e->jobs[i].ids.n, err)) return -1;
+    if (e->o->progress) e->o->progress(e->o->progress_ctx, *e->done, e->total);
+    return 0;
+}
+
 int64_t rt_tok_encode_files(const rt_tok *t, const char *const *paths, int n_paths, const char *out_path,
                             const rt_tok_encode_opts *o, stg_err *err) {
     int64_t sep = -1;
@@ -697,52 +718,8 @@ int64_t rt_tok_encode_files(const rt_tok *t, const char *const *paths, int n_pat
                 break;
             }
         }
-        size_t len = 0;
-        int eof = 0;
-        while (rc == 0) {
-            if (!eof) {
-                size_t got = fread(buf + len, 1, cap - len, in);
-                len += got;
-                done += got;
-                if (len < cap) {
-                    if (ferror(in)) {
-                        rc = stg_errf(err, "%s: read failed: %s", name, strerror(errno));
-                        break;
-                    }
-                    eof = 1;
-                }
-            }
-            size_t cut = len;
-            if (!eof) {
-                size_t hi = len > margin ? len - margin : 0, lo = hi > (1u << 20) ? hi - (1u << 20) : 0;
-                cut = rt_tok_safe_cut(buf, len, lo, hi, 1, t->sp_ptr, t->sp_len, t->n_special);
-                if (!cut && lo) cut = rt_tok_safe_cut(buf, len, 0, lo, 1, t->sp_ptr, t->sp_len, t->n_special);
-                if (!cut) {
-                    if (cap > SIZE_MAX / 2) {
-                        rc = stg_errf(err, "%s: no place to cut the text in %zu bytes", name, cap);
-                        break;
-                    }
-                    uint8_t *nb = stg_realloc(buf, cap * 2, err);
-                    if (!nb) {
-                        rc = -1;
-                        break;
-                    }
-                    buf = nb;
-                    cap *= 2;
-                    continue;
-                }
-            }
-            int used = 0;
-            if (cut && encode_pieces(t, jobs, nj, buf, cut, &used, err)) {
-                rc = -1;
-                break;
-            }
-            for (int i = 0; i < used && rc == 0; i++) rc = writer_put(&w, jobs[i].ids.v, jobs[i].ids.n, err);
-            memmove(buf, buf + cut, len - cut);
-            len -= cut;
-            if (o->progress) o->progress(o->progress_ctx, done, total);
-            if (eof) break;
-        }
+        enc_stream es = {t, jobs, nj, &w, o, &done, total};
+        rc = tok_stream_text(in, name, &buf, &cap, margin, t->sp_ptr, t->sp_len, t->n_special, enc_piece, &es, &done, err);
         if (!is_stdin && fclose(in) != 0 && rc == 0) rc = stg_errf(err, "%s: close failed: %s", name, strerror(errno));
     }
     free(buf);

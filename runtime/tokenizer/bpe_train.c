@@ -71,6 +71,16 @@ static int count_parallel(counter *cs, int nc, const uint8_t *s, size_t n, stg_e
     return tok_run_jobs(cs, sizeof *cs, np, count_worker, err);
 }
 
+typedef struct {
+    counter *cs;
+    int nc;
+} count_stream;
+
+static int count_piece(void *ctx, const uint8_t *s, size_t n, stg_err *err) {
+    count_stream *c = ctx;
+    return count_parallel(c->cs, c->nc, s, n, err);
+}
+
 // ---- the merge loop -------------------------------------------------------------------------------
 
 typedef struct {
@@ -581,50 +591,9 @@ int rt_tok_train_files(const char *const *paths, int n_paths, const rt_tok_train
             rc = stg_errf(err, "%s: cannot open: %s", paths[f], strerror(errno));
             break;
         }
-        size_t len = 0;
-        int eof = 0;
-        while (rc == 0) {
-            if (!eof) {
-                size_t got = fread(buf + len, 1, cap - len, in);
-                len += got;
-                stats->bytes += got;
-                if (len < cap) {
-                    if (ferror(in)) {
-                        rc = stg_errf(err, "%s: read failed: %s", paths[f], strerror(errno));
-                        break;
-                    }
-                    eof = 1;
-                }
-            }
-            size_t cut = len;
-            if (!eof) {
-                size_t hi = len > margin ? len - margin : 0, lo = hi > (1u << 20) ? hi - (1u << 20) : 0;
-                cut = rt_tok_safe_cut(buf, len, lo, hi, 1, st.sp.sp, st.sp.sl, st.sp.k);
-                if (!cut && lo) cut = rt_tok_safe_cut(buf, len, 0, lo, 1, st.sp.sp, st.sp.sl, st.sp.k);
-                if (!cut) {
-                    // No safe cut in the whole block (one enormous pre-token): read more.
-                    if (cap > SIZE_MAX / 2) {
-                        rc = stg_errf(err, "%s: no place to cut the text in %zu bytes", paths[f], cap);
-                        break;
-                    }
-                    uint8_t *nb = stg_realloc(buf, cap * 2, err);
-                    if (!nb) {
-                        rc = -1;
-                        break;
-                    }
-                    buf = nb;
-                    cap *= 2;
-                    continue;
-                }
-            }
-            if (cut && count_parallel(st.cs, st.nc, buf, cut, err)) {
-                rc = -1;
-                break;
-            }
-            memmove(buf, buf + cut, len - cut);
-            len -= cut;
-            if (eof) break;
-        }
+        count_stream cst = {st.cs, st.nc};
+        rc = tok_stream_text(in, paths[f], &buf, &cap, margin, st.sp.sp, st.sp.sl, st.sp.k, count_piece, &cst,
+                             &stats->bytes, err);
         if (fclose(in) != 0 && rc == 0) rc = stg_errf(err, "%s: close failed: %s", paths[f], strerror(errno));
     }
     free(buf);

@@ -1,6 +1,8 @@
 // GPT-2's pre-tokenisation pattern as a hand-written scanner, special token search, safe cut
 // points for splitting a text into independently encodable pieces, and the byte-string hash map.
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -247,6 +249,43 @@ int tok_run_jobs(void *jobs, size_t stride, int n, void *(*work)(void *), stg_er
         }
     }
     return rc;
+}
+
+int tok_stream_text(FILE *in, const char *name, uint8_t **buf, size_t *cap, size_t margin, const char *const *sp,
+                    const size_t *sl, int k, int (*piece)(void *ctx, const uint8_t *s, size_t n, stg_err *err), void *ctx,
+                    uint64_t *bytes_read, stg_err *err) {
+    size_t len = 0;
+    int eof = 0;
+    for (;;) {
+        if (!eof) {
+            size_t got = fread(*buf + len, 1, *cap - len, in);
+            len += got;
+            *bytes_read += got;
+            if (len < *cap) {
+                if (ferror(in)) return stg_errf(err, "%s: read failed: %s", name, strerror(errno));
+                eof = 1;
+            }
+        }
+        size_t cut = len;
+        if (!eof) {
+            size_t hi = len > margin ? len - margin : 0, lo = hi > (1u << 20) ? hi - (1u << 20) : 0;
+            cut = rt_tok_safe_cut(*buf, len, lo, hi, 1, sp, sl, k);
+            if (!cut && lo) cut = rt_tok_safe_cut(*buf, len, 0, lo, 1, sp, sl, k);
+            if (!cut) {
+                // No safe cut in the whole block (one enormous pre-token): read more.
+                if (*cap > SIZE_MAX / 2) return stg_errf(err, "%s: no place to cut the text in %zu bytes", name, *cap);
+                uint8_t *nb = stg_realloc(*buf, *cap * 2, err);
+                if (!nb) return -1;
+                *buf = nb;
+                *cap *= 2;
+                continue;
+            }
+        }
+        if (cut && piece(ctx, *buf, cut, err)) return -1;
+        memmove(*buf, *buf + cut, len - cut);
+        len -= cut;
+        if (eof) return 0;
+    }
 }
 
 // ---- byte-string map ----------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "runtime/tokenizer/tokenizer.h"
@@ -188,6 +189,15 @@ typedef struct {
 // on their own threads (on this one where a thread cannot start). Returns -1 with the first failed
 // job's error, else 0.
 int tok_run_jobs(void *jobs, size_t stride, int n, void *(*work)(void *), stg_err *err);
+
+// Reads the text `in` (named `name` in messages) in blocks through *buf (*cap bytes; doubled when a
+// block holds no safe cut) and hands each block, up to its last safe cut at least `margin` bytes
+// before its end (the whole rest at the end of the text), to piece(ctx, bytes, n); the bytes after
+// the cut are carried into the next block. *bytes_read grows by what is read. Returns -1 with the
+// first error (reading, memory, or piece's), else 0. Does not close `in`.
+int tok_stream_text(FILE *in, const char *name, uint8_t **buf, size_t *cap, size_t margin, const char *const *sp,
+                    const size_t *sl, int k, int (*piece)(void *ctx, const uint8_t *s, size_t n, stg_err *err), void *ctx,
+                    uint64_t *bytes_read, stg_err *err);
 
 // Peak resident memory of this process in bytes (getrusage), 0 when unknown.
 uint64_t tok_peak_rss(void);

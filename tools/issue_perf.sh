@@ -38,14 +38,14 @@ if has small_accum; then
   echo "== small, ctx 512, micro-batch 4, 8 micro-batches, bf16"
   for i in 1 2; do
     $stg bench models/cs336/small.yaml --set ctx=512 --set batch=4 --precision bf16 --grad-accum 8 --warmup 5 --iters 30 --json > "$out/sacc_stg$i.json" 2> "$out/sacc_stg$i.err"
-    echo "stg run $i: $(tail -c 900 "$out/sacc_stg$i.json")"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('stg run $i', {k: d[k] for k in ('median_ms','min_ms','max_ms','grad_accum','mfu','tflops','measured_bytes')})" "$out/sacc_stg$i.json" || tail -3 "$out/sacc_stg$i.err"
   done
   timeout 300 python3 .peers/torch_lm.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --warm 5 --iters 20 --out "$out/sacc_peer_default.json" 2>&1 | tail -2
   timeout 300 python3 .peers/torch_lm.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --compile-mode reduce-overhead --warm 5 --iters 20 --out "$out/sacc_peer_ro.json" 2>&1 | tail -2
   timeout 300 python3 .peers/torch_lm_markstep.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --compile-mode reduce-overhead --warm 5 --iters 20 --out "$out/sacc_peer_ro_markstep.json" 2>&1 | tail -2
   echo "== small, ctx 512, batch 4, one micro-batch (the issue-28 row, same lease)"
   $stg bench models/cs336/small.yaml --set ctx=512 --set batch=4 --precision bf16 --warmup 5 --iters 50 --json > "$out/s1_stg.json" 2> "$out/s1_stg.err"
-  echo "stg: $(tail -c 600 "$out/s1_stg.json")"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('stg', {k: d[k] for k in ('median_ms','min_ms','max_ms','mfu','tflops')})" "$out/s1_stg.json" || tail -3 "$out/s1_stg.err"
   timeout 300 python3 .peers/torch_lm.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --compile-mode reduce-overhead --warm 5 --iters 30 --out "$out/s1_peer_ro.json" 2>&1 | tail -1
 fi
 if has llama1b; then

@@ -216,6 +216,11 @@ static const cuda_group_slot *cuda_group_of(const stg_cuda *c, const cuda_group 
     return NULL;
 }
 
+extern "C" void *cuda_group_state(const stg_cuda *c, const cuda_group *gr) {
+    const cuda_group_slot *sl = cuda_group_of(c, gr);
+    return sl ? sl->state : NULL;
+}
+
 extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, stg_err *err) {
     if (g->precision == STG_PREC_FP64)
         return stg_errf(err, "cuda: graph %s is f64: f64 graphs run on the CPU backend only", g->name);
@@ -313,13 +318,6 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
     }
     c->work = work ? base : NULL;
     c->work_bytes = work;
-    for (int i = 0; i < g->nops; i++) {
-        const cuda_group *gr = cuda_rec_of(g->ops[i].kind)->group;
-        if (!gr) continue;
-        if (c->state[i])
-            return stg_errf(err, "cuda: op kind %s has both a group and its own prepared state", ops_name(g->ops[i].kind));
-        c->state[i] = cuda_group_of(c, gr)->state;
-    }
     return 0;
 }
 

@@ -90,8 +90,7 @@ struct stg_cuda {
     void *op_tab;            // the ops' device tables (each record's table_bytes, op after op:
     size_t op_tab_bytes;     // the matmul_group address tables)
     // per-op state built by the records' prepare (indexed by op id; NULL where unused), each freed
-    // by the free_state of the record that made it (the matmul family's GEMM plans); for the ops of
-    // a group (cuda_rec.group), the group's state, freed with the group
+    // by the free_state of the record that made it (the matmul family's GEMM plans)
     void **state;            // (nops)
     void (**state_free)(void *); // (nops)
     int nops;
@@ -122,6 +121,9 @@ int cuda_is_bf16(const stg_graph *g, const stg_op *op, int t, stg_err *err);
 int cuda_same_float(const stg_graph *g, const stg_op *op, int t, int like, stg_err *err);
 // Blocks for a grid-stride loop over n items of `per_block` each, capped to a few waves.
 unsigned cuda_blocks(const stg_cuda *c, int64_t n, int per_block);
+// The state group gr's plan made for the prepared graph; NULL when the graph has no op of its kinds
+// or cuda_prepare was not called.
+void *cuda_group_state(const stg_cuda *c, const cuda_group *gr);
 
 // Per-op scratch (bytes of c->work) of the kernel files' ops; 0 when the op needs none.
 size_t cuda_norm_bwd_work_bytes(const stg_graph *g, int op);      // ops/norm/cuda.cu
@@ -153,15 +155,14 @@ typedef struct cuda_rec {
     int lane;
     int (*lane_of)(const stg_graph *g, int op); // when set, the lane of each op (CUDA_REC_*)
     // Preparation that spans several ops (NULL: none): the records of the kinds that share it point
-    // to one cuda_group; its state is the per-op state of each of their ops (the record's prepare
-    // must then set none).
+    // to one cuda_group; their runs find its state with cuda_group_state.
     const cuda_group *group;
 } cuda_rec;
 
 // A preparation shared by several ops, of one kind or of several (the multi-tensor AdamW table over
 // every parameter, the rope cos/sin tables shared by the rope ops of one shape). cuda_prepare runs
 // each group its graph's records name once, after every record's prepare: plan, then, with the
-// device memory in place, fill. Its state goes into the state slot of every op of its kinds.
+// device memory in place, fill. The group itself names its state (cuda_group_state).
 struct cuda_group {
     const char *name; // what its table holds, for cuda_workspace_parts
     // Builds the host side from the graph and ptr: *state (freed with free_state, also when plan

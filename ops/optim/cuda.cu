@@ -615,8 +615,8 @@ __global__ void __launch_bounds__(CUDA_OPTIM_THREADS)
 // the schedule updates every parameter and the others were done by it; with slots each op updates
 // its own parameter and writes its gradient's sum of squares into its slot.
 extern "C" int cuda_run_adamw(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
-    const optim_adamw_tab *t = c->state && op < c->nops ? (const optim_adamw_tab *)c->state[op] : NULL;
-    if (!t || t->n == 0 || t->nops != g->nops)
+    const optim_adamw_tab *t = (const optim_adamw_tab *)cuda_group_state(c, &optim_adamw_group);
+    if (!t || t->n == 0 || t->nops != g->nops || op >= t->nops)
         return stg_errf(err, "no AdamW table: cuda_prepare was not called for this graph");
     int idx = t->entry_of[op];
     if (idx < 0 || t->host[idx].op != op) return stg_errf(err, "adamw op %d is not in the table cuda_prepare built", op);

@@ -184,7 +184,7 @@ extern "C" int cuda_run_rope(stg_cuda *c, const stg_graph *g, int op, void *cons
     double lt = log(o->a.rope.theta), sign = o->a.rope.inverse ? -1.0 : 1.0;
     int N = b ? 8 : 4;
     int64_t vS, vDh;
-    const rope_tables *rt = c->state && op < c->nops ? (const rope_tables *)c->state[op] : NULL;
+    const rope_tables *rt = (const rope_tables *)cuda_group_state(c, &rope_group);
     int key = rt && rope_vec_shape(g, o, &vS, &vDh) ? rope_key_find(rt, S, Dh, o->a.rope.theta) : -1;
     if (key >= 0 && rt->tab && cu_aligned(ptr[o->in[0]], 16) && cu_aligned(ptr[o->out[0]], 16) &&
         rows / S * (H * Dh / N) + (int64_t)256 * 65535 < INT32_MAX) {

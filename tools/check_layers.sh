@@ -6,7 +6,9 @@
 #   3. `case STG_OP_` appears only inside an op family's folder ops/<family>/ (the backends and
 #      the graph layer dispatch through tables of records, never through switches over kinds);
 #   4. the pipeline is one-way: graph/ includes no planner/, runtime/ or tools/ header, planner/
-#      no runtime/ or tools/ header, runtime/ no tools/ header.
+#      no runtime/ or tools/ header, runtime/ no tools/ header;
+#   5. the CUDA backend's context and dispatch (ops/cuda/cuda.cu) name no op family (nor adamw):
+#      what a family prepares hangs off its records (per-op state, cuda_group), not the backend.
 # Prints each violation as file:line: text and exits 1 when there is any.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -22,5 +24,6 @@ src graph planner runtime tools tests ops | grep -vE "^ops/($fams)/" | xargs -r 
 src graph | xargs -r grep -nE '#include *"(planner|runtime|tools)/' | report "graph/ reaches up"
 src planner | xargs -r grep -nE '#include *"(runtime|tools)/' | report "planner/ reaches up"
 src runtime | xargs -r grep -nE '#include *"tools/' | report "runtime/ reaches up"
+grep -nE "(^|[^a-zA-Z])($fams|adamw)([^a-zA-Z]|\$)" ops/cuda/cuda.cu | report "ops/cuda/cuda.cu names an op family"
 if [ -s "$out" ]; then cat "$out"; exit 1; fi
 echo "layers: ok"

@@ -1,6 +1,6 @@
 // The CUDA backend's context and op entry point: device, streams, cuBLASLt handle, the per-graph
-// preparation (each op's record's prepare, the multi-tensor and rope tables, scratch) and the table
-// of records, one per op kind (each family's ops/<family>/cuda.cu defines `stg_cuda_<name>`; the
+// preparation (each op's record's prepare, the groups of ops sharing one (cuda_group), scratch) and
+// the table of records, one per op kind (each family's ops/<family>/cuda.cu defines `stg_cuda_<name>`; the
 // table is generated from ops/base/oplist.h, so a kind without a record does not link).
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +72,6 @@ extern "C" int cuda_new(const stg_cuda_opts *o, stg_cuda **out, stg_err *err) {
     c->device = dev;
     c->tf32 = o ? o->tf32 : false;
     c->gemm_tune = o ? o->gemm_tune : false;
-    c->first_adamw_op = -1;
     cudaError_t e = cudaSetDevice(dev);
     cudaDeviceProp prop;
     if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, dev);
@@ -125,25 +124,11 @@ static void cuda_release_prepared(stg_cuda *c) {
     c->op_tab_bytes = 0;
     c->work = NULL;
     c->work_bytes = 0;
-    c->adamw_table = NULL;
-    c->norm_table = NULL;
-    c->norm_partials = NULL;
-    free(c->adamw_host);
-    c->adamw_host = NULL;
-    free(c->norm_host);
-    c->norm_host = NULL;
-    free(c->norm_first);
-    c->norm_first = NULL;
-    free(c->rope_keys);
-    c->rope_keys = NULL;
-    c->n_rope = 0;
-    c->rope_tab = NULL;
-    c->n_adamw = 0;
-    c->n_norm = 0;
-    c->norm_blocks = 0;
-    c->adamw_blocks = 0;
-    c->first_adamw_op = -1;
-    c->adamw_norm = c->adamw_sched = NULL;
+    for (int i = 0; i < c->ngroups; i++)
+        if (c->groups[i].state && c->groups[i].group->free_state) c->groups[i].group->free_state(c->groups[i].state);
+    free(c->groups);
+    c->groups = NULL;
+    c->ngroups = 0;
 }
 
 extern "C" void cuda_free(stg_cuda *c) {
@@ -189,16 +174,27 @@ extern "C" size_t cuda_workspace_bytes(const stg_cuda *c) {
     return c->lt_workspace_bytes + c->scratch_bytes + c->op_tab_bytes + (CUDA_STREAMS - 1) * c->side_ws_bytes;
 }
 
+// The cuBLASLt workspaces, each group's table, and the rest of the scratch with the ops' tables;
+// groups past max - 3 stay in the last part, so the parts always add up to cuda_workspace_bytes.
 extern "C" int cuda_workspace_parts(const stg_cuda *c, const char **names, int64_t *bytes, int max) {
     static_assert(CUDA_STREAMS == 3, "the second name counts the side streams");
-    const char *nm[3] = {"cuBLASLt workspace, stream 0", "cuBLASLt workspaces, streams 1-2",
-                         "kernel scratch; optimizer, matmul-group, rope tables"};
-    int64_t by[3] = {(int64_t)c->lt_workspace_bytes, (int64_t)((CUDA_STREAMS - 1) * c->side_ws_bytes),
-                     (int64_t)(c->scratch_bytes + c->op_tab_bytes)};
+    const char *nm[2] = {"cuBLASLt workspace, stream 0", "cuBLASLt workspaces, streams 1-2"};
+    int64_t by[2] = {(int64_t)c->lt_workspace_bytes, (int64_t)((CUDA_STREAMS - 1) * c->side_ws_bytes)};
     int n = 0;
-    for (int i = 0; i < 3 && n < max; i++) {
+    for (int i = 0; i < 2 && n < max; i++) {
         names[n] = nm[i];
         bytes[n++] = by[i];
+    }
+    int64_t rest = (int64_t)(c->scratch_bytes + c->op_tab_bytes);
+    for (int i = 0; i < c->ngroups && n + 1 < max; i++) {
+        if (!c->groups[i].table_bytes) continue;
+        names[n] = c->groups[i].group->name;
+        bytes[n++] = (int64_t)c->groups[i].table_bytes;
+        rest -= (int64_t)c->groups[i].table_bytes;
+    }
+    if (n < max) {
+        names[n] = "kernel scratch and the ops' tables";
+        bytes[n++] = rest;
     }
     return n;
 }
@@ -212,6 +208,18 @@ static const cuda_rec *const cuda_recs[STG_OP_COUNT] = {STG_OP_LIST(CUDA_X_REC)}
 #undef CUDA_X_REC
 
 static const cuda_rec *cuda_rec_of(stg_op_kind k) { return (int)k >= 0 && k < STG_OP_COUNT ? cuda_recs[k] : NULL; }
+
+// The slot of group gr among those prepared so far, NULL when it has none.
+static const cuda_group_slot *cuda_group_of(const stg_cuda *c, const cuda_group *gr) {
+    for (int i = 0; i < c->ngroups; i++)
+        if (c->groups[i].group == gr) return &c->groups[i];
+    return NULL;
+}
+
+extern "C" void *cuda_group_state(const stg_cuda *c, const cuda_group *gr) {
+    const cuda_group_slot *sl = cuda_group_of(c, gr);
+    return sl ? sl->state : NULL;
+}
 
 extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, stg_err *err) {
     if (g->precision == STG_PREC_FP64)
@@ -279,35 +287,37 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
         c->side_ws_bytes = side;
     }
 
-    size_t table_bytes = 0, norm_work = 0;
-    if (cuda_optim_plan(c, g, ptr, &table_bytes, &norm_work, err)) return -1;
-    if (norm_work > work) work = norm_work;
-
-    size_t rope_bytes = 0;
-    if (cuda_rope_plan(c, g, &rope_bytes, err)) return -1;
-    size_t adamw_bytes = cuda_align256(sizeof(cuda_adamw_entry) * (size_t)c->n_adamw);
-    size_t norm_bytes = cuda_align256(sizeof(cuda_norm_entry) * (size_t)c->n_norm);
-    rope_bytes = cuda_align256(rope_bytes);
-    size_t total = adamw_bytes + norm_bytes + rope_bytes + cuda_align256(work);
-    (void)table_bytes;
+    // The groups, in the order of their first op: host side first, then their tables in scratch.
+    c->groups = (cuda_group_slot *)stg_calloc(STG_OP_COUNT, sizeof *c->groups, err);
+    if (!c->groups) return -1;
+    for (int i = 0; i < g->nops; i++) {
+        const cuda_group *gr = cuda_rec_of(g->ops[i].kind)->group;
+        if (!gr || cuda_group_of(c, gr)) continue;
+        if (!gr->plan || !gr->name)
+            return stg_errf(err, "cuda: op kind %s has an incomplete group (plan and name)", ops_name(g->ops[i].kind));
+        cuda_group_slot *sl = &c->groups[c->ngroups++];
+        sl->group = gr;
+        size_t need = 0, tb = 0;
+        int rc = gr->plan(c, g, ptr, &sl->state, &tb, &need, err);
+        if (rc) return stg_err_prefix(err, "cuda: preparing the %s", gr->name);
+        sl->table_bytes = cuda_align256(tb);
+        if (need > work) work = need;
+    }
+    size_t total = cuda_align256(work);
+    for (int i = 0; i < c->ngroups; i++) total += c->groups[i].table_bytes;
     if (total) {
         CUDA_CHECK(err, cudaMalloc(&c->scratch, total));
         c->scratch_bytes = total;
-        char *base = (char *)c->scratch;
-        c->adamw_table = c->n_adamw ? base : NULL;
-        c->norm_table = c->n_norm ? base + adamw_bytes : NULL;
-        c->rope_tab = c->n_rope ? base + adamw_bytes + norm_bytes : NULL;
-        c->work = work ? base + adamw_bytes + norm_bytes + rope_bytes : NULL;
-        c->work_bytes = work;
-        c->norm_partials = c->n_norm ? c->work : NULL;
-        if (c->n_adamw)
-            CUDA_CHECK(err, cudaMemcpy(c->adamw_table, c->adamw_host, sizeof(cuda_adamw_entry) * (size_t)c->n_adamw,
-                                       cudaMemcpyHostToDevice));
-        if (c->n_norm)
-            CUDA_CHECK(err, cudaMemcpy(c->norm_table, c->norm_host, sizeof(cuda_norm_entry) * (size_t)c->n_norm,
-                                       cudaMemcpyHostToDevice));
-        if (c->n_rope && cuda_rope_fill(c, err)) return -1;
     }
+    char *base = (char *)c->scratch;
+    for (int i = 0; i < c->ngroups; i++) {
+        const cuda_group_slot *sl = &c->groups[i];
+        if (sl->group->fill && sl->group->fill(c, sl->state, sl->table_bytes ? base : NULL, err))
+            return stg_err_prefix(err, "cuda: preparing the %s", sl->group->name);
+        base += sl->table_bytes;
+    }
+    c->work = work ? base : NULL;
+    c->work_bytes = work;
     return 0;
 }
 

@@ -38,9 +38,10 @@ const char *cuda_device_name(const stg_cuda *c);
 double cuda_peak_tflops(const stg_cuda *c, stg_precision p);
 
 // Called once after the plan's memory is allocated, before the first step and outside any capture:
-// chooses cuBLASLt algorithms for every matmul shape of g (cached by shape), builds the tables of
-// the multi-tensor kernels (global norm, AdamW) from ptr, and allocates the context's workspace:
-// the cuBLASLt workspace and the kernels' scratch. Calling it again with another graph replaces it.
+// runs every op's record's prepare (cuBLASLt algorithms for every matmul shape of g, cached by
+// shape; the ops' device tables from ptr) and each group's (tables shared by several ops), and
+// allocates the context's workspace: the cuBLASLt workspaces and the kernels' scratch. Calling it
+// again with another graph replaces it.
 int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, stg_err *err);
 // Device bytes the context holds beyond the plan: cuBLASLt workspace, kernel scratch, tables.
 size_t cuda_workspace_bytes(const stg_cuda *c);

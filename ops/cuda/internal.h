@@ -2,11 +2,13 @@
 //
 // Layout of the context's device memory beyond the plan:
 //   lt_workspace  the cuBLASLt workspace (cuda_mm_workspace_bytes)
-//   scratch       [AdamW table][global-norm tables][work], one cudaMalloc made by cuda_prepare:
-//                 the tables are built once from the plan's pointers; `work` is shared by every
-//                 op that needs temporary device memory (they run one after another on c->stream):
-//                 norm-backward partial sums, cross-entropy row losses, global-norm partials,
-//                 attention scratch.
+//   side_ws       the other streams' cuBLASLt workspaces
+//   op_tab        the ops' device tables (each record's table_bytes), op after op
+//   scratch       [each group's table][work], one cudaMalloc made by cuda_prepare: the groups'
+//                 tables (cuda_group: preparation shared by several ops) are built once from the
+//                 plan's pointers; `work` is shared by every op that needs temporary device memory
+//                 (they run one after another on c->stream): norm-backward partial sums,
+//                 cross-entropy row losses, global-norm partials, attention scratch.
 #ifndef STG_OPS_CUDA_INTERNAL_H
 #define STG_OPS_CUDA_INTERNAL_H
 
@@ -56,48 +58,16 @@ extern "C" { // C headers: ops_name, ops_def, ... have C linkage
 // One cuBLASLt matmul configuration, chosen before capture and reused (ops/matmul/cuda.cu).
 typedef struct cuda_mm_plan cuda_mm_plan;
 
-// ---- multi-tensor tables (ops/optim/cuda.cu) ----------------------------------------------------
-// Elements per block of the multi-tensor kernels. Multiples of 4 (float4 alignment of chunks) and
-// of the elements one block covers per loop trip (CUDA_OPTIM_THREADS x 4 x the unroll), so only an
-// entry's last chunk has a remainder. Large chunks amortise each block's table lookup and constants;
-// AdamW's one loop trip per block (2048 elements) measured fastest all the same: 2.7B at ctx 1024,
-// 161.2-161.6 ms a step against 161.9-162.1 with 8192 (docs/PERF.md). Both settable at build time
-// (-DCUDA_ADAMW_CHUNK=...) for such measurements.
-#define CUDA_OPTIM_THREADS 256
-#ifndef CUDA_NORM_CHUNK
-#define CUDA_NORM_CHUNK 65536
-#endif
-#ifndef CUDA_ADAMW_CHUNK
-#define CUDA_ADAMW_CHUNK 2048
-#endif
+// A preparation shared by several ops (ops/cuda/cuda.cu: cuda_prepare); see cuda_rec.group.
+typedef struct cuda_group cuda_group;
 
-// One input of a global_norm op.
-typedef struct cuda_norm_entry {
-    const void *p;     // (n) F32 or BF16
-    int64_t n;
-    int64_t block0;    // first block of this entry within its op's launch
-    int bf16;          // element type
-    int vec;           // p is 16-byte aligned: float4 / 4 x bf16 loads
-} cuda_norm_entry;
-
-// One parameter of the AdamW update.
-typedef struct cuda_adamw_entry {
-    void *param;       // (n) F32 or BF16 working weight
-    const void *grad;  // (n) F32 or BF16
-    float *m, *v;      // (n) F32
-    float *master;     // (n) F32 master weight (bf16 training), NULL when param is updated directly
-    int64_t n;
-    int64_t block0;    // first block of this entry in the launch
-    float beta1, beta2, eps, weight_decay, max_norm;
-    int param_bf16, grad_bf16;
-    int vec;           // every pointer is 16-byte aligned (param 8-byte when bf16)
-    int op;            // the ADAMW op it came from (host-side check of the pointers)
-    int slot;          // optimizer in backward: 1 + the index in `slots` of this gradient's sum of
-                       // squares; 0 in the ordinary form (one launch for every parameter)
-    void *slots;       // (k) F32 or BF16 slots (optimizer in backward), else NULL
-    int slots_bf16;
-    int64_t grid;      // with a slot: blocks of the op's own launch (a few per SM), else 0
-} cuda_adamw_entry;
+// A group of the prepared graph: its state (freed by its free_state) and the bytes of its table
+// inside scratch (256-byte aligned).
+typedef struct cuda_group_slot {
+    const cuda_group *group;
+    void *state;
+    size_t table_bytes;
+} cuda_group_slot;
 
 struct stg_cuda {
     int device;
@@ -106,8 +76,8 @@ struct stg_cuda {
     char name[256];
     int sm_count;
     cudaStream_t stream;     // where runners enqueue: streams[0], or another for cuda_op_run_on
-    // Concurrent streams for captured runs (streams[0] is the main one). Ops that use `work` or the
-    // multi-tensor tables run on streams[0] only; matmuls on stream s > 0 use side_ws[s].
+    // Concurrent streams for captured runs (streams[0] is the main one). Ops that use `work` run on
+    // streams[0] only; matmuls on stream s > 0 use side_ws[s].
     cudaStream_t streams[CUDA_STREAMS + 1]; // + the communication stream (cuda_op_lane: CUDA_LANE_COMM)
     void *nccl;              // ncclComm_t for data parallelism (cuda_set_comm), NULL when none
     void *side_ws[CUDA_STREAMS];
@@ -115,7 +85,7 @@ struct stg_cuda {
     cublasLtHandle_t lt;
     void *lt_workspace;      // cuBLASLt workspace (set explicitly on every matmul)
     size_t lt_workspace_bytes;
-    void *scratch;           // kernels' scratch (reductions, attention row statistics, tables)
+    void *scratch;           // the groups' tables and the kernels' scratch `work`
     size_t scratch_bytes;
     void *op_tab;            // the ops' device tables (each record's table_bytes, op after op:
     size_t op_tab_bytes;     // the matmul_group address tables)
@@ -125,30 +95,10 @@ struct stg_cuda {
     void (**state_free)(void *); // (nops)
     int nops;
     size_t side_ws_need;     // the largest cuBLASLt workspace an op's algorithm needs (matmul prepare)
-    // multi-tensor tables (device memory inside scratch), built by cuda_prepare
-    void *adamw_table;       // cuda_adamw_entry[n_adamw]
-    int n_adamw;
-    int first_adamw_op;      // the op that launches the one multi-tensor AdamW kernel (-1: none)
-    void *norm_table;        // cuda_norm_entry[n_norm] for every global_norm op, op after op
-    int n_norm;
-    void *norm_partials;     // double partial sums of the global norm (inside work)
-    int norm_blocks;         // the largest block count of one global_norm launch
-    // added by the kernels' owner
-    void *work;              // shared per-op scratch (inside scratch, after the tables)
+    cuda_group_slot *groups; // the groups of the prepared graph, in the order of their first op
+    int ngroups;
+    void *work;              // shared per-op scratch (inside scratch, after the groups' tables)
     size_t work_bytes;
-    cuda_adamw_entry *adamw_host; // host copy of the AdamW table (checked against ptr at run time)
-    int64_t adamw_blocks;    // blocks of the one AdamW launch
-    const void *adamw_norm;  // the global norm () and schedule state (2) every AdamW op reads
-    const void *adamw_sched;
-    int adamw_norm_bf16, adamw_sched_bf16;
-    cuda_norm_entry *norm_host; // host copy of the global-norm tables
-    int *norm_first;         // (2 nops): [0, nops) the first table entry of each global_norm op, -1
-                             // for other ops; [nops, 2 nops) the AdamW entry of each adamw op, -1 else
-    // the rope ops' cos/sin tables (device memory inside scratch), one per (positions, head dim,
-    // theta), built by cuda_prepare (ops/rope/cuda.cu)
-    struct cuda_rope_key *rope_keys;
-    int n_rope;
-    void *rope_tab;
     bool accumulate;         // cuda_set_accumulate: ops marked in stg_op.accum add into those outputs
 };
 
@@ -156,14 +106,6 @@ struct stg_cuda {
 static inline bool cuda_accumulating(const stg_cuda *c, const stg_op *o, int k) {
     return c->accumulate && ((o->accum >> k) & 1u);
 }
-
-// A rope table: float2 (cos, sin) [S][Dh / 2] at byte `off` of c->rope_tab.
-struct cuda_rope_key {
-    int64_t S;
-    int64_t Dh;
-    double theta;
-    size_t off;
-};
 
 // ---- shared host helpers (ops/cuda/cuda.cu) -----------------------------------------------------
 #ifdef __cplusplus
@@ -179,20 +121,14 @@ int cuda_is_bf16(const stg_graph *g, const stg_op *op, int t, stg_err *err);
 int cuda_same_float(const stg_graph *g, const stg_op *op, int t, int like, stg_err *err);
 // Blocks for a grid-stride loop over n items of `per_block` each, capped to a few waves.
 unsigned cuda_blocks(const stg_cuda *c, int64_t n, int per_block);
+// The state group gr's plan made for the prepared graph; NULL when the graph has no op of its kinds
+// or cuda_prepare was not called.
+void *cuda_group_state(const stg_cuda *c, const cuda_group *gr);
 
 // Per-op scratch (bytes of c->work) of the kernel files' ops; 0 when the op needs none.
 size_t cuda_norm_bwd_work_bytes(const stg_graph *g, int op);      // ops/norm/cuda.cu
-// The rope tables the graph's rope ops need (c->rope_keys, c->n_rope) and their bytes; then, with
-// c->rope_tab set, their values (a kernel on c->stream). ops/rope/cuda.cu
-int cuda_rope_plan(stg_cuda *c, const stg_graph *g, size_t *bytes, stg_err *err);
-int cuda_rope_fill(stg_cuda *c, stg_err *err);
 size_t cuda_cross_entropy_work_bytes(const stg_graph *g, int op); // ops/loss/cuda.cu
 size_t cuda_embedding_bwd_work_bytes(const stg_graph *g, int op); // ops/embedding/cuda.cu (sort scratch)
-// Builds the global-norm and AdamW host tables from ptr (ops/optim/cuda.cu): sets norm_host,
-// norm_first, n_norm, adamw_host, n_adamw, first_adamw_op, adamw_blocks; returns the table bytes in
-// *table_bytes and the largest global-norm partials in *work_bytes.
-int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, size_t *table_bytes, size_t *work_bytes,
-                    stg_err *err);
 
 // ---- the records --------------------------------------------------------------------------------
 // One per op kind: each family's ops/<family>/cuda.cu defines `stg_cuda_<name>`; ops/cuda/cuda.cu
@@ -207,7 +143,8 @@ typedef struct cuda_rec {
     int (*run)(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
     // Before the first step, outside any capture (NULL: nothing to prepare): may set *state (freed
     // with free_state when the context is re-prepared or freed), fill its `table` (device memory of
-    // table_bytes, NULL when 0) and ask for *work bytes of the shared scratch c->work.
+    // table_bytes inside c->op_tab, NULL when 0; table_bytes a multiple of 256 keeps the next op's
+    // aligned) and ask for *work bytes of the shared scratch c->work.
     int (*prepare)(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state,
                    size_t *work, stg_err *err);
     void (*free_state)(void *state);
@@ -217,7 +154,27 @@ typedef struct cuda_rec {
     // scratch c->work; BARRIER for those that also touch tensors they do not name; COMM for NCCL.
     int lane;
     int (*lane_of)(const stg_graph *g, int op); // when set, the lane of each op (CUDA_REC_*)
+    // Preparation that spans several ops (NULL: none): the records of the kinds that share it point
+    // to one cuda_group; their runs find its state with cuda_group_state.
+    const cuda_group *group;
 } cuda_rec;
+
+// A preparation shared by several ops, of one kind or of several (the multi-tensor AdamW table over
+// every parameter, the rope cos/sin tables shared by the rope ops of one shape). cuda_prepare runs
+// each group its graph's records name once, after every record's prepare: plan, then, with the
+// device memory in place, fill. The group itself names its state (cuda_group_state).
+struct cuda_group {
+    const char *name; // what its table holds, for cuda_workspace_parts
+    // Builds the host side from the graph and ptr: *state (freed with free_state, also when plan
+    // fails), the bytes of its device table (*table_bytes, 0 for none) and of the shared scratch
+    // c->work its ops need (*work).
+    int (*plan)(stg_cuda *c, const stg_graph *g, void *const *ptr, void **state, size_t *table_bytes, size_t *work,
+                stg_err *err);
+    // Fills its table (device memory of table_bytes inside c->scratch, NULL when 0) before the first
+    // step, outside any capture; the ops read it from every stream.
+    int (*fill)(stg_cuda *c, void *state, void *table, stg_err *err);
+    void (*free_state)(void *state);
+};
 // Gradient accumulation: the run of a kind whose row has accum_out adds its output k into what the
 // buffer holds when cuda_accumulating(c, op, k).
 

@@ -6,12 +6,13 @@
 // (an unrolled loop), streaming cache hints (the bytes are touched once per step, far more than L2
 // holds), and large per-block chunks so that each block's table lookup and constants cost little.
 //
-// global_norm: one multi-tensor launch over all of the op's inputs (a table built by cuda_prepare),
-// one block per CUDA_NORM_CHUNK elements writing its sum of squares into a partial, then one block
-// adding the partials in a fixed order (deterministic: no atomics).
-// adamw: one multi-tensor launch for every parameter, made by the first ADAMW op of the schedule;
-// the other ADAMW ops do nothing. Clipping by the global norm and the step / learning rate are read
-// from device memory, so the whole update can be captured in a CUDA Graph.
+// global_norm: one multi-tensor launch over all of the op's inputs (the op's own table, built by its
+// record's prepare), one block per CUDA_NORM_CHUNK elements writing its sum of squares into a
+// partial, then one block adding the partials in a fixed order (deterministic: no atomics).
+// adamw: one multi-tensor launch for every parameter (one table over every ADAMW op of the graph:
+// a cuda_group), made by the first ADAMW op of the schedule; the other ADAMW ops do nothing.
+// Clipping by the global norm and the step / learning rate are read from device memory, so the
+// whole update can be captured in a CUDA Graph.
 // adamw with a slot (the optimizer in backward): each ADAMW op launches the same update over its
 // own table entry, on a grid of a few blocks per SM striding over the tensor (a launch per
 // parameter has no other parameters to fill the GPU's tail); the blocks also write their sums of
@@ -25,6 +26,49 @@
 #include "ops/cuda/common.cuh"
 #include "ops/optim/bench.h"
 #include "ops/optim/schedule.h"
+
+// ---- multi-tensor tables ----------------------------------------------------------------------------
+// Elements per block of the multi-tensor kernels. Multiples of 4 (float4 alignment of chunks) and
+// of the elements one block covers per loop trip (CUDA_OPTIM_THREADS x 4 x the unroll), so only an
+// entry's last chunk has a remainder. Large chunks amortise each block's table lookup and constants;
+// AdamW's one loop trip per block (2048 elements) measured fastest all the same: 2.7B at ctx 1024,
+// 161.2-161.6 ms a step against 161.9-162.1 with 8192 (docs/PERF.md). Both settable at build time
+// (-DCUDA_ADAMW_CHUNK=...) for such measurements.
+#define CUDA_OPTIM_THREADS 256
+#ifndef CUDA_NORM_CHUNK
+#define CUDA_NORM_CHUNK 65536
+#endif
+#ifndef CUDA_ADAMW_CHUNK
+#define CUDA_ADAMW_CHUNK 2048
+#endif
+
+// One input of a global_norm op.
+typedef struct cuda_norm_entry {
+    const void *p;     // (n) F32 or BF16
+    int64_t n;
+    int64_t block0;    // first block of this entry within its op's launch
+    int bf16;          // element type
+    int vec;           // p is 16-byte aligned: float4 / 4 x bf16 loads
+} cuda_norm_entry;
+
+// One parameter of the AdamW update.
+typedef struct cuda_adamw_entry {
+    void *param;       // (n) F32 or BF16 working weight
+    const void *grad;  // (n) F32 or BF16
+    float *m, *v;      // (n) F32
+    float *master;     // (n) F32 master weight (bf16 training), NULL when param is updated directly
+    int64_t n;
+    int64_t block0;    // first block of this entry in the launch
+    float beta1, beta2, eps, weight_decay, max_norm;
+    int param_bf16, grad_bf16;
+    int vec;           // every pointer is 16-byte aligned (param 8-byte when bf16)
+    int op;            // the ADAMW op it came from (host-side check of the pointers)
+    int slot;          // optimizer in backward: 1 + the index in `slots` of this gradient's sum of
+                       // squares; 0 in the ordinary form (one launch for every parameter)
+    void *slots;       // (k) F32 or BF16 slots (optimizer in backward), else NULL
+    int slots_bf16;
+    int64_t grid;      // with a slot: blocks of the op's own launch (a few per SM), else 0
+} cuda_adamw_entry;
 
 // ---- lr_schedule ----------------------------------------------------------------------------------
 
@@ -60,63 +104,112 @@ extern "C" int cuda_run_lr_schedule(stg_cuda *c, const stg_graph *g, int op, voi
 #endif
 #define ADAMW_CS true
 
+static int64_t optim_blocks(int64_t n, int64_t chunk) { return (n + chunk - 1) / chunk; }
+
+// ---- preparation: the global_norm ops' tables (each op's own) ------------------------------------
+
+// A global_norm op's prepared state: its table (one entry per input) on the host, to check the
+// pointers at run time, and on the device (the op's table, inside c->op_tab).
+typedef struct optim_norm_tab {
+    cuda_norm_entry *host; // (n)
+    const cuda_norm_entry *dev;
+    int n;
+} optim_norm_tab;
+
+static void optim_norm_free(void *state) {
+    optim_norm_tab *t = (optim_norm_tab *)state;
+    if (t) free(t->host);
+    free(t);
+}
+
+static size_t optim_norm_table_bytes(const stg_graph *g, int op) {
+    return (sizeof(cuda_norm_entry) * (size_t)g->ops[op].n_in + 255) & ~(size_t)255;
+}
+
+// The op's inputs in order, blocks counted from 0; its partials (one double per block) in c->work.
+static int prep_global_norm(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state,
+                            size_t *work, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    optim_norm_tab *t = (optim_norm_tab *)stg_calloc(1, sizeof *t, err);
+    if (!t) return -1;
+    *state = t;
+    if (o->n_in) {
+        t->host = (cuda_norm_entry *)stg_calloc((size_t)o->n_in, sizeof(cuda_norm_entry), err);
+        if (!t->host) return -1;
+    }
+    int64_t blocks = 0;
+    for (int j = 0; j < o->n_in; j++) {
+        int k = o->in[j];
+        int b = cuda_is_bf16(g, o, k, err);
+        if (b < 0) return -1;
+        if (!ptr[k]) return stg_errf(err, "tensor %s has no device memory", g->t[k].name);
+        cuda_norm_entry *e = &t->host[j];
+        e->p = ptr[k];
+        e->n = cuda_numel(&g->t[k]);
+        e->block0 = blocks;
+        e->bf16 = b;
+        e->vec = cu_aligned(ptr[k], 16);
+        blocks += optim_blocks(e->n, CUDA_NORM_CHUNK);
+    }
+    t->n = o->n_in;
+    t->dev = (const cuda_norm_entry *)table;
+    if (o->n_in) CUDA_CHECK(err, cudaMemcpy(table, t->host, sizeof(cuda_norm_entry) * (size_t)o->n_in, cudaMemcpyHostToDevice));
+    *work = (size_t)blocks * sizeof(double);
+    return 0;
+}
+
+// ---- preparation: the AdamW table (a group: every ADAMW op of the graph) ---------------------------
+
 template <int U, bool CS>
 __global__ void __launch_bounds__(CUDA_OPTIM_THREADS)
     adamw_one_kernel(const cuda_adamw_entry *ent, const void *norm, int nb, const void *sched, int sb, double *part);
 
-static int64_t optim_blocks(int64_t n, int64_t chunk) { return (n + chunk - 1) / chunk; }
+// The AdamW group's state: one entry per parameter in schedule order, on the host (checked against
+// ptr at run time) and on the device (the group's table, inside c->scratch).
+typedef struct optim_adamw_tab {
+    cuda_adamw_entry *host; // (n)
+    const cuda_adamw_entry *dev;
+    int n;
+    int first_op;           // the op that launches the one multi-tensor AdamW kernel
+    int64_t blocks;         // blocks of that launch
+    const void *norm;       // the global norm () and schedule state (2) every AdamW op reads
+    const void *sched;
+    int norm_bf16, sched_bf16;
+    int *entry_of;          // (nops) the entry of each ADAMW op, -1 for other ops
+    int nops;
+} optim_adamw_tab;
 
-extern "C" int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, size_t *table_bytes,
-                               size_t *work_bytes, stg_err *err) {
+static void optim_adamw_free(void *state) {
+    optim_adamw_tab *t = (optim_adamw_tab *)state;
+    if (!t) return;
+    free(t->host);
+    free(t->entry_of);
+    free(t);
+}
+
+// Every parameter in schedule order; the first one's op launches the update (or, with slots, each
+// op its own entry).
+static int optim_adamw_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, void **state, size_t *table_bytes,
+                            size_t *work_bytes, stg_err *err) {
     *table_bytes = 0;
     *work_bytes = 0;
+    optim_adamw_tab *t = (optim_adamw_tab *)stg_calloc(1, sizeof *t, err);
+    if (!t) return -1;
+    *state = t;
+    t->first_op = -1;
     int nops = g->nops > 0 ? g->nops : 1;
-    c->norm_first = (int *)stg_malloc(sizeof(int) * 2 * (size_t)nops, err);
-    if (!c->norm_first) return -1;
-    int n_norm = 0, n_adamw = 0;
-    for (int i = 0; i < nops; i++) c->norm_first[i] = c->norm_first[nops + i] = -1;
-    for (int i = 0; i < g->nops; i++) {
-        if (g->ops[i].kind == STG_OP_GLOBAL_NORM) n_norm += g->ops[i].n_in;
+    t->nops = g->nops;
+    t->entry_of = (int *)stg_malloc(sizeof(int) * (size_t)nops, err);
+    if (!t->entry_of) return -1;
+    int n_adamw = 0;
+    for (int i = 0; i < nops; i++) t->entry_of[i] = -1;
+    for (int i = 0; i < g->nops; i++)
         if (g->ops[i].kind == STG_OP_ADAMW) n_adamw++;
-    }
-
-    // global_norm: every op's inputs, op after op; blocks counted per op.
-    if (n_norm) {
-        c->norm_host = (cuda_norm_entry *)stg_calloc((size_t)n_norm, sizeof(cuda_norm_entry), err);
-        if (!c->norm_host) return -1;
-    }
-    int k = 0;
-    int64_t max_blocks = 0;
-    for (int i = 0; i < g->nops; i++) {
-        const stg_op *o = &g->ops[i];
-        if (o->kind != STG_OP_GLOBAL_NORM) continue;
-        c->norm_first[i] = k;
-        int64_t blocks = 0;
-        for (int j = 0; j < o->n_in; j++, k++) {
-            int t = o->in[j];
-            int b = cuda_is_bf16(g, o, t, err);
-            if (b < 0) return stg_err_prefix(err, "cuda: global_norm (%s)", g->t[o->out[0]].name);
-            if (!ptr[t]) return stg_errf(err, "cuda: global_norm: tensor %s has no device memory", g->t[t].name);
-            cuda_norm_entry *e = &c->norm_host[k];
-            e->p = ptr[t];
-            e->n = cuda_numel(&g->t[t]);
-            e->block0 = blocks;
-            e->bf16 = b;
-            e->vec = cu_aligned(ptr[t], 16);
-            blocks += optim_blocks(e->n, CUDA_NORM_CHUNK);
-        }
-        if (blocks > max_blocks) max_blocks = blocks;
-    }
-    c->n_norm = n_norm;
-    c->norm_blocks = (int)max_blocks;
-    size_t work = (size_t)max_blocks * sizeof(double);
-
-    // adamw: every parameter in schedule order; the first one's op launches the update (or, with
-    // slots, each op its own entry).
     if (n_adamw) {
-        c->adamw_host = (cuda_adamw_entry *)stg_calloc((size_t)n_adamw, sizeof(cuda_adamw_entry), err);
-        if (!c->adamw_host) return -1;
+        t->host = (cuda_adamw_entry *)stg_calloc((size_t)n_adamw, sizeof(cuda_adamw_entry), err);
+        if (!t->host) return -1;
     }
+    size_t work = 0;
     int na = 0, occ = 0;
     int64_t blocks = 0;
     int count = g->nsched > 0 ? g->nsched : g->nops;
@@ -135,11 +228,11 @@ extern "C" int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr
         int sb = nb < 0 ? -1 : cuda_is_bf16(g, o, o->in[5], err);
         int lb = sb < 0 || slot == 0 ? sb : cuda_is_bf16(g, o, o->in[nin], err);
         if (lb < 0) return stg_err_prefix(err, "cuda: adamw (%s)", pn);
-        int state[3] = {o->in[2], o->in[3], nin > 6 ? o->in[6] : -1};
+        int st[3] = {o->in[2], o->in[3], nin > 6 ? o->in[6] : -1};
         for (int q = 0; q < 3; q++)
-            if (state[q] >= 0 && g->t[state[q]].dtype != STG_F32)
+            if (st[q] >= 0 && g->t[st[q]].dtype != STG_F32)
                 return stg_errf(err, "cuda: adamw (%s): optimizer state %s must be f32, not %s", pn,
-                                g->t[state[q]].name, stg_dtype_name(g->t[state[q]].dtype));
+                                g->t[st[q]].name, stg_dtype_name(g->t[st[q]].dtype));
         for (int q = 0; q < o->n_in; q++)
             if (!ptr[o->in[q]]) return stg_errf(err, "cuda: adamw (%s): tensor %s has no device memory", pn, g->t[o->in[q]].name);
         int64_t n = cuda_numel(&g->t[o->in[0]]);
@@ -151,18 +244,18 @@ extern "C" int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr
             return stg_errf(err, "cuda: adamw (%s): slot %d is past the %lld slots of %s", pn, slot,
                             (long long)cuda_numel(&g->t[o->in[nin]]), g->t[o->in[nin]].name);
         if (na == 0) {
-            c->first_adamw_op = i;
-            c->adamw_norm = ptr[o->in[4]];
-            c->adamw_sched = ptr[o->in[5]];
-            c->adamw_norm_bf16 = nb;
-            c->adamw_sched_bf16 = sb;
-        } else if (c->adamw_norm != ptr[o->in[4]] || c->adamw_sched != ptr[o->in[5]]) {
+            t->first_op = i;
+            t->norm = ptr[o->in[4]];
+            t->sched = ptr[o->in[5]];
+            t->norm_bf16 = nb;
+            t->sched_bf16 = sb;
+        } else if (t->norm != ptr[o->in[4]] || t->sched != ptr[o->in[5]]) {
             return stg_errf(err, "cuda: adamw (%s): every adamw op must read the same norm and schedule state", pn);
-        } else if ((slot > 0) != (c->adamw_host[0].slot > 0)) {
+        } else if ((slot > 0) != (t->host[0].slot > 0)) {
             return stg_errf(err, "cuda: adamw (%s): either every adamw op has a slot (optimizer in backward) or none", pn);
         }
-        cuda_adamw_entry *e = &c->adamw_host[na];
-        c->norm_first[nops + i] = na++;
+        cuda_adamw_entry *e = &t->host[na];
+        t->entry_of[i] = na++;
         e->param = ptr[o->in[0]];
         e->grad = ptr[o->in[1]];
         e->m = (float *)ptr[o->in[2]];
@@ -198,12 +291,21 @@ extern "C" int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr
         }
         blocks += optim_blocks(n, CUDA_ADAMW_CHUNK);
     }
-    c->n_adamw = na;
-    c->adamw_blocks = blocks;
+    t->n = na;
+    t->blocks = blocks;
     *work_bytes = work;
-    *table_bytes = sizeof(cuda_norm_entry) * (size_t)n_norm + sizeof(cuda_adamw_entry) * (size_t)na;
+    *table_bytes = sizeof(cuda_adamw_entry) * (size_t)na;
     return 0;
 }
+
+static int optim_adamw_fill(stg_cuda *c, void *state, void *table, stg_err *err) {
+    optim_adamw_tab *t = (optim_adamw_tab *)state;
+    t->dev = (const cuda_adamw_entry *)table;
+    if (t->n) CUDA_CHECK(err, cudaMemcpy(table, t->host, sizeof(cuda_adamw_entry) * (size_t)t->n, cudaMemcpyHostToDevice));
+    return 0;
+}
+
+static const cuda_group optim_adamw_group = {"AdamW table", optim_adamw_plan, optim_adamw_fill, optim_adamw_free};
 
 // The entry whose blocks hold block b: the last one with block0 <= b (entries with no elements own
 // no block and are passed over).
@@ -318,15 +420,16 @@ extern "C" int cuda_run_global_norm(stg_cuda *c, const stg_graph *g, int op, voi
     const stg_op *o = &g->ops[op];
     int ob = cuda_is_bf16(g, o, o->out[0], err);
     if (ob < 0) return -1;
-    if (!c->norm_first || op >= c->nops || c->norm_first[op] < 0)
-        return stg_errf(err, "no global-norm table: cuda_prepare was not called for this graph");
-    const cuda_norm_entry *h = &c->norm_host[c->norm_first[op]];
+    const optim_norm_tab *nt = c->state && op < c->nops && c->state_free[op] == optim_norm_free ? (const optim_norm_tab *)c->state[op]
+                                                                                              : NULL;
+    if (!nt || nt->n != o->n_in) return stg_errf(err, "no global-norm table: cuda_prepare was not called for this graph");
+    const cuda_norm_entry *h = nt->host;
     for (int j = 0; j < o->n_in; j++)
         if (h[j].p != ptr[o->in[j]])
             return stg_errf(err, "tensor %s moved since cuda_prepare: call cuda_prepare again", g->t[o->in[j]].name);
     int64_t nb = o->n_in ? h[o->n_in - 1].block0 + optim_blocks(h[o->n_in - 1].n, CUDA_NORM_CHUNK) : 0;
-    double *part = (double *)c->norm_partials;
-    const cuda_norm_entry *tab = (const cuda_norm_entry *)c->norm_table + c->norm_first[op];
+    double *part = (double *)c->work;
+    const cuda_norm_entry *tab = nt->dev;
     if (nb > 0) {
         norm_partial_kernel<NORM_UNROLL, NORM_CS><<<(unsigned)nb, CUDA_OPTIM_THREADS, 0, c->stream>>>(tab, o->n_in, CUDA_NORM_CHUNK, part);
         CUDA_LAUNCH_CHECK(err, "norm_partial_kernel");
@@ -512,28 +615,29 @@ __global__ void __launch_bounds__(CUDA_OPTIM_THREADS)
 // the schedule updates every parameter and the others were done by it; with slots each op updates
 // its own parameter and writes its gradient's sum of squares into its slot.
 extern "C" int cuda_run_adamw(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
-    if (!c->adamw_host || c->n_adamw == 0 || !c->norm_first || op >= c->nops)
+    const optim_adamw_tab *t = (const optim_adamw_tab *)cuda_group_state(c, &optim_adamw_group);
+    if (!t || t->n == 0 || t->nops != g->nops || op >= t->nops)
         return stg_errf(err, "no AdamW table: cuda_prepare was not called for this graph");
-    int idx = c->norm_first[c->nops + op];
-    if (idx < 0 || c->adamw_host[idx].op != op) return stg_errf(err, "adamw op %d is not in the table cuda_prepare built", op);
-    const cuda_adamw_entry *self = &c->adamw_host[idx];
+    int idx = t->entry_of[op];
+    if (idx < 0 || t->host[idx].op != op) return stg_errf(err, "adamw op %d is not in the table cuda_prepare built", op);
+    const cuda_adamw_entry *self = &t->host[idx];
     bool per_op = self->slot > 0;
-    if (!per_op && op != c->first_adamw_op) return 0; // updated by the first ADAMW op's launch
-    for (int i = per_op ? idx : 0; i < (per_op ? idx + 1 : c->n_adamw); i++) {
-        const cuda_adamw_entry *e = &c->adamw_host[i];
+    if (!per_op && op != t->first_op) return 0; // updated by the first ADAMW op's launch
+    for (int i = per_op ? idx : 0; i < (per_op ? idx + 1 : t->n); i++) {
+        const cuda_adamw_entry *e = &t->host[i];
         const stg_op *o = &g->ops[e->op];
         int nin = o->n_in - (e->slot > 0);
         if (ptr[o->in[0]] != e->param || ptr[o->in[1]] != e->grad || ptr[o->in[2]] != (void *)e->m ||
             ptr[o->in[3]] != (void *)e->v || (e->master && ptr[o->in[6]] != (void *)e->master) ||
-            (e->slot > 0 && ptr[o->in[nin]] != e->slots) || ptr[o->in[4]] != c->adamw_norm || ptr[o->in[5]] != c->adamw_sched)
+            (e->slot > 0 && ptr[o->in[nin]] != e->slots) || ptr[o->in[4]] != t->norm || ptr[o->in[5]] != t->sched)
             return stg_errf(err, "the tensors of parameter %s moved since cuda_prepare: call cuda_prepare again",
                             g->t[o->in[0]].name);
     }
-    const cuda_adamw_entry *dtab = (const cuda_adamw_entry *)c->adamw_table;
+    const cuda_adamw_entry *dtab = t->dev;
     if (!per_op) {
-        if (c->adamw_blocks == 0) return 0;
-        adamw_kernel<ADAMW_UNROLL, ADAMW_CS, false><<<(unsigned)c->adamw_blocks, CUDA_OPTIM_THREADS, 0, c->stream>>>(
-            dtab, c->n_adamw, 0, CUDA_ADAMW_CHUNK, c->adamw_norm, c->adamw_norm_bf16, c->adamw_sched, c->adamw_sched_bf16, NULL);
+        if (t->blocks == 0) return 0;
+        adamw_kernel<ADAMW_UNROLL, ADAMW_CS, false><<<(unsigned)t->blocks, CUDA_OPTIM_THREADS, 0, c->stream>>>(
+            dtab, t->n, 0, CUDA_ADAMW_CHUNK, t->norm, t->norm_bf16, t->sched, t->sched_bf16, NULL);
         CUDA_LAUNCH_CHECK(err, "adamw_kernel");
         return 0;
     }
@@ -543,7 +647,7 @@ extern "C" int cuda_run_adamw(stg_cuda *c, const stg_graph *g, int op, void *con
         return stg_errf(err, "adamw (%s): the kernels' scratch holds %zu bytes, %lld needed", g->t[g->ops[op].in[0]].name,
                         c->work_bytes, (long long)nb * (long long)sizeof(double));
     adamw_one_kernel<ADAMW_UNROLL, ADAMW_CS><<<(unsigned)nb, CUDA_OPTIM_THREADS, 0, c->stream>>>(
-        dtab + idx, c->adamw_norm, c->adamw_norm_bf16, c->adamw_sched, c->adamw_sched_bf16, part);
+        dtab + idx, t->norm, t->norm_bf16, t->sched, t->sched_bf16, part);
     CUDA_LAUNCH_CHECK(err, "adamw_one_kernel");
     partials_final_kernel<<<1, 256, 0, c->stream>>>(part, nb, self->slots, self->slots_bf16, self->slot - 1, 0);
     CUDA_LAUNCH_CHECK(err, "partials_final_kernel");
@@ -855,7 +959,8 @@ out:
 // multi-tensor launch of the ordinary form updates every parameter, named or not.
 static int adamw_lane(const stg_graph *g, int op) { return g->ops[op].a.adamw.slot > 0 ? CUDA_REC_MAIN : CUDA_REC_BARRIER; }
 
-const cuda_rec stg_cuda_adamw = {cuda_run_adamw, NULL, NULL, NULL, CUDA_REC_BARRIER, adamw_lane};
-const cuda_rec stg_cuda_global_norm = {cuda_run_global_norm, NULL, NULL, NULL, CUDA_REC_BARRIER, NULL};
+const cuda_rec stg_cuda_adamw = {cuda_run_adamw, NULL, NULL, NULL, CUDA_REC_BARRIER, adamw_lane, &optim_adamw_group};
+const cuda_rec stg_cuda_global_norm = {cuda_run_global_norm, prep_global_norm, optim_norm_free, optim_norm_table_bytes,
+                                       CUDA_REC_BARRIER, NULL, NULL};
 const cuda_rec stg_cuda_lr_schedule = {cuda_run_lr_schedule, NULL, NULL, NULL, CUDA_REC_BARRIER, NULL};
 const cuda_rec stg_cuda_slot_norm = {cuda_run_slot_norm, NULL, NULL, NULL, CUDA_REC_MAIN, NULL};

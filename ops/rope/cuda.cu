@@ -45,7 +45,7 @@ __device__ __forceinline__ float2 rope_cos_sin(int64_t s, int k, int Dh, double 
 }
 
 // tab[s][k] = (cos, sin) of position s, pair k: one table per (S, Dh, theta), built once when the
-// graph is prepared (before any capture), read by every rope op of that shape.
+// graph is prepared (before any capture: the rope group, below), read by every rope op of that shape.
 __global__ void rope_table_kernel(float2 *tab, int64_t S, int Dh, double log_theta) {
     const int half = Dh / 2;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < S * half; i += (int64_t)gridDim.x * blockDim.x)
@@ -100,38 +100,71 @@ static bool rope_vec_shape(const stg_graph *g, const stg_op *o, int64_t *S, int6
     return *S > 0 && *Dh > 0 && *Dh % 8 == 0; // bf16 vectors of 8, fp32 of 4: the table's rows 32-byte multiples
 }
 
-static int rope_key_find(const stg_cuda *c, int64_t S, int64_t Dh, double theta) {
-    for (int i = 0; i < c->n_rope; i++)
-        if (c->rope_keys[i].S == S && c->rope_keys[i].Dh == Dh && c->rope_keys[i].theta == theta) return i;
+// A rope table: float2 (cos, sin) [S][Dh / 2] at byte `off` of the group's table.
+typedef struct rope_key {
+    int64_t S;
+    int64_t Dh;
+    double theta;
+    size_t off;
+} rope_key;
+
+// The rope group's state: one table per (positions, head dim, theta) of the graph's rope ops.
+typedef struct rope_tables {
+    rope_key *keys; // (n)
+    int n;
+    void *tab;      // the tables (device memory inside c->scratch), NULL when none
+} rope_tables;
+
+static int rope_key_find(const rope_tables *t, int64_t S, int64_t Dh, double theta) {
+    for (int i = 0; i < t->n; i++)
+        if (t->keys[i].S == S && t->keys[i].Dh == Dh && t->keys[i].theta == theta) return i;
     return -1;
 }
 
-extern "C" int cuda_rope_plan(stg_cuda *c, const stg_graph *g, size_t *bytes, stg_err *err) {
+static void rope_tables_free(void *state) {
+    rope_tables *t = (rope_tables *)state;
+    if (t) free(t->keys);
+    free(t);
+}
+
+// The tables the graph's rope ops need and their bytes.
+static int rope_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, void **state, size_t *bytes, size_t *work,
+                     stg_err *err) {
     *bytes = 0;
+    *work = 0;
+    rope_tables *t = (rope_tables *)stg_calloc(1, sizeof *t, err);
+    if (!t) return -1;
+    *state = t;
     for (int i = 0; i < g->nops; i++) {
         const stg_op *o = &g->ops[i];
         int64_t S, Dh;
-        if (o->kind != STG_OP_ROPE || !rope_vec_shape(g, o, &S, &Dh) || rope_key_find(c, S, Dh, o->a.rope.theta) >= 0) continue;
-        struct cuda_rope_key *k = (struct cuda_rope_key *)realloc(c->rope_keys, sizeof *k * (size_t)(c->n_rope + 1));
+        if (o->kind != STG_OP_ROPE || !rope_vec_shape(g, o, &S, &Dh) || rope_key_find(t, S, Dh, o->a.rope.theta) >= 0) continue;
+        rope_key *k = (rope_key *)realloc(t->keys, sizeof *k * (size_t)(t->n + 1));
         if (!k) return stg_errf(err, "cuda: out of host memory for the rope tables");
-        c->rope_keys = k;
-        k[c->n_rope++] = (struct cuda_rope_key){S, Dh, o->a.rope.theta, *bytes};
+        t->keys = k;
+        k[t->n++] = (rope_key){S, Dh, o->a.rope.theta, *bytes};
         *bytes += ((size_t)S * (size_t)(Dh / 2) * sizeof(float2) + 255) & ~(size_t)255; // 256-byte aligned tables
     }
     return 0;
 }
 
-extern "C" int cuda_rope_fill(stg_cuda *c, stg_err *err) {
-    for (int i = 0; i < c->n_rope; i++) {
-        const struct cuda_rope_key *k = &c->rope_keys[i];
+// Their values: a kernel on c->stream.
+static int rope_fill(stg_cuda *c, void *state, void *table, stg_err *err) {
+    rope_tables *t = (rope_tables *)state;
+    t->tab = t->n ? table : NULL;
+    if (!t->n) return 0;
+    for (int i = 0; i < t->n; i++) {
+        const rope_key *k = &t->keys[i];
         int64_t n = k->S * (k->Dh / 2);
-        rope_table_kernel<<<cuda_blocks(c, n, 256), 256, 0, c->stream>>>((float2 *)((char *)c->rope_tab + k->off), k->S, (int)k->Dh,
+        rope_table_kernel<<<cuda_blocks(c, n, 256), 256, 0, c->stream>>>((float2 *)((char *)t->tab + k->off), k->S, (int)k->Dh,
                                                                           log(k->theta));
         CUDA_LAUNCH_CHECK(err, "rope_table_kernel");
     }
     CUDA_CHECK(err, cudaStreamSynchronize(c->stream)); // the tables are read from every stream
     return 0;
 }
+
+static const cuda_group rope_group = {"rope cos/sin tables", rope_plan, rope_fill, rope_tables_free};
 
 extern "C" int cuda_run_rope(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     const stg_op *o = &g->ops[op];
@@ -151,10 +184,11 @@ extern "C" int cuda_run_rope(stg_cuda *c, const stg_graph *g, int op, void *cons
     double lt = log(o->a.rope.theta), sign = o->a.rope.inverse ? -1.0 : 1.0;
     int N = b ? 8 : 4;
     int64_t vS, vDh;
-    int key = rope_vec_shape(g, o, &vS, &vDh) ? rope_key_find(c, S, Dh, o->a.rope.theta) : -1;
-    if (key >= 0 && c->rope_tab && cu_aligned(ptr[o->in[0]], 16) && cu_aligned(ptr[o->out[0]], 16) &&
+    const rope_tables *rt = (const rope_tables *)cuda_group_state(c, &rope_group);
+    int key = rt && rope_vec_shape(g, o, &vS, &vDh) ? rope_key_find(rt, S, Dh, o->a.rope.theta) : -1;
+    if (key >= 0 && rt->tab && cu_aligned(ptr[o->in[0]], 16) && cu_aligned(ptr[o->out[0]], 16) &&
         rows / S * (H * Dh / N) + (int64_t)256 * 65535 < INT32_MAX) {
-        const float2 *tab = (const float2 *)((const char *)c->rope_tab + c->rope_keys[key].off);
+        const float2 *tab = (const float2 *)((const char *)rt->tab + rt->keys[key].off);
         int64_t outer = rows / S, total = outer * (H * Dh / N);
         int vt = 256;
         int64_t chunks = (total + vt - 1) / vt;
@@ -181,4 +215,4 @@ extern "C" int cuda_run_rope(stg_cuda *c, const stg_graph *g, int op, void *cons
 
 // ---- records ------------------------------------------------------------------------------------
 
-const cuda_rec stg_cuda_rope = {cuda_run_rope, NULL, NULL, NULL, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_rope = {cuda_run_rope, NULL, NULL, NULL, CUDA_REC_ANY, NULL, &rope_group};

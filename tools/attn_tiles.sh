@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The attention backward's tile shapes compared on the GPU machine: one stg build per variant
-# (compile definitions of ops/attention/cuda.cu, built side by side), each timed by `stg attn-bench`
+# (compile definitions of ops/attention/cuda_mma.cu, built side by side), each timed by `stg attn-bench`
 # at the models' attention shapes (batch 4, ctx 1024: xl's 25 heads of 64, 2.7B's 32 heads of 80)
 # and at the issue's B4 H16 Dh64 S4096.
 # Usage: tools/attn_tiles.sh OUTDIR 'name:-DFLAG=V -DFLAG2=V' ...

@@ -1,5 +1,5 @@
 // The bf16 causal attention forward and backward on Hopper's warpgroup matrix instructions (wgmma,
-// sm_90a), built as their own objects for the sm_90a target (CMakeLists.txt); ops/attention/cuda.cu
+// sm_90a), built as their own objects for the sm_90a target (CMakeLists.txt); ops/attention/cuda_mma.cu
 // calls them on devices of compute capability 9.0 and keeps the mma.sync kernels for every other case.
 #ifndef STG_OPS_CUDA_SM90A_ATTENTION_WGMMA_H
 #define STG_OPS_CUDA_SM90A_ATTENTION_WGMMA_H

@@ -33,8 +33,8 @@ if [ "$1" = 1 ]; then
   done
   unset STG_NORM_FOLD_BYTES
   el benched
-  $NEW bench ../../models/cs336/small.yaml --set ctx=512 --precision bf16 --profile > $O/profile-small512-new.txt 2>&1
-  $OLD bench ../../models/cs336/small.yaml --set ctx=512 --precision bf16 --profile > $O/profile-small512-old.txt 2>&1
+  $NEW bench models/cs336/small.yaml --set ctx=512 --precision bf16 --profile > $O/profile-small512-new.txt 2>&1
+  $OLD bench models/cs336/small.yaml --set ctx=512 --precision bf16 --profile > $O/profile-small512-old.txt 2>&1
   for w in new old; do echo "## $w"; grep -E "^  (time|critical|streams|adamw|global_norm)|x global_norm|x adamw|shorter without.*(global_norm|adamw)" $O/profile-small512-$w.txt; done
   el profiled
   timeout 150 tools/bench_ab.sh $NEW,$OLD '' '' 2.7B:1024 2>&1 | tee $O/ab-2.7B.txt | grep time

@@ -63,11 +63,10 @@ typedef struct cuda_norm_fold cuda_norm_fold; // ops/optim/cuda.cu
 // entry's last chunk has a remainder. Large chunks amortise each block's table lookup and constants;
 // AdamW's one loop trip per block (2048 elements) measured fastest all the same: 2.7B at ctx 1024,
 // 161.2-161.6 ms a step against 161.9-162.1 with 8192 (docs/PERF.md). Both settable at build time
-// (-DCUDA_ADAMW_CHUNK=...) for such measurements. The norm's 16384 (was 65536) gives the launches
-// folded into the backward pass (a 768 x 768 gradient: 36 blocks, not 9) short blocks.
+// (-DCUDA_ADAMW_CHUNK=...) for such measurements.
 #define CUDA_OPTIM_THREADS 256
 #ifndef CUDA_NORM_CHUNK
-#define CUDA_NORM_CHUNK 16384
+#define CUDA_NORM_CHUNK 65536
 #endif
 #ifndef CUDA_ADAMW_CHUNK
 #define CUDA_ADAMW_CHUNK 2048

@@ -187,74 +187,6 @@ static void test_step_against_cpu(void **s) {
     rig_close(&g);
 }
 
-// The global norm folded into the backward pass (each gradient's partial sums right after its last
-// writer, ops/optim/cuda.cu) gives the one-pass norm bitwise: clipping always on (max_norm 1e-3),
-// bf16, 4 steps, fold limits none (STG_NORM_FOLD_BYTES=0), 4096 bytes (the norm gains fold, the
-// matrices do not) and the default; graph replay and eager; the step as one run and as a
-// forward-backward run then an optimizer run. Norms, losses and parameters all equal.
-#define NFOLD 6
-static void test_norm_fold_bitwise(void **s) {
-    const char *limit[NFOLD] = {"0", "4096", NULL, NULL, "4096", NULL};
-    const bool graph[NFOLD] = {true, true, true, false, true, true}, split[NFOLD] = {false, false, false, false, true, true};
-    double l[NFOLD][4], nrm[NFOLD][4], *p[NFOLD];
-    int64_t n[NFOLD];
-    for (int m = 0; m < NFOLD; m++) {
-        if (limit[m]) setenv("STG_NORM_FOLD_BYTES", limit[m], 1);
-        else unsetenv("STG_NORM_FOLD_BYTES");
-        stg_err err;
-        const char *sets[NLM + 1];
-        memcpy(sets, lm_sets, sizeof(char *) * NLM);
-        sets[NLM] = "attention=flash";
-        stg_step_opts o = rig_opts(MODEL("tiny.yaml"), STG_PREC_BF16, sets, NLM + 1);
-        o.optim = rig_optim(1e-2, 1e-3, 1, 5);
-        o.optim.max_norm = 1e-3;
-        stg_step *st = rig_step(&o);
-        rt_backend *b;
-        if (rt_backend_cuda_new(0, false, &b, &err)) {
-            stg_step_free(st);
-            fail_msg("%s", err.msg);
-        }
-        rt_exec_opts eo = {.graph = graph[m]};
-        rig r;
-        rig_open(&r, st, &(rig_cfg){.b = b, .own_b = true, .eo = &eo, .init_seed = 3, .feed_seed = 9});
-        rt_rng rng;
-        rt_rng_seed(&rng, 17);
-        for (int k = 0; k < 4; k++) {
-            rt_exec_results res, opt;
-            if (rt_feed_next(r.f, r.e, &rng, &err)) fail_msg("%s", err.msg);
-            if (!split[m]) {
-                if (rt_exec_run_results(r.e, RT_PHASE_ALL, &res, &err)) fail_msg("%s", err.msg);
-            } else if (rt_exec_run_results(r.e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &res, &err) ||
-                       rt_exec_run_results(r.e, RT_PHASE_OPTIMIZER, &opt, &err)) {
-                fail_msg("%s", err.msg);
-            }
-            l[m][k] = res.loss;
-            nrm[m][k] = split[m] ? opt.grad_norm : res.grad_norm;
-            assert_true(nrm[m][k] > 1e-3); // clipped
-        }
-        int64_t total = 0;
-        for (int t = 0; t < r.g->nt; t++)
-            if (r.g->t[t].cls == STG_CLASS_PARAM) total += stg_numel(&r.g->t[t]);
-        double *q = p[m] = malloc(sizeof(double) * (size_t)total);
-        for (int t = 0; t < r.g->nt; t++)
-            if (r.g->t[t].cls == STG_CLASS_PARAM) {
-                if (rt_exec_read_f64(r.e, rt_exec_param_truth(r.e, t), q, &err)) fail_msg("%s", err.msg);
-                q += stg_numel(&r.g->t[t]);
-            }
-        n[m] = total;
-        rig_close(&r);
-    }
-    unsetenv("STG_NORM_FOLD_BYTES");
-    print_message("norm fold: grad norms %.6g %.6g %.6g %.6g\n", nrm[0][0], nrm[0][1], nrm[0][2], nrm[0][3]);
-    for (int m = 1; m < NFOLD; m++) {
-        assert_memory_equal(l[m], l[0], sizeof l[0]);
-        assert_memory_equal(nrm[m], nrm[0], sizeof nrm[0]);
-        assert_int_equal(n[m], n[0]);
-        assert_memory_equal(p[m], p[0], sizeof(double) * (size_t)n[0]);
-    }
-    for (int m = 0; m < NFOLD; m++) free(p[m]);
-}
-
 int main(void) {
     if (!rt_cuda_available()) {
         printf("skipped: no GPU\n");
@@ -266,7 +198,6 @@ int main(void) {
         cmocka_unit_test(test_graph_equals_eager_fp32), cmocka_unit_test(test_graph_equals_eager_bf16),
         cmocka_unit_test(test_step_against_cpu),
         cmocka_unit_test(test_bf16_20_steps_head_dim_64), cmocka_unit_test(test_bf16_20_steps_head_dim_80),
-        cmocka_unit_test(test_norm_fold_bitwise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -105,7 +105,6 @@ static void cuda_release_prepared(stg_cuda *c) {
         if (c->state[i] && c->state_free[i]) c->state_free[i](c->state[i]);
     free(c->state);
     free(c->state_free);
-    c->norm_fold = NULL; // a global_norm op's state, freed above
     c->state = NULL;
     c->state_free = NULL;
     c->nops = 0;
@@ -128,6 +127,7 @@ static void cuda_release_prepared(stg_cuda *c) {
     c->work_bytes = 0;
     c->adamw_table = NULL;
     c->norm_table = NULL;
+    c->norm_partials = NULL;
     free(c->adamw_host);
     c->adamw_host = NULL;
     free(c->norm_host);
@@ -299,6 +299,7 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
         c->rope_tab = c->n_rope ? base + adamw_bytes + norm_bytes : NULL;
         c->work = work ? base + adamw_bytes + norm_bytes + rope_bytes : NULL;
         c->work_bytes = work;
+        c->norm_partials = c->n_norm ? c->work : NULL;
         if (c->n_adamw)
             CUDA_CHECK(err, cudaMemcpy(c->adamw_table, c->adamw_host, sizeof(cuda_adamw_entry) * (size_t)c->n_adamw,
                                        cudaMemcpyHostToDevice));
@@ -333,7 +334,7 @@ extern "C" int cuda_op_run(stg_cuda *c, const stg_graph *g, int op, void *const 
             return stg_errf(err, "cuda: op %s (tensor %s) is f64: f64 graphs run on the CPU backend only",
                             ops_name(o->kind), g->t[id].name);
     }
-    if (cuda_recs[o->kind]->run(c, g, op, ptr, err) || (c->norm_fold && cuda_norm_fold_after(c, g, op, ptr, err))) {
+    if (cuda_recs[o->kind]->run(c, g, op, ptr, err)) {
         const char *what = o->n_out > 0 ? g->t[o->out[0]].name : g->t[o->in[0]].name;
         return stg_err_prefix(err, "cuda: op %s (%s)", ops_name(o->kind), what);
     }

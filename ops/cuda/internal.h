@@ -5,8 +5,8 @@
 //   scratch       [AdamW table][global-norm tables][work], one cudaMalloc made by cuda_prepare:
 //                 the tables are built once from the plan's pointers; `work` is shared by every
 //                 op that needs temporary device memory (they run one after another on c->stream):
-//                 norm-backward partial sums, cross-entropy row losses, attention scratch (the
-//                 global norm's partials live in the first global_norm op's table: op_tab).
+//                 norm-backward partial sums, cross-entropy row losses, global-norm partials,
+//                 attention scratch.
 #ifndef STG_OPS_CUDA_INTERNAL_H
 #define STG_OPS_CUDA_INTERNAL_H
 
@@ -55,7 +55,6 @@ extern "C" { // C headers: ops_name, ops_def, ... have C linkage
 
 // One cuBLASLt matmul configuration, chosen before capture and reused (ops/matmul/cuda.cu).
 typedef struct cuda_mm_plan cuda_mm_plan;
-typedef struct cuda_norm_fold cuda_norm_fold; // ops/optim/cuda.cu
 
 // ---- multi-tensor tables (ops/optim/cuda.cu) ----------------------------------------------------
 // Elements per block of the multi-tensor kernels. Multiples of 4 (float4 alignment of chunks) and
@@ -132,6 +131,7 @@ struct stg_cuda {
     int first_adamw_op;      // the op that launches the one multi-tensor AdamW kernel (-1: none)
     void *norm_table;        // cuda_norm_entry[n_norm] for every global_norm op, op after op
     int n_norm;
+    void *norm_partials;     // double partial sums of the global norm (inside work)
     int norm_blocks;         // the largest block count of one global_norm launch
     // added by the kernels' owner
     void *work;              // shared per-op scratch (inside scratch, after the tables)
@@ -150,9 +150,6 @@ struct stg_cuda {
     int n_rope;
     void *rope_tab;
     bool accumulate;         // cuda_set_accumulate: ops marked in stg_op.accum add into those outputs
-    // the global norm's partial sums taken right after each gradient's last writer (ops/optim/cuda.cu),
-    // the first global_norm op's state; NULL when the graph has none
-    struct cuda_norm_fold *norm_fold;
 };
 
 // Whether op o adds into its output k now (gradient accumulation, after the first micro-batch).
@@ -193,12 +190,9 @@ size_t cuda_cross_entropy_work_bytes(const stg_graph *g, int op); // ops/loss/cu
 size_t cuda_embedding_bwd_work_bytes(const stg_graph *g, int op); // ops/embedding/cuda.cu (sort scratch)
 // Builds the global-norm and AdamW host tables from ptr (ops/optim/cuda.cu): sets norm_host,
 // norm_first, n_norm, adamw_host, n_adamw, first_adamw_op, adamw_blocks; returns the table bytes in
-// *table_bytes and the scratch of the optimizer-in-backward AdamW launches in *work_bytes.
+// *table_bytes and the largest global-norm partials in *work_bytes.
 int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, size_t *table_bytes, size_t *work_bytes,
                     stg_err *err);
-// After op `op` ran on c->stream: the global norm's partial sums of the gradients whose last writer
-// before the norm it is (c->norm_fold; nothing for other ops). ops/optim/cuda.cu
-int cuda_norm_fold_after(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err);
 
 // ---- the records --------------------------------------------------------------------------------
 // One per op kind: each family's ops/<family>/cuda.cu defines `stg_cuda_<name>`; ops/cuda/cuda.cu

@@ -109,7 +109,7 @@ extern "C" int cuda_optim_plan(stg_cuda *c, const stg_graph *g, void *const *ptr
     }
     c->n_norm = n_norm;
     c->norm_blocks = (int)max_blocks;
-    size_t work = 0; // the global norm's partials: the first global_norm op's table (prep_global_norm)
+    size_t work = (size_t)max_blocks * sizeof(double);
 
     // adamw: every parameter in schedule order; the first one's op launches the update (or, with
     // slots, each op its own entry).
@@ -274,10 +274,9 @@ template <int U, bool CS, typename T> __device__ __forceinline__ double norm_spa
 }
 
 template <int U, bool CS>
-__global__ void __launch_bounds__(CUDA_OPTIM_THREADS)
-    norm_partial_kernel(const cuda_norm_entry *tab, int ne, int64_t blk0, int64_t chunk, double *part) {
+__global__ void __launch_bounds__(CUDA_OPTIM_THREADS) norm_partial_kernel(const cuda_norm_entry *tab, int ne, int64_t chunk, double *part) {
     __shared__ cuda_norm_entry s_e;
-    int64_t b = blk0 + blockIdx.x;
+    int64_t b = blockIdx.x;
     if (threadIdx.x == 0) s_e = tab[optim_find(tab, ne, b)];
     __syncthreads();
     const cuda_norm_entry e = s_e;
@@ -315,221 +314,24 @@ __global__ void partials_final_kernel(const double *part, int64_t nb, void *out,
     if (threadIdx.x == 0) cu_std(out, ob, idx, (float)(out_sqrt ? sqrt(s) : s));
 }
 
-// ---- the global norm folded into the backward pass ---------------------------------------------
-//
-// The one pass over every gradient after the backward pass (small: 0.51 GB, 0.18 ms alone on the
-// critical path) reads bytes that sat in L2 a moment after each gradient was written. So each
-// global_norm input of at most the fold limit (bytes; cuda_norm_fold_limit) that an op before the
-// norm writes has its partial sums of squares taken right after the last such op, by the same
-// kernel over the same blocks (norm_partial_kernel, the input's own block numbers), on that op's
-// stream: a few blocks reading from L2 beside the rest of the backward pass. The global_norm op
-// then runs the kernel over the inputs left and adds every partial in order, so the norm is
-// bitwise the one-pass norm. Which inputs were folded since the last norm is kept on the host
-// (`done`), so a run whose mask leaves the writers out (or a captured graph of such a run) takes
-// them in the norm's own pass. The partials live in the first global_norm op's device table, not in
-// the shared c->work: the folded launches run on any stream.
-struct cuda_norm_fold {
-    int nops;
-    int *first;      // (nops + 1) the inputs folded after op i: items [first[i], first[i + 1])
-    int *item_op;    // (items) the global_norm op of each item
-    int *item_in;    //         and its input
-    int *entry0;     // (nops) the first norm entry of each global_norm op (numbered as cuda_optim_plan does), -1 else
-    int64_t *base;   // (nops) its first partial in part, -1 else
-    unsigned char *done; // (entries) folded since the last norm
-    double *part;    // device: the partials of every global_norm op
-    int64_t limit;   // the fold limit in bytes
-};
-
-static void norm_fold_free(void *p) {
-    cuda_norm_fold *f = (cuda_norm_fold *)p;
-    if (!f) return;
-    free(f->first);
-    free(f->item_op);
-    free(f->item_in);
-    free(f->entry0);
-    free(f->base);
-    free(f->done);
-    free(f);
-}
-
-// The partials of every global_norm op, in the table of the first one (by op id).
-static int64_t norm_fold_blocks(const stg_graph *g) {
-    int64_t nb = 0;
-    for (int i = 0; i < g->nops; i++)
-        if (g->ops[i].kind == STG_OP_GLOBAL_NORM)
-            for (int j = 0; j < g->ops[i].n_in; j++) nb += optim_blocks(cuda_numel(&g->t[g->ops[i].in[j]]), CUDA_NORM_CHUNK);
-    return nb;
-}
-
-static int first_norm_op(const stg_graph *g) {
-    for (int i = 0; i < g->nops; i++)
-        if (g->ops[i].kind == STG_OP_GLOBAL_NORM) return i;
-    return -1;
-}
-
-static size_t norm_table_bytes(const stg_graph *g, int op) {
-    return op == first_norm_op(g) ? sizeof(double) * (size_t)norm_fold_blocks(g) : 0;
-}
-
-// The largest gradient whose sum of squares is taken where it is written: half the L2 cache (it is
-// still there when read), or STG_NORM_FOLD_BYTES (0: none; for measurements).
-static int norm_fold_limit(stg_cuda *c, int64_t *limit, stg_err *err) {
-    const char *v = getenv("STG_NORM_FOLD_BYTES");
-    if (v && *v) {
-        char *end = NULL;
-        long long x = strtoll(v, &end, 10);
-        if (*end || x < 0) return stg_errf(err, "STG_NORM_FOLD_BYTES '%s': expected a byte count >= 0", v);
-        *limit = x;
-        return 0;
-    }
-    int l2 = 0;
-    CUDA_CHECK(err, cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, c->device));
-    *limit = l2 / 2;
-    return 0;
-}
-
-// Whether op o writes any byte of [lo, hi): its outputs and the inputs it updates in place.
-static bool op_writes(const stg_graph *g, int o, void *const *ptr, uintptr_t lo, uintptr_t hi) {
-    const stg_op *op = &g->ops[o];
-    unsigned mut = ops_def(op->kind)->mutates_in;
-    for (int k = 0; k < op->n_in + op->n_out; k++) {
-        bool writes = k >= op->n_in || (k < 32 && (mut >> k) & 1u);
-        int t = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
-        if (!writes || !ptr[t]) continue;
-        uintptr_t a = (uintptr_t)ptr[t], b = a + (uintptr_t)stg_bytes(&g->t[t]);
-        if (a < hi && lo < b) return true;
-    }
-    return false;
-}
-
-static int prep_global_norm(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
-                            stg_err *err) {
-    (void)work;
-    if (op != first_norm_op(g)) return 0; // the first global_norm op plans them all
-    cuda_norm_fold *f = (cuda_norm_fold *)stg_calloc(1, sizeof *f, err);
-    if (!f) return -1;
-    *state = f; // freed by norm_fold_free, also on failure below
-    int n = g->nops, entries = 0, items = 0;
-    for (int i = 0; i < n; i++)
-        if (g->ops[i].kind == STG_OP_GLOBAL_NORM) entries += g->ops[i].n_in;
-    int *pos = (int *)stg_malloc(sizeof(int) * (size_t)n + 1, err);
-    int *writer = (int *)stg_malloc(sizeof(int) * (size_t)entries + 1, err); // the op each entry is folded after, -1
-    f->nops = n;
-    f->first = (int *)stg_calloc((size_t)n + 1, sizeof(int), err);
-    f->item_op = (int *)stg_malloc(sizeof(int) * (size_t)entries + 1, err);
-    f->item_in = (int *)stg_malloc(sizeof(int) * (size_t)entries + 1, err);
-    f->entry0 = (int *)stg_malloc(sizeof(int) * (size_t)n + 1, err);
-    f->base = (int64_t *)stg_malloc(sizeof(int64_t) * (size_t)n + 1, err);
-    f->done = (unsigned char *)stg_calloc((size_t)entries + 1, 1, err);
-    f->part = (double *)table;
-    int rc = -1;
-    if (!pos || !writer || !f->first || !f->item_op || !f->item_in || !f->entry0 || !f->base || !f->done) goto out;
-    if (norm_fold_limit(c, &f->limit, err)) goto out;
-    for (int i = 0; i < n; i++) pos[i] = -1, f->entry0[i] = -1, f->base[i] = -1;
-    for (int s = 0; s < g->nsched; s++) pos[g->schedule[s]] = s;
-    {
-        int k = 0;
-        int64_t nb = 0;
-        for (int i = 0; i < n; i++) {
-            const stg_op *o = &g->ops[i];
-            if (o->kind != STG_OP_GLOBAL_NORM) continue;
-            f->entry0[i] = k;
-            f->base[i] = nb;
-            for (int j = 0; j < o->n_in; j++, k++) {
-                int t = o->in[j];
-                int64_t by = stg_bytes(&g->t[t]);
-                nb += optim_blocks(cuda_numel(&g->t[t]), CUDA_NORM_CHUNK);
-                writer[k] = -1;
-                if (pos[i] < 0 || !ptr[t] || by > f->limit || by == 0) continue;
-                uintptr_t lo = (uintptr_t)ptr[t], hi = lo + (uintptr_t)by;
-                for (int s = pos[i] - 1; s >= 0 && writer[k] < 0; s--)
-                    if (op_writes(g, g->schedule[s], ptr, lo, hi)) writer[k] = g->schedule[s];
-                if (writer[k] >= 0) f->first[writer[k] + 1]++, items++;
-            }
-        }
-        for (int i = 0; i < n; i++) f->first[i + 1] += f->first[i];
-        int *fill = pos; // reused: the next free item of each writer
-        for (int i = 0; i < n; i++) fill[i] = f->first[i];
-        k = 0;
-        for (int i = 0; i < n; i++) {
-            const stg_op *o = &g->ops[i];
-            if (o->kind != STG_OP_GLOBAL_NORM) continue;
-            for (int j = 0; j < o->n_in; j++, k++)
-                if (writer[k] >= 0) {
-                    f->item_op[fill[writer[k]]] = i;
-                    f->item_in[fill[writer[k]]++] = j;
-                }
-        }
-    }
-    (void)items;
-    c->norm_fold = f;
-    rc = 0;
-out:
-    free(pos);
-    free(writer);
-    return rc;
-}
-
-// The partial sums of squares of norm entries [k0, k1) of global_norm op `nop` (entries of c->norm_host,
-// contiguous, none empty at the end) into the fold's partials, on c->stream.
-static int norm_partials_launch(stg_cuda *c, const cuda_norm_fold *f, int nop, int k0, int k1, stg_err *err) {
-    const cuda_norm_entry *h = c->norm_host;
-    int64_t b0 = h[k0].block0, b1 = h[k1 - 1].block0 + optim_blocks(h[k1 - 1].n, CUDA_NORM_CHUNK);
-    if (b1 <= b0) return 0;
-    const cuda_norm_entry *tab = (const cuda_norm_entry *)c->norm_table + k0;
-    norm_partial_kernel<NORM_UNROLL, NORM_CS><<<(unsigned)(b1 - b0), CUDA_OPTIM_THREADS, 0, c->stream>>>(
-        tab, k1 - k0, b0, CUDA_NORM_CHUNK, f->part + f->base[nop]);
-    CUDA_LAUNCH_CHECK(err, "norm_partial_kernel");
-    return 0;
-}
-
-// Checks that the fold was planned with the table cuda_optim_plan built for global_norm op nop.
-static int norm_fold_check(const stg_cuda *c, const cuda_norm_fold *f, int nop, stg_err *err) {
-    if (!c->norm_first || nop >= c->nops || c->norm_first[nop] < 0 || c->norm_first[nop] != f->entry0[nop] || !f->part)
-        return stg_errf(err, "no global-norm table: cuda_prepare was not called for this graph");
-    return 0;
-}
-
-extern "C" int cuda_norm_fold_after(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
-    cuda_norm_fold *f = c->norm_fold;
-    if (!f || op < 0 || op >= f->nops || f->first[op] == f->first[op + 1]) return 0;
-    for (int it = f->first[op]; it < f->first[op + 1]; it++) {
-        int nop = f->item_op[it], j = f->item_in[it];
-        if (norm_fold_check(c, f, nop, err)) return -1;
-        int k = c->norm_first[nop] + j;
-        if (c->norm_host[k].p != ptr[g->ops[nop].in[j]])
-            return stg_errf(err, "tensor %s moved since cuda_prepare: call cuda_prepare again", g->t[g->ops[nop].in[j]].name);
-        if (norm_partials_launch(c, f, nop, k, k + 1, err)) return -1;
-        f->done[k] = 1;
-    }
-    return 0;
-}
-
 extern "C" int cuda_run_global_norm(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     const stg_op *o = &g->ops[op];
     int ob = cuda_is_bf16(g, o, o->out[0], err);
     if (ob < 0) return -1;
-    cuda_norm_fold *f = c->norm_fold;
-    if (!f) return stg_errf(err, "no global-norm plan: cuda_prepare was not called for this graph");
-    if (norm_fold_check(c, f, op, err)) return -1;
-    int e0 = c->norm_first[op];
-    const cuda_norm_entry *h = &c->norm_host[e0];
+    if (!c->norm_first || op >= c->nops || c->norm_first[op] < 0)
+        return stg_errf(err, "no global-norm table: cuda_prepare was not called for this graph");
+    const cuda_norm_entry *h = &c->norm_host[c->norm_first[op]];
     for (int j = 0; j < o->n_in; j++)
         if (h[j].p != ptr[o->in[j]])
             return stg_errf(err, "tensor %s moved since cuda_prepare: call cuda_prepare again", g->t[o->in[j]].name);
     int64_t nb = o->n_in ? h[o->n_in - 1].block0 + optim_blocks(h[o->n_in - 1].n, CUDA_NORM_CHUNK) : 0;
-    for (int j = 0; j < o->n_in;) { // the runs of inputs not folded since the last norm
-        if (f->done[e0 + j]) {
-            j++;
-            continue;
-        }
-        int j1 = j + 1;
-        while (j1 < o->n_in && !f->done[e0 + j1]) j1++;
-        if (norm_partials_launch(c, f, op, e0 + j, e0 + j1, err)) return -1;
-        j = j1;
+    double *part = (double *)c->norm_partials;
+    const cuda_norm_entry *tab = (const cuda_norm_entry *)c->norm_table + c->norm_first[op];
+    if (nb > 0) {
+        norm_partial_kernel<NORM_UNROLL, NORM_CS><<<(unsigned)nb, CUDA_OPTIM_THREADS, 0, c->stream>>>(tab, o->n_in, CUDA_NORM_CHUNK, part);
+        CUDA_LAUNCH_CHECK(err, "norm_partial_kernel");
     }
-    for (int j = 0; j < o->n_in; j++) f->done[e0 + j] = 0;
-    partials_final_kernel<<<1, 1024, 0, c->stream>>>(f->part + f->base[op], nb, ptr[o->out[0]], ob, 0, 1);
+    partials_final_kernel<<<1, 1024, 0, c->stream>>>(part, nb, ptr[o->out[0]], ob, 0, 1);
     CUDA_LAUNCH_CHECK(err, "partials_final_kernel");
     return 0;
 }
@@ -909,7 +711,7 @@ static int bench_norm(stg_cuda *c, const bench_bufs *bb, cuda_norm_entry *host, 
     return bench_time(
         c, reps,
         [&](stg_err *e) -> int {
-            norm_partial_kernel<U, CS><<<(unsigned)blocks, CUDA_OPTIM_THREADS, 0, c->stream>>>(tab, ne, 0, chunk, bb->part);
+            norm_partial_kernel<U, CS><<<(unsigned)blocks, CUDA_OPTIM_THREADS, 0, c->stream>>>(tab, ne, chunk, bb->part);
             CUDA_LAUNCH_CHECK(e, "norm_partial_kernel");
             partials_final_kernel<<<1, 1024, 0, c->stream>>>(bb->part, blocks, bb->norm_sched, 0, 0, 1);
             CUDA_LAUNCH_CHECK(e, "partials_final_kernel");
@@ -1054,7 +856,6 @@ out:
 static int adamw_lane(const stg_graph *g, int op) { return g->ops[op].a.adamw.slot > 0 ? CUDA_REC_MAIN : CUDA_REC_BARRIER; }
 
 const cuda_rec stg_cuda_adamw = {cuda_run_adamw, NULL, NULL, NULL, CUDA_REC_BARRIER, adamw_lane};
-const cuda_rec stg_cuda_global_norm = {cuda_run_global_norm, prep_global_norm, norm_fold_free, norm_table_bytes, CUDA_REC_BARRIER,
-                                       NULL};
+const cuda_rec stg_cuda_global_norm = {cuda_run_global_norm, NULL, NULL, NULL, CUDA_REC_BARRIER, NULL};
 const cuda_rec stg_cuda_lr_schedule = {cuda_run_lr_schedule, NULL, NULL, NULL, CUDA_REC_BARRIER, NULL};
 const cuda_rec stg_cuda_slot_norm = {cuda_run_slot_norm, NULL, NULL, NULL, CUDA_REC_MAIN, NULL};

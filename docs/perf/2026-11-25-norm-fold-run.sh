@@ -17,7 +17,7 @@ build() { # dir src targets...
   echo "build $d rc $?"; tail -2 $O/build-$(basename $d).log
 }
 build .hb/perf-base .h/perf-base stg &
-if [ "$1" = 1 ]; then build .hb/perf .h/perf stg test_gpu_train & else build .hb/perf .h/perf all & fi
+if [ "$1" = 1 ]; then build .hb/perf .h/perf stg test_gpu_train & elif [ "$1" = 2 ]; then build .hb/perf .h/perf all & fi
 wait
 el built
 NEW=$PWD/.hb/perf/stg OLD=$PWD/.hb/perf-base/stg
@@ -39,4 +39,21 @@ if [ "$1" = 1 ]; then
   el profiled
   timeout 150 tools/bench_ab.sh $NEW,$OLD '' '' 2.7B:1024 2>&1 | tee $O/ab-2.7B.txt | grep time
   el done
+fi
+if [ "$1" = 3 ]; then # diagnosis on the base build: the step's profile, and ncu of AdamW at small and at 2.7B
+  cd ../perf-base
+  ./../../.hb/perf-base/stg bench models/cs336/small.yaml --set ctx=512 --precision bf16 --profile > $O/profile-small512.txt 2>&1
+  grep -E "^  (time|critical|streams|adamw|global_norm)" $O/profile-small512.txt
+  el profiled
+  for n in 1 2 3; do echo "streams $n"; ../../.hb/perf-base/stg bench models/cs336/small.yaml --set ctx=512 --precision bf16 --streams $n --warmup 10 --iters 30 | grep -E '^  time'; done
+  el streams
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+  S="--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats"
+  for m in small:512 2.7B:1024; do
+    IFS=: read -r mod ctx <<< "$m"
+    timeout 150 $NCU -k regex:adamw_kernel --launch-skip 1 --launch-count 1 $S ../../.hb/perf-base/stg bench models/cs336/$mod.yaml \
+      --set ctx=$ctx --precision bf16 --exec eager --warmup 1 --iters 1 > $O/ncu-adamw-$mod.txt 2>&1
+    echo "ncu $m rc $?"; grep -E "DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit Reg|No Eligible|Issued Warp|Warp Cycles Per Issued" $O/ncu-adamw-$mod.txt
+    el "ncu $m"
+  done
 fi

@@ -57,3 +57,15 @@ if [ "$1" = 3 ]; then # diagnosis on the base build: the step's profile, and ncu
     el "ncu $m"
   done
 fi
+if [ "$1" = 4 ]; then # attention at small's shape beside the peer (cuDNN, FlashAttention-2), and the ctx 1024 profile
+  cd ../perf-base
+  ../../.hb/perf-base/stg attn-bench --batch 4 --heads 12 --dims 64 --seqs 512,1024 --precision bf16 > $O/attn-stg.txt 2>&1
+  echo "attn-bench rc $?"; tail -12 $O/attn-stg.txt
+  el attn
+  timeout 120 python3 ../perf/peers/torch_attn.py --batch 4 --heads 12 --dims 64 --seqs 512,1024 --iters 50 > $O/attn-peer.txt 2>&1
+  echo "peer rc $?"; cat $O/attn-peer.txt | tail -8
+  el peer
+  ../../.hb/perf-base/stg bench models/cs336/small.yaml --set ctx=1024 --precision bf16 --profile > $O/profile-small1024.txt 2>&1
+  grep -E "^  (time|critical|streams|adamw|global_norm)|attention" $O/profile-small1024.txt | head -12
+  el done
+fi

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The norm-fold study's device script (run from /work/main's root on the GPU machine, with .h/perf =
 # branch perf and .h/perf-base = its base commit carried): build both, check, A/B.
-# Usage: bash .h/perf/docs/perf/2026-11-25-norm-fold-run.sh STAGE   (STAGE: 1 or 2)
+# Usage: bash .h/perf/docs/perf/2026-11-25-norm-fold-run.sh STAGE
+#   1: the fold's A/B and test (.h/perf at f6bbce0, the fold, since reverted); 3: profile, streams and ncu of
+#   AdamW on the base; 4: attention at small's shape beside ../shared/peers/torch_attn.py (copied into
+#   .h/perf/peers/) and the ctx 1024 profile. Stage 2 (build everything) was not used.
 set -u
 source .deps/env.sh
 export NCCL_NVLS_ENABLE=0

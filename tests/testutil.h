@@ -137,17 +137,31 @@ static inline int tu_run(const char *cmd, char *out, size_t n) {
 #define TU_STG_TIMEOUT 600
 #endif
 
-// Runs `stg ARGS` (the program under test, from the source directory, under `timeout`): its exit
-// status, stdout and stderr in out (n bytes).
-static inline int tu_stg(char *out, size_t n, const char *fmt, ...) {
+// Runs `stg ARGS` (the program under test, from directory cwd, under `timeout`): its exit status,
+// stdout and stderr in out (n bytes). tu_stg: from the source directory; tu_stg_in: from cwd.
+static inline int tu_vstg(const char *cwd, char *out, size_t n, const char *fmt, va_list ap) {
     char args[3000], cmd[4096];
+    int k = vsnprintf(args, sizeof args, fmt, ap);
+    assert_true(k >= 0 && k < (int)sizeof args);
+    k = snprintf(cmd, sizeof cmd, "cd '%s' && timeout %d '%s' %s 2>&1", cwd, TU_STG_TIMEOUT, STG_BINARY, args);
+    assert_true(k > 0 && k < (int)sizeof cmd);
+    return tu_run(cmd, out, n);
+}
+
+static inline int tu_stg(char *out, size_t n, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int k = vsnprintf(args, sizeof args, fmt, ap);
+    int rc = tu_vstg(STG_SOURCE_DIR, out, n, fmt, ap);
     va_end(ap);
-    assert_true(k >= 0 && k < (int)sizeof args);
-    snprintf(cmd, sizeof cmd, "cd '%s' && timeout %d '%s' %s 2>&1", STG_SOURCE_DIR, TU_STG_TIMEOUT, STG_BINARY, args);
-    return tu_run(cmd, out, n);
+    return rc;
+}
+
+static inline int tu_stg_in(const char *cwd, char *out, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = tu_vstg(cwd, out, n, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 #endif

@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "tests/testutil.h"
+
 #include "runtime/ckpt.h"
 #include "runtime/rng.h"
 #include "runtime/safetensors.h"
@@ -30,17 +32,12 @@
 static char dir[256];
 
 static int setup(void **s) {
-    snprintf(dir, sizeof dir, "/tmp/stg_test_faults_XXXXXX");
     // one thread: the runs are small, and 50 of them start faster without a thread pool
     setenv("OMP_NUM_THREADS", "1", 1);
-    return mkdtemp(dir) ? 0 : -1;
+    return tu_mkdtemp(dir, sizeof dir, "test_faults");
 }
 
-static int teardown(void **s) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **s) { return tu_rmtree(dir); }
 
 // stg train on a very small model into checkpoint directory ck, with a checkpoint every step.
 static pid_t start_train(const char *ck, bool resume, const char *log) {

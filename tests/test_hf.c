@@ -46,8 +46,7 @@ static int sh(char *out, size_t n, const char *fmt, ...) {
 }
 
 static int setup(void **s) {
-    snprintf(dir, sizeof dir, "/tmp/stg_hf_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
+    if (tu_mkdtemp(dir, sizeof dir, "hf")) return -1;
     snprintf(ckpt, sizeof ckpt, "%s/ck/ckpt.safetensors", dir);
     snprintf(hf, sizeof hf, "%s/hf", dir);
     snprintf(data, sizeof data, "%s/docs.bin", dir);
@@ -61,11 +60,7 @@ static int setup(void **s) {
     return 0;
 }
 
-static int teardown(void **s) {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **s) { return tu_rmtree(dir); }
 
 static rt_st *open_st(const char *path) {
     rt_st *st;

@@ -23,6 +23,7 @@
 #include "runtime/exec.h"
 #include "runtime/sample.h"
 #include "runtime/train.h"
+#include "tests/testutil.h"
 #ifdef STG_HAVE_CUDA
 #include "runtime/cuda/backend_cuda.h"
 #endif
@@ -270,6 +271,42 @@ static inline int rig_try_train(rig *r, int n, double *out, int64_t *nout, stg_e
     if (rig_try_params(r, out + n, err)) return -1;
     *nout = n + rig_param_count(r->g);
     return 0;
+}
+
+// One forward and backward of rig a (the reference) and rig b on the same batch (each drawn by a
+// batch sampler seeded `seed`): the losses within loss_tol (relative) and every parameter's gradient
+// of b (matched by name) within tol of a's (rel_err), or the test fails naming `what` and the
+// parameter. Returns the worst gradient error; the losses into *la and *lb, the number of gradients
+// compared into *ng.
+static inline double rig_grads_against(rig *a, rig *b, uint64_t seed, double loss_tol, double tol, const char *what, double *la,
+                                       double *lb, int *ng) {
+    stg_err err;
+    rt_rng r1, r2;
+    rt_rng_seed(&r1, seed);
+    rt_rng_seed(&r2, seed);
+    rt_exec_results ra, rb;
+    if (rt_feed_next(a->f, a->e, &r1, &err) || rt_feed_next(b->f, b->e, &r2, &err) ||
+        rt_exec_run_results(a->e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &ra, &err) ||
+        rt_exec_run_results(b->e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &rb, &err))
+        fail_msg("%s: %s", what, err.msg);
+    *la = ra.loss;
+    *lb = rb.loss;
+    if (!(fabs(rb.loss - ra.loss) / fabs(ra.loss) < loss_tol)) fail_msg("%s: loss %.9g, reference %.9g", what, rb.loss, ra.loss);
+    double worst = 0;
+    *ng = 0;
+    for (int t = 0; t < a->g->nt; t++) {
+        if (a->g->t[t].cls != STG_CLASS_PARAM) continue;
+        int tb = graph_find_tensor(b->g, a->g->t[t].name);
+        assert_true(tb >= 0);
+        double *x = rig_read(a->e, a->g->t[t].grad), *y = rig_read(b->e, b->g->t[tb].grad);
+        double e = rel_err(y, x, stg_numel(&a->g->t[t]));
+        if (!(e < tol)) fail_msg("%s: gradient of %s: relative error %.3g", what, a->g->t[t].name, e);
+        worst = fmax(worst, e);
+        ++*ng;
+        free(x);
+        free(y);
+    }
+    return worst;
 }
 
 // ---- data parallelism ---------------------------------------------------------------------------

@@ -9,6 +9,8 @@
 // two large cases (for compute-sanitizer).
 //
 // Exits 77 (skipped) without CUDA or without a GPU.
+#include "tests/gpu.h"
+
 #ifdef STG_HAVE_CUDA
 
 #include <math.h>
@@ -273,15 +275,6 @@ int main(void) {
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cuda_free(ctx);
     return rc;
-}
-
-#else
-
-#include <stdio.h>
-
-int main(void) {
-    printf("skipped: built without CUDA\n");
-    return 77;
 }
 
 #endif

@@ -13,6 +13,8 @@
 // STG_GPU_TEST_SMALL=1 leaves out the large shapes (for compute-sanitizer).
 // STG_BENCH_ATTN=1 instead only prints attention timings at B=4, H=16, Dh=64, S=4096 (f32, bf16)
 // and B=4, H=32, Dh=80, S=512 (bf16), no check; STG_BENCH_ATTN=bf16 leaves out the f32 one.
+#include "tests/gpu.h"
+
 #ifdef STG_HAVE_CUDA
 #include <setjmp.h>
 #include <stdarg.h>
@@ -686,11 +688,4 @@ int main(void) {
     return cmocka_run_group_tests(tests, setup, teardown);
 }
 
-#else
-#include <stdio.h>
-
-int main(void) {
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
 #endif

@@ -173,6 +173,26 @@ static inline size_t gk_snapshot(const stg_graph *g, const gk_dev *d, unsigned c
     return total;
 }
 
+// After a first eager run of g's schedule: the bytes it wrote, a second eager run's and a captured
+// graph's replay's (inputs uploaded again and outputs poisoned before each) must all be equal, or
+// the test fails naming `what`.
+static inline void gk_expect_repeatable(const stg_graph *g, gk_dev *d, const char *what) {
+    unsigned char *s1, *s2, *s3;
+    size_t n1 = gk_snapshot(g, d, &s1);
+    gk_upload_and_poison(g, d);
+    gk_run(g, d->dptr, false);
+    size_t n2 = gk_snapshot(g, d, &s2);
+    gk_upload_and_poison(g, d);
+    gk_run(g, d->dptr, true);
+    size_t n3 = gk_snapshot(g, d, &s3);
+    assert_true(n1 == n2 && n1 == n3);
+    if (memcmp(s1, s2, n1)) fail_msg("%s: a second run differs from the first", what);
+    if (memcmp(s1, s3, n1)) fail_msg("%s: the CUDA Graph replay differs from eager launch", what);
+    free(s1);
+    free(s2);
+    free(s3);
+}
+
 // The CPU reference of op on host buffers data (one per tensor), with the scratch the op asks for.
 static inline int gk_cpu_run(const stg_graph *g, int op, void *const *data, stg_err *err) {
     size_t sb = cpu_op_scratch_bytes(g, op);

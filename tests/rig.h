@@ -21,6 +21,7 @@
 #include "runtime/backend.h"
 #include "runtime/dist.h"
 #include "runtime/exec.h"
+#include "runtime/safetensors.h"
 #include "runtime/sample.h"
 #include "runtime/train.h"
 #include "tests/testutil.h"
@@ -53,6 +54,27 @@ static inline stg_step_opts rig_opts_text(const char *name, const char *text, st
     o.text = text;
     o.text_len = strlen(text);
     return o;
+}
+
+// A tiny LM whose LM head is its token embedding (tied: the embedding's gradient is the sum of two
+// ops' results, an add op that accumulates itself), as YAML text in buf (n bytes) with these dims.
+static inline const char *rig_tied_yaml(char *buf, size_t n, int vocab, int d_model, int ctx) {
+    int k = snprintf(buf, n,
+                     "name: tied\n"
+                     "dims: {vocab: %d, d_model: %d, batch: 2, ctx: %d}\n"
+                     "inputs:\n  tokens: [batch, ctx, i32]\n  targets: [batch, ctx, i32]\n"
+                     "graph:\n"
+                     "  - param emb [vocab, d_model] init=embedding\n"
+                     "  - param g [d_model] init=ones\n"
+                     "  - param w [d_model, d_model] init=linear\n"
+                     "  - x = embedding(tokens, emb)\n"
+                     "  - h = rmsnorm(add(x, linear(x, w)), g, eps=1e-5)\n"
+                     "  - logits = linear(h, emb)\n"
+                     "  - loss = cross_entropy(logits, targets)\n"
+                     "loss: loss\n",
+                     vocab, d_model, ctx);
+    assert_true(k > 0 && (size_t)k < n);
+    return buf;
 }
 
 // The optimizer most tests train with: lr, min_lr, warmup steps, cosine steps.
@@ -307,6 +329,30 @@ static inline double rig_grads_against(rig *a, rig *b, uint64_t seed, double los
         free(y);
     }
     return worst;
+}
+
+// Two safetensors files hold the same tensors (names, shapes, bytes), whatever their order; with
+// meta, also the same step and data RNG state (checkpoints).
+static inline void rig_same_tensors(const char *a, const char *b, bool meta) {
+    rt_st *x, *y;
+    stg_err err;
+    if (rt_st_open(a, &x, &err) || rt_st_open(b, &y, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(rt_st_count(x), rt_st_count(y));
+    for (size_t i = 0; i < rt_st_count(x); i++) {
+        const rt_st_tensor *s = rt_st_at(x, i), *t = rt_st_find(y, s->name);
+        if (!t) fail_msg("%s lacks %s", b, s->name);
+        assert_int_equal(s->nbytes, t->nbytes);
+        if (s->nbytes && memcmp(s->data, t->data, s->nbytes) != 0) fail_msg("%s and %s differ in '%s'", a, b, s->name);
+    }
+    if (meta) {
+        const char *keys[2] = {"step", "data_rng"};
+        for (int k = 0; k < 2; k++) {
+            const char *u = rt_st_meta_get(x, keys[k]), *v = rt_st_meta_get(y, keys[k]);
+            if (!u || !v || strcmp(u, v) != 0) fail_msg("%s and %s differ in their %s", a, b, keys[k]);
+        }
+    }
+    rt_st_free(x);
+    rt_st_free(y);
 }
 
 // ---- data parallelism ---------------------------------------------------------------------------

@@ -36,23 +36,8 @@
 #define STEPS 5
 #define MAXOUT (1 << 18)
 
-// A tiny LM whose LM head is the token embedding (tied): its gradient is the sum of two ops'
-// results (an add op, which accumulates itself).
-static const char *tied_yaml = "name: tied\n"
-                               "dims: {vocab: 32, d_model: 16, batch: 2, ctx: 8}\n"
-                               "inputs:\n  tokens: [batch, ctx, i32]\n  targets: [batch, ctx, i32]\n"
-                               "graph:\n"
-                               "  - param emb [vocab, d_model] init=embedding\n"
-                               "  - param g [d_model] init=ones\n"
-                               "  - param w [d_model, d_model] init=linear\n"
-                               "  - x = embedding(tokens, emb)\n"
-                               "  - h = rmsnorm(add(x, linear(x, w)), g, eps=1e-5)\n"
-                               "  - logits = linear(h, emb)\n"
-                               "  - loss = cross_entropy(logits, targets)\n"
-                               "loss: loss\n";
-
 typedef struct {
-    const char *model;  // a file, or NULL for tied_yaml
+    const char *model;  // a file, or NULL for a tied LM (rig_tied_yaml)
     int batch, accum;   // rows per micro-batch, micro-batches per step
     double clip;        // max_norm (0: no clipping)
     bool grouped;       // matmul_group ops (as stg builds)
@@ -67,8 +52,9 @@ static stg_step *build(const acfg *c, stg_err *err) {
     const char *lm[] = {RIG_TINY, b, "ctx=16", c->fused ? "fused_head=on" : "fused_head=off"};
     const char *toy[] = {b};
     bool is_toy = c->model && strstr(c->model, "toy.yaml");
+    char tied[1024];
     stg_step_opts o = c->model ? rig_opts(c->model, STG_PREC_FP32, is_toy ? toy : lm, is_toy ? 1 : 8)
-                               : rig_opts_text("tied.yaml", tied_yaml, STG_PREC_FP32, toy, 1);
+                               : rig_opts_text("tied.yaml", rig_tied_yaml(tied, sizeof tied, 32, 16, 8), STG_PREC_FP32, toy, 1);
     o.ungrouped = !c->grouped;
     o.optim = rig_optim(1e-2, graph_optim_defaults().min_lr, 1, STEPS);
     o.optim.max_norm = c->clip;

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "tests/rig.h"
 #include "tests/testutil.h"
 
 #include "runtime/ckpt.h"
@@ -106,24 +107,6 @@ static int check_dir(const char *ck, bool no_tmp) {
     return n;
 }
 
-// The two files hold the same tensors with the same bytes, the same step and data RNG state.
-static void assert_same_checkpoint(const char *a, const char *b) {
-    rt_st *x, *y;
-    stg_err err;
-    if (rt_st_open(a, &x, &err) || rt_st_open(b, &y, &err)) fail_msg("%s", err.msg);
-    assert_int_equal(rt_st_count(x), rt_st_count(y));
-    for (size_t i = 0; i < rt_st_count(x); i++) {
-        const rt_st_tensor *s = rt_st_at(x, i), *t = rt_st_find(y, s->name);
-        assert_non_null(t);
-        assert_int_equal(s->nbytes, t->nbytes);
-        if (memcmp(s->data, t->data, s->nbytes) != 0) fail_msg("%s and %s differ in '%s'", a, b, s->name);
-    }
-    assert_string_equal(rt_st_meta_get(x, "step"), rt_st_meta_get(y, "step"));
-    assert_string_equal(rt_st_meta_get(x, "data_rng"), rt_st_meta_get(y, "data_rng"));
-    rt_st_free(x);
-    rt_st_free(y);
-}
-
 static void test_kill_and_resume(void **s) {
     char ref[400], log[400], want[600];
     snprintf(ref, sizeof ref, "%s/ref", dir);
@@ -162,7 +145,7 @@ static void test_kill_and_resume(void **s) {
         resumed += n > 0;
         check_dir(ck, true);
         snprintf(got, sizeof got, "%s/ckpt-%d.safetensors", ck, STEPS);
-        assert_same_checkpoint(want, got);
+        rig_same_tensors(want, got, true); // the same tensors, step and data RNG state
     }
     char *text = NULL;
     size_t cap = 0;

@@ -30,20 +30,6 @@
 #define MODEL(p) STG_SOURCE_DIR "/models/" p
 #define STEPS 5
 
-// A tied LM head (the embedding's gradient is an add op that accumulates itself).
-static const char *tied_yaml = "name: tied\n"
-                               "dims: {vocab: 96, d_model: 64, batch: 2, ctx: 24}\n"
-                               "inputs:\n  tokens: [batch, ctx, i32]\n  targets: [batch, ctx, i32]\n"
-                               "graph:\n"
-                               "  - param emb [vocab, d_model] init=embedding\n"
-                               "  - param g [d_model] init=ones\n"
-                               "  - param w [d_model, d_model] init=linear\n"
-                               "  - x = embedding(tokens, emb)\n"
-                               "  - h = rmsnorm(add(x, linear(x, w)), g, eps=1e-5)\n"
-                               "  - logits = linear(h, emb)\n"
-                               "  - loss = cross_entropy(logits, targets)\n"
-                               "loss: loss\n";
-
 typedef struct {
     bool tied;
     bool cuda;
@@ -57,7 +43,9 @@ static void open_cfg(rig *r, const gcfg *c) {
     snprintf(b, sizeof b, "batch=%d", c->batch);
     const char *lm[] = {"d_model=64", "d_ff=160", "n_layers=2", "n_heads=2", "vocab=256", "ctx=40", "attention=flash", b};
     const char *tied[] = {b};
-    stg_step_opts o = c->tied ? rig_opts_text("tied.yaml", tied_yaml, c->prec, tied, 1) : rig_opts(MODEL("tiny.yaml"), c->prec, lm, 8);
+    char text[1024]; // a tied LM head: the embedding's gradient is an add op that accumulates itself
+    stg_step_opts o = c->tied ? rig_opts_text("tied.yaml", rig_tied_yaml(text, sizeof text, 96, 64, 24), c->prec, tied, 1)
+                              : rig_opts(MODEL("tiny.yaml"), c->prec, lm, 8);
     o.optim = rig_optim(1e-2, 1e-3, 1, STEPS);
     o.optim.max_norm = 0.05; // clipping active: the norm is of the accumulated mean gradient
     o.optim.grad_accum = c->accum;

@@ -235,20 +235,7 @@ static void run_case_prec(const op_case *oc, stg_precision prec, int inplace) {
     gk_upload_and_poison(gd, &d);
     gk_run(gd, d.dptr, 0);
     compare(oc->name, gd, &d, ref, 1e-5, 2e-2, inplace ? "in-place" : "eager");
-    unsigned char *s1, *s2, *s3;
-    size_t n1 = gk_snapshot(gd, &d, &s1);
-    gk_upload_and_poison(gd, &d);
-    gk_run(gd, d.dptr, 0);
-    size_t n2 = gk_snapshot(gd, &d, &s2);
-    gk_upload_and_poison(gd, &d);
-    gk_run(gd, d.dptr, 1);
-    size_t n3 = gk_snapshot(gd, &d, &s3);
-    assert_true(n1 == n2 && n1 == n3);
-    if (memcmp(s1, s2, n1)) fail_msg("%s: a second run differs from the first", oc->name);
-    if (memcmp(s1, s3, n1)) fail_msg("%s: the CUDA Graph replay differs from eager launch", oc->name);
-    free(s1);
-    free(s2);
-    free(s3);
+    gk_expect_repeatable(gd, &d, oc->name);
 
     gk_ref_free(gr, ref);
     gk_dev_free(&d);
@@ -704,20 +691,7 @@ static void run_optim(stg_precision prec) {
         free(raw);
         free(got);
     }
-    unsigned char *s1, *s2, *s3;
-    size_t n1 = gk_snapshot(gd, &d, &s1);
-    gk_upload_and_poison(gd, &d);
-    gk_run(gd, d.dptr, 0);
-    size_t n2 = gk_snapshot(gd, &d, &s2);
-    gk_upload_and_poison(gd, &d);
-    gk_run(gd, d.dptr, 1);
-    size_t n3 = gk_snapshot(gd, &d, &s3);
-    assert_true(n1 == n2 && n1 == n3);
-    if (memcmp(s1, s2, n1)) fail_msg("optimizer: a second run differs from the first");
-    if (memcmp(s1, s3, n1)) fail_msg("optimizer: the CUDA Graph replay differs from eager launch");
-    free(s1);
-    free(s2);
-    free(s3);
+    gk_expect_repeatable(gd, &d, "optimizer");
     for (int i = 0; i < NP; i++) free(scratch_round[i]);
     free(dref);
     gk_ref_free(gr, ref);

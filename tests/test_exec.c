@@ -278,17 +278,25 @@ static void test_bad_data(void **state) {
     expect_train_error(small_lm, NSMALL, &c, "bad.npy");
 }
 
-static void test_bad_checkpoint(void **state) {
-    char dir[300], path[400];
-    snprintf(dir, sizeof dir, "%s/ck", tmpdir);
+// Two training steps of the small LM with a checkpoint into tmpdir/<sub> (its path into dir, 300
+// bytes); the rig stays open. Returns the configuration they ran with.
+static rt_train_cfg train_two_steps(rig *r, const char *sub, char *dir) {
+    snprintf(dir, 300, "%s/%s", tmpdir, sub);
     rt_train_cfg c = rt_train_defaults();
     c.steps = 2;
     c.ckpt_dir = dir;
     rt_train_result res;
     stg_err err;
+    open_exec(r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
+    if (rt_train(r->e, &c, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
+    return c;
+}
+
+static void test_bad_checkpoint(void **state) {
+    char dir[300], path[400];
+    stg_err err;
     rig r;
-    open_exec(&r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
-    if (rt_train(r.e, &c, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
+    rt_train_cfg c = train_two_steps(&r, "ck", dir);
     rig_close(&r);
     // resuming with other dims
     const char *other[NSMALL];
@@ -323,15 +331,9 @@ static void test_bad_checkpoint(void **state) {
 // A non-finite loss stops the run with a message, and the last good checkpoint stays.
 static void test_nonfinite_loss(void **state) {
     char dir[300], path[400];
-    snprintf(dir, sizeof dir, "%s/nan", tmpdir);
-    rt_train_cfg c = rt_train_defaults();
-    c.steps = 2;
-    c.ckpt_dir = dir;
-    rt_train_result res;
     stg_err err;
     rig r;
-    open_exec(&r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
-    if (rt_train(r.e, &c, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
+    train_two_steps(&r, "nan", dir);
     // poison one parameter through a parameter file: the next loss is NaN
     snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
     rt_st *st;

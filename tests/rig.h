@@ -502,12 +502,9 @@ static inline double *rig_full_forward(const char *model, const char *const *set
     snprintf(cset, sizeof cset, "ctx=%lld", (long long)L);
     all[n++] = bset;
     all[n++] = cset;
-    stg_step_opts o = stg_step_defaults();
-    o.model_path = model;
-    o.sets = all;
-    o.nsets = n;
-    o.precision = prec;
+    stg_step_opts o = rig_opts(model, prec, all, n);
     o.train = false;
+    o.ungrouped = false; // grouped products, as `stg` builds the forward
     rig r;
     rt_exec_opts eo = {.separate = true};
     rig_open(&r, rig_step(&o), &(rig_cfg){.cuda = cuda, .eo = &eo, .init_seed = -1, .feed_seed = -1});

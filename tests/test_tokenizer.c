@@ -899,24 +899,7 @@ static void test_cli(void **s) {
 static int replay(const char *sub, const char *target, int (*fn)(const uint8_t *, size_t)) {
     char d[4096];
     snprintf(d, sizeof d, "%s/tests/fuzz/%s/%s", STG_SOURCE_DIR, sub, target);
-    DIR *dd = opendir(d);
-    if (!dd) return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(dd)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        char p[8192];
-        snprintf(p, sizeof p, "%s/%s", d, e->d_name);
-        FILE *f = fopen(p, "rb");
-        assert_non_null(f);
-        static uint8_t buf[1 << 16];
-        size_t len = fread(buf, 1, sizeof buf, f);
-        fclose(f);
-        fn(buf, len);
-        n++;
-    }
-    closedir(dd);
-    return n;
+    return tu_replay(d, fn, 0);
 }
 
 static void test_fuzz_seeds(void **s) {

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 // max |a - ref| / max |ref| over n values; infinite when either holds a NaN.
@@ -93,6 +95,42 @@ static inline char *tu_slurp(const char *path, size_t *len) {
     fclose(f);
     assert_non_null(b);
     return b;
+}
+
+// Runs fn on the whole of every file in dir (names starting with '.' left out), each in a buffer of
+// its exact size, so ASan sees any read past its end (the fuzz targets' seeds and saved findings).
+// Returns how many, 0 when dir cannot be opened (nothing saved there). With max_s > 0 a file that
+// takes longer than max_s seconds fails the test, named.
+static inline int tu_replay(const char *dir, int (*fn)(const uint8_t *, size_t), double max_s) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char p[8192];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(p, "rb");
+        assert_non_null(f);
+        size_t len = 0;
+        char *all = tu_read_all(f, &len);
+        fclose(f);
+        assert_non_null(all);
+        uint8_t *buf = malloc(len ? len : 1);
+        assert_non_null(buf);
+        memcpy(buf, all, len);
+        free(all);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        fn(buf, len);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (max_s > 0 && dt > max_s) fail_msg("%s took %.1f s", p, dt);
+        free(buf);
+        n++;
+    }
+    closedir(d);
+    return n;
 }
 
 // Writes n bytes to path (replacing it).

@@ -83,7 +83,7 @@ static const sched_case *sched_cases(int *n) {
 }
 
 // Values worked out by hand: (kind, t) -> lr.
-static void sched_anchors(double (*lr_at)(const stg_lr_attrs *, int64_t)) {
+static inline void sched_anchors(double (*lr_at)(const stg_lr_attrs *, int64_t)) {
     stg_lr_attrs wsd = sc_attrs(STG_LR_WSD, 1, 0, 0, 10, 0.5, STG_WSD_LINEAR); // stable for t < 5, then 1 - (t - 5) / 5
     assert_true(fabs(lr_at(&wsd, 4) - 1.0) < 1e-6);
     assert_true(fabs(lr_at(&wsd, 7) - 0.6) < 1e-6);

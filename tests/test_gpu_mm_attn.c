@@ -171,7 +171,7 @@ static void check_all(rig *r, const char *what, double tol) {
             int t = o->out[i];
             int64_t n = stg_numel(&g->t[t]);
             download(r, t, r->host[t]); // later ops read the device's values
-            double e = rel_err_f32(r->host[t], r->cpu[t], n, NULL);
+            double e = rel_err_f32(r->host[t], r->cpu[t], n, false, NULL);
             char sh[128];
             printf("  %-40s %-13s out %d %-22s %-4s rel err %.3g\n", what, ops_name(o->kind), i,
                    stg_shape_str(&g->t[t], sh, sizeof sh), stg_dtype_name(g->t[t].dtype), e);

@@ -195,7 +195,7 @@ static void compare(const char *name, const stg_graph *gd, gk_dev *d, float *con
         float *got = malloc(sizeof(float) * (size_t)n);
         void *raw = gk_read(tt, d->dptr[t], got);
         int64_t bad;
-        double e = rel_err_f32(got, ref[t], n, &bad);
+        double e = rel_err_f32(got, ref[t], n, true, &bad);
         double tol = gd->precision == STG_PREC_BF16 ? tol_bf16 : tol_f32;
         printf("  %-34s %-4s %-10s %-14s rel err %.3e%s\n", name, gd->precision == STG_PREC_BF16 ? "bf16" : "fp32",
                mode, tt->name, e, e < tol ? "" : "  FAIL");
@@ -682,7 +682,7 @@ static void run_optim(stg_precision prec) {
         float *got = malloc(sizeof(float) * (size_t)n);
         void *raw = gk_read(tt, d.dptr[t], got);
         int64_t bad;
-        double e = rel_err_f32(got, dref[t], n, &bad);
+        double e = rel_err_f32(got, dref[t], n, true, &bad);
         double tol = tt->dtype == STG_BF16 ? 2e-2 : 1e-5;
         printf("  optimizer %-6s %-10s rel err %.3e%s\n", mf ? "bf16" : "fp32", tt->name, e, e < tol ? "" : "  FAIL");
         if (!(e < tol))

@@ -56,7 +56,7 @@ static void expect_refused(char *out, size_t n, const char *needle, const char *
 static void write_file(const char *path, const char *text) { tu_write(path, text, strlen(text)); }
 
 static void copy_file(const char *from, const char *to) {
-    size_t n;
+    size_t n = 0;
     char *b = tu_slurp(from, &n);
     assert_non_null(b);
     tu_write(to, b, n);

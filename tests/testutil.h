@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,18 +27,20 @@ static inline double rel_err(const double *a, const double *ref, int64_t n) {
     return num / (den > 0 ? den : 1);
 }
 
-// The same over floats, as the GPU tests compare device results with the CPU's: an infinity must
-// be matched exactly (and is then left out); NaN anywhere gives infinity. *bad (when non-NULL) gets
-// the index of the largest difference or of the mismatch, -1 when none.
-static inline double rel_err_f32(const float *a, const float *ref, int64_t n, int64_t *bad) {
+// The same over floats, as the GPU tests compare device results with the CPU's: NaN anywhere gives
+// infinity; so does an infinity, unless allow_inf, where one must be matched exactly (and is then
+// left out: masked scores). *bad (when non-NULL) gets the index of the largest difference or of
+// the mismatch, -1 when none.
+static inline double rel_err_f32(const float *a, const float *ref, int64_t n, bool allow_inf, int64_t *bad) {
     double md = 0, mr = 0;
     int64_t at = -1;
     for (int64_t i = 0; i < n; i++) {
-        if (isnan(a[i]) || isnan(ref[i]) || ((isinf(a[i]) || isinf(ref[i])) && a[i] != ref[i])) {
+        bool inf = isinf(a[i]) || isinf(ref[i]);
+        if (isnan(a[i]) || isnan(ref[i]) || (inf && (!allow_inf || a[i] != ref[i]))) {
             if (bad) *bad = i;
             return INFINITY;
         }
-        if (isinf(ref[i])) continue;
+        if (inf) continue;
         double d = fabs((double)a[i] - (double)ref[i]);
         if (d > md) md = d, at = i;
         if (fabs((double)ref[i]) > mr) mr = fabs((double)ref[i]);
@@ -89,6 +92,7 @@ static inline char *tu_read_all(FILE *f, size_t *len) {
 // The whole file at path (NUL-terminated; *len its length when len is not NULL), or NULL when it
 // cannot be opened.
 static inline char *tu_slurp(const char *path, size_t *len) {
+    if (len) *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     char *b = tu_read_all(f, len);

@@ -199,7 +199,7 @@ static int run_target(const char *dir, const target *t, bool write, stg_err *err
     size_t len;
     char *text = read_file(path, &len, err);
     if (!text) return -1;
-    const char *from, *to;
+    const char *from = NULL, *to = NULL;
     buf gen = {0};
     if (find_section(path, text, t, &from, &to, err) || t->gen(&gen, err)) return free(text), free(gen.s), -1;
     size_t nold = (size_t)(to - from);

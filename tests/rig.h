@@ -1,7 +1,8 @@
 // The test rig: a step built by the library's pipeline (planner/step.h), a backend (CPU or CUDA),
 // an executor and a synthetic feed, opened and closed in one call each, so test programs do not
-// rebuild the step by hand; also a graph alone (the passes, no plan), a graph a test built itself
-// run through a plan and an executor, data-parallel ranks, and the sampler's pair of backends.
+// rebuild the step by hand; also a graph alone (the passes, no plan), a model from YAML text, a
+// graph a test built itself run through a plan and an executor, a recomputed step, one rig's
+// gradients against another's, data-parallel ranks, checkpoint files compared, and the sampler.
 // Header only (static inline): CMake builds each tests/test_*.c as its own program.
 // Include after <cmocka.h>.
 #ifndef STG_TEST_RIG_H

@@ -73,6 +73,12 @@ typedef struct stg_op_def {
     // Sets the attributes a model file's call implies from its input count (linear: a third input
     // is a bias); NULL: none. Called by the loader before the op is made.
     void (*from_call)(stg_attrs *a, int n_in);
+    // Ops a model file writes (those with a gradient rule): their row of docs/MODEL_FORMAT.md's op
+    // table, which tools/gen_optable.c writes from these (one line each, no '|'): what the op reads
+    // and makes ("inputs → outputs"), and its attributes, every one of `attrs` named in backquotes
+    // with its default or meaning (NULL when it has none).
+    const char *doc;
+    const char *doc_attrs;
 } stg_op_def;
 
 // Bit i of an input mask; inputs past 31 (of variadic ops: global_norm, allreduce) share bit 31.

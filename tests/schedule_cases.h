@@ -16,6 +16,7 @@
 #include "planner/plan.h"
 #include "runtime/backend.h"
 #include "runtime/exec.h"
+#include "tests/rig.h"
 
 typedef struct {
     const char *name;
@@ -82,7 +83,7 @@ static const sched_case *sched_cases(int *n) {
 }
 
 // Values worked out by hand: (kind, t) -> lr.
-static void sched_anchors(double (*lr_at)(const stg_lr_attrs *, int64_t)) {
+static inline void sched_anchors(double (*lr_at)(const stg_lr_attrs *, int64_t)) {
     stg_lr_attrs wsd = sc_attrs(STG_LR_WSD, 1, 0, 0, 10, 0.5, STG_WSD_LINEAR); // stable for t < 5, then 1 - (t - 5) / 5
     assert_true(fabs(lr_at(&wsd, 4) - 1.0) < 1e-6);
     assert_true(fabs(lr_at(&wsd, 7) - 0.6) < 1e-6);
@@ -115,9 +116,9 @@ static double sched_run_case(rt_backend *b, const sched_case *c, stg_precision p
     if (st < 0 || graph_add_op(g, STG_OP_LR_SCHEDULE, &st, 1, &a, STG_PHASE_OPTIMIZER, "lr", none, NULL, &err) < 0 ||
         graph_schedule(g, &err))
         fail_msg("%s: %s", c->name, err.msg);
-    stg_plan *p;
-    rt_exec *e;
-    if (plan_build(g, NULL, &p, &err) || rt_exec_new(g, p, b, NULL, &e, &err)) fail_msg("%s: %s", c->name, err.msg);
+    rig r;
+    if (rig_try_open(&r, rig_step_of(g), &(rig_cfg){.b = b, .init_seed = -1, .feed_seed = -1}, &err)) fail_msg("%s: %s", c->name, err.msg);
+    rt_exec *e = r.e;
     double worst = 0;
     for (int64_t t = 0; t < c->iters; t++) {
         double s[2] = {(double)t, NAN}, out[2];
@@ -129,9 +130,7 @@ static double sched_run_case(rt_backend *b, const sched_case *c, stg_precision p
                      out[1], want);
         if (d > worst) worst = d;
     }
-    rt_exec_free(e);
-    plan_free(p);
-    graph_free(g);
+    rig_close(&r);
     return worst;
 }
 

@@ -17,6 +17,8 @@
 #include "runtime/backend.h"
 #include "runtime/exec.h"
 #include "runtime/rng.h"
+#include "tests/rig.h"
+#include "tests/testutil.h"
 
 #define SWEEP_IBOUND 5 // i32 inputs get values in [0, SWEEP_IBOUND)
 
@@ -43,33 +45,26 @@ static inline char *sweep_text(const stg_op_def *d) {
     return t;
 }
 
-typedef struct sweep {
-    stg_step *s;
-    rt_exec *e;
-} sweep;
+// A sample's training step on a backend the caller keeps (w->s->g its graph, w->e its executor).
+typedef rig sweep;
 
-// Builds the sample's training step at `prec` on backend b. Returns -1 with err.
+// Builds the sample's training step at `prec` (grouped products, as `stg` builds it) on backend b.
+// Returns -1 with err; w is closable either way.
 static inline int sweep_open(sweep *w, const stg_op_def *d, stg_precision prec, rt_backend *b, const rt_exec_opts *eo, stg_err *err) {
     memset(w, 0, sizeof *w);
     char *text = sweep_text(d);
-    stg_step_opts o = stg_step_defaults();
     char name[96];
     snprintf(name, sizeof name, "<sample of %s>", d->name);
-    o.model_path = name;
-    o.text = text;
-    o.text_len = strlen(text);
-    o.precision = prec;
-    int rc = stg_step_build(&o, &w->s, err);
+    stg_step_opts o = rig_opts_text(name, text, prec, NULL, 0);
+    o.ungrouped = false;
+    stg_step *s;
+    int rc = stg_step_build(&o, &s, err);
     free(text);
     if (rc) return -1;
-    return rt_exec_new(w->s->g, w->s->p, b, eo, &w->e, err);
+    return rig_try_open(w, s, &(rig_cfg){.b = b, .eo = eo, .init_seed = -1, .feed_seed = -1}, err);
 }
 
-static inline void sweep_close(sweep *w) {
-    rt_exec_free(w->e);
-    stg_step_free(w->s);
-    memset(w, 0, sizeof *w);
-}
+static inline void sweep_close(sweep *w) { rig_close(w); }
 
 // Writes the inputs (i32: values in [0, SWEEP_IBOUND) from seed) and the parameters: from `params`
 // when non-NULL (n values in tensor order), else rt_exec_init_params(seed).
@@ -136,24 +131,12 @@ static inline int sweep_once(const stg_op_def *d, stg_precision prec, rt_backend
     return rc;
 }
 
-// max |a - b| / max |b| (b the reference); NaN anywhere gives +inf.
-static inline double sweep_rel(const double *a, const double *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (isnan(a[i]) || isnan(b[i])) return INFINITY;
-        double dd = fabs(a[i] - b[i]);
-        if (!(dd <= num)) num = dd;
-        if (fabs(b[i]) > den) den = fabs(b[i]);
-    }
-    return num / (den > 0 ? den : 1.0);
-}
-
-// got against want: loss to tol_loss (relative), gradients to tol (sweep_rel); fails with the op's name.
+// got against want: loss to tol_loss (relative), gradients to tol (rel_err); fails with the op's name.
 static inline void sweep_expect_close(const char *op, const char *what, const sweep_run *got, const sweep_run *want, double tol_loss, double tol) {
     assert_int_equal(got->n, want->n);
     double dl = fabs(got->loss - want->loss) / fmax(1e-12, fabs(want->loss));
     if (!(dl <= tol_loss)) fail_msg("%s, %s: loss %.10g, reference %.10g (relative %.3g > %.1g)", op, what, got->loss, want->loss, dl, tol_loss);
-    double dg = sweep_rel(got->grads, want->grads, want->n);
+    double dg = rel_err(got->grads, want->grads, want->n);
     if (!(dg <= tol)) fail_msg("%s, %s: gradients differ by %.3g relative (> %.1g)", op, what, dg, tol);
 }
 

@@ -36,23 +36,8 @@
 #define STEPS 5
 #define MAXOUT (1 << 18)
 
-// A tiny LM whose LM head is the token embedding (tied): its gradient is the sum of two ops'
-// results (an add op, which accumulates itself).
-static const char *tied_yaml = "name: tied\n"
-                               "dims: {vocab: 32, d_model: 16, batch: 2, ctx: 8}\n"
-                               "inputs:\n  tokens: [batch, ctx, i32]\n  targets: [batch, ctx, i32]\n"
-                               "graph:\n"
-                               "  - param emb [vocab, d_model] init=embedding\n"
-                               "  - param g [d_model] init=ones\n"
-                               "  - param w [d_model, d_model] init=linear\n"
-                               "  - x = embedding(tokens, emb)\n"
-                               "  - h = rmsnorm(add(x, linear(x, w)), g, eps=1e-5)\n"
-                               "  - logits = linear(h, emb)\n"
-                               "  - loss = cross_entropy(logits, targets)\n"
-                               "loss: loss\n";
-
 typedef struct {
-    const char *model;  // a file, or NULL for tied_yaml
+    const char *model;  // a file, or NULL for a tied LM (rig_tied_yaml)
     int batch, accum;   // rows per micro-batch, micro-batches per step
     double clip;        // max_norm (0: no clipping)
     bool grouped;       // matmul_group ops (as stg builds)
@@ -67,12 +52,9 @@ static stg_step *build(const acfg *c, stg_err *err) {
     const char *lm[] = {RIG_TINY, b, "ctx=16", c->fused ? "fused_head=on" : "fused_head=off"};
     const char *toy[] = {b};
     bool is_toy = c->model && strstr(c->model, "toy.yaml");
-    stg_step_opts o = rig_opts(c->model ? c->model : "tied.yaml", STG_PREC_FP32, c->model ? (is_toy ? toy : lm) : toy,
-                               c->model ? (is_toy ? 1 : 8) : 1);
-    if (!c->model) {
-        o.text = tied_yaml;
-        o.text_len = strlen(tied_yaml);
-    }
+    char tied[1024];
+    stg_step_opts o = c->model ? rig_opts(c->model, STG_PREC_FP32, is_toy ? toy : lm, is_toy ? 1 : 8)
+                               : rig_opts_text("tied.yaml", rig_tied_yaml(tied, sizeof tied, 32, 16, 8), STG_PREC_FP32, toy, 1);
     o.ungrouped = !c->grouped;
     o.optim = rig_optim(1e-2, graph_optim_defaults().min_lr, 1, STEPS);
     o.optim.max_norm = c->clip;
@@ -93,37 +75,9 @@ static stg_step *build(const acfg *c, stg_err *err) {
 static int train(const acfg *c, double *out, int64_t *nout, stg_err *err) {
     stg_step *st = build(c, err);
     if (!st) return -1;
-    rt_backend *b = NULL;
-    rig r;
-    memset(&r, 0, sizeof r);
-    rt_dist d;
-    memset(&d, 0, sizeof d);
-    int rc = -1;
     rt_exec_opts eo = {.poison = true};
-    if (rt_backend_cpu_new(&b, err)) {
-        stg_step_free(st);
-        goto out;
-    }
-    if (c->world >= 1 &&
-        (rt_dist_from_env(&d, err) || rt_dist_connect(&d, err) || rt_backend_cpu_join(b, &d, err) ||
-         (d.rank != c->rank || d.world != c->world ? stg_errf(err, "environment says rank %d of %d", d.rank, d.world) : 0))) {
-        stg_step_free(st);
-        goto out;
-    }
-    if (rig_try_open(&r, st, &(rig_cfg){.b = b, .eo = &eo, .init_seed = 4, .feed_seed = 3, .rng_seed = 8}, err) ||
-        (c->world > 1 && rt_feed_shard(r.f, c->rank, c->world, err)))
-        goto out;
-    if (rt_exec_micro(r.e) != (c->accum > 1 ? c->accum : 1)) {
-        stg_errf(err, "the executor makes %d passes, not %d", rt_exec_micro(r.e), c->accum);
-        goto out;
-    }
-    if (rig_try_train(&r, STEPS, out, nout, err)) goto out;
-    rc = 0;
-out:
-    if (r.s) rig_close(&r);
-    if (b) b->ops->destroy(b);
-    rt_dist_close(&d);
-    return rc;
+    rig_cfg rc = {.eo = &eo, .init_seed = 4, .feed_seed = 3, .rng_seed = 8, .micro = c->accum > 1 ? c->accum : 1};
+    return rig_try_rank_train(st, rc, rt_backend_cpu_join, c->world, c->rank, STEPS, out, nout, err);
 }
 
 // c with accum micro-batches of c->batch rows against one batch of accum x batch rows.
@@ -333,62 +287,24 @@ static void test_exec_inputs(void **s) {
 
 // ---- data parallelism ---------------------------------------------------------------------------
 
-static int free_port(void) { return 20000 + (int)((getpid() + 7919) % 20000); }
+static int train_rank(int rank, void *ctx, double *out, int64_t *n, stg_err *err) {
+    acfg c = *(const acfg *)ctx;
+    c.rank = rank;
+    return train(&c, out, n, err);
+}
 
-// `world` ranks of c (each forked); every rank's results must be the same.
+// `world` ranks of c (each forked); every rank's results must be the same: rank 0's into res0.
 static void run_ranks(acfg c, double *res0, int64_t *n0) {
-    char port[16];
-    snprintf(port, sizeof port, "%d", free_port());
-    int fds[4][2];
-    pid_t pid[4];
+    double *res[8];
+    int64_t n[8];
+    rig_fork_ranks(c.world, train_rank, &c, MAXOUT, res, n);
     for (int r = 0; r < c.world; r++) {
-        assert_int_equal(pipe(fds[r]), 0);
-        pid[r] = fork();
-        assert_true(pid[r] >= 0);
-        if (pid[r] == 0) {
-            char rs[16], ws[16];
-            snprintf(rs, sizeof rs, "%d", r);
-            snprintf(ws, sizeof ws, "%d", c.world);
-            setenv("RANK", rs, 1);
-            setenv("WORLD_SIZE", ws, 1);
-            setenv("MASTER_PORT", port, 1);
-            setenv("STG_DIST_TIMEOUT", "30", 1);
-            unsetenv("OMPI_COMM_WORLD_RANK");
-            double *out = malloc(sizeof(double) * MAXOUT);
-            int64_t k = 0;
-            stg_err err;
-            acfg cr = c;
-            cr.rank = r;
-            int rc = out ? train(&cr, out, &k, &err) : -1;
-            if (rc) fprintf(stderr, "rank %d: %s\n", r, err.msg);
-            int64_t hdr = rc ? -1 : k;
-            if (write(fds[r][1], &hdr, sizeof hdr) != sizeof hdr) _exit(3);
-            if (!rc && write(fds[r][1], out, sizeof(double) * (size_t)k) != (ssize_t)(sizeof(double) * (size_t)k)) _exit(3);
-            _exit(rc ? 1 : 0);
-        }
-        close(fds[r][1]);
+        assert_int_equal(n[r], n[0]);
+        if (r > 0) assert_memory_equal(res[r], res[0], sizeof(double) * (size_t)n[0]); // every rank holds the same parameters
     }
-    double *other = malloc(sizeof(double) * MAXOUT);
-    assert_non_null(other);
-    for (int r = 0; r < c.world; r++) {
-        int64_t k = -1;
-        double *dst = r == 0 ? res0 : other;
-        size_t got = 0;
-        if (read(fds[r][0], &k, sizeof k) == sizeof k && k > 0)
-            while (got < sizeof(double) * (size_t)k) {
-                ssize_t m = read(fds[r][0], (char *)dst + got, sizeof(double) * (size_t)k - got);
-                if (m <= 0) break;
-                got += (size_t)m;
-            }
-        close(fds[r][0]);
-        int status;
-        waitpid(pid[r], &status, 0);
-        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        assert_true(k > 0 && got == sizeof(double) * (size_t)k);
-        if (r == 0) *n0 = k;
-        else assert_memory_equal(other, res0, sizeof(double) * (size_t)k); // every rank holds the same parameters
-    }
-    free(other);
+    memcpy(res0, res[0], sizeof(double) * (size_t)n[0]);
+    *n0 = n[0];
+    for (int r = 0; r < c.world; r++) free(res[r]);
 }
 
 // 2 ranks x 2 micro-batches x 2 rows == one process with one batch of 8 rows.

@@ -13,41 +13,16 @@
 
 #include <cmocka.h>
 
+#include "tests/testutil.h"
+
 static char dir[256];
 
-static int setup(void **s) {
-    snprintf(dir, sizeof dir, "/tmp/stg_test_cli_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int teardown(void **s) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-// Runs `stg ARGS` (from the source directory) and returns its exit status; its stdout+stderr in out.
-static int stg(char *out, size_t n, const char *fmt, ...) {
-    char args[2048], cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", STG_SOURCE_DIR, STG_BINARY, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t k = fread(out, 1, n - 1, p);
-    out[k] = 0;
-    char sink[4096]; // drain the rest, so the program never dies of a closed pipe
-    while (fread(sink, 1, sizeof sink, p) > 0) {
-    }
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+static int setup(void **s) { return tu_mkdtemp(dir, sizeof dir, "test_cli"); }
+static int teardown(void **s) { return tu_rmtree(dir); }
 
 static void expect_fail(const char *needle, const char *fmt, const char *arg) {
     char out[16384];
-    int rc = stg(out, sizeof out, fmt, arg);
+    int rc = tu_stg(out, sizeof out, fmt, arg);
     if (rc == 0) fail_msg("stg %s succeeded; expected failure with '%s'", arg, needle);
     if (rc > 2) fail_msg("stg exited %d (a crash?) on: %s\n%s", rc, arg, out);
     if (!strstr(out, needle)) fail_msg("stg output\n%s\nlacks '%s'", out, needle);
@@ -84,7 +59,7 @@ static void test_bad_model_file(void **s) {
     assert_non_null(f);
     fputs("dims: {a: 2}\ninputs: {tokens: [a, i32], targets: [a, i32]}\ngraph:\n  - x = nosuchop(tokens)\nloss: x\n", f);
     assert_int_equal(fclose(f), 0);
-    int rc = stg(out, sizeof out, "check %s", path);
+    int rc = tu_stg(out, sizeof out, "check %s", path);
     assert_int_equal(rc, 2);
     assert_non_null(strstr(out, "bad.yaml:4:9: unknown op 'nosuchop'"));
 }
@@ -98,14 +73,14 @@ static void test_output_not_clobbered(void **s) {
     fputs("precious\n", f);
     assert_int_equal(fclose(f), 0);
     snprintf(cmd, sizeof cmd, "memreport models/tiny.yaml --set ctx=0 -o %s", path);
-    assert_int_not_equal(stg(out, sizeof out, "%s", cmd), 0);
+    assert_int_not_equal(tu_stg(out, sizeof out, "%s", cmd), 0);
     f = fopen(path, "r");
     char buf[64] = {0};
     assert_non_null(fgets(buf, sizeof buf, f));
     fclose(f);
     assert_string_equal(buf, "precious\n");
     snprintf(cmd, sizeof cmd, "memreport models/tiny.yaml --format json -o %s", path);
-    assert_int_equal(stg(out, sizeof out, "%s", cmd), 0);
+    assert_int_equal(tu_stg(out, sizeof out, "%s", cmd), 0);
     f = fopen(path, "r");
     assert_non_null(fgets(buf, sizeof buf, f));
     fclose(f);
@@ -114,20 +89,20 @@ static void test_output_not_clobbered(void **s) {
 
 static void test_happy_paths(void **s) {
     char out[65536], cmd[1200];
-    assert_int_equal(stg(out, sizeof out, "check models/cs336/small.yaml"), 0);
+    assert_int_equal(tu_stg(out, sizeof out, "check models/cs336/small.yaml"), 0);
     assert_non_null(strstr(out, "parameters: 111 tensors, 128625408 elements"));
     snprintf(cmd, sizeof cmd, "graph models/toy.yaml --dot -o %s/toy.dot", dir);
-    assert_int_equal(stg(out, sizeof out, "%s", cmd), 0);
-    assert_int_equal(stg(out, sizeof out, "memreport models/cs336/2.7B.yaml --format svg"), 0);
+    assert_int_equal(tu_stg(out, sizeof out, "%s", cmd), 0);
+    assert_int_equal(tu_stg(out, sizeof out, "memreport models/cs336/2.7B.yaml --format svg"), 0);
     assert_non_null(strstr(out, "<svg"));
     assert_non_null(strstr(out, "backward"));
     // tokens from a text, then training on them with a checkpoint, then one dumped step
     snprintf(cmd, sizeof cmd, "tokens README.md -o %s/readme.bin", dir);
-    assert_int_equal(stg(out, sizeof out, "%s", cmd), 0);
+    assert_int_equal(tu_stg(out, sizeof out, "%s", cmd), 0);
     snprintf(cmd, sizeof cmd,
              "train models/tiny.yaml --device cpu --data %s/readme.bin --steps 3 --set n_layers=1 --ckpt %s/ck --log %s/log.jsonl",
              dir, dir, dir);
-    if (stg(out, sizeof out, "%s", cmd) != 0) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "%s", cmd) != 0) fail_msg("%s", out);
     assert_non_null(strstr(out, "done: 3 steps"));
     snprintf(cmd, sizeof cmd, "%s/log.jsonl", dir);
     FILE *f = fopen(cmd, "r");
@@ -158,19 +133,19 @@ static void test_happy_paths(void **s) {
     assert_int_equal(fclose(f), 0);
     snprintf(cmd, sizeof cmd, "step models/tiny.yaml --set n_layers=1 --device cpu --init %s/ck/ckpt.safetensors --batch %s/batch.npy --dump %s/out.safetensors",
              dir, dir, dir);
-    if (stg(out, sizeof out, "%s", cmd) != 0) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "%s", cmd) != 0) fail_msg("%s", out);
     assert_non_null(strstr(out, "wrote the loss, the logits and 12 gradients"));
     // the same step against a batch of the wrong shape
     snprintf(cmd, sizeof cmd, "step models/tiny.yaml --device cpu --set ctx=32 --init %s/ck/ckpt.safetensors --batch %s/batch.npy --dump %s/o2.safetensors",
              dir, dir, dir);
-    assert_int_not_equal(stg(out, sizeof out, "%s", cmd), 0);
+    assert_int_not_equal(tu_stg(out, sizeof out, "%s", cmd), 0);
 }
 
 // stg bench --profile on the CPU (profiling marks are host clock readings there): with one stream
 // the critical path is every op, its length the profile's total, and each by-name row is all on it.
 static void test_bench_profile(void **s) {
     char out[65536];
-    int rc = stg(out, sizeof out, "bench models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --profile --warmup 0 --iters 1");
+    int rc = tu_stg(out, sizeof out, "bench models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --profile --warmup 0 --iters 1");
     if (rc != 0) fail_msg("%s", out);
     double total = -1, len = -1, off = -1;
     int nops = -1, non = -1, nst = -1, rows = 0;
@@ -211,7 +186,7 @@ static void test_bench_profile(void **s) {
 // iteration's time (warm-up ones first) in times_ms.
 static void test_bench_json(void **s) {
     char out[65536];
-    int rc = stg(out, sizeof out, "bench models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --what forward,step --warmup 2 --iters 3 --json");
+    int rc = tu_stg(out, sizeof out, "bench models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --what forward,step --warmup 2 --iters 3 --json");
     if (rc != 0) fail_msg("%s", out);
     const char *fwd = strstr(out, "\"what\": \"forward\"");
     const char *step = strstr(out, "\"what\": \"step\"");
@@ -256,11 +231,11 @@ static void test_bench_json(void **s) {
 // stg memreport --world N --zero K: the per-device section in text and JSON; bad values refused.
 static void test_memreport_world(void **s) {
     char out[1 << 17];
-    int rc = stg(out, sizeof out, "memreport models/tiny.yaml --world 4 --zero 1 --device-memory 0.001");
+    int rc = tu_stg(out, sizeof out, "memreport models/tiny.yaml --world 4 --zero 1 --device-memory 0.001");
     if (rc != 0) fail_msg("%s", out);
     assert_non_null(strstr(out, "Data parallel: 4 devices, ZeRO stage 1"));
     assert_non_null(strstr(out, "devices needed for"));
-    rc = stg(out, sizeof out, "memreport models/tiny.yaml --world 2 --zero 3 --format json");
+    rc = tu_stg(out, sizeof out, "memreport models/tiny.yaml --world 2 --zero 3 --format json");
     if (rc != 0) fail_msg("%s", out);
     const char *dp = strstr(out, "\"data_parallel\": {\"world\": 2, \"zero\": 3");
     assert_non_null(dp);

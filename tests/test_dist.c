@@ -99,34 +99,9 @@ static int zero_stage; // ZeRO stage of the data-parallel runs (0 or 1)
 
 static int train(int rank, int world, int batch, int64_t bucket, double *out, int64_t *nout, stg_err *err) {
     stg_step *st = load_z(batch, world, bucket, world >= 1 ? zero_stage : 0, rank);
-    rt_backend *b = NULL;
-    rig r;
-    memset(&r, 0, sizeof r);
-    rt_dist d;
-    memset(&d, 0, sizeof d);
-    int rc = -1;
     rt_exec_opts eo = {.poison = true};
-    if (rt_backend_cpu_new(&b, err)) {
-        stg_step_free(st);
-        goto out;
-    }
-    if (world >= 1) {
-        if (rt_dist_from_env(&d, err) || rt_dist_connect(&d, err) || rt_backend_cpu_join(b, &d, err) ||
-            (d.rank != rank || d.world != world ? stg_errf(err, "environment says rank %d of %d", d.rank, d.world) : 0)) {
-            stg_step_free(st);
-            goto out;
-        }
-    }
-    if (rig_try_open(&r, st, &(rig_cfg){.b = b, .eo = &eo, .init_seed = 4, .feed_seed = 3, .rng_seed = 8}, err) ||
-        (world > 1 && rt_feed_shard(r.f, rank, world, err)))
-        goto out;
-    if (rig_try_train(&r, STEPS, out, nout, err)) goto out;
-    rc = 0;
-out:
-    if (r.s) rig_close(&r);
-    if (b) b->ops->destroy(b);
-    rt_dist_close(&d);
-    return rc;
+    return rig_try_rank_train(st, (rig_cfg){.eo = &eo, .init_seed = 4, .feed_seed = 3, .rng_seed = 8}, rt_backend_cpu_join, world, rank,
+                              STEPS, out, nout, err);
 }
 
 #define MAXOUT (1 << 18)
@@ -136,56 +111,21 @@ static int free_port(void) {
     return 20000 + (int)(getpid() % 20000);
 }
 
-// Forks `world` ranks; each writes its doubles to its pipe. Returns per-rank results.
-static void run_ranks(int world, int batch, int64_t bucket, double **res, int64_t *n) {
-    char port[16];
-    snprintf(port, sizeof port, "%d", free_port());
-    int fds[8][2];
-    pid_t pid[8];
-    for (int r = 0; r < world; r++) {
-        assert_int_equal(pipe(fds[r]), 0);
-        pid[r] = fork();
-        assert_true(pid[r] >= 0);
-        if (pid[r] == 0) {
-            char rs[16], ws[16];
-            snprintf(rs, sizeof rs, "%d", r);
-            snprintf(ws, sizeof ws, "%d", world);
-            setenv("RANK", rs, 1);
-            setenv("WORLD_SIZE", ws, 1);
-            setenv("MASTER_PORT", port, 1);
-            setenv("STG_DIST_TIMEOUT", "30", 1);
-            double *out = malloc(sizeof(double) * MAXOUT);
-            int64_t k = 0;
-            stg_err err;
-            int rc = out ? train(r, world, batch, bucket, out, &k, &err) : -1;
-            if (rc) fprintf(stderr, "rank %d: %s\n", r, err.msg);
-            int64_t hdr = rc ? -1 : k;
-            if (write(fds[r][1], &hdr, sizeof hdr) != sizeof hdr) _exit(3);
-            if (!rc && write(fds[r][1], out, sizeof(double) * (size_t)k) != (ssize_t)(sizeof(double) * (size_t)k)) _exit(3);
-            _exit(rc ? 1 : 0);
-        }
-        close(fds[r][1]);
-    }
-    for (int r = 0; r < world; r++) {
-        int64_t k = -1;
-        res[r] = malloc(sizeof(double) * MAXOUT);
-        size_t got = 0;
-        if (read(fds[r][0], &k, sizeof k) == sizeof k && k > 0) {
-            while (got < sizeof(double) * (size_t)k) {
-                ssize_t m = read(fds[r][0], (char *)res[r] + got, sizeof(double) * (size_t)k - got);
-                if (m <= 0) break;
-                got += (size_t)m;
-            }
-        }
-        close(fds[r][0]);
-        int status;
-        waitpid(pid[r], &status, 0);
-        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        assert_true(k > 0 && got == sizeof(double) * (size_t)k);
-        n[r] = k;
-    }
+typedef struct {
+    int world, batch;
+    int64_t bucket;
+} dp_cfg;
+
+static int train_rank(int rank, void *ctx, double *out, int64_t *n, stg_err *err) {
+    const dp_cfg *c = ctx;
+    return train(rank, c->world, c->batch, c->bucket, out, n, err);
 }
 
+// Forks `world` ranks (rig_fork_ranks); res[r] and n[r] get rank r's results.
+static void run_ranks(int world, int batch, int64_t bucket, double **res, int64_t *n) {
+    dp_cfg c = {world, batch, bucket};
+    rig_fork_ranks(world, train_rank, &c, MAXOUT, res, n);
+}
 
 // 2 and 3 ranks of batch 2 == one process of batch 4 / 6, in fp32 to 1e-5; every rank holds the
 // same parameters, bitwise. Small buckets: several allreduce ops per step.
@@ -402,22 +342,6 @@ static void test_shard_accounting(void **s) {
     stg_step_free(st);
 }
 
-// Two tensors files hold the same tensors (names, shapes, bytes), whatever their order.
-static void same_tensors(const char *a, const char *b) {
-    rt_st *x, *y;
-    stg_err err;
-    if (rt_st_open(a, &x, &err) || rt_st_open(b, &y, &err)) fail_msg("%s", err.msg);
-    assert_int_equal(rt_st_count(x), rt_st_count(y));
-    for (size_t i = 0; i < rt_st_count(x); i++) {
-        const rt_st_tensor *s = rt_st_at(x, i), *t = rt_st_find(y, s->name);
-        if (!t) fail_msg("%s lacks %s", b, s->name);
-        assert_int_equal(s->nbytes, t->nbytes);
-        if (s->nbytes && memcmp(s->data, t->data, s->nbytes) != 0) fail_msg("%s differs between %s and %s", s->name, a, b);
-    }
-    rt_st_free(x);
-    rt_st_free(y);
-}
-
 // Checkpoints under data parallelism: with ZeRO-1 the owners' AdamW state is gathered to rank 0,
 // so the file equals plain data parallelism's, and 3 steps + resume + 3 steps == 6 steps, bitwise.
 static void test_checkpoints(void **s) {
@@ -438,9 +362,9 @@ static void test_checkpoints(void **s) {
     char a[512], b[512];
     snprintf(a, sizeof a, "%s/plain/ckpt.safetensors", dir);
     snprintf(b, sizeof b, "%s/zero/ckpt.safetensors", dir);
-    same_tensors(a, b);
+    rig_same_tensors(a, b, false);
     snprintf(a, sizeof a, "%s/resumed/ckpt.safetensors", dir);
-    same_tensors(a, b);
+    rig_same_tensors(a, b, false);
     // the logs: steps 4..6 of the resumed run are the straight run's, loss for loss
     snprintf(cmd, sizeof cmd, "cd %s && tail -n 3 zero.jsonl | cut -d, -f1-2 > z && tail -n 3 resumed.jsonl | cut -d, -f1-2 > r && cmp -s z r", dir);
     assert_int_equal(sh(cmd), 0);

@@ -28,8 +28,7 @@ static char dir[64];       // a temporary directory with the token file and a ch
 static char data[128], ckpt[128];
 
 static int setup(void **s) {
-    snprintf(dir, sizeof dir, "/tmp/stg_eval_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
+    if (tu_mkdtemp(dir, sizeof dir, "eval")) return -1;
     snprintf(data, sizeof data, "%s/docs.bin", dir);
     snprintf(ckpt, sizeof ckpt, "%s/ck/ckpt.safetensors", dir);
     char cmd[2048], out[8192];
@@ -46,11 +45,7 @@ static int setup(void **s) {
     return 0;
 }
 
-static int teardown(void **s) {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **s) { return tu_rmtree(dir); }
 
 // The mean over windows of the first n tokens, each window alone (batch 1), in fp64.
 static double reference(int64_t n) {

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "tests/testutil.h"
+
 #include "planner/plan.h"
 #include "runtime/backend.h"
 #include "runtime/ckpt.h"
@@ -38,16 +40,8 @@ static void open_exec(rig *r, const char *model, stg_precision prec, const char 
 
 static char tmpdir[256];
 
-static int setup_dir(void **state) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/stg_test_exec_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int setup_dir(void **state) { return tu_mkdtemp(tmpdir, sizeof tmpdir, "test_exec"); }
+static int teardown_dir(void **state) { return tu_rmtree(tmpdir); }
 
 static const char *small_lm[] = {"d_model=32", "d_ff=48", "n_layers=2", "n_heads=2", "vocab=64", "batch=2", "ctx=16"};
 #define NSMALL ((int)(sizeof small_lm / sizeof *small_lm))
@@ -249,13 +243,6 @@ static void test_resume_bitwise(void **state) {
     rt_st_free(b);
 }
 
-static void write_bytes(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
 static void expect_train_error(const char *const *sets, int nsets, rt_train_cfg *c, const char *needle) {
     rig r;
     open_exec(&r, MODEL("tiny.yaml"), STG_PREC_FP32, sets, nsets, NULL);
@@ -275,33 +262,41 @@ static void test_bad_data(void **state) {
     // too short for one batch row (ctx 16 needs 17 tokens)
     uint16_t few[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
     snprintf(path, sizeof path, "%s/short.bin", tmpdir);
-    write_bytes(path, few, sizeof few);
+    tu_write(path, few, sizeof few);
     c.data = path;
     expect_train_error(small_lm, NSMALL, &c, "has 10 tokens");
     // a token id >= vocab (64)
     uint16_t toks[100];
     for (int i = 0; i < 100; i++) toks[i] = (uint16_t)(i % 64);
     toks[57] = 300;
-    write_bytes(path, toks, sizeof toks);
+    tu_write(path, toks, sizeof toks);
     expect_train_error(small_lm, NSMALL, &c, "300");
     // a truncated .npy
     snprintf(path, sizeof path, "%s/bad.npy", tmpdir);
-    write_bytes(path, "\x93NUMPY\x01\x00\x76\x00{'descr'", 17);
+    tu_write(path, "\x93NUMPY\x01\x00\x76\x00{'descr'", 17);
     c.data = path;
     expect_train_error(small_lm, NSMALL, &c, "bad.npy");
 }
 
-static void test_bad_checkpoint(void **state) {
-    char dir[300], path[400];
-    snprintf(dir, sizeof dir, "%s/ck", tmpdir);
+// Two training steps of the small LM with a checkpoint into tmpdir/<sub> (its path into dir, 300
+// bytes); the rig stays open. Returns the configuration they ran with.
+static rt_train_cfg train_two_steps(rig *r, const char *sub, char *dir) {
+    snprintf(dir, 300, "%s/%s", tmpdir, sub);
     rt_train_cfg c = rt_train_defaults();
     c.steps = 2;
     c.ckpt_dir = dir;
     rt_train_result res;
     stg_err err;
+    open_exec(r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
+    if (rt_train(r->e, &c, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
+    return c;
+}
+
+static void test_bad_checkpoint(void **state) {
+    char dir[300], path[400];
+    stg_err err;
     rig r;
-    open_exec(&r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
-    if (rt_train(r.e, &c, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
+    rt_train_cfg c = train_two_steps(&r, "ck", dir);
     rig_close(&r);
     // resuming with other dims
     const char *other[NSMALL];
@@ -336,15 +331,9 @@ static void test_bad_checkpoint(void **state) {
 // A non-finite loss stops the run with a message, and the last good checkpoint stays.
 static void test_nonfinite_loss(void **state) {
     char dir[300], path[400];
-    snprintf(dir, sizeof dir, "%s/nan", tmpdir);
-    rt_train_cfg c = rt_train_defaults();
-    c.steps = 2;
-    c.ckpt_dir = dir;
-    rt_train_result res;
     stg_err err;
     rig r;
-    open_exec(&r, MODEL("tiny.yaml"), STG_PREC_FP32, small_lm, NSMALL, NULL);
-    if (rt_train(r.e, &c, NULL, NULL, &res, &err)) fail_msg("%s", err.msg);
+    train_two_steps(&r, "nan", dir);
     // poison one parameter through a parameter file: the next loss is NaN
     snprintf(path, sizeof path, "%s/ckpt.safetensors", dir);
     rt_st *st;

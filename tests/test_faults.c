@@ -20,6 +20,9 @@
 
 #include <cmocka.h>
 
+#include "tests/rig.h"
+#include "tests/testutil.h"
+
 #include "runtime/ckpt.h"
 #include "runtime/rng.h"
 #include "runtime/safetensors.h"
@@ -30,17 +33,12 @@
 static char dir[256];
 
 static int setup(void **s) {
-    snprintf(dir, sizeof dir, "/tmp/stg_test_faults_XXXXXX");
     // one thread: the runs are small, and 50 of them start faster without a thread pool
     setenv("OMP_NUM_THREADS", "1", 1);
-    return mkdtemp(dir) ? 0 : -1;
+    return tu_mkdtemp(dir, sizeof dir, "test_faults");
 }
 
-static int teardown(void **s) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **s) { return tu_rmtree(dir); }
 
 // stg train on a very small model into checkpoint directory ck, with a checkpoint every step.
 static pid_t start_train(const char *ck, bool resume, const char *log) {
@@ -109,24 +107,6 @@ static int check_dir(const char *ck, bool no_tmp) {
     return n;
 }
 
-// The two files hold the same tensors with the same bytes, the same step and data RNG state.
-static void assert_same_checkpoint(const char *a, const char *b) {
-    rt_st *x, *y;
-    stg_err err;
-    if (rt_st_open(a, &x, &err) || rt_st_open(b, &y, &err)) fail_msg("%s", err.msg);
-    assert_int_equal(rt_st_count(x), rt_st_count(y));
-    for (size_t i = 0; i < rt_st_count(x); i++) {
-        const rt_st_tensor *s = rt_st_at(x, i), *t = rt_st_find(y, s->name);
-        assert_non_null(t);
-        assert_int_equal(s->nbytes, t->nbytes);
-        if (memcmp(s->data, t->data, s->nbytes) != 0) fail_msg("%s and %s differ in '%s'", a, b, s->name);
-    }
-    assert_string_equal(rt_st_meta_get(x, "step"), rt_st_meta_get(y, "step"));
-    assert_string_equal(rt_st_meta_get(x, "data_rng"), rt_st_meta_get(y, "data_rng"));
-    rt_st_free(x);
-    rt_st_free(y);
-}
-
 static void test_kill_and_resume(void **s) {
     char ref[400], log[400], want[600];
     snprintf(ref, sizeof ref, "%s/ref", dir);
@@ -165,7 +145,7 @@ static void test_kill_and_resume(void **s) {
         resumed += n > 0;
         check_dir(ck, true);
         snprintf(got, sizeof got, "%s/ckpt-%d.safetensors", ck, STEPS);
-        assert_same_checkpoint(want, got);
+        rig_same_tensors(want, got, true); // the same tensors, step and data RNG state
     }
     char *text = NULL;
     size_t cap = 0;

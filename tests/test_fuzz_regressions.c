@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "tests/fuzz/fuzz_entry.h"
+#include "tests/testutil.h"
 
 typedef int (*fuzz_fn)(const uint8_t *, size_t);
 
@@ -24,36 +25,12 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+// Every saved finding of target: each was a crash or a timeout (> 1 s under the fuzzer's
+// instrumentation); now it ends in an error message or a result, cheaply.
 static int replay_dir(const char *target, fuzz_fn fn) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/tests/fuzz/regressions/%s", STG_SOURCE_DIR, target);
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        char p[8192];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        FILE *f = fopen(p, "rb");
-        assert_non_null(f);
-        fseek(f, 0, SEEK_END);
-        long len = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        uint8_t *buf = malloc((size_t)len + 1);
-        assert_non_null(buf);
-        assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
-        fclose(f);
-        double t0 = now();
-        fn(buf, (size_t)len);
-        double dt = now() - t0;
-        // Each was a crash or a timeout (> 1 s under the fuzzer's instrumentation); now cheap.
-        if (dt > 5.0) fail_msg("%s/%s took %.1f s", target, e->d_name, dt);
-        free(buf);
-        n++;
-    }
-    closedir(d);
-    return n;
+    return tu_replay(dir, fn, 5.0);
 }
 
 static void test_replay(void **state) {
@@ -73,21 +50,7 @@ static void test_seeds(void **state) {
     fuzz_fn fn[] = {stg_fuzz_model, stg_fuzz_expr, stg_fuzz_npy, stg_fuzz_safetensors, stg_fuzz_tokens};
     for (int k = 0; k < 5; k++) {
         snprintf(dir, sizeof dir, "%s/tests/fuzz/corpus/%s", STG_SOURCE_DIR, t[k]);
-        DIR *d = opendir(dir);
-        assert_non_null(d);
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (e->d_name[0] == '.') continue;
-            char p[8192];
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            FILE *f = fopen(p, "rb");
-            assert_non_null(f);
-            uint8_t buf[65536];
-            size_t len = fread(buf, 1, sizeof buf, f);
-            fclose(f);
-            fn[k](buf, len);
-        }
-        closedir(d);
+        if (tu_replay(dir, fn[k], 0) == 0) fail_msg("no seeds in %s", dir);
     }
 }
 

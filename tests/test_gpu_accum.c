@@ -4,6 +4,8 @@
 // through them), N micro-batches of B rows against one batch of N·B rows after 5 optimizer steps in
 // graph mode (fp32 to 1e-5, bf16 to 2e-2), and graph replay of the N-pass step equal to eager
 // launch, bitwise.
+#include "tests/gpu.h"
+
 #ifdef STG_HAVE_CUDA
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,20 +30,6 @@
 #define MODEL(p) STG_SOURCE_DIR "/models/" p
 #define STEPS 5
 
-// A tied LM head (the embedding's gradient is an add op that accumulates itself).
-static const char *tied_yaml = "name: tied\n"
-                               "dims: {vocab: 96, d_model: 64, batch: 2, ctx: 24}\n"
-                               "inputs:\n  tokens: [batch, ctx, i32]\n  targets: [batch, ctx, i32]\n"
-                               "graph:\n"
-                               "  - param emb [vocab, d_model] init=embedding\n"
-                               "  - param g [d_model] init=ones\n"
-                               "  - param w [d_model, d_model] init=linear\n"
-                               "  - x = embedding(tokens, emb)\n"
-                               "  - h = rmsnorm(add(x, linear(x, w)), g, eps=1e-5)\n"
-                               "  - logits = linear(h, emb)\n"
-                               "  - loss = cross_entropy(logits, targets)\n"
-                               "loss: loss\n";
-
 typedef struct {
     bool tied;
     bool cuda;
@@ -55,24 +43,14 @@ static void open_cfg(rig *r, const gcfg *c) {
     snprintf(b, sizeof b, "batch=%d", c->batch);
     const char *lm[] = {"d_model=64", "d_ff=160", "n_layers=2", "n_heads=2", "vocab=256", "ctx=40", "attention=flash", b};
     const char *tied[] = {b};
-    stg_step_opts o = rig_opts(c->tied ? "tied.yaml" : MODEL("tiny.yaml"), c->prec, c->tied ? tied : lm, c->tied ? 1 : 8);
-    if (c->tied) {
-        o.text = tied_yaml;
-        o.text_len = strlen(tied_yaml);
-    }
+    char text[1024]; // a tied LM head: the embedding's gradient is an add op that accumulates itself
+    stg_step_opts o = c->tied ? rig_opts_text("tied.yaml", rig_tied_yaml(text, sizeof text, 96, 64, 24), c->prec, tied, 1)
+                              : rig_opts(MODEL("tiny.yaml"), c->prec, lm, 8);
     o.optim = rig_optim(1e-2, 1e-3, 1, STEPS);
     o.optim.max_norm = 0.05; // clipping active: the norm is of the accumulated mean gradient
     o.optim.grad_accum = c->accum;
     o.ungrouped = !c->cuda; // the GPU graph with grouped products, as `stg` builds it
-    stg_step *st = rig_step(&o);
-    rt_backend *be;
-    stg_err err;
-    int rc = c->cuda ? rt_backend_cuda_new(0, false, &be, &err) : rt_backend_cpu_new(&be, &err);
-    if (rc) {
-        stg_step_free(st);
-        fail_msg("%s", err.msg);
-    }
-    rig_open(r, st, &(rig_cfg){.b = be, .own_b = true, .eo = &c->eo, .init_seed = 3, .feed_seed = 9});
+    rig_open(r, rig_step(&o), &(rig_cfg){.cuda = c->cuda, .eo = &c->eo, .init_seed = 3, .feed_seed = 9});
 }
 
 // NaN in every parameter gradient: the first micro-batch must write them without reading.
@@ -101,34 +79,10 @@ static void grads_against_cpu(bool tied) {
     open_cfg(&g, &gc);
     poison_grads(&c);
     poison_grads(&g);
-    stg_err err;
-    rt_rng r1, r2;
-    rt_rng_seed(&r1, 5);
-    rt_rng_seed(&r2, 5);
-    rt_exec_results rc, rg;
-    if (rt_feed_next(c.f, c.e, &r1, &err) || rt_feed_next(g.f, g.e, &r2, &err) ||
-        rt_exec_run_results(c.e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &rc, &err) ||
-        rt_exec_run_results(g.e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &rg, &err))
-        fail_msg("%s", err.msg);
-    assert_true(fabs(rg.loss - rc.loss) / fabs(rc.loss) < 1e-5);
-    double worst = 0;
-    for (int t = 0; t < c.g->nt; t++) {
-        if (c.g->t[t].cls != STG_CLASS_PARAM) continue;
-        int pg = graph_find_tensor(g.g, c.g->t[t].name);
-        assert_true(pg >= 0);
-        int64_t n = stg_numel(&c.g->t[t]);
-        double *a = malloc(sizeof(double) * (size_t)n), *b = malloc(sizeof(double) * (size_t)n);
-        assert_non_null(a);
-        assert_non_null(b);
-        if (rt_exec_read_f64(c.e, c.g->t[t].grad, a, &err) || rt_exec_read_f64(g.e, g.g->t[pg].grad, b, &err)) fail_msg("%s", err.msg);
-        double e = rel_err(b, a, n);
-        if (!(e < 1e-4)) fail_msg("accumulated gradient of %s: relative error %.3g", c.g->t[t].name, e);
-        if (e > worst) worst = e;
-        free(a);
-        free(b);
-    }
-    print_message("%s, 3 micro-batches: loss %.6f (cpu %.6f); worst gradient rel err %.2e\n", tied ? "tied" : "tiny LM", rg.loss, rc.loss,
-                  worst);
+    double lc, lg;
+    int ng;
+    double worst = rig_grads_against(&c, &g, 5, 1e-5, 1e-4, tied ? "tied" : "tiny LM", &lc, &lg, &ng);
+    print_message("%s, 3 micro-batches: loss %.6f (cpu %.6f); worst gradient rel err %.2e\n", tied ? "tied" : "tiny LM", lg, lc, worst);
     rig_close(&c);
     rig_close(&g);
 }
@@ -141,9 +95,7 @@ static double *train(const gcfg *c, int64_t *n) {
     rig r;
     open_cfg(&r, c);
     stg_err err;
-    int64_t total = STEPS;
-    for (int t = 0; t < r.g->nt; t++)
-        if (r.g->t[t].cls == STG_CLASS_PARAM) total += stg_numel(&r.g->t[t]);
+    int64_t total = STEPS + rig_param_count(r.g);
     double *out = malloc(sizeof(double) * (size_t)total);
     assert_non_null(out);
     if (rig_try_train(&r, STEPS, out, n, &err)) fail_msg("%s", err.msg);
@@ -192,20 +144,11 @@ static void test_graph_equals_eager(void **s) {
 }
 
 int main(void) {
-    if (!rt_cuda_available()) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grads_lm),       cmocka_unit_test(test_grads_tied),     cmocka_unit_test(test_fp32_one_batch),
         cmocka_unit_test(test_bf16_one_batch), cmocka_unit_test(test_graph_equals_eager),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return GPU_RUN(tests);
 }
-#else
-#include <stdio.h>
-int main(void) {
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
+
 #endif

@@ -4,6 +4,8 @@
 //     relative error under 1e-5), also with NCCL forced onto its socket transport (a stand-in for
 //     two nodes). Skipped with fewer GPUs.
 // Ranks are separate processes (this program started again with --child), as under stg launch.
+#include "tests/gpu.h"
+
 #ifdef STG_HAVE_CUDA
 #include <setjmp.h>
 #include <stdarg.h>
@@ -54,25 +56,11 @@ static int run(int dev, int dp, int batch, bool graph, stg_precision prec, doubl
     o.optim.dp_rank = dp ? d.rank : 0;
     stg_step *st = NULL;
     rt_backend *bk = NULL;
-    rig r;
-    memset(&r, 0, sizeof r);
-    int rc = -1;
+    if (stg_step_build(&o, &st, err)) return -1;
+    if (rt_backend_cuda_new(dev, false, &bk, err)) return stg_step_free(st), -1;
     rt_exec_opts eo = {.graph = graph};
-    if (stg_step_build(&o, &st, err) || rt_backend_cuda_new(dev, false, &bk, err) ||
-        (dp && (rt_dist_connect(&d, err) || rt_backend_cuda_join(bk, &d, err)))) {
-        stg_step_free(st);
-        goto out;
-    }
-    if (rig_try_open(&r, st, &(rig_cfg){.b = bk, .eo = &eo, .init_seed = 3, .feed_seed = 9, .rng_seed = 8}, err) ||
-        (dp && d.world > 1 && rt_feed_shard(r.f, d.rank, d.world, err)))
-        goto out;
-    if (rig_try_train(&r, STEPS, out, nout, err)) goto out;
-    rc = 0;
-out:
-    if (r.s) rig_close(&r);
-    if (bk) bk->ops->destroy(bk);
-    rt_dist_close(&d);
-    return rc;
+    return rig_try_rank_train(st, (rig_cfg){.b = bk, .eo = &eo, .init_seed = 3, .feed_seed = 9, .rng_seed = 8}, rt_backend_cuda_join,
+                              dp ? d.world : 0, d.rank, STEPS, out, nout, err);
 }
 
 static void set_env1(const char *port) {
@@ -194,14 +182,7 @@ static int child(const char *path) {
 int main(int argc, char **argv) {
     self_path = argv[0];
     if (argc == 3 && strcmp(argv[1], "--child") == 0) return child(argv[2]);
-    if (!rt_cuda_available()) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
-    if (!cuda_have_nccl()) {
-        printf("skipped: built without NCCL\n");
-        return 77;
-    }
+    if (!cuda_have_nccl()) return gpu_skipped("built without NCCL");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_rank_fp32),
         cmocka_unit_test(test_one_rank_bf16),
@@ -211,12 +192,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_two_gpus_zero1),
         cmocka_unit_test(test_two_gpus_zero1_sockets),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return GPU_RUN(tests);
 }
-#else
-#include <stdio.h>
-int main(void) {
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
+
 #endif

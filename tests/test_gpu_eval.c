@@ -3,6 +3,8 @@
 // batches of 8 and the short last batch on its second plan), and bf16 is within 2e-2 of it; a
 // --val-full run's last validation loss on CUDA equals `stg eval --device cuda` on its checkpoint.
 // Exits 77 (skipped) without CUDA or without a GPU.
+#include "tests/gpu.h"
+
 #ifdef STG_HAVE_CUDA
 #include <setjmp.h>
 #include <stdarg.h>
@@ -67,17 +69,8 @@ static void test_cuda_equals_cpu(void **s) {
 }
 
 int main(void) {
-    if (!rt_cuda_available()) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_cuda_equals_cpu)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return GPU_RUN(tests);
 }
-#else
-#include <stdio.h>
-int main(void) {
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
+
 #endif

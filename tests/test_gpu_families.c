@@ -6,6 +6,8 @@
 // 8:1 (head dim 128), ctx not a multiple of 64; fused and written-out attention, plain and fused head.
 //
 // Exits 77 (skipped) without CUDA or without a GPU.
+#include "tests/gpu.h"
+
 #ifdef STG_HAVE_CUDA
 #include <math.h>
 #include <setjmp.h>
@@ -62,21 +64,13 @@ static int nsets(const fam_case *c) {
 }
 
 static void open_case(rig *r, const fam_case *c, bool cuda, stg_precision prec) {
-    stg_err err;
     char path[512];
     snprintf(path, sizeof path, "%s", MODEL(""));
     snprintf(path + strlen(path), sizeof path - strlen(path), "%s", c->model);
     stg_step_opts o = rig_opts(path, prec, c->sets, nsets(c));
     o.optim = rig_optim(1e-3, 1e-4, 1, 5);
     o.ungrouped = !cuda; // the GPU graph as `stg` builds it (grouped products); the CPU reference without
-    stg_step *st = rig_step(&o);
-    rt_backend *b;
-    int rc = cuda ? rt_backend_cuda_new(0, false, &b, &err) : rt_backend_cpu_new(&b, &err);
-    if (rc) {
-        stg_step_free(st);
-        fail_msg("%s", err.msg);
-    }
-    rig_open(r, st, &(rig_cfg){.b = b, .own_b = true, .init_seed = 3, .feed_seed = 9});
+    rig_open(r, rig_step(&o), &(rig_cfg){.cuda = cuda, .init_seed = 3, .feed_seed = 9});
 }
 
 // One forward and backward in fp32: the loss and every gradient, GPU against CPU.
@@ -85,35 +79,9 @@ static void test_step_fp32(void **s) {
         rig c, g;
         open_case(&c, &cases[i], false, STG_PREC_FP32);
         open_case(&g, &cases[i], true, STG_PREC_FP32);
-        stg_err err;
-        rt_rng r1, r2;
-        rt_rng_seed(&r1, 5);
-        rt_rng_seed(&r2, 5);
-        rt_exec_results rc, rg;
-        if (rt_feed_next(c.f, c.e, &r1, &err) || rt_feed_next(g.f, g.e, &r2, &err) ||
-            rt_exec_run_results(c.e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &rc, &err) ||
-            rt_exec_run_results(g.e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &rg, &err))
-            fail_msg("%s: %s", cases[i].what, err.msg);
-        double le = fabs(rg.loss - rc.loss) / fabs(rc.loss), worst = 0;
-        if (!(le < 1e-5)) fail_msg("%s: loss %.9g on the GPU, %.9g on the CPU", cases[i].what, rg.loss, rc.loss);
-        int ng = 0;
-        for (int t = 0; t < c.g->nt; t++) {
-            if (c.g->t[t].cls != STG_CLASS_PARAM) continue;
-            int tg = graph_find_tensor(g.g, c.g->t[t].name);
-            assert_true(tg >= 0);
-            int64_t n = stg_numel(&c.g->t[t]);
-            double *a = malloc(sizeof(double) * (size_t)n), *b = malloc(sizeof(double) * (size_t)n);
-            assert_non_null(a);
-            assert_non_null(b);
-            if (rt_exec_read_f64(c.e, c.g->t[t].grad, a, &err) || rt_exec_read_f64(g.e, g.g->t[tg].grad, b, &err))
-                fail_msg("%s", err.msg);
-            double e = rel_err(b, a, n);
-            if (!(e < 1e-4)) fail_msg("%s: gradient of %s: relative error %.3g", cases[i].what, c.g->t[t].name, e);
-            worst = fmax(worst, e);
-            ng++;
-            free(a);
-            free(b);
-        }
+        double lc, lg;
+        int ng;
+        double worst = rig_grads_against(&c, &g, 5, 1e-5, 1e-4, cases[i].what, &lc, &lg, &ng), le = fabs(lg - lc) / fabs(lc);
         printf("  %-46s loss rel err %.2e, worst of %d gradients %.2e\n", cases[i].what, le, ng, worst);
         rig_close(&c);
         rig_close(&g);
@@ -144,20 +112,11 @@ static void test_train_bf16(void **s) {
 }
 
 int main(void) {
-    if (!rt_cuda_available()) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step_fp32),
         cmocka_unit_test(test_train_bf16),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return GPU_RUN(tests);
 }
-#else
-#include <stdio.h>
-int main(void) {
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
+
 #endif

@@ -9,6 +9,8 @@
 // two large cases (for compute-sanitizer).
 //
 // Exits 77 (skipped) without CUDA or without a GPU.
+#include "tests/gpu.h"
+
 #ifdef STG_HAVE_CUDA
 
 #include <math.h>
@@ -21,50 +23,18 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <cuda_runtime_api.h>
 
 #include "graph/graph.h"
 #include "ops/cpu/cpu.h"
 #include "ops/cuda/cuda.h"
 #include "ops/registry.h"
-
-static stg_cuda *ctx;
-
-#define CK(call)                                                                                                   \
-    do {                                                                                                           \
-        cudaError_t e_ = (call);                                                                                   \
-        if (e_ != cudaSuccess) fail_msg("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-    } while (0)
-
-static uint16_t to_bf16(float f) { // round to nearest even
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static float from_bf16(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+#include "tests/gpu_kernels.h"
 
 static uint64_t rs = 0x3c6ef372fe94f82bull;
 
-static double urand(void) {
-    rs ^= rs >> 12;
-    rs ^= rs << 25;
-    rs ^= rs >> 27;
-    return (double)((rs * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0;
-}
+static double urand(void) { return tu_urand(&rs); }
 
-static float nrand(void) {
-    double u1 = urand(), u2 = urand();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
+static float nrand(void) { return (float)tu_nrand(&rs); }
 
 typedef struct {
     int64_t B, S, d, V, chunk;
@@ -102,61 +72,6 @@ static void build(const head_case *c, stg_precision prec, head_graph *h) {
     if (graph_schedule(h->g, &err)) fail_msg("schedule: %s", err.msg);
 }
 
-// max |a - b| / max |b|; NaN or infinity fails (returns infinity).
-static double rel(const float *a, const float *b, int64_t n) {
-    double md = 0, mr = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
-        md = fmax(md, fabs((double)a[i] - (double)b[i]));
-        mr = fmax(mr, fabs((double)b[i]));
-    }
-    return mr > 0 ? md / mr : md;
-}
-
-static void *dev_read(const stg_tensor *t, const void *d, float *out) {
-    size_t bytes = (size_t)stg_bytes(t);
-    void *raw = malloc(bytes);
-    CK(cudaMemcpy(raw, d, bytes, cudaMemcpyDeviceToHost));
-    int64_t n = stg_numel(t);
-    if (out) {
-        if (t->dtype == STG_BF16)
-            for (int64_t i = 0; i < n; i++) out[i] = from_bf16(((const uint16_t *)raw)[i]);
-        else
-            memcpy(out, raw, (size_t)n * 4);
-    }
-    return raw;
-}
-
-static void run_all(const stg_graph *g, void **ptr, int capture) {
-    stg_err err = {{0}};
-    cudaStream_t st = (cudaStream_t)cuda_stream(ctx);
-    cudaGraph_t cg = NULL;
-    if (capture) CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int s = 0; s < g->nsched; s++)
-        if (cuda_op_run(ctx, g, g->schedule[s], ptr, &err)) {
-            if (capture) cudaStreamEndCapture(st, &cg);
-            fail_msg("cuda_op_run: %s", err.msg);
-        }
-    if (capture) {
-        cudaGraphExec_t ex = NULL;
-        CK(cudaStreamEndCapture(st, &cg));
-        CK(cudaGraphInstantiateWithFlags(&ex, cg, 0));
-        CK(cudaGraphLaunch(ex, st));
-        CK(cudaStreamSynchronize(st));
-        cudaGraphExecDestroy(ex);
-        cudaGraphDestroy(cg);
-    }
-    CK(cudaStreamSynchronize(st));
-    CK(cudaGetLastError());
-}
-
-// Every tensor a producer writes, poisoned with 0xFF bytes (NaN in f32 and bf16).
-static void poison(const stg_graph *g, void **ptr) {
-    for (int t = 0; t < g->nt; t++)
-        if (g->t[t].producer >= 0) CK(cudaMemset(ptr[t], 0xFF, (size_t)stg_bytes(&g->t[t])));
-    CK(cudaDeviceSynchronize());
-}
-
 static void run_case(const head_case *c, stg_precision prec) {
     head_graph hd, hr;
     build(c, prec, &hd);
@@ -165,13 +80,11 @@ static void run_case(const head_case *c, stg_precision prec) {
     assert_int_equal(g->nt, gr->nt);
     int bf = prec == STG_PREC_BF16;
     int64_t R = c->B * c->S;
-    // inputs: x ~ N(0, 1), w ~ N(0, 1) / sqrt(d) * 3 (logits of a few units), targets in [0, V)
-    float **host = calloc((size_t)gr->nt, sizeof *host);
-    for (int t = 0; t < gr->nt; t++) {
-        int64_t n = stg_numel(&gr->t[t]);
-        host[t] = malloc(sizeof(float) * (size_t)(n ? n : 1));
-        memset(host[t], 0xFF, sizeof(float) * (size_t)(n ? n : 1));
-    }
+    gk_dev d;
+    gk_dev_alloc(g, -1, -1, &d);
+    // inputs: x ~ N(0, 1), w ~ N(0, 1) / sqrt(d) * 3 (logits of a few units), targets in [0, V);
+    // rounded to the device dtype, so the CPU sees the device's numbers
+    float **host = d.host;
     for (int64_t i = 0; i < R * c->d; i++) host[hr.x][i] = nrand();
     for (int64_t i = 0; i < c->V * c->d; i++) host[hr.w][i] = nrand() * 3.0f / sqrtf((float)c->d);
     for (int64_t i = 0; i < R; i++) ((int32_t *)host[hr.t])[i] = (int32_t)(urand() * (double)c->V);
@@ -179,46 +92,29 @@ static void run_case(const head_case *c, stg_precision prec) {
     if (bf)
         for (int k = 0; k < 2; k++) {
             int t = k ? hr.w : hr.x;
-            for (int64_t i = 0; i < stg_numel(&gr->t[t]); i++) host[t][i] = from_bf16(to_bf16(host[t][i]));
+            for (int64_t i = 0; i < stg_numel(&gr->t[t]); i++) host[t][i] = gk_round_bf(host[t][i]);
         }
     // the CPU reference, fp32
+    float **ref = gk_ref_alloc(gr, host);
     stg_err err = {{0}};
-    for (int s = 0; s < gr->nsched; s++) {
-        int op = gr->schedule[s];
-        size_t sb = cpu_op_scratch_bytes(gr, op);
-        void *scr = sb ? malloc(sb) : NULL;
-        if (cpu_op_run(gr, op, (void *const *)host, scr, sb, &err)) fail_msg("cpu: %s", err.msg);
-        free(scr);
-    }
-    // the device
-    void **ptr = calloc((size_t)g->nt, sizeof *ptr);
-    for (int t = 0; t < g->nt; t++) {
-        size_t bytes = (size_t)stg_bytes(&g->t[t]);
-        CK(cudaMalloc(&ptr[t], bytes ? bytes : 4));
-        if (g->t[t].producer >= 0) continue;
-        int64_t n = stg_numel(&g->t[t]);
-        void *raw = malloc(bytes);
-        if (g->t[t].dtype == STG_BF16)
-            for (int64_t i = 0; i < n; i++) ((uint16_t *)raw)[i] = to_bf16(host[t][i]);
-        else
-            memcpy(raw, host[t], bytes);
-        CK(cudaMemcpy(ptr[t], raw, bytes, cudaMemcpyHostToDevice));
-        free(raw);
-    }
-    if (cuda_prepare(ctx, g, ptr, &err)) fail_msg("cuda_prepare: %s", err.msg);
+    for (int s = 0; s < gr->nsched; s++)
+        if (gk_cpu_run(gr, gr->schedule[s], (void *const *)ref, &err)) fail_msg("cpu: %s", err.msg);
+    // the device: eager, eager again, a captured graph's replay; outputs poisoned before each
+    if (cuda_prepare(ctx, g, d.dptr, &err)) fail_msg("cuda_prepare: %s", err.msg);
     void *snap[3][4] = {{NULL}};
     const int outs[4] = {hd.loss, hd.lse, hd.dx, hd.dw};
     const char *names[4] = {"loss", "lse", "dx", "dw"};
     double tol = bf ? 2e-2 : 1e-4;
     for (int run = 0; run < 3; run++) {
-        poison(g, ptr);
-        run_all(g, ptr, run == 2);
+        gk_upload_and_poison(g, &d);
+        gk_run(g, d.dptr, run == 2);
         for (int k = 0; k < 4; k++) {
             const stg_tensor *t = &g->t[outs[k]];
             int64_t n = stg_numel(t);
             float *got = malloc(sizeof(float) * (size_t)n);
-            snap[run][k] = dev_read(t, ptr[outs[k]], got);
-            double e = rel(got, host[outs[k]], n);
+            assert_non_null(got);
+            snap[run][k] = gk_read(t, d.dptr[outs[k]], got);
+            double e = rel_err_f32(got, ref[outs[k]], n, false, NULL); // NaN or infinity fails
             if (run == 0)
                 printf("  (%lld, %lld, %lld) V %lld chunk %lld %s %-4s rel err %.3e\n", (long long)c->B, (long long)c->S,
                        (long long)c->d, (long long)c->V, (long long)c->chunk, bf ? "bf16" : "fp32", names[k], e);
@@ -232,10 +128,8 @@ static void run_case(const head_case *c, stg_precision prec) {
     }
     for (int r = 0; r < 3; r++)
         for (int k = 0; k < 4; k++) free(snap[r][k]);
-    for (int t = 0; t < g->nt; t++) CK(cudaFree(ptr[t]));
-    free(ptr);
-    for (int t = 0; t < gr->nt; t++) free(host[t]);
-    free(host);
+    gk_ref_free(gr, ref);
+    gk_dev_free(&d);
     graph_free(hd.g);
     graph_free(hr.g);
 }
@@ -259,29 +153,8 @@ static void test_fused_head(void **state) {
 }
 
 int main(void) {
-    if (cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
-    stg_err err = {{0}};
-    stg_cuda_opts o = {.device = 0};
-    if (cuda_new(&o, &ctx, &err)) {
-        fprintf(stderr, "cuda_new: %s\n", err.msg);
-        return 1;
-    }
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_fused_head)};
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    cuda_free(ctx);
-    return rc;
-}
-
-#else
-
-#include <stdio.h>
-
-int main(void) {
-    printf("skipped: built without CUDA\n");
-    return 77;
+    return GK_RUN(tests);
 }
 
 #endif

@@ -13,6 +13,8 @@
 // STG_GPU_TEST_SMALL=1 leaves out the large shapes (for compute-sanitizer).
 // STG_BENCH_ATTN=1 instead only prints attention timings at B=4, H=16, Dh=64, S=4096 (f32, bf16)
 // and B=4, H=32, Dh=80, S=512 (bf16), no check; STG_BENCH_ATTN=bf16 leaves out the f32 one.
+#include "tests/gpu.h"
+
 #ifdef STG_HAVE_CUDA
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,23 +26,16 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <cuda_runtime_api.h>
 
 #include "graph/graph.h"
 #include "ops/cpu/cpu.h"
 #include "ops/cuda/cuda.h"
 #include "ops/registry.h"
+#include "tests/gpu_kernels.h"
 
-static stg_cuda *ctx;
 static int small_only;
 
 // ---- helpers ----------------------------------------------------------------------------------
-
-#define CK(call)                                                                              \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) fail_msg("%s: %s", #call, cudaGetErrorString(e_));             \
-    } while (0)
 
 static uint64_t rng_state = 0x5eed1234abcdull;
 
@@ -52,21 +47,6 @@ static uint64_t rng_u64(void) {
 }
 
 static float rng_sym(void) { return (float)((double)(rng_u64() >> 11) * 0x1.0p-53 * 2.0 - 1.0); } // [-1, 1)
-
-static uint16_t f2bf(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static float bf2f(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 // A graph under construction: the device's and the CPU's version side by side.
 typedef struct {
@@ -116,31 +96,9 @@ typedef struct {
 
 static bool is_bf16(const stg_graph *g, int t) { return g->t[t].dtype == STG_BF16; }
 
-static void upload(rig *r, int t) {
-    const stg_graph *g = r->p->dev;
-    int64_t n = stg_numel(&g->t[t]);
-    if (is_bf16(g, t)) {
-        uint16_t *b = malloc(sizeof(uint16_t) * (size_t)n);
-        for (int64_t i = 0; i < n; i++) b[i] = f2bf(r->host[t][i]);
-        CK(cudaMemcpy(r->dptr[t], b, sizeof(uint16_t) * (size_t)n, cudaMemcpyHostToDevice));
-        free(b);
-    } else {
-        CK(cudaMemcpy(r->dptr[t], r->host[t], sizeof(float) * (size_t)n, cudaMemcpyHostToDevice));
-    }
-}
+static void upload(rig *r, int t) { gk_upload(&r->p->dev->t[t], r->host[t], r->dptr[t]); }
 
-static void download(rig *r, int t, float *dst) {
-    const stg_graph *g = r->p->dev;
-    int64_t n = stg_numel(&g->t[t]);
-    if (is_bf16(g, t)) {
-        uint16_t *b = malloc(sizeof(uint16_t) * (size_t)n);
-        CK(cudaMemcpy(b, r->dptr[t], sizeof(uint16_t) * (size_t)n, cudaMemcpyDeviceToHost));
-        for (int64_t i = 0; i < n; i++) dst[i] = bf2f(b[i]);
-        free(b);
-    } else {
-        CK(cudaMemcpy(dst, r->dptr[t], sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost));
-    }
-}
+static void download(rig *r, int t, float *dst) { free(gk_read(&r->p->dev->t[t], r->dptr[t], dst)); }
 
 // Allocates everything, fills the inputs and prepares the context (the real cuda_prepare path).
 static void rig_open(rig *r, pair *p) {
@@ -159,7 +117,7 @@ static void rig_open(rig *r, pair *p) {
         if (p->dev->t[t].producer < 0) {
             for (int64_t i = 0; i < n; i++) {
                 float v = rng_sym();
-                r->host[t][i] = is_bf16(p->dev, t) ? bf2f(f2bf(v)) : v;
+                r->host[t][i] = is_bf16(p->dev, t) ? gk_round_bf(v) : v;
             }
             upload(r, t);
         }
@@ -193,18 +151,6 @@ static void run_op(rig *r, int op) {
     CK(cudaGetLastError());
 }
 
-// max |a - b| / max |b|; NaN in a gives NaN.
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double num = 0.0, den = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (isnan(a[i]) || isnan(d)) return NAN;
-        if (d > num) num = d;
-        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
-    }
-    return den > 0 ? num / den : num;
-}
-
 // Runs the schedule on both sides and checks every output against tol. Prints the errors.
 static void check_all(rig *r, const char *what, double tol) {
     stg_err err;
@@ -225,7 +171,7 @@ static void check_all(rig *r, const char *what, double tol) {
             int t = o->out[i];
             int64_t n = stg_numel(&g->t[t]);
             download(r, t, r->host[t]); // later ops read the device's values
-            double e = rel_err(r->host[t], r->cpu[t], n);
+            double e = rel_err_f32(r->host[t], r->cpu[t], n, false, NULL);
             char sh[128];
             printf("  %-40s %-13s out %d %-22s %-4s rel err %.3g\n", what, ops_name(o->kind), i,
                    stg_shape_str(&g->t[t], sh, sizeof sh), stg_dtype_name(g->t[t].dtype), e);
@@ -529,7 +475,6 @@ static void outputs_bytes(rig *r, unsigned char **buf, size_t *n) {
 }
 
 static void determinism_case(pair *p, const char *what) {
-    stg_err err;
     rig r;
     rig_open(&r, p);
     const stg_graph *g = p->dev;
@@ -542,18 +487,7 @@ static void determinism_case(pair *p, const char *what) {
     }
     for (int s = 0; s < g->nsched; s++) poison_outputs(&r, g->schedule[s]);
     CK(cudaStreamSynchronize(st));
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int s = 0; s < g->nsched; s++)
-        if (cuda_op_run(ctx, g, g->schedule[s], r.dptr, &err)) {
-            cudaStreamEndCapture(st, &graph);
-            fail_msg("capturing: %s", err.msg);
-        }
-    CK(cudaStreamEndCapture(st, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    CK(cudaGraphLaunch(exec, st));
-    CK(cudaStreamSynchronize(st));
+    gk_run(g, r.dptr, true);
     outputs_bytes(&r, &run[2], &n[2]);
     assert_true(n[0] == n[1] && n[0] == n[2]);
     int same01 = memcmp(run[0], run[1], n[0]) == 0, same02 = memcmp(run[0], run[2], n[0]) == 0;
@@ -561,8 +495,6 @@ static void determinism_case(pair *p, const char *what) {
            same02 ? "equal" : "DIFFER", n[0]);
     assert_true(same01);
     assert_true(same02);
-    CK(cudaGraphExecDestroy(exec));
-    CK(cudaGraphDestroy(graph));
     for (int i = 0; i < 3; i++) free(run[i]);
     rig_close(&r);
 }
@@ -644,28 +576,7 @@ static void test_bench(void **state) {
     bench_attention(STG_PREC_BF16, 4, 512, 32, 80); // the 2.7B model's attention shape
 }
 
-static int setup(void **state) {
-    (void)state;
-    stg_err err;
-    stg_cuda_opts o = {.device = 0};
-    if (cuda_new(&o, &ctx, &err)) {
-        fprintf(stderr, "cuda_new: %s\n", err.msg);
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    cuda_free(ctx);
-    return 0;
-}
-
 int main(void) {
-    if (cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
     const char *s = getenv("STG_GPU_TEST_SMALL");
     small_only = s && *s && *s != '0';
     const struct CMUnitTest tests[] = {
@@ -682,15 +593,8 @@ int main(void) {
     };
     const struct CMUnitTest bench[] = {cmocka_unit_test(test_bench)};
     const char *b = getenv("STG_BENCH_ATTN");
-    if (b && *b && *b != '0') return cmocka_run_group_tests(bench, setup, teardown);
-    return cmocka_run_group_tests(tests, setup, teardown);
+    if (b && *b && *b != '0') return GK_RUN(bench);
+    return GK_RUN(tests);
 }
 
-#else
-#include <stdio.h>
-
-int main(void) {
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
 #endif

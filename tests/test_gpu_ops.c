@@ -8,6 +8,8 @@
 // run together over parameters of several sizes, also in the bf16 master-weight form.
 //
 // Exits 77 (skipped) without CUDA or without a GPU.
+#include "tests/gpu.h"
+
 #ifdef STG_HAVE_CUDA
 
 #include <math.h>
@@ -20,55 +22,23 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <cuda_runtime_api.h>
 
 #include "graph/graph.h"
 #include "ops/cpu/cpu.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cuda/cuda.h"
 #include "ops/registry.h"
-
-static stg_cuda *ctx;
-
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) fail_msg("%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-    } while (0)
+#include "tests/gpu_kernels.h"
 
 // ---- host helpers -------------------------------------------------------------------------------
 
-static uint16_t f2bf(float f) { // round to nearest even
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static float bf2f(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static float round_bf(float f) { return bf2f(f2bf(f)); }
+static float round_bf(float f) { return gk_round_bf(f); }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
-static double urand(void) { // [0, 1)
-    rng ^= rng >> 12;
-    rng ^= rng << 25;
-    rng ^= rng >> 27;
-    return (double)((rng * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0;
-}
+static double urand(void) { return tu_urand(&rng); } // [0, 1)
 
-static float nrand(void) {
-    double u1 = urand(), u2 = urand();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
+static float nrand(void) { return (float)tu_nrand(&rng); }
 
 // ---- one op in a tiny graph --------------------------------------------------------------------
 
@@ -129,23 +99,6 @@ static stg_graph *build(const op_case *oc, stg_precision prec, int *op) {
     if (*op < 0) fail_msg("%s: graph_add_op: %s", oc->name, err.msg);
     if (graph_schedule(g, &err)) fail_msg("%s: graph_schedule: %s", oc->name, err.msg);
     return g;
-}
-
-// Host values of tensor t (fp32) to device bytes of its dtype, and back.
-static void to_dev_bytes(const stg_tensor *t, const float *src, void *dst) {
-    int64_t n = stg_numel(t);
-    if (t->dtype == STG_BF16)
-        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = f2bf(src[i]);
-    else
-        memcpy(dst, src, (size_t)n * 4); // F32 and I32
-}
-
-static void from_dev_bytes(const stg_tensor *t, const void *src, float *dst) {
-    int64_t n = stg_numel(t);
-    if (t->dtype == STG_BF16)
-        for (int64_t i = 0; i < n; i++) dst[i] = bf2f(((const uint16_t *)src)[i]);
-    else
-        memcpy(dst, src, (size_t)n * 4);
 }
 
 // Document starts (B, S) of rows packed with documents of random lengths 1 .. 2 mean (the same for the
@@ -232,150 +185,17 @@ static void gen_input(const op_case *oc, const stg_graph *g, int op, int i, floa
     }
 }
 
-// cpu_op_run with the scratch the op asks for.
-static int cpu_run(const stg_graph *g, int op, void *const *data, stg_err *err) {
-    size_t sb = cpu_op_scratch_bytes(g, op);
-    void *scratch = sb ? malloc(sb) : NULL;
-    int rc = cpu_op_run(g, op, data, scratch, sb, err);
-    free(scratch);
-    return rc;
-}
-
-// max |a - b| / max |b| over the elements; infinities must match exactly; NaN fails.
-static double rel_err(const float *a, const float *b, int64_t n, int64_t *bad) {
-    double md = 0, mr = 0;
-    *bad = -1;
-    for (int64_t i = 0; i < n; i++) {
-        if (isnan(a[i]) || isnan(b[i]) || (isinf(b[i]) && a[i] != b[i]) || (isinf(a[i]) && a[i] != b[i])) {
-            *bad = i;
-            return INFINITY;
-        }
-        if (isinf(b[i])) continue;
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (d > md) {
-            md = d;
-            *bad = i;
-        }
-        if (fabs(b[i]) > mr) mr = fabs(b[i]);
-    }
-    return mr > 0 ? md / mr : md;
-}
-
-typedef struct {
-    int nt;
-    void **dptr;     // device pointers (aliased where in place)
-    float **host;    // fp32 host values (inputs rounded to the device dtype)
-    int *owned;      // dptr[t] was allocated for t
-} dev_state;
-
-// Uploads every input of the graph's ops, poisons every output that is not aliased to an input.
-static void upload_and_poison(const stg_graph *g, dev_state *d) {
-    for (int t = 0; t < g->nt; t++) {
-        if (!d->dptr[t] || !d->owned[t]) continue;
-        size_t bytes = (size_t)stg_bytes(&g->t[t]);
-        if (g->t[t].producer >= 0) {
-            CK(cudaMemset(d->dptr[t], 0xFF, bytes));
-        } else {
-            void *tmp = malloc(bytes);
-            to_dev_bytes(&g->t[t], d->host[t], tmp);
-            CK(cudaMemcpy(d->dptr[t], tmp, bytes, cudaMemcpyHostToDevice));
-            free(tmp);
-        }
-    }
-    CK(cudaDeviceSynchronize());
-}
-
-// Runs the schedule on the device: eagerly, or captured into a CUDA Graph and replayed.
-static void run_dev(const stg_graph *g, dev_state *d, int graph_mode) {
-    stg_err err = {{0}};
-    cudaStream_t st = (cudaStream_t)cuda_stream(ctx);
-    cudaGraph_t cg = NULL;
-    if (graph_mode) CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int s = 0; s < g->nsched; s++)
-        if (cuda_op_run(ctx, g, g->schedule[s], d->dptr, &err)) {
-            if (graph_mode) cudaStreamEndCapture(st, &cg);
-            fail_msg("cuda_op_run: %s", err.msg);
-        }
-    if (graph_mode) {
-        cudaGraphExec_t ex = NULL;
-        CK(cudaStreamEndCapture(st, &cg));
-        CK(cudaGraphInstantiateWithFlags(&ex, cg, 0));
-        CK(cudaGraphLaunch(ex, st));
-        CK(cudaStreamSynchronize(st));
-        cudaGraphExecDestroy(ex);
-        cudaGraphDestroy(cg);
-    }
-    CK(cudaStreamSynchronize(st));
-    CK(cudaGetLastError());
-}
-
-// Device bytes of the tensors the schedule writes (outputs and mutated inputs), concatenated.
-static int written(const stg_graph *g, int t) {
-    if (g->t[t].producer >= 0) return 1;
-    for (int s = 0; s < g->nsched; s++) {
-        const stg_op *o = &g->ops[g->schedule[s]];
-        for (int i = 0; i < o->n_in; i++)
-            if (o->in[i] == t && ops_bit(ops_def(o->kind)->mutates_in, i)) return 1;
-    }
-    return 0;
-}
-
-static size_t snapshot(const stg_graph *g, dev_state *d, unsigned char **out) {
-    size_t total = 0;
-    for (int t = 0; t < g->nt; t++)
-        if (d->dptr[t] && written(g, t)) total += (size_t)stg_bytes(&g->t[t]);
-    unsigned char *buf = malloc(total ? total : 1), *p = buf;
-    for (int t = 0; t < g->nt; t++)
-        if (d->dptr[t] && written(g, t)) {
-            size_t b = (size_t)stg_bytes(&g->t[t]);
-            CK(cudaMemcpy(p, d->dptr[t], b, cudaMemcpyDeviceToHost));
-            p += b;
-        }
-    *out = buf;
-    return total;
-}
-
-static void dev_free(dev_state *d) {
-    for (int t = 0; t < d->nt; t++) {
-        if (d->owned[t]) cudaFree(d->dptr[t]);
-        free(d->host[t]);
-    }
-    free(d->dptr);
-    free(d->host);
-    free(d->owned);
-}
-
-// Allocates device memory for every tensor of g; alias_out0_to >= 0 gives op's output 0 the
-// address of that input (in place).
-static void dev_alloc(const stg_graph *g, int op, int alias_in, dev_state *d) {
-    d->nt = g->nt;
-    d->dptr = calloc((size_t)g->nt, sizeof(void *));
-    d->host = calloc((size_t)g->nt, sizeof(float *));
-    d->owned = calloc((size_t)g->nt, sizeof(int));
-    for (int t = 0; t < g->nt; t++) {
-        int64_t n = stg_numel(&g->t[t]);
-        d->host[t] = calloc((size_t)(n ? n : 1), sizeof(float));
-        if (alias_in >= 0 && t == g->ops[op].out[0]) continue;
-        CK(cudaMalloc(&d->dptr[t], (size_t)(stg_bytes(&g->t[t]) ? stg_bytes(&g->t[t]) : 4)));
-        d->owned[t] = 1;
-    }
-    if (alias_in >= 0) d->dptr[g->ops[op].out[0]] = d->dptr[g->ops[op].in[alias_in]];
-}
-
 // Compares every written tensor of the device graph gd with the reference values ref[t].
-static void compare(const char *name, const stg_graph *gd, dev_state *d, float *const *ref, double tol_f32,
+static void compare(const char *name, const stg_graph *gd, gk_dev *d, float *const *ref, double tol_f32,
                     double tol_bf16, const char *mode) {
     for (int t = 0; t < gd->nt; t++) {
-        if (!d->dptr[t] || !written(gd, t)) continue;
+        if (!d->dptr[t] || !gk_written(gd, t)) continue;
         const stg_tensor *tt = &gd->t[t];
         int64_t n = stg_numel(tt);
-        size_t bytes = (size_t)stg_bytes(tt);
-        void *raw = malloc(bytes);
         float *got = malloc(sizeof(float) * (size_t)n);
-        CK(cudaMemcpy(raw, d->dptr[t], bytes, cudaMemcpyDeviceToHost));
-        from_dev_bytes(tt, raw, got);
+        void *raw = gk_read(tt, d->dptr[t], got);
         int64_t bad;
-        double e = rel_err(got, ref[t], n, &bad);
+        double e = rel_err_f32(got, ref[t], n, true, &bad);
         double tol = gd->precision == STG_PREC_BF16 ? tol_bf16 : tol_f32;
         printf("  %-34s %-4s %-10s %-14s rel err %.3e%s\n", name, gd->precision == STG_PREC_BF16 ? "bf16" : "fp32",
                mode, tt->name, e, e < tol ? "" : "  FAIL");
@@ -395,8 +215,8 @@ static void run_case_prec(const op_case *oc, stg_precision prec, int inplace) {
     assert_int_equal(gr->nt, gd->nt);
     int alias = inplace ? ops_def(oc->kind)->inplace_in : -1;
 
-    dev_state d;
-    dev_alloc(gd, opd, alias, &d);
+    gk_dev d;
+    gk_dev_alloc(gd, opd, alias, &d);
     // Inputs: generated, rounded to the device dtype (the CPU gets the rounded values).
     for (int i = 0; i < oc->n_in; i++) {
         int t = gd->ops[opd].in[i];
@@ -406,41 +226,19 @@ static void run_case_prec(const op_case *oc, stg_precision prec, int inplace) {
     }
 
     // CPU reference on the fp32 graph, outputs poisoned.
-    float **ref = calloc((size_t)gr->nt, sizeof(float *));
-    for (int t = 0; t < gr->nt; t++) {
-        int64_t n = stg_numel(&gr->t[t]);
-        ref[t] = malloc(sizeof(float) * (size_t)(n ? n : 1));
-        if (gr->t[t].producer >= 0)
-            memset(ref[t], 0xFF, sizeof(float) * (size_t)(n ? n : 1));
-        else
-            memcpy(ref[t], d.host[t], sizeof(float) * (size_t)(n ? n : 1));
-    }
+    float **ref = gk_ref_alloc(gr, d.host);
     stg_err err = {{0}};
-    if (cpu_run(gr, opr, (void *const *)ref, &err)) fail_msg("%s: cpu_op_run: %s", oc->name, err.msg);
+    if (gk_cpu_run(gr, opr, (void *const *)ref, &err)) fail_msg("%s: cpu_op_run: %s", oc->name, err.msg);
 
     // GPU: eager, again (bitwise), and from a captured graph (bitwise).
     if (cuda_prepare(ctx, gd, d.dptr, &err)) fail_msg("%s: cuda_prepare: %s", oc->name, err.msg);
-    upload_and_poison(gd, &d);
-    run_dev(gd, &d, 0);
+    gk_upload_and_poison(gd, &d);
+    gk_run(gd, d.dptr, 0);
     compare(oc->name, gd, &d, ref, 1e-5, 2e-2, inplace ? "in-place" : "eager");
-    unsigned char *s1, *s2, *s3;
-    size_t n1 = snapshot(gd, &d, &s1);
-    upload_and_poison(gd, &d);
-    run_dev(gd, &d, 0);
-    size_t n2 = snapshot(gd, &d, &s2);
-    upload_and_poison(gd, &d);
-    run_dev(gd, &d, 1);
-    size_t n3 = snapshot(gd, &d, &s3);
-    assert_true(n1 == n2 && n1 == n3);
-    if (memcmp(s1, s2, n1)) fail_msg("%s: a second run differs from the first", oc->name);
-    if (memcmp(s1, s3, n1)) fail_msg("%s: the CUDA Graph replay differs from eager launch", oc->name);
-    free(s1);
-    free(s2);
-    free(s3);
+    gk_expect_repeatable(gd, &d, oc->name);
 
-    for (int t = 0; t < gr->nt; t++) free(ref[t]);
-    free(ref);
-    dev_free(&d);
+    gk_ref_free(gr, ref);
+    gk_dev_free(&d);
     graph_free(gr);
     graph_free(gd);
 }
@@ -824,14 +622,9 @@ static void run_optim(stg_precision prec) {
     build_opt(&orf, STG_PREC_FP32, 0);
     stg_graph *gd = od.g, *gr = orf.g;
 
-    dev_state d;
-    dev_alloc(gd, 0, -1, &d);
-    float **ref = calloc((size_t)gr->nt, sizeof(float *));
-    for (int t = 0; t < gr->nt; t++) {
-        int64_t n = stg_numel(&gr->t[t]);
-        ref[t] = malloc(sizeof(float) * (size_t)(n ? n : 1));
-        memset(ref[t], 0xFF, sizeof(float) * (size_t)(n ? n : 1));
-    }
+    gk_dev d;
+    gk_dev_alloc(gd, 0, -1, &d);
+    float **ref = gk_ref_alloc(gr, NULL); // every value poisoned; the inputs are set below
     d.host[od.sched][0] = 2.0f; // two steps done: this is step 3
     d.host[od.sched][1] = 0.5f;
     ref[orf.sched][0] = 2.0f;
@@ -856,7 +649,7 @@ static void run_optim(stg_precision prec) {
     }
     stg_err err = {{0}};
     for (int s = 0; s < gr->nsched; s++)
-        if (cpu_run(gr, gr->schedule[s], (void *const *)ref, &err)) fail_msg("cpu: %s", err.msg);
+        if (gk_cpu_run(gr, gr->schedule[s], (void *const *)ref, &err)) fail_msg("cpu: %s", err.msg);
 
     // The reference by device tensor id: masters are the fp32 params; bf16 params their rounding.
     float **dref = calloc((size_t)gd->nt, sizeof(float *));
@@ -879,20 +672,17 @@ static void run_optim(stg_precision prec) {
     }
 
     if (cuda_prepare(ctx, gd, d.dptr, &err)) fail_msg("cuda_prepare: %s", err.msg);
-    upload_and_poison(gd, &d);
-    run_dev(gd, &d, 0);
+    gk_upload_and_poison(gd, &d);
+    gk_run(gd, d.dptr, 0);
     // fp32 tensors (masters, m, v, norm, schedule) to 1e-5 in both forms; bf16 weights to 2e-2.
     for (int t = 0; t < gd->nt; t++) {
-        if (!written(gd, t)) continue;
+        if (!gk_written(gd, t)) continue;
         const stg_tensor *tt = &gd->t[t];
         int64_t n = stg_numel(tt);
-        size_t bytes = (size_t)stg_bytes(tt);
-        void *raw = malloc(bytes);
         float *got = malloc(sizeof(float) * (size_t)n);
-        CK(cudaMemcpy(raw, d.dptr[t], bytes, cudaMemcpyDeviceToHost));
-        from_dev_bytes(tt, raw, got);
+        void *raw = gk_read(tt, d.dptr[t], got);
         int64_t bad;
-        double e = rel_err(got, dref[t], n, &bad);
+        double e = rel_err_f32(got, dref[t], n, true, &bad);
         double tol = tt->dtype == STG_BF16 ? 2e-2 : 1e-5;
         printf("  optimizer %-6s %-10s rel err %.3e%s\n", mf ? "bf16" : "fp32", tt->name, e, e < tol ? "" : "  FAIL");
         if (!(e < tol))
@@ -901,25 +691,11 @@ static void run_optim(stg_precision prec) {
         free(raw);
         free(got);
     }
-    unsigned char *s1, *s2, *s3;
-    size_t n1 = snapshot(gd, &d, &s1);
-    upload_and_poison(gd, &d);
-    run_dev(gd, &d, 0);
-    size_t n2 = snapshot(gd, &d, &s2);
-    upload_and_poison(gd, &d);
-    run_dev(gd, &d, 1);
-    size_t n3 = snapshot(gd, &d, &s3);
-    assert_true(n1 == n2 && n1 == n3);
-    if (memcmp(s1, s2, n1)) fail_msg("optimizer: a second run differs from the first");
-    if (memcmp(s1, s3, n1)) fail_msg("optimizer: the CUDA Graph replay differs from eager launch");
-    free(s1);
-    free(s2);
-    free(s3);
+    gk_expect_repeatable(gd, &d, "optimizer");
     for (int i = 0; i < NP; i++) free(scratch_round[i]);
     free(dref);
-    for (int t = 0; t < gr->nt; t++) free(ref[t]);
-    free(ref);
-    dev_free(&d);
+    gk_ref_free(gr, ref);
+    gk_dev_free(&d);
     graph_free(gd);
     graph_free(gr);
 }
@@ -952,16 +728,6 @@ static void test_context(void **state) {
 }
 
 int main(void) {
-    if (cuda_device_count() == 0) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
-    stg_err err = {{0}};
-    stg_cuda_opts o = {.device = 0};
-    if (cuda_new(&o, &ctx, &err)) {
-        fprintf(stderr, "cuda_new: %s\n", err.msg);
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_context),
         cmocka_unit_test(test_elementwise),
@@ -979,18 +745,7 @@ int main(void) {
     };
     // STG_TEST_FILTER: run only the tests matching this cmocka pattern (compute-sanitizer runs)
     if (getenv("STG_TEST_FILTER")) cmocka_set_test_filter(getenv("STG_TEST_FILTER"));
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    cuda_free(ctx);
-    return rc;
-}
-
-#else
-
-#include <stdio.h>
-
-int main(void) {
-    printf("skipped: built without CUDA\n");
-    return 77;
+    return GK_RUN(tests);
 }
 
 #endif

@@ -4,6 +4,8 @@
 // backend's in-backward run; recomputation (an impossible memory budget) leaving losses and
 // gradients unchanged. STG_BENCH_OPTIM=1 also times the AdamW and global-norm kernels' variants and
 // a device copy (printed; nothing asserted on time).
+#include "tests/gpu.h"
+
 #ifdef STG_HAVE_CUDA
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,15 +33,6 @@
 
 #define MODEL(p) STG_SOURCE_DIR "/models/" p
 
-
-static double *read_all(rt_exec *e, int t) {
-    stg_err err;
-    const stg_graph *g = rt_exec_graph(e);
-    double *v = malloc(sizeof(double) * (size_t)stg_numel(&g->t[t]));
-    assert_non_null(v);
-    if (rt_exec_read_f64(e, t, v, &err)) fail_msg("%s", err.msg);
-    return v;
-}
 
 // ---- adamw with slots and slot_norm, op by op ---------------------------------------------------
 
@@ -101,14 +94,11 @@ static void build_slot_graph(slot_graph *o) {
 static double **run_slot_graph(bool cuda, double norm_before) {
     slot_graph o;
     build_slot_graph(&o);
-    stg_graph *g = o.g;
+    rig r;
+    rig_open(&r, rig_step_of(o.g), &(rig_cfg){.cuda = cuda, .init_seed = -1, .feed_seed = -1});
+    stg_graph *g = r.g;
+    rt_exec *e = r.e;
     stg_err err;
-    stg_plan *p;
-    rt_backend *b;
-    rt_exec *e;
-    if (plan_build(g, NULL, &p, &err) || (cuda ? rt_backend_cuda_new(0, false, &b, &err) : rt_backend_cpu_new(&b, &err)) ||
-        rt_exec_new(g, p, b, NULL, &e, &err))
-        fail_msg("%s", err.msg);
     rt_rng rng;
     rt_rng_seed(&rng, 21);
     for (int i = 0; i < NP; i++) {
@@ -131,11 +121,8 @@ static double **run_slot_graph(bool cuda, double norm_before) {
         rt_exec_write_f64(e, o.slots, nan4, &err) || rt_exec_run(e, RT_PHASE_ALL, &err))
         fail_msg("%s", err.msg);
     double **out = calloc((size_t)g->nt, sizeof *out);
-    for (int t = 0; t < g->nt; t++) out[t] = read_all(e, t);
-    rt_exec_free(e);
-    b->ops->destroy(b);
-    plan_free(p);
-    graph_free(g);
+    for (int t = 0; t < g->nt; t++) out[t] = rig_read(e, t);
+    rig_close(&r);
     return out;
 }
 
@@ -178,12 +165,8 @@ static stg_step *load(stg_precision prec, bool in_backward, double max_norm) {
 }
 
 static void open_rig(rig *r, stg_step *st, bool cuda) {
-    stg_err err;
-    rt_backend *b;
-    int rc = cuda ? rt_backend_cuda_new(0, false, &b, &err) : rt_backend_cpu_new(&b, &err);
-    if (rc) fail_msg("%s", err.msg);
     rt_exec_opts eo = {.graph = cuda, .poison = true};
-    rig_open(r, st, &(rig_cfg){.b = b, .own_b = true, .eo = &eo, .init_seed = 3, .feed_seed = 9, .rng_seed = 17});
+    rig_open(r, st, &(rig_cfg){.cuda = cuda, .eo = &eo, .init_seed = 3, .feed_seed = 9, .rng_seed = 17});
 }
 
 static void steps(rig *r, int n, unsigned mask, double *loss, double *norm) {
@@ -196,30 +179,13 @@ static void steps(rig *r, int n, unsigned mask, double *loss, double *norm) {
     }
 }
 
-// Every parameter's fp32 truth (the master weight in bf16), in tensor order.
-static double *params(rig *r, int64_t *n) {
-    int64_t total = 0;
-    for (int t = 0; t < r->g->nt; t++)
-        if (r->g->t[t].cls == STG_CLASS_PARAM) total += stg_numel(&r->g->t[t]);
-    double *all = malloc(sizeof(double) * (size_t)total), *q = all;
-    for (int t = 0; t < r->g->nt; t++)
-        if (r->g->t[t].cls == STG_CLASS_PARAM) {
-            double *v = read_all(r->e, rt_exec_param_truth(r->e, t));
-            memcpy(q, v, sizeof(double) * (size_t)stg_numel(&r->g->t[t]));
-            free(v);
-            q += stg_numel(&r->g->t[t]);
-        }
-    *n = total;
-    return all;
-}
-
 // a: reference run, b: run under test; 3 steps; losses, norms and parameters within tol.
 static void compare(rig *a, rig *b, double tol, const char *what) {
     double la[3], lb[3], na[3], nb[3];
     steps(a, 3, RT_PHASE_ALL, la, na);
     steps(b, 3, RT_PHASE_ALL, lb, nb);
     int64_t pa, pb;
-    double *wa = params(a, &pa), *wb = params(b, &pb);
+    double *wa = rig_params(a, &pa), *wb = rig_params(b, &pb);
     assert_int_equal(pa, pb);
     double el = rel_err(lb, la, 3), en = rel_err(nb, na, 3), ew = rel_err(wb, wa, pa);
     print_message("%s: losses %.6f %.6f %.6f / %.6f %.6f %.6f, norms %.4f %.4f %.4f; rel err losses %.2e, norms %.2e, params %.2e\n",
@@ -257,37 +223,18 @@ static void test_in_backward_clipping_against_cpu(void **s) {
 // Recomputation on the GPU: everything recomputable recomputed (an impossible budget) gives the
 // losses and gradients of the plain plan, and the same parameters after steps.
 static void test_recompute_equal(void **s) {
-    stg_err err;
     stg_step_opts o = opts(STG_PREC_FP32, false, 1.0);
-    stg_step *fitted, *s1;
     stg_budget_report rep;
-    assert_int_equal(plan_fit_budget(&o, 1, &fitted, &rep, &s1, &err), -1);
-    assert_non_null(s1);
+    stg_step *s1 = rig_recomputed(&o, &rep);
     assert_true(rep.n_recomputed > 5);
-    plan_free(s1->p);
-    s1->p = NULL;
-    if (plan_build(s1->g, NULL, &s1->p, &err) || plan_verify(s1->g, s1->p, &err)) fail_msg("%s", err.msg);
     rig a, b;
     open_rig(&a, load(STG_PREC_FP32, false, 1.0), true);
     open_rig(&b, s1, true);
     assert_true(b.p->peak_bytes < a.p->peak_bytes);
-    double la[1], lb[1];
-    steps(&a, 1, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, la, NULL);
-    steps(&b, 1, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, lb, NULL);
-    double worst = 0;
-    for (int t = 0; t < a.g->nt; t++) {
-        if (a.g->t[t].cls != STG_CLASS_PARAM) continue;
-        int tb = graph_find_tensor(b.g, a.g->t[t].name);
-        assert_true(tb >= 0);
-        double *ga = read_all(a.e, a.g->t[t].grad), *gb = read_all(b.e, b.g->t[tb].grad);
-        double e = rel_err(gb, ga, stg_numel(&a.g->t[t]));
-        if (!(e < 1e-5)) fail_msg("gradient of %s: relative error %g with recomputation", a.g->t[t].name, e);
-        worst = fmax(worst, e);
-        free(ga);
-        free(gb);
-    }
-    print_message("recomputation (%d activations): loss %.6f / %.6f, worst gradient rel err %.2e\n", rep.n_recomputed, la[0], lb[0], worst);
-    assert_true(rel_err(lb, la, 1) < 1e-5);
+    double la, lb;
+    int ng;
+    double worst = rig_grads_against(&a, &b, 17, 1e-5, 1e-5, "with recomputation", &la, &lb, &ng);
+    print_message("recomputation (%d activations): loss %.6f / %.6f, worst gradient rel err %.2e\n", rep.n_recomputed, la, lb, worst);
     compare(&a, &b, 1e-5, "fp32 recomputed vs plain (gpu)");
     rig_close(&a);
     rig_close(&b);
@@ -309,10 +256,7 @@ static void bench(void) {
 }
 
 int main(void) {
-    if (!rt_cuda_available()) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
+    if (!rt_cuda_available()) return gpu_skipped("no GPU");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slot_adamw_against_cpu),
         cmocka_unit_test(test_in_backward_equal_fp32),
@@ -325,10 +269,5 @@ int main(void) {
     if (bm && strcmp(bm, "1") == 0) bench();
     return rc;
 }
-#else
-#include <stdio.h>
-int main(void) {
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
+
 #endif

@@ -6,6 +6,8 @@
 // decoding.
 //
 // Exits 77 (skipped) without CUDA or without a GPU.
+#include "tests/gpu.h"
+
 #ifdef STG_HAVE_CUDA
 #include <math.h>
 #include <setjmp.h>
@@ -27,63 +29,25 @@
 #include "runtime/cuda/backend_cuda.h"
 #include "runtime/exec.h"
 #include "runtime/sample.h"
+#include "tests/rig.h"
 #include "tests/testutil.h"
 
-#define MODEL(p) STG_SOURCE_DIR "/models/" p
-
 static uint64_t rs = 0x9e3779b97f4a7c15ull;
-static double urand(void) {
-    rs ^= rs >> 12, rs ^= rs << 25, rs ^= rs >> 27;
-    return (double)((rs * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0;
-}
-static double nrand(void) {
-    double u1 = urand(), u2 = urand();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
+static double nrand(void) { return tu_nrand(&rs); }
 static double round_bf(double x) { return stg_bf16_to_f32(stg_f32_to_bf16((float)x)); }
-
-static rt_backend *backend(bool cuda) {
-    rt_backend *b;
-    stg_err err;
-    if (cuda ? rt_backend_cuda_new(0, 0, &b, &err) : rt_backend_cpu_new(&b, &err)) fail_msg("%s", err.msg);
-    return b;
-}
 
 // ---- one op on both backends --------------------------------------------------------------------
 
-typedef struct {
-    stg_graph *g;
-    stg_plan *p;
-    rt_backend *b;
-    rt_exec *e;
-} one;
-
-static void one_run(one *x, stg_graph *g, bool cuda, double *const *vals) {
+// Runs graph g (built here, the rig owns it) forward on a CPU or CUDA backend with the persistent
+// tensors' values from vals; NaN wherever nothing was written.
+static void one_run(rig *x, stg_graph *g, bool cuda, double *const *vals) {
     stg_err err;
-    x->g = g;
+    if (graph_schedule(g, &err) || graph_validate(g, &err)) fail_msg("%s", err.msg);
     rt_exec_opts eo = {.separate = true, .poison = true};
-    x->b = backend(cuda);
-    if (graph_schedule(g, &err) || graph_validate(g, &err) || plan_build(g, NULL, &x->p, &err) || rt_exec_new(g, x->p, x->b, &eo, &x->e, &err))
-        fail_msg("%s", err.msg);
+    rig_open(x, rig_step_of(g), &(rig_cfg){.cuda = cuda, .eo = &eo, .init_seed = -1, .feed_seed = -1});
     for (int t = 0; t < g->nt; t++)
         if (vals[t] && stg_class_persistent(g->t[t].cls) && rt_exec_write_f64(x->e, t, vals[t], &err)) fail_msg("%s", err.msg);
     if (rt_exec_run(x->e, RT_PHASE_FORWARD, &err)) fail_msg("%s", err.msg);
-}
-
-static double *one_read(one *x, int t) {
-    double *d = malloc(sizeof(double) * (size_t)stg_numel(&x->g->t[t]));
-    stg_err err;
-    assert_non_null(d);
-    if (rt_exec_read_f64(x->e, t, d, &err)) fail_msg("%s", err.msg);
-    return d;
-}
-
-static void one_close(one *x) {
-    rt_exec_free(x->e);
-    x->b->ops->destroy(x->b);
-    plan_free(x->p);
-    graph_free(x->g);
 }
 
 // attention_cached(q, k, v, kc, vc, pos) and kv_write of the same k, v into second caches.
@@ -126,13 +90,13 @@ static void attention_case(stg_precision prec, int64_t B, int64_t C, int64_t Hq,
             vals[ids[i]][j] = bf && i != 5 ? round_bf(x) : x;
         }
     }
-    one c, d;
+    rig c, d;
     one_run(&c, gc, false, vals);
     one_run(&d, gg, true, vals);
     const int check[3] = {ids[8], ids[3], ids[6]}; // o, the cache with the new row, kv_write's cache
     for (int k = 0; k < 3; k++) {
         int64_t n = stg_numel(&gc->t[check[k]]);
-        double *x = one_read(&c, check[k]), *y = one_read(&d, check[k]);
+        double *x = rig_read(c.e, check[k]), *y = rig_read(d.e, check[k]);
         double e = rel_err(y, x, n), tol = bf ? 2e-2 : 1e-5;
         print_message("attention_cached %s B %lld C %lld Hq %lld Hkv %lld Dh %lld pos %lld theta %g: %s rel err %.2e\n", bf ? "bf16" : "fp32",
                       (long long)B, (long long)C, (long long)Hq, (long long)Hkv, (long long)D, (long long)pos, theta,
@@ -142,8 +106,8 @@ static void attention_case(stg_precision prec, int64_t B, int64_t C, int64_t Hq,
         free(y);
     }
     for (int i = 0; i < 16; i++) free(vals[i]);
-    one_close(&c);
-    one_close(&d);
+    rig_close(&c);
+    rig_close(&d);
 }
 
 static void test_attention_cached(void **state) {
@@ -236,9 +200,9 @@ static void sample_case(stg_precision prec, double T, int64_t k, double p, int *
     vals[ids[3]] = calloc((size_t)(B * C), sizeof(double));
     for (int64_t i = 0; i < B * S * V; i++) vals[ids[0]][i] = bf ? round_bf(2.5 * nrand()) : 2.5 * nrand();
     vals[ids[2]][0] = (double)pos;
-    one d;
+    rig d;
     one_run(&d, g, true, vals);
-    double *tok = one_read(&d, ids[1]), *np = one_read(&d, ids[2]), *idv = one_read(&d, ids[3]);
+    double *tok = rig_read(d.e, ids[1]), *np = rig_read(d.e, ids[2]), *idv = rig_read(d.e, ids[3]);
     assert_int_equal((int)np[0], pos + 2);
     double *lo = malloc(sizeof(double) * (size_t)V), *hi = malloc(sizeof(double) * (size_t)V), work[2000];
     float rowf[1000];
@@ -265,7 +229,7 @@ static void sample_case(stg_precision prec, double T, int64_t k, double p, int *
     }
     free(lo), free(hi), free(tok), free(np), free(idv);
     for (int i = 0; i < 8; i++) free(vals[i]);
-    one_close(&d);
+    rig_close(&d);
 }
 
 static bool quick(void);
@@ -288,82 +252,11 @@ static void test_sample_op(void **state) {
 
 // ---- decode = full forward ------------------------------------------------------------------------
 
-static double *full_forward(const char *model, const char *const *sets, int nsets, stg_precision prec, int64_t B, int64_t L,
-                            const int32_t *tokens, int64_t *V) {
-    const char *all[32];
-    char bset[32], cset[32];
-    int n = 0;
-    for (int i = 0; i < nsets; i++) all[n++] = sets[i];
-    snprintf(bset, sizeof bset, "batch=%lld", (long long)B);
-    snprintf(cset, sizeof cset, "ctx=%lld", (long long)L);
-    all[n++] = bset;
-    all[n++] = cset;
-    stg_step_opts o = stg_step_defaults();
-    o.model_path = model;
-    o.sets = all;
-    o.nsets = n;
-    o.precision = prec;
-    o.train = false;
-    stg_step *s;
-    stg_err err;
-    if (stg_step_build(&o, &s, &err)) fail_msg("%s", err.msg);
-    rt_backend *b = backend(true);
-    rt_exec *e;
-    rt_exec_opts eo = {.separate = true};
-    if (rt_exec_new(s->g, s->p, b, &eo, &e, &err) || rt_exec_init_params(e, 3, &err)) fail_msg("%s", err.msg);
-    int tok = graph_find_tensor(s->g, "tokens"), tgt = graph_find_tensor(s->g, "targets"), lg = graph_find_tensor(s->g, "logits");
-    int32_t *zero = calloc((size_t)(B * L), sizeof *zero);
-    assert_true(tok >= 0 && tgt >= 0 && lg >= 0 && zero);
-    if (rt_exec_write(e, tok, tokens, sizeof(int32_t) * (size_t)(B * L), &err) ||
-        rt_exec_write(e, tgt, zero, sizeof(int32_t) * (size_t)(B * L), &err) || rt_exec_run(e, RT_PHASE_FORWARD, &err))
-        fail_msg("%s", err.msg);
-    *V = s->g->t[lg].shape[2];
-    double *out = malloc(sizeof(double) * (size_t)stg_numel(&s->g->t[lg]));
-    assert_non_null(out);
-    if (rt_exec_read_f64(e, lg, out, &err)) fail_msg("%s", err.msg);
-    free(zero);
-    rt_exec_free(e);
-    b->ops->destroy(b);
-    stg_step_free(s);
-    return out;
-}
-
-typedef struct {
-    stg_infer *inf;
-    rt_backend *bp, *bd;
-    rt_sampler *s;
-} smp;
-
-static void smp_open(smp *x, const char *model, const char *const *sets, int nsets, stg_precision prec, int64_t B, int64_t P,
-                     stg_sample_attrs sa, bool graph, bool separate) {
-    stg_infer_opts o = stg_infer_defaults();
-    o.model_path = model;
-    o.sets = sets;
-    o.nsets = nsets;
-    o.precision = prec;
-    o.batch = B;
-    o.prompt = P;
-    o.sample = sa;
-    stg_err err;
-    if (stg_infer_build(&o, &x->inf, &err)) fail_msg("%s", err.msg);
-    x->bp = backend(true);
-    x->bd = backend(true);
-    rt_sampler_opts so = {.graph = graph, .separate = separate, .poison = true};
-    if (rt_sampler_new(x->inf, x->bp, x->bd, &so, &x->s, &err) || rt_sampler_init(x->s, 3, false, &err)) fail_msg("%s", err.msg);
-}
-
-static void smp_close(smp *x) {
-    rt_sampler_free(x->s);
-    stg_infer_free(x->inf);
-    x->bp->ops->destroy(x->bp);
-    x->bd->ops->destroy(x->bd);
-}
-
 static void decode_vs_forward(const char *model, const char *const *sets, int nsets, stg_precision prec, int64_t B, int64_t P, int64_t n,
                               const int64_t *check, int ncheck, double tol) {
     stg_sample_attrs sa = {.temperature = 1.0, .top_p = 0.9, .top_k = 0, .seed = 5};
-    smp x;
-    smp_open(&x, model, sets, nsets, prec, B, P, sa, false, true);
+    rig_smp x;
+    rig_smp_open(&x, model, sets, nsets, prec, B, P, sa, 3, true, (rt_sampler_opts){.separate = true});
     const int64_t C = x.inf->ctx;
     const graph_infer_info *ip = &x.inf->info[STG_INFER_PREFILL], *id = &x.inf->info[STG_INFER_DECODE];
     const int64_t V = ip->vocab;
@@ -388,7 +281,7 @@ static void decode_vs_forward(const char *model, const char *const *sets, int ns
         for (int64_t b = 0; b < B; b++)
             for (int64_t j = 0; j < L; j++) tok[b * L + j] = ids[b * C + j];
         int64_t Vf;
-        double *ref = full_forward(model, sets, nsets, prec, B, L, tok, &Vf);
+        double *ref = rig_full_forward(model, sets, nsets, prec, B, L, tok, 3, true, &Vf);
         for (int64_t b = 0; b < B; b++)
             for (int64_t r = 0; r < rows; r++) {
                 double e1 = rel_err(lg + (b * rows + r) * V, ref + (b * L + L - rows + r) * V, V);
@@ -401,7 +294,7 @@ static void decode_vs_forward(const char *model, const char *const *sets, int ns
     print_message("%s %s B %lld P %lld: decode logits against the full forward at %d positions: worst rel err %.2e\n", model,
                   prec == STG_PREC_BF16 ? "bf16" : "fp32", (long long)B, (long long)P, ncheck, worst);
     free(prompt), free(ids), free(tok), free(lg);
-    smp_close(&x);
+    rig_smp_close(&x);
 }
 
 static const char *const tiny_sets[] = {"d_model=64", "d_ff=160", "n_layers=2", "n_heads=4", "vocab=256", "ctx=24"};
@@ -432,12 +325,12 @@ static bool quick(void);
 
 static void graph_vs_eager(stg_precision prec) {
     stg_sample_attrs sa = {.temperature = 0.8, .top_p = 0.95, .top_k = 50, .seed = 9};
-    smp x[2];
+    rig_smp x[2];
     int32_t prompt[6] = {1, 22, 3, 44, 5, 66}, *ids[2];
     double *lg[2];
     stg_err err;
     for (int m = 0; m < 2; m++) {
-        smp_open(&x[m], MODEL("cs336/lm.yaml"), hd80_sets, 6, prec, 3, 6, sa, m == 0, false);
+        rig_smp_open(&x[m], MODEL("cs336/lm.yaml"), hd80_sets, 6, prec, 3, 6, sa, 3, true, (rt_sampler_opts){.graph = m == 0});
         const int64_t C = x[m].inf->ctx, B = 3, V = x[m].inf->info[1].vocab;
         ids[m] = malloc(sizeof(int32_t) * (size_t)(B * C));
         lg[m] = malloc(sizeof(double) * (size_t)(B * V));
@@ -457,7 +350,7 @@ static void graph_vs_eager(stg_precision prec) {
     print_message("%s: %d captured decode steps equal eager ones bitwise\n", prec == STG_PREC_BF16 ? "bf16" : "fp32", quick() ? 12 : 60);
     for (int m = 0; m < 2; m++) {
         free(ids[m]), free(lg[m]);
-        smp_close(&x[m]);
+        rig_smp_close(&x[m]);
     }
 }
 
@@ -465,10 +358,6 @@ static void test_graph_equals_eager_fp32(void **s) { graph_vs_eager(STG_PREC_FP3
 static void test_graph_equals_eager_bf16(void **s) { graph_vs_eager(STG_PREC_BF16); }
 
 int main(void) {
-    if (!rt_cuda_available()) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention_cached),
         cmocka_unit_test(test_sample_op),
@@ -476,12 +365,7 @@ int main(void) {
         cmocka_unit_test(test_graph_equals_eager_fp32),
         cmocka_unit_test(test_graph_equals_eager_bf16),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return GPU_RUN(tests);
 }
-#else
-#include <stdio.h>
-int main(void) {
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
+
 #endif

@@ -1,6 +1,8 @@
 // The learning-rate schedules on CUDA: the lr_schedule kernel against each schedule's closed form at
 // every iteration (tests/schedule_cases.h, the cases test_schedule runs on the CPU), fp32 and bf16
 // graphs (the schedule state is fp32 in both). Exits 77 (skipped) without CUDA or without a GPU.
+#include "tests/gpu.h"
+
 #ifdef STG_HAVE_CUDA
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,26 +19,15 @@
 #include "tests/schedule_cases.h"
 
 static void test_cuda_op(void **s) {
-    rt_backend *b;
-    stg_err err;
-    if (rt_backend_cuda_new(0, 0, &b, &err)) fail_msg("%s", err.msg);
+    rt_backend *b = rig_backend(true);
     sched_run_all(b, STG_PREC_FP32, "cuda fp32");
     sched_run_all(b, STG_PREC_BF16, "cuda bf16");
     b->ops->destroy(b);
 }
 
 int main(void) {
-    if (!rt_cuda_available()) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_cuda_op)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return GPU_RUN(tests);
 }
-#else
-#include <stdio.h>
-int main(void) {
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
+
 #endif

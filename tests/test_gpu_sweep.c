@@ -3,6 +3,8 @@
 // with NaN before each run: fp32 against the CPU's fp32 (loss to 1e-5, gradients to 1e-5 of their
 // largest), bf16 against the CPU's fp32 (2e-2), and the captured CUDA Graph replay bitwise equal to
 // eager launch. Exits 77 (skipped) without CUDA or without a GPU.
+#include "tests/gpu.h"
+
 #ifdef STG_HAVE_CUDA
 #include <setjmp.h>
 #include <stdarg.h>
@@ -47,12 +49,9 @@ static void test_cuda_against_cpu(void **state) {
 }
 
 int main(void) {
-    if (!rt_cuda_available()) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
+    if (!rt_cuda_available()) return gpu_skipped("no GPU");
     stg_err err;
-    if (rt_backend_cpu_new(&cpu, &err) || rt_backend_cuda_new(0, 0, &gpu, &err)) {
+    if (rig_try_backend(false, 0, &cpu, &err) || rig_try_backend(true, 0, &gpu, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
@@ -61,15 +60,6 @@ int main(void) {
     gpu->ops->destroy(gpu);
     cpu->ops->destroy(cpu);
     return rc;
-}
-
-#else
-
-#include <stdio.h>
-
-int main(void) {
-    printf("skipped: built without CUDA\n");
-    return 77;
 }
 
 #endif

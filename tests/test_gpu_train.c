@@ -1,6 +1,8 @@
 // The CUDA backend end to end: training steps of the tiny LM against the CPU reference (fp32 and
 // bf16), graph replay bitwise equal to eager launch, NaN-poisoned arena equal to a clean one, and
 // one forward+backward (what `stg step` dumps) against the CPU.
+#include "tests/gpu.h"
+
 #ifdef STG_HAVE_CUDA
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,19 +30,11 @@ static const char *lm_sets[] = {"d_model=64", "d_ff=160", "n_layers=2", "n_heads
 #define NLM 7
 
 static void open_sets(rig *r, bool cuda, stg_precision prec, const char **sets, int nsets, const rt_exec_opts *eo) {
-    stg_err err;
     stg_step_opts o = rig_opts(MODEL("tiny.yaml"), prec, sets, nsets);
     o.optim = rig_optim(1e-2, 1e-3, 1, 5);
     // the GPU graph with grouped products, as `stg` builds it; the CPU reference without
     o.ungrouped = !cuda;
-    stg_step *st = rig_step(&o);
-    rt_backend *b;
-    int rc = cuda ? rt_backend_cuda_new(0, false, &b, &err) : rt_backend_cpu_new(&b, &err);
-    if (rc) {
-        stg_step_free(st);
-        fail_msg("%s", err.msg);
-    }
-    rig_open(r, st, &(rig_cfg){.b = b, .own_b = true, .eo = eo, .init_seed = 3, .feed_seed = 9});
+    rig_open(r, rig_step(&o), &(rig_cfg){.cuda = cuda, .eo = eo, .init_seed = 3, .feed_seed = 9, .rng_seed = 17});
 }
 
 static void open_lm(rig *r, bool cuda, stg_precision prec, const char *attention, const rt_exec_opts *eo) {
@@ -50,29 +44,12 @@ static void open_lm(rig *r, bool cuda, stg_precision prec, const char *attention
     open_sets(r, cuda, prec, sets, NLM + 1, eo);
 }
 
-// Runs `steps` training steps; returns the losses and the fp32 truth of every parameter.
+// Runs `steps` training steps (batches from the rig's sampler, seeded 17); returns the losses and
+// the fp32 truth of every parameter.
 static void train(rig *r, int steps, double *losses, double **params, int64_t *n) {
-    stg_err err;
-    rt_rng rng;
-    rt_rng_seed(&rng, 17);
-    for (int s = 0; s < steps; s++) {
-        rt_exec_results res;
-        if (rt_feed_next(r->f, r->e, &rng, &err) || rt_exec_run_results(r->e, RT_PHASE_ALL, &res, &err)) fail_msg("%s", err.msg);
-        losses[s] = res.loss;
-    }
-    int64_t total = 0;
-    for (int t = 0; t < r->g->nt; t++)
-        if (r->g->t[t].cls == STG_CLASS_PARAM) total += stg_numel(&r->g->t[t]);
-    double *all = malloc(sizeof(double) * (size_t)total), *q = all;
-    for (int t = 0; t < r->g->nt; t++)
-        if (r->g->t[t].cls == STG_CLASS_PARAM) {
-            if (rt_exec_read_f64(r->e, rt_exec_param_truth(r->e, t), q, &err)) fail_msg("%s", err.msg);
-            q += stg_numel(&r->g->t[t]);
-        }
-    *params = all;
-    *n = total;
+    rig_steps(r, steps, losses);
+    *params = rig_params(r, n);
 }
-
 
 static void against_cpu(stg_precision prec, const char *attention, double tol) {
     rig c, g;
@@ -163,35 +140,14 @@ static void test_step_against_cpu(void **s) {
     rig c, g;
     open_lm(&c, false, STG_PREC_FP32, "attention=flash", NULL);
     open_lm(&g, true, STG_PREC_FP32, "attention=flash", NULL);
-    stg_err err;
-    rt_rng r1, r2;
-    rt_rng_seed(&r1, 5);
-    rt_rng_seed(&r2, 5);
-    rt_exec_results rc, rg;
-    if (rt_feed_next(c.f, c.e, &r1, &err) || rt_feed_next(g.f, g.e, &r2, &err) ||
-        rt_exec_run_results(c.e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &rc, &err) ||
-        rt_exec_run_results(g.e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &rg, &err))
-        fail_msg("%s", err.msg);
-    assert_true(fabs(rg.loss - rc.loss) / fabs(rc.loss) < 1e-5);
-    for (int t = 0; t < c.g->nt; t++) {
-        if (c.g->t[t].cls != STG_CLASS_PARAM) continue;
-        int64_t n = stg_numel(&c.g->t[t]);
-        double *a = malloc(sizeof(double) * (size_t)n), *b = malloc(sizeof(double) * (size_t)n);
-        if (rt_exec_read_f64(c.e, c.g->t[t].grad, a, &err) || rt_exec_read_f64(g.e, g.g->t[t].grad, b, &err)) fail_msg("%s", err.msg);
-        double e = rel_err(b, a, n);
-        if (!(e < 1e-4)) fail_msg("gradient of %s: relative error %.3g", c.g->t[t].name, e);
-        free(a);
-        free(b);
-    }
+    double lc, lg;
+    int ng;
+    rig_grads_against(&c, &g, 5, 1e-5, 1e-4, "fp32 step", &lc, &lg, &ng);
     rig_close(&c);
     rig_close(&g);
 }
 
 int main(void) {
-    if (!rt_cuda_available()) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp32_flash),         cmocka_unit_test(test_fp32_naive),
         cmocka_unit_test(test_bf16_flash),         cmocka_unit_test(test_bf16_naive),
@@ -199,12 +155,7 @@ int main(void) {
         cmocka_unit_test(test_step_against_cpu),
         cmocka_unit_test(test_bf16_20_steps_head_dim_64), cmocka_unit_test(test_bf16_20_steps_head_dim_80),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return GPU_RUN(tests);
 }
-#else
-#include <stdio.h>
-int main(void) {
-    printf("skipped: built without CUDA\n");
-    return 77;
-}
+
 #endif

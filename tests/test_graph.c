@@ -13,20 +13,13 @@
 #include "graph/graph.h"
 #include "graph/loader.h"
 #include "ops/registry.h"
+#include "tests/rig.h"
 
-#define MODEL(p) STG_SOURCE_DIR "/models/" p
-
+// The model's graph after the passes (ungrouped), without a plan.
 static stg_graph *load(const char *path, stg_precision prec, const char *const *sets, int nsets, bool train) {
-    stg_load_opts o = {prec, sets, nsets};
-    stg_graph *g = NULL;
-    stg_err err;
-    if (graph_load(path, &o, &g, &err)) fail_msg("%s", err.msg);
-    stg_optim_config oc = graph_optim_defaults();
-    if (train && graph_autodiff(g, &oc, &err)) fail_msg("autodiff: %s", err.msg);
-    if (!train) graph_classify(g);
-    if (graph_schedule(g, &err)) fail_msg("schedule: %s", err.msg);
-    if (graph_validate(g, &err)) fail_msg("validate: %s", err.msg);
-    return g;
+    stg_step_opts o = rig_opts(path, prec, sets, nsets);
+    o.train = train;
+    return rig_graph(&o);
 }
 
 static void test_param_counts(void **state) {
@@ -186,13 +179,10 @@ static void test_bf16_dtypes(void **state) {
 // Weight decay everywhere by default; with the exemption, none on norm gains and embeddings.
 static void test_weight_decay_exemption(void **state) {
     for (int ex = 0; ex < 2; ex++) {
-        stg_load_opts o = {STG_PREC_FP32, NULL, 0};
-        stg_graph *g;
-        stg_err err;
-        if (graph_load(MODEL("tiny.yaml"), &o, &g, &err)) fail_msg("%s", err.msg);
-        stg_optim_config oc = graph_optim_defaults();
-        oc.decay_exempt_norms_embeddings = ex;
-        if (graph_autodiff(g, &oc, &err)) fail_msg("%s", err.msg);
+        stg_step_opts o = rig_opts(MODEL("tiny.yaml"), STG_PREC_FP32, NULL, 0);
+        o.optim.decay_exempt_norms_embeddings = ex;
+        const stg_optim_config oc = o.optim;
+        stg_graph *g = rig_graph(&o);
         int exempt = 0, decayed = 0;
         for (int i = 0; i < g->nops; i++) {
             if (g->ops[i].kind != STG_OP_ADAMW) continue;
@@ -282,19 +272,14 @@ static void test_bad_input(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const bad_case *c = &bad[i];
         const char *sets[1] = {c->set};
-        stg_load_opts o = {STG_PREC_FP32, sets, c->set ? 1 : 0};
-        stg_graph *g = NULL;
+        stg_step_opts o = rig_opts_text("m.yaml", c->yaml, STG_PREC_FP32, sets, c->set ? 1 : 0);
+        o.no_plan = true;
+        stg_step *s = NULL;
         stg_err err;
         err.msg[0] = 0;
-        int r = graph_load_string(c->yaml, strlen(c->yaml), "m.yaml", &o, &g, &err);
-        if (r == 0) {
-            stg_optim_config oc = graph_optim_defaults();
-            r = graph_autodiff(g, &oc, &err);
-            graph_free(g);
-            g = NULL;
-        }
+        int r = stg_step_build(&o, &s, &err);
         if (r == 0) fail_msg("case '%s' was accepted", c->what);
-        assert_null(g);
+        assert_null(s);
         if (!strstr(err.msg, c->expect)) fail_msg("case '%s': message\n  %s\nlacks\n  %s", c->what, err.msg, c->expect);
     }
 }
@@ -383,14 +368,11 @@ static void test_include_error_position(void **state) {
 // optimizer in backward and with data-parallel buckets.
 static void test_group_matmuls(void **state) {
     for (int mode = 0; mode < 3; mode++) {
-        stg_load_opts o = {STG_PREC_BF16, NULL, 0};
-        stg_graph *g = NULL;
+        stg_step_opts o = rig_opts(MODEL("cs336/small.yaml"), STG_PREC_BF16, NULL, 0); // ungrouped
+        o.optim.in_backward = mode == 1;
+        o.optim.dp_world = mode == 2 ? 2 : 0;
+        stg_graph *g = rig_graph(&o);
         stg_err err;
-        if (graph_load(MODEL("cs336/small.yaml"), &o, &g, &err)) fail_msg("%s", err.msg);
-        stg_optim_config oc = graph_optim_defaults();
-        oc.in_backward = mode == 1;
-        oc.dp_world = mode == 2 ? 2 : 0;
-        if (graph_autodiff(g, &oc, &err)) fail_msg("autodiff: %s", err.msg);
         int nops = g->nops, nfwd = g->n_fwd_ops;
         assert_int_equal(graph_group_matmuls(g, &err), 48);
         assert_int_equal(g->nops, nops - 72);

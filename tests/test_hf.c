@@ -46,8 +46,7 @@ static int sh(char *out, size_t n, const char *fmt, ...) {
 }
 
 static int setup(void **s) {
-    snprintf(dir, sizeof dir, "/tmp/stg_hf_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
+    if (tu_mkdtemp(dir, sizeof dir, "hf")) return -1;
     snprintf(ckpt, sizeof ckpt, "%s/ck/ckpt.safetensors", dir);
     snprintf(hf, sizeof hf, "%s/hf", dir);
     snprintf(data, sizeof data, "%s/docs.bin", dir);
@@ -61,11 +60,7 @@ static int setup(void **s) {
     return 0;
 }
 
-static int teardown(void **s) {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int teardown(void **s) { return tu_rmtree(dir); }
 
 static rt_st *open_st(const char *path) {
     rt_st *st;
@@ -578,26 +573,7 @@ static void test_json(void **s) {
 static void test_json_corpus(void **s) {
     const char *dirs[] = {STG_SOURCE_DIR "/tests/fuzz/corpus/json", STG_SOURCE_DIR "/tests/fuzz/regressions/json"};
     int n = 0;
-    for (int k = 0; k < 2; k++) {
-        DIR *d = opendir(dirs[k]);
-        if (!d) continue; // no findings saved yet
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (e->d_name[0] == '.') continue;
-            char p[4200];
-            snprintf(p, sizeof p, "%s/%s", dirs[k], e->d_name);
-            FILE *f = fopen(p, "rb");
-            assert_non_null(f);
-            size_t len = 0;
-            char *b = tu_read_all(f, &len);
-            fclose(f);
-            assert_non_null(b);
-            stg_fuzz_json((const uint8_t *)b, len);
-            free(b);
-            n++;
-        }
-        closedir(d);
-    }
+    for (int k = 0; k < 2; k++) n += tu_replay(dirs[k], stg_fuzz_json, 0); // no findings saved yet: none
     assert_true(n >= 4);
 }
 

@@ -119,11 +119,8 @@ static void test_bf16_parameter_as_activation_refused(void **state) {
     for (int i = 0; i < 2; i++) {
         const stg_op_def *d = ops_def((stg_op_kind)ops_lookup(names[i]));
         char *text = sweep_text(d);
-        stg_step_opts o = stg_step_defaults();
-        o.model_path = "sample.yaml";
-        o.text = text;
-        o.text_len = strlen(text);
-        o.precision = STG_PREC_BF16;
+        stg_step_opts o = rig_opts_text("sample.yaml", text, STG_PREC_BF16, NULL, 0);
+        o.ungrouped = false;
         stg_step *st = NULL;
         stg_err err;
         assert_int_equal(stg_step_build(&o, &st, &err), -1);

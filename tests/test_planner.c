@@ -19,6 +19,7 @@
 #include "planner/formula.h"
 #include "planner/plan.h"
 #include "planner/report.h"
+#include "tests/rig.h"
 
 // ---- graphs built by hand (no shape inference) ------------------------------------------------
 
@@ -832,14 +833,8 @@ static stg_graph *load_cs336(const char *size, const char *att, stg_precision pr
     snprintf(path, sizeof path, "%s/models/cs336/%s.yaml", STG_SOURCE_DIR, size);
     snprintf(as, sizeof as, "attention=%s", att);
     const char *sets[3] = {"batch=4", "ctx=512", as};
-    stg_load_opts o = {.precision = prec, .sets = sets, .nsets = 3};
-    stg_graph *g = NULL;
-    stg_err err;
-    if (graph_load(path, &o, &g, &err)) fail_msg("load %s: %s", path, err.msg);
-    stg_optim_config oc = graph_optim_defaults();
-    if (graph_autodiff(g, &oc, &err)) fail_msg("autodiff %s: %s", path, err.msg);
-    if (graph_schedule(g, &err)) fail_msg("schedule %s: %s", path, err.msg);
-    return g;
+    stg_step_opts o = rig_opts(path, prec, sets, 3); // ungrouped, planned by the test
+    return rig_graph(&o);
 }
 
 // Every size, both attentions, both precisions: sound, tight against the lower bound, below the

@@ -24,8 +24,7 @@
 static char dir[64];
 
 static int setup(void **s) {
-    snprintf(dir, sizeof dir, "/tmp/stg_plot_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
+    if (tu_mkdtemp(dir, sizeof dir, "plot")) return -1;
     char cmd[2048], out[4096];
     snprintf(cmd, sizeof cmd,
              STG TINY " --steps 30 --val-every 10 --lr 1e-2 --log %s/a.jsonl >/dev/null 2>&1 && " STG TINY
@@ -34,19 +33,7 @@ static int setup(void **s) {
     return tu_run(cmd, out, sizeof out) == 0 ? 0 : -1;
 }
 
-static int teardown(void **s) {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *b = tu_read_all(f, NULL);
-    fclose(f);
-    return b;
-}
+static int teardown(void **s) { return tu_rmtree(dir); }
 
 // Well-formed XML as SVG needs it: a declaration, then elements properly nested, attributes
 // name="value" without '<' or a raw '&', text with known entities only. Returns NULL or the problem.
@@ -154,7 +141,7 @@ static int polylines(const char *svg, const char *cls, int run, int *n, bool inc
 }
 
 static int count_lines(const char *path, const char *field) {
-    char *s = slurp(path);
+    char *s = tu_slurp(path, NULL);
     assert_non_null(s);
     int n = 0;
     for (char *p = strstr(s, field); p; p = strstr(p + 1, field)) n++;
@@ -169,7 +156,7 @@ static void test_two_runs(void **s) {
     snprintf(b, sizeof b, "%s/b.jsonl", dir);
     snprintf(cmd, sizeof cmd, STG " plot %s %s -o %s --title 'two runs' --label 'lr 1e-2 <cosine>' --label 'lr 3e-3 & wsd' 2>&1", a, b, svgp);
     if (tu_run(cmd, out, sizeof out) != 0) fail_msg("%s", out);
-    char *svg = slurp(svgp);
+    char *svg = tu_slurp(svgp, NULL);
     assert_non_null(svg);
     int elements;
     // the checker itself refuses what is not well-formed
@@ -218,7 +205,7 @@ static void test_resumed(void **s) {
     fclose(f);
     snprintf(cmd, sizeof cmd, STG " plot %s -o %s 2>&1", path, svgp);
     if (tu_run(cmd, out, sizeof out) != 0) fail_msg("%s", out);
-    char *svg = slurp(svgp);
+    char *svg = tu_slurp(svgp, NULL);
     int n[4], elements;
     assert_null(xml_check(svg, &elements));
     assert_int_equal(polylines(svg, "loss", 0, n, true), 2); // x increasing in both panels: steps and the continued clock
@@ -232,7 +219,7 @@ static void test_resumed(void **s) {
     for (int i = 1; i <= 5; i++) fprintf(f, "{\"step\": %d, \"loss\": 4, \"lr\": 0.001, \"grad_norm\": 1, \"tokens_per_s\": 100}\n", i);
     fclose(f);
     if (tu_run(cmd, out, sizeof out) != 0) fail_msg("%s", out);
-    svg = slurp(svgp);
+    svg = tu_slurp(svgp, NULL);
     assert_null(xml_check(svg, &elements));
     assert_non_null(strstr(svg, "no elapsed_s in these logs"));
     assert_non_null(strstr(svg, "no wall-clock times"));

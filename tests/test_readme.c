@@ -16,15 +16,6 @@
 
 #include "tests/testutil.h"
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *b = tu_read_all(f, NULL);
-    assert_non_null(b);
-    fclose(f);
-    return b;
-}
-
 // Runs a shell command from the source directory; its stdout (stderr discarded) in a new string.
 static char *run(int *rc, const char *fmt, ...) {
     char c[8192], cmd[8400];
@@ -61,7 +52,7 @@ static char *block_body(const char *fence, const char **end) {
 }
 
 static void test_options_section_is_help(void **st) {
-    char *readme = slurp(STG_SOURCE_DIR "/README.md");
+    char *readme = tu_slurp(STG_SOURCE_DIR "/README.md", NULL);
     assert_non_null(readme);
     static const char *const cmds[] = {"check", "graph", "memreport", "train", "step", "bench", "attn-bench", "comm-bench", "launch", "tokens",
                                        "sample", "eval", "export", "import", "plot"};
@@ -94,7 +85,7 @@ static void compare_output(const char *cmd, const char *want, const char *out) {
 }
 
 static void test_examples_run_as_shown(void **st) {
-    char *readme = slurp(STG_SOURCE_DIR "/README.md");
+    char *readme = tu_slurp(STG_SOURCE_DIR "/README.md", NULL);
     assert_non_null(readme);
     int ran = 0;
     for (const char *p = strstr(readme, "\n```sh\n"); p; p = strstr(p, "\n```sh\n")) {
@@ -157,7 +148,7 @@ static void test_examples_run_as_shown(void **st) {
             free(want);
         }
         if (repo_file[0]) {
-            char *a = slurp(repo_file), *b = slurp(tmp);
+            char *a = tu_slurp(repo_file, NULL), *b = tu_slurp(tmp, NULL);
             assert_non_null(a);
             assert_non_null(b);
             if (strcmp(a, b) != 0) fail_msg("%s differs from what `%s` writes now; rerun that command", repo_file, line);

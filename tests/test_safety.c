@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#define TU_STG_TIMEOUT 60
 #include "tests/testutil.h"
 
 #include "graph/graph.h"
@@ -30,34 +31,15 @@
 #include "runtime/fsutil.h"
 #include "runtime/rng.h"
 #include "runtime/safetensors.h"
+#include "tests/rig.h"
 
 static char dir[256];
 
-static int setup(void **s) {
-    snprintf(dir, sizeof dir, "/tmp/stg_test_safety_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int teardown(void **s) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int setup(void **s) { return tu_mkdtemp(dir, sizeof dir, "test_safety"); }
+static int teardown(void **s) { return tu_rmtree(dir); }
 
 // A small, fast model for every training run here.
 #define TINY "models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --set batch=4"
-
-// Runs `stg ARGS` from the source directory under `timeout 60` (a hang fails the test instead of
-// the suite) and returns its exit status; stdout and stderr in out.
-static int stg(char *out, size_t n, const char *fmt, ...) {
-    char args[3000], cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "cd '%s' && timeout 60 '%s' %s 2>&1", STG_SOURCE_DIR, STG_BINARY, args);
-    return tu_run(cmd, out, n);
-}
 
 static void expect_refused(char *out, size_t n, const char *needle, const char *fmt, ...) {
     char args[3000];
@@ -65,48 +47,19 @@ static void expect_refused(char *out, size_t n, const char *needle, const char *
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    int rc = stg(out, n, "%s", args);
+    int rc = tu_stg(out, n, "%s", args);
     if (rc == 124) fail_msg("stg %s hung (killed after 60 s)", args);
     if (rc == 0 || rc > 2) fail_msg("stg %s exited %d; expected a refusal with '%s':\n%s", args, rc, needle, out);
     if (!strstr(out, needle)) fail_msg("stg %s:\n%s\nlacks '%s'", args, out, needle);
 }
 
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    assert_int_equal(fputs(text, f) >= 0, 1);
-    assert_int_equal(fclose(f), 0);
-}
-
-// The whole file (NUL-terminated), or NULL when it cannot be read.
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *b = NULL;
-    size_t n = 0, cap = 0, r;
-    do {
-        if (n + 4096 + 1 > cap) {
-            cap = 2 * cap + 8192;
-            b = realloc(b, cap);
-            assert_non_null(b);
-        }
-        r = fread(b + n, 1, cap - n - 1, f);
-        n += r;
-    } while (r > 0);
-    fclose(f);
-    b[n] = 0;
-    if (len) *len = n;
-    return b;
-}
+static void write_file(const char *path, const char *text) { tu_write(path, text, strlen(text)); }
 
 static void copy_file(const char *from, const char *to) {
-    size_t n;
-    char *b = slurp(from, &n);
+    size_t n = 0;
+    char *b = tu_slurp(from, &n);
     assert_non_null(b);
-    FILE *f = fopen(to, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
+    tu_write(to, b, n);
     free(b);
 }
 
@@ -114,7 +67,7 @@ static void copy_file(const char *from, const char *to) {
 static void make_params(const char *path) {
     char out[16384], ck[400], src[600];
     snprintf(ck, sizeof ck, "%s/mkparams", dir);
-    int rc = stg(out, sizeof out, "train " TINY " --steps 1 --ckpt %s", ck);
+    int rc = tu_stg(out, sizeof out, "train " TINY " --steps 1 --ckpt %s", ck);
     if (rc) fail_msg("%s", out);
     snprintf(src, sizeof src, "%s/ckpt.safetensors", ck); // the newest checkpoint, in every stg
     copy_file(src, path);
@@ -143,7 +96,7 @@ static void test_outputs_are_not_inputs(void **s) {
     assert_int_equal(fclose(f), 0);
     make_params(init);
     size_t n0, n1, n2;
-    char *d0 = slurp(data, &n0), *i0 = slurp(init, &n1), *m0 = slurp(model, &n2);
+    char *d0 = tu_slurp(data, &n0), *i0 = tu_slurp(init, &n1), *m0 = tu_slurp(model, &n2);
     assert_int_equal(symlink(data, link), 0);
 
     expect_refused(out, sizeof out, "is the same file as the --data file", "train " TINY " --steps 1 --data %s --log %s", data, data);
@@ -173,14 +126,14 @@ static void test_outputs_are_not_inputs(void **s) {
     expect_refused(out, sizeof out, "is the same file as the file the model includes",
                    "train %s --device cpu --set n_layers=1 --set ctx=16 --steps 1 --log %s", model, inc);
     size_t n3;
-    char *inc0 = slurp(STG_SOURCE_DIR "/models/cs336/lm.yaml", &n3), *inc1 = slurp(inc, &n3);
+    char *inc0 = tu_slurp(STG_SOURCE_DIR "/models/cs336/lm.yaml", &n3), *inc1 = tu_slurp(inc, &n3);
     assert_non_null(inc0);
     assert_non_null(inc1);
     assert_memory_equal(inc0, inc1, n3);
     free(inc0);
     free(inc1);
 
-    char *d1 = slurp(data, &n0), *i1 = slurp(init, &n1), *m1 = slurp(model, &n2);
+    char *d1 = tu_slurp(data, &n0), *i1 = tu_slurp(init, &n1), *m1 = tu_slurp(model, &n2);
     assert_non_null(d1);
     assert_non_null(i1);
     assert_non_null(m1);
@@ -191,7 +144,7 @@ static void test_outputs_are_not_inputs(void **s) {
 }
 
 static int count_lines(const char *path) {
-    char *b = slurp(path, NULL);
+    char *b = tu_slurp(path, NULL);
     if (!b) return -1;
     int n = 0;
     for (char *p = b; *p; p++) n += *p == '\n';
@@ -206,11 +159,11 @@ static void test_log_not_truncated(void **s) {
     write_file(log, "{\"a previous run\": 1}\n");
     expect_refused(out, sizeof out, "--log-mode overwrite or --log-mode append", "train " TINY " --steps 2 --log %s", log);
     assert_int_equal(count_lines(log), 1);
-    if (stg(out, sizeof out, "train " TINY " --steps 2 --log %s --log-mode append --ckpt %s", log, ck)) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "train " TINY " --steps 2 --log %s --log-mode append --ckpt %s", log, ck)) fail_msg("%s", out);
     assert_int_equal(count_lines(log), 3);
-    if (stg(out, sizeof out, "train " TINY " --steps 4 --log %s --ckpt %s --resume", log, ck)) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "train " TINY " --steps 4 --log %s --ckpt %s --resume", log, ck)) fail_msg("%s", out);
     assert_int_equal(count_lines(log), 5); // a resumed run appends
-    if (stg(out, sizeof out, "train " TINY " --steps 2 --log %s --log-mode overwrite", log)) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "train " TINY " --steps 2 --log %s --log-mode overwrite", log)) fail_msg("%s", out);
     assert_int_equal(count_lines(log), 2);
     expect_refused(out, sizeof out, "--log-mode 'keep'", "train " TINY " --steps 2 --log %s --log-mode keep", log);
 }
@@ -219,7 +172,7 @@ static void test_log_not_truncated(void **s) {
 
 // The "lr" of every line of a JSON-lines log.
 static int log_lrs(const char *path, double *lr, int max) {
-    char *b = slurp(path, NULL);
+    char *b = tu_slurp(path, NULL);
     assert_non_null(b);
     int n = 0;
     for (char *p = strstr(b, "\"lr\": "); p && n < max; p = strstr(p + 1, "\"lr\": ")) lr[n++] = strtod(p + 6, NULL);
@@ -232,7 +185,7 @@ static void test_lr_schedule(void **s) {
     snprintf(log, sizeof log, "%s/lr1.jsonl", dir);
     double lr[16];
     // --lr 1e-5 alone: the cosine goes down from 1e-5 to 1e-6 (not up to a fixed 1e-4)
-    if (stg(out, sizeof out, "train " TINY " --steps 5 --lr 1e-5 --log %s", log)) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "train " TINY " --steps 5 --lr 1e-5 --log %s", log)) fail_msg("%s", out);
     assert_int_equal(log_lrs(log, lr, 16), 5);
     for (int i = 0; i < 5; i++) {
         if (lr[i] > 1e-5 * (1 + 1e-9) || lr[i] < 1e-6 * (1 - 1e-9)) fail_msg("step %d: lr %g outside [1e-6, 1e-5]", i + 1, lr[i]);
@@ -242,12 +195,12 @@ static void test_lr_schedule(void **s) {
     assert_non_null(strstr(out, "(0.1 x --lr, the default)"));
     // --lr 0: nothing moves
     snprintf(log, sizeof log, "%s/lr2.jsonl", dir);
-    if (stg(out, sizeof out, "train " TINY " --steps 3 --lr 0 --log %s", log)) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "train " TINY " --steps 3 --lr 0 --log %s", log)) fail_msg("%s", out);
     assert_int_equal(log_lrs(log, lr, 16), 3);
     for (int i = 0; i < 3; i++) assert_true(lr[i] == 0);
     expect_refused(out, sizeof out, "--min-lr 0.005 is above --lr 0.001", "train " TINY " --steps 3 --lr 1e-3 --min-lr 5e-3");
     // with warm-up the endpoints are printed as the op computes them
-    if (stg(out, sizeof out, "train " TINY " --steps 4 --lr 1e-2 --min-lr 1e-3 --warmup 2")) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "train " TINY " --steps 4 --lr 1e-2 --min-lr 1e-3 --warmup 2")) fail_msg("%s", out);
     assert_non_null(strstr(out, "lr schedule: 0 at step 1, 0.01 at step 3 (after 2 warm-up steps), cosine down to --min-lr 0.001"));
 }
 
@@ -275,7 +228,7 @@ static void test_diverged_run_keeps_a_good_checkpoint(void **s) {
     snprintf(ck, sizeof ck, "%s/ckdiv", dir);
     // lr 10 with weight decay 10 and no clipping: the step-2 update leaves NaN parameters while the
     // step-2 loss is still finite (it was computed before the update)
-    int rc = stg(out, sizeof out, "train " TINY " --steps 6 --clip 0 --lr 10 --min-lr 10 --weight-decay 10 --ckpt %s --ckpt-every 1", ck);
+    int rc = tu_stg(out, sizeof out, "train " TINY " --steps 6 --clip 0 --lr 10 --min-lr 10 --weight-decay 10 --ckpt %s --ckpt-every 1", ck);
     assert_int_equal(rc, 1);
     const char *good = strstr(out, "the last good checkpoint (verified), step ");
     if (!good) fail_msg("%s", out);
@@ -299,18 +252,12 @@ static void test_diverged_run_keeps_a_good_checkpoint(void **s) {
 // loss and the gradient norm said) is refused, and the previous checkpoint stays where it was.
 static void test_nonfinite_parameters_not_written(void **s) {
     stg_err err;
-    stg_graph *g = NULL;
     const char *sets[] = {"n_layers=1", "ctx=16", "batch=4"};
-    stg_load_opts lo = {STG_PREC_FP32, sets, 3};
-    if (graph_load(STG_SOURCE_DIR "/models/tiny.yaml", &lo, &g, &err)) fail_msg("%s", err.msg);
-    stg_optim_config oc = graph_optim_defaults();
-    if (graph_autodiff(g, &oc, &err) || graph_schedule(g, &err)) fail_msg("%s", err.msg);
-    stg_plan *p = NULL;
-    rt_backend *b = NULL;
-    rt_exec *e = NULL;
-    if (plan_build(g, NULL, &p, &err) || rt_backend_cpu_new(&b, &err) || rt_exec_new(g, p, b, NULL, &e, &err) ||
-        rt_exec_init_params(e, 1, &err))
-        fail_msg("%s", err.msg);
+    stg_step_opts o = rig_opts(STG_SOURCE_DIR "/models/tiny.yaml", STG_PREC_FP32, sets, 3);
+    rig r;
+    rig_open(&r, rig_step(&o), &(rig_cfg){.init_seed = 1, .feed_seed = -1});
+    stg_graph *g = r.g;
+    rt_exec *e = r.e;
     char ck[400], path[600];
     snprintf(ck, sizeof ck, "%s/cknan", dir);
     assert_int_equal(mkdir(ck, 0777), 0);
@@ -344,16 +291,13 @@ static void test_nonfinite_parameters_not_written(void **s) {
     assert_int_equal(got.step, 1);
     assert_int_equal(rt_remove_stale_tmp(ck, NULL, &err), 0); // the refused write left no temporary file
     free(v);
-    rt_exec_free(e);
-    b->ops->destroy(b);
-    plan_free(p);
-    graph_free(g);
+    rig_close(&r);
 }
 
 static void test_keep_latest_and_checksums(void **s) {
     char out[16384], ck[400], path[600];
     snprintf(ck, sizeof ck, "%s/ckkeep", dir);
-    if (stg(out, sizeof out, "train " TINY " --steps 5 --ckpt %s --ckpt-every 1", ck)) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "train " TINY " --steps 5 --ckpt %s --ckpt-every 1", ck)) fail_msg("%s", out);
     assert_non_null(strstr(out, "checkpoint: "));
     for (int k = 1; k <= 5; k++) {
         snprintf(path, sizeof path, "%s/ckpt-%d.safetensors", ck, k);
@@ -378,7 +322,7 @@ static void test_keep_latest_and_checksums(void **s) {
     assert_non_null(w);
     size_t begin = w->begin;
     rt_st_free(st);
-    char *whole = slurp(b, NULL);
+    char *whole = tu_slurp(b, NULL);
     assert_non_null(whole);
     uint64_t hlen;
     memcpy(&hlen, whole, 8); // little-endian header length; the data follow it
@@ -395,7 +339,7 @@ static void test_keep_latest_and_checksums(void **s) {
     snprintf(params, sizeof params, "%s/params.safetensors", dir);
     copy_file(b, params);
     expect_refused(out, sizeof out, "tensor 'tok_emb' fails its CRC-32C check", "train " TINY " --steps 6 --init %s", params);
-    if (stg(out, sizeof out, "train " TINY " --steps 6 --ckpt %s --resume", ck)) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "train " TINY " --steps 6 --ckpt %s --resume", ck)) fail_msg("%s", out);
     assert_non_null(strstr(out, "/ckpt-4.safetensors (step 4, verified)"));
     assert_non_null(strstr(out, "passed over newer checkpoints"));
     assert_non_null(strstr(out, "fails its CRC-32C check"));
@@ -444,7 +388,7 @@ static void test_host_memory_checked(void **s) {
     // the host's MemAvailable as 512 MiB (STG_HOST_MEM_AVAILABLE; 256 of them kept free): batch 4096 of
     // the tiny model plans 0.37 GiB
     setenv("STG_HOST_MEM_AVAILABLE", "536870912", 1);
-    int rc = stg(out, sizeof out, "train " TINY " --set batch=4096 --steps 1");
+    int rc = tu_stg(out, sizeof out, "train " TINY " --set batch=4096 --steps 1");
     unsetenv("STG_HOST_MEM_AVAILABLE");
     assert_int_equal(rc, 1);
     if (!strstr(out, "the largest batch that fits is")) fail_msg("%s", out);
@@ -478,12 +422,12 @@ static void test_stale_temporary_files_removed(void **s) {
     snprintf(mine, sizeof mine, "%s/ckpt-7.safetensors.tmp.%ld", ck, (long)getpid()); // a live process's: kept
     write_file(tmp, "partial");
     write_file(mine, "partial");
-    if (stg(out, sizeof out, "train " TINY " --steps 1 --ckpt %s", ck)) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "train " TINY " --steps 1 --ckpt %s", ck)) fail_msg("%s", out);
     assert_int_equal(access(tmp, F_OK), -1);
     assert_int_equal(access(mine, F_OK), 0);
     assert_non_null(strstr(out, "removed 1 temporary file"));
     write_file(tmp, "partial");
-    if (stg(out, sizeof out, "train " TINY " --steps 2 --ckpt %s --resume", ck)) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "train " TINY " --steps 2 --ckpt %s --resume", ck)) fail_msg("%s", out);
     assert_int_equal(access(tmp, F_OK), -1);
     // stg tokens: the same rule for its output
     snprintf(text, sizeof text, "%s/text.txt", dir);
@@ -491,7 +435,7 @@ static void test_stale_temporary_files_removed(void **s) {
     write_file(text, "hello");
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", tok, dead_pid());
     write_file(tmp, "partial");
-    if (stg(out, sizeof out, "tokens %s -o %s", text, tok)) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "tokens %s -o %s", text, tok)) fail_msg("%s", out);
     assert_int_equal(access(tmp, F_OK), -1);
     // killed by SIGTERM while reading an endless input, it removes its own
     char cmd[2000];
@@ -540,11 +484,11 @@ static void test_yaml_nesting_and_duplicates(void **s) {
 static void test_ranks_with_different_options(void **s) {
     char out[16384];
     // STG_DIST_TIMEOUT bounds the old behaviour (waiting for a collective that never matches)
-    int rc = stg(out, sizeof out,
+    int rc = tu_stg(out, sizeof out,
                  "launch -n 2 -- sh -c 'STG_DIST_TIMEOUT=20 exec \"%s\" train " TINY " --steps 2 --lr $((RANK + 1))e-3'", STG_BINARY);
     assert_true(rc != 0);
     if (!strstr(out, "launched with different models or options: rank 1 has --lr=0.002 but rank 0 has --lr=0.001")) fail_msg("%s", out);
-    rc = stg(out, sizeof out,
+    rc = tu_stg(out, sizeof out,
              "launch -n 2 -- sh -c 'STG_DIST_TIMEOUT=20 exec \"%s\" train " TINY " --steps 2 --set d_model=$((RANK * 16 + 64))'", STG_BINARY);
     assert_true(rc != 0);
     if (!strstr(out, "rank 1 has dims and options=vocab=256,d_model=80")) fail_msg("%s", out);
@@ -562,9 +506,9 @@ static void test_val_default(void **s) {
     assert_non_null(f);
     assert_int_equal(fwrite(toks, 2, 2048, f), 2048);
     assert_int_equal(fclose(f), 0);
-    if (stg(out, sizeof out, "train " TINY " --steps 3 --val %s --log %s", val, log)) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "train " TINY " --steps 3 --val %s --log %s", val, log)) fail_msg("%s", out);
     assert_non_null(strstr(out, "every 100 steps and at the end (the default with --val"));
-    char *b = slurp(log, NULL);
+    char *b = tu_slurp(log, NULL);
     assert_non_null(b);
     assert_non_null(strstr(b, "\"val_loss\""));
     free(b);
@@ -584,17 +528,17 @@ static void test_help_exits_0(void **s) {
     char out[16384];
     static const char *const cmds[] = {"check", "graph", "memreport", "train", "step", "bench", "attn-bench", "comm-bench", "launch", "tokens"};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
-        int rc = stg(out, sizeof out, "%s --help", cmds[i]);
+        int rc = tu_stg(out, sizeof out, "%s --help", cmds[i]);
         char want[64];
         snprintf(want, sizeof want, "usage: stg %s ", cmds[i]);
         if (rc != 0 || strncmp(out, want, strlen(want)) != 0) fail_msg("stg %s --help exited %d:\n%s", cmds[i], rc, out);
     }
-    assert_int_equal(stg(out, sizeof out, "train models/tiny.yaml -h"), 0);
+    assert_int_equal(tu_stg(out, sizeof out, "train models/tiny.yaml -h"), 0);
 }
 
 static void test_steps_0_no_loss_line(void **s) {
     char out[16384];
-    if (stg(out, sizeof out, "train " TINY " --steps 0")) fail_msg("%s", out);
+    if (tu_stg(out, sizeof out, "train " TINY " --steps 0")) fail_msg("%s", out);
     assert_null(strstr(out, "loss"));
     assert_non_null(strstr(out, "done: no steps run"));
 }
@@ -611,8 +555,8 @@ static void test_dot_name_quoted(void **s) {
     snprintf(path, sizeof path, "%s/q.yaml", dir);
     snprintf(dot, sizeof dot, "%s/q.dot", dir);
     write_file(path, "include: " STG_SOURCE_DIR "/models/tiny.yaml\nname: 'say \"hi\" \\ bye'\n");
-    if (stg(out, sizeof out, "graph %s --dot -o %s --set n_layers=1", path, dot)) fail_msg("%s", out);
-    char *d = slurp(dot, NULL);
+    if (tu_stg(out, sizeof out, "graph %s --dot -o %s --set n_layers=1", path, dot)) fail_msg("%s", out);
+    char *d = tu_slurp(dot, NULL);
     assert_non_null(d);
     assert_true(strncmp(d, "digraph \"", 9) == 0);
     const char *c = d + 9;

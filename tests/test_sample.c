@@ -21,87 +21,12 @@
 #include "planner/step.h"
 #include "runtime/exec.h"
 #include "runtime/sample.h"
+#include "tests/rig.h"
 #include "tests/testutil.h"
 
-#define MODEL(p) STG_SOURCE_DIR "/models/" p
 #define TINY "d_model=32", "d_ff=48", "n_layers=2", "n_heads=2", "vocab=64", "ctx=16"
 
 static const char *const tiny_sets[] = {TINY};
-
-// ---- the pieces ---------------------------------------------------------------------------------
-
-typedef struct {
-    stg_infer *inf;
-    rt_backend *bp, *bd;
-    rt_sampler *s;
-} smp;
-
-static void smp_open(smp *x, const char *model, const char *const *sets, int nsets, stg_precision prec, int64_t B, int64_t P,
-                     stg_sample_attrs sa, uint64_t seed) {
-    stg_infer_opts o = stg_infer_defaults();
-    o.model_path = model;
-    o.sets = sets;
-    o.nsets = nsets;
-    o.precision = prec;
-    o.batch = B;
-    o.prompt = P;
-    o.sample = sa;
-    stg_err err;
-    if (stg_infer_build(&o, &x->inf, &err)) fail_msg("%s", err.msg);
-    if (rt_backend_cpu_new(&x->bp, &err) || rt_backend_cpu_new(&x->bd, &err)) fail_msg("%s", err.msg);
-    rt_sampler_opts so = {.separate = true, .poison = true}; // every tensor readable after a run; NaN wherever nothing was written
-    if (rt_sampler_new(x->inf, x->bp, x->bd, &so, &x->s, &err) || rt_sampler_init(x->s, seed, false, &err)) fail_msg("%s", err.msg);
-}
-
-static void smp_close(smp *x) {
-    rt_sampler_free(x->s);
-    stg_infer_free(x->inf);
-    x->bp->ops->destroy(x->bp);
-    x->bd->ops->destroy(x->bd);
-}
-
-// The logits of the full forward pass of tokens (B, L): the training model's forward graph.
-static double *full_forward(const char *model, const char *const *sets, int nsets, stg_precision prec, int64_t B, int64_t L,
-                            const int32_t *tokens, uint64_t seed, int64_t *V) {
-    const char *all[32];
-    char bset[32], cset[32];
-    int n = 0;
-    for (int i = 0; i < nsets; i++) all[n++] = sets[i];
-    snprintf(bset, sizeof bset, "batch=%lld", (long long)B);
-    snprintf(cset, sizeof cset, "ctx=%lld", (long long)L);
-    all[n++] = bset;
-    all[n++] = cset;
-    stg_step_opts o = stg_step_defaults();
-    o.model_path = model;
-    o.sets = all;
-    o.nsets = n;
-    o.precision = prec;
-    o.train = false;
-    stg_step *s;
-    stg_err err;
-    if (stg_step_build(&o, &s, &err)) fail_msg("%s", err.msg);
-    rt_backend *b;
-    rt_exec *e;
-    rt_exec_opts eo = {.separate = true};
-    if (rt_backend_cpu_new(&b, &err) || rt_exec_new(s->g, s->p, b, &eo, &e, &err) || rt_exec_init_params(e, seed, &err))
-        fail_msg("%s", err.msg);
-    int tok = graph_find_tensor(s->g, "tokens"), tgt = graph_find_tensor(s->g, "targets"), lg = graph_find_tensor(s->g, "logits");
-    assert_true(tok >= 0 && tgt >= 0 && lg >= 0);
-    int32_t *zero = calloc((size_t)(B * L), sizeof *zero);
-    assert_non_null(zero);
-    if (rt_exec_write(e, tok, tokens, sizeof(int32_t) * (size_t)(B * L), &err) ||
-        rt_exec_write(e, tgt, zero, sizeof(int32_t) * (size_t)(B * L), &err) || rt_exec_run(e, RT_PHASE_FORWARD, &err))
-        fail_msg("%s", err.msg);
-    *V = s->g->t[lg].shape[2];
-    double *out = malloc(sizeof(double) * (size_t)stg_numel(&s->g->t[lg]));
-    assert_non_null(out);
-    if (rt_exec_read_f64(e, lg, out, &err)) fail_msg("%s", err.msg);
-    free(zero);
-    rt_exec_free(e);
-    b->ops->destroy(b);
-    stg_step_free(s);
-    return out;
-}
 
 // ---- the reference sampler ----------------------------------------------------------------------
 
@@ -160,10 +85,7 @@ static int64_t ref_sample(const double *row, int64_t V, double T, int64_t k, dou
 }
 
 static uint64_t rs = 0x243f6a8885a308d3ull;
-static double urand(void) {
-    rs ^= rs >> 12, rs ^= rs << 25, rs ^= rs >> 27;
-    return (double)((rs * 0x2545f4914f6cdd1dull) >> 11) / 9007199254740992.0;
-}
+static double urand(void) { return tu_urand(&rs); }
 
 static void test_sampler_rule(void **state) {
     (void)state;
@@ -205,8 +127,8 @@ static void test_sampler_rule(void **state) {
 
 static void check_positions(const char *model, const char *const *sets, int nsets, int64_t B, int64_t P, int64_t n, stg_sample_attrs sa) {
     const uint64_t seed = 7;
-    smp x;
-    smp_open(&x, model, sets, nsets, STG_PREC_FP64, B, P, sa, seed);
+    rig_smp x;
+    rig_smp_open(&x, model, sets, nsets, STG_PREC_FP64, B, P, sa, seed, false, (rt_sampler_opts){.separate = true});
     const int64_t C = x.inf->ctx;
     int32_t prompt[16];
     for (int64_t i = 0; i < P; i++) prompt[i] = (int32_t)((i * 37 + 11) % 50);
@@ -227,7 +149,7 @@ static void check_positions(const char *model, const char *const *sets, int nset
         if (rt_exec_read_f64(e, k == 0 ? ip->logits : id->logits, lg, &err)) fail_msg("%s", err.msg);
         for (int64_t b = 0; b < B; b++)
             for (int64_t j = 0; j < L; j++) tok[b * L + j] = ids[b * C + j];
-        double *ref = full_forward(model, sets, nsets, STG_PREC_FP64, B, L, tok, seed, &Vf);
+        double *ref = rig_full_forward(model, sets, nsets, STG_PREC_FP64, B, L, tok, seed, false, &Vf);
         assert_int_equal(Vf, V);
         for (int64_t b = 0; b < B; b++) {
             // prefill: every prompt row; decode: the new position's row
@@ -248,7 +170,7 @@ static void check_positions(const char *model, const char *const *sets, int nset
     }
     assert_int_equal(rt_sampler_length(x.s), P + n);
     free(lg), free(row), free(ids), free(tok);
-    smp_close(&x);
+    rig_smp_close(&x);
 }
 
 static void test_decode_equals_forward(void **state) {
@@ -273,8 +195,8 @@ static void test_greedy_chain(void **state) {
     (void)state;
     const int64_t B = 2, P = 2, n = 9;
     stg_sample_attrs sa = {.temperature = 0.0, .top_p = 1.0};
-    smp x;
-    smp_open(&x, MODEL("tiny.yaml"), tiny_sets, 6, STG_PREC_FP64, B, P, sa, 5);
+    rig_smp x;
+    rig_smp_open(&x, MODEL("tiny.yaml"), tiny_sets, 6, STG_PREC_FP64, B, P, sa, 5, false, (rt_sampler_opts){.separate = true});
     const int64_t C = x.inf->ctx;
     int32_t prompt[2] = {9, 40};
     stg_err err;
@@ -290,7 +212,7 @@ static void test_greedy_chain(void **state) {
         for (int64_t b = 0; b < B; b++)
             for (int64_t j = 0; j < L; j++) tok[b * L + j] = seq[b][j];
         int64_t V;
-        double *ref = full_forward(MODEL("tiny.yaml"), tiny_sets, 6, STG_PREC_FP64, B, L, tok, 5, &V);
+        double *ref = rig_full_forward(MODEL("tiny.yaml"), tiny_sets, 6, STG_PREC_FP64, B, L, tok, 5, false, &V);
         for (int64_t b = 0; b < B; b++) {
             const double *r = ref + (b * L + L - 1) * V;
             int64_t best = 0;
@@ -310,7 +232,7 @@ static void test_greedy_chain(void **state) {
     assert_int_equal(rt_sampler_step(x.s, &err), -1);
     assert_non_null(strstr(err.msg, "full"));
     free(ids);
-    smp_close(&x);
+    rig_smp_close(&x);
 }
 
 // ---- what the derivation refuses ----------------------------------------------------------------

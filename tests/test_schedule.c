@@ -37,9 +37,7 @@ static void test_host_formula(void **s) {
 }
 
 static void test_cpu_op(void **s) {
-    rt_backend *b;
-    stg_err err;
-    if (rt_backend_cpu_new(&b, &err)) fail_msg("%s", err.msg);
+    rt_backend *b = rig_backend(false);
     sched_run_all(b, STG_PREC_FP32, "cpu fp32");
     sched_run_all(b, STG_PREC_FP64, "cpu fp64");
     b->ops->destroy(b);

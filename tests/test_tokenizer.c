@@ -26,33 +26,11 @@
 
 static char dir[256];
 
-static int setup(void **s) {
-    (void)s;
-    snprintf(dir, sizeof dir, "/tmp/stg_test_tok_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int teardown(void **s) {
-    (void)s;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int setup(void **s) { return tu_mkdtemp(dir, sizeof dir, "test_tok"); }
+static int teardown(void **s) { return tu_rmtree(dir); }
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static uint64_t rnd(void) { // xorshift64*: reproducible test data
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
-static void write_file(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
+static uint64_t rnd(void) { return tu_next(&rng_state); } // reproducible test data
 
 // ---- pre-tokenisation ---------------------------------------------------------------------------
 //
@@ -372,7 +350,7 @@ static void test_train_streamed_equals_buffer(void **s) {
     size_t n = tie_text(buf, cap, 1);
     char path[300];
     snprintf(path, sizeof path, "%s/corpus.txt", dir);
-    write_file(path, buf, n);
+    tu_write(path, buf, n);
     const char *sp[1] = {"<|endoftext|>"};
     rt_tok_train_opts o1 = {.vocab = 600, .specials = sp, .n_specials = 1, .threads = 1};
     rt_tok_train_opts o2 = {.vocab = 600, .specials = sp, .n_specials = 1, .threads = 3, .chunk_bytes = 4096};
@@ -560,8 +538,8 @@ static void test_parallel_equals_whole(void **s) {
     snprintf(in1, sizeof in1, "%s/a.txt", dir);
     snprintf(in2, sizeof in2, "%s/b.txt", dir);
     snprintf(out, sizeof out, "%s/ab.bin", dir);
-    write_file(in1, buf, n);
-    write_file(in2, buf, n);
+    tu_write(in1, buf, n);
+    tu_write(in2, buf, n);
     const char *paths[2] = {in1, in2};
     rt_tok_encode_opts o = {.doc_sep = "<|endoftext|>", .threads = 3, .chunk_bytes = 4096};
     int64_t cnt = rt_tok_encode_files(t, paths, 2, out, &o, &err);
@@ -615,7 +593,7 @@ static void test_uint32_bin(void **s) {
     char in[300], out[300];
     snprintf(in, sizeof in, "%s/zz.txt", dir);
     snprintf(out, sizeof out, "%s/zz.bin", dir);
-    write_file(in, "zzzz", 4); // 'z' 'z' is pair 0x7a7a: id 256 + 0x7a7a = 31610... and "\xff\xff" below
+    tu_write(in, "zzzz", 4); // 'z' 'z' is pair 0x7a7a: id 256 + 0x7a7a = 31610... and "\xff\xff" below
     const char *paths[1] = {in};
     rt_tok_encode_opts o = {.threads = 1};
     assert_int_equal(rt_tok_encode_files(t, paths, 1, out, &o, &err), 2);
@@ -624,7 +602,7 @@ static void test_uint32_bin(void **s) {
     assert_int_equal(rt_tokens_count(tk), 2);
     assert_int_equal(rt_tokens_at(tk, 0), 256 + 0x7a7a);
     rt_tokens_free(tk);
-    write_file(in, "\xff\xff", 2);
+    tu_write(in, "\xff\xff", 2);
     assert_int_equal(rt_tok_encode_files(t, paths, 1, out, &o, &err), 1);
     assert_int_equal(rt_tokens_open(out, n, &tk, &err), 0);
     assert_int_equal(rt_tokens_at(tk, 0), 256 + 0xffff); // past uint16
@@ -819,16 +797,6 @@ static void test_utf8_sanitize(void **s) {
 
 // ---- the command line ---------------------------------------------------------------------------------
 
-static int stg(char *out, size_t n, const char *fmt, ...) {
-    char args[4096], cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", dir, STG_BINARY, args);
-    return tu_run(cmd, out, n);
-}
-
 static int exists(const char *name) {
     char p[400];
     snprintf(p, sizeof p, "%s/%s", dir, name);
@@ -839,13 +807,13 @@ static int exists(const char *name) {
 static void put(const char *name, const char *text) {
     char p[400];
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    write_file(p, text, strlen(text));
+    tu_write(p, text, strlen(text));
 }
 
 // Exit 2 with the message, and no output left behind.
 static void expect_bad(const char *want, const char *out_name, const char *args) {
     char out[16384];
-    int rc = stg(out, sizeof out, "%s", args);
+    int rc = tu_stg_in(dir, out, sizeof out, "%s", args);
     if (rc != 2) fail_msg("stg %s: exit %d, expected 2\n%s", args, rc, out);
     if (!strstr(out, want)) fail_msg("stg %s: output\n%s\nlacks '%s'", args, out, want);
     if (out_name && exists(out_name)) fail_msg("stg %s left %s behind", args, out_name);
@@ -859,20 +827,20 @@ static void test_cli(void **s) {
     size_t n = tie_text(buf, 60000, 1);
     char p[400];
     snprintf(p, sizeof p, "%s/corpus.txt", dir);
-    write_file(p, buf, n);
+    tu_write(p, buf, n);
     free(buf);
     put("empty.txt", "");
     put("only_special.txt", "<|endoftext|><|endoftext|>");
-    int rc = stg(out, sizeof out, "tokenizer train corpus.txt --vocab 400 --special '<|endoftext|>' -o tok.json");
+    int rc = tu_stg_in(dir, out, sizeof out, "tokenizer train corpus.txt --vocab 400 --special '<|endoftext|>' -o tok.json");
     if (rc != 0) fail_msg("%s", out);
     assert_non_null(strstr(out, "vocabulary 400"));
     assert_non_null(strstr(out, "peak memory"));
-    rc = stg(out, sizeof out, "tokenizer train corpus.txt --vocab 400 -o tokdir/");
+    rc = tu_stg_in(dir, out, sizeof out, "tokenizer train corpus.txt --vocab 400 -o tokdir/");
     if (rc != 0) fail_msg("%s", out);
     assert_true(exists("tokdir/vocab.json") && exists("tokdir/merges.txt") && exists("tokdir/tokenizer.json"));
-    assert_int_equal(stg(out, sizeof out, "tokenizer --help"), 0);
-    assert_int_equal(stg(out, sizeof out, "tokenize --help"), 0);
-    assert_int_equal(stg(out, sizeof out, "detokenize --help"), 0);
+    assert_int_equal(tu_stg_in(dir, out, sizeof out, "tokenizer --help"), 0);
+    assert_int_equal(tu_stg_in(dir, out, sizeof out, "tokenize --help"), 0);
+    assert_int_equal(tu_stg_in(dir, out, sizeof out, "detokenize --help"), 0);
 
     expect_bad("the corpus is empty", "t1.json", "tokenizer train empty.txt --vocab 300 -o t1.json");
     expect_bad("the corpus is empty", "t1.json", "tokenizer train only_special.txt --special '<|endoftext|>' --vocab 300 -o t1.json");
@@ -895,31 +863,31 @@ static void test_cli(void **s) {
     expect_bad("is the same file as the input", NULL, "tokenize --tokenizer tok.json corpus.txt -o corpus.txt");
 
     // Round trip through the files; standard input; detokenize.
-    rc = stg(out, sizeof out, "tokenize --tokenizer tok.json corpus.txt corpus.txt --doc-sep '<|endoftext|>' -o c.bin");
+    rc = tu_stg_in(dir, out, sizeof out, "tokenize --tokenizer tok.json corpus.txt corpus.txt --doc-sep '<|endoftext|>' -o c.bin");
     if (rc != 0) fail_msg("%s", out);
-    rc = stg(out, sizeof out, "detokenize --tokenizer tok.json c.bin -o back.txt --bytes");
+    rc = tu_stg_in(dir, out, sizeof out, "detokenize --tokenizer tok.json c.bin -o back.txt --bytes");
     if (rc != 0) fail_msg("%s", out);
     snprintf(cmd, sizeof cmd, "cd '%s' && (cat corpus.txt; printf '<|endoftext|>'; cat corpus.txt) | cmp - back.txt", dir);
     assert_int_equal(system(cmd), 0);
-    rc = stg(out, sizeof out, "tokenize --tokenizer tok.json < corpus.txt -o d.bin");
+    rc = tu_stg_in(dir, out, sizeof out, "tokenize --tokenizer tok.json < corpus.txt -o d.bin");
     if (rc != 0) fail_msg("%s", out);
     snprintf(cmd, sizeof cmd, "cd '%s' && head -c $(stat -c %%s d.bin) c.bin | cmp - d.bin", dir);
     assert_int_equal(system(cmd), 0);
     // Ids that end mid-character decode to U+FFFD, never a crash: a raw byte file as ids.
     snprintf(p, sizeof p, "%s/bytes.bin", dir);
-    write_file(p, "\xe2\x00\x82\x00", 4); // ids 0xe2, 0x82: the first two bytes of a 3-byte sequence
-    rc = stg(out, sizeof out, "detokenize --tokenizer tok.json bytes.bin");
+    tu_write(p, "\xe2\x00\x82\x00", 4); // ids 0xe2, 0x82: the first two bytes of a 3-byte sequence
+    rc = tu_stg_in(dir, out, sizeof out, "detokenize --tokenizer tok.json bytes.bin");
     assert_int_equal(rc, 0);
     assert_string_equal(out, "\xef\xbf\xbd");
     // Ids past the vocabulary.
     snprintf(p, sizeof p, "%s/big.bin", dir);
-    write_file(p, "\x00\x00\xff\xff", 4);
+    tu_write(p, "\x00\x00\xff\xff", 4);
     expect_bad("token at index 1 has value 65535", NULL, "detokenize --tokenizer tok.json big.bin");
 
     // Into training: --tokenizer sets vocab, --data is checked against it.
-    rc = stg(out, sizeof out, "check '%s/models/tiny.yaml' --tokenizer tok.json", STG_SOURCE_DIR);
+    rc = tu_stg_in(dir, out, sizeof out, "check '%s/models/tiny.yaml' --tokenizer tok.json", STG_SOURCE_DIR);
     if (rc != 0) fail_msg("%s", out);
-    rc = stg(out, sizeof out, "train '%s/models/tiny.yaml' --device cpu --tokenizer tok.json --data c.bin --steps 2", STG_SOURCE_DIR);
+    rc = tu_stg_in(dir, out, sizeof out, "train '%s/models/tiny.yaml' --device cpu --tokenizer tok.json --data c.bin --steps 2", STG_SOURCE_DIR);
     if (rc != 0) fail_msg("%s", out);
     char args[1024];
     snprintf(args, sizeof args, "train '%s/models/tiny.yaml' --device cpu --set vocab=300 --data c.bin --steps 2", STG_SOURCE_DIR);
@@ -931,24 +899,7 @@ static void test_cli(void **s) {
 static int replay(const char *sub, const char *target, int (*fn)(const uint8_t *, size_t)) {
     char d[4096];
     snprintf(d, sizeof d, "%s/tests/fuzz/%s/%s", STG_SOURCE_DIR, sub, target);
-    DIR *dd = opendir(d);
-    if (!dd) return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(dd)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        char p[8192];
-        snprintf(p, sizeof p, "%s/%s", d, e->d_name);
-        FILE *f = fopen(p, "rb");
-        assert_non_null(f);
-        static uint8_t buf[1 << 16];
-        size_t len = fread(buf, 1, sizeof buf, f);
-        fclose(f);
-        fn(buf, len);
-        n++;
-    }
-    closedir(dd);
-    return n;
+    return tu_replay(d, fn, 0);
 }
 
 static void test_fuzz_seeds(void **s) {

@@ -28,16 +28,8 @@
 static char dir[256];
 static const char *python;
 
-static int setup(void **s) {
-    snprintf(dir, sizeof dir, "/tmp/stg_test_torch_ref_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int teardown(void **s) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+static int setup(void **s) { return tu_mkdtemp(dir, sizeof dir, "test_torch_ref"); }
+static int teardown(void **s) { return tu_rmtree(dir); }
 
 static char out[1 << 16];
 

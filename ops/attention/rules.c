@@ -106,7 +106,9 @@ static const char sample_attention[] =
 // Inputs q, k, v and the optional docs (packed documents: no gradient).
 const stg_op_def stg_rule_attention = {"attention", 3, 4, 2, ATTRS(attrs_attention), infer_attention, grad_attention, flops_attention,
                           .saves_in = OPS_BIT(0) | OPS_BIT(1) | OPS_BIT(2) | OPS_BIT(3), .saves_out = OPS_BIT(0) | OPS_BIT(1),
-                          .no_grad_in = OPS_BIT(3), .inplace_in = -1, .sample = sample_attention};
+                          .no_grad_in = OPS_BIT(3), .inplace_in = -1, .sample = sample_attention,
+    .doc = "q (B, S, H, Dh), k, v (B, S, Hkv, Dh) [, docs (B, S) i32] → o (B, S, H, Dh), lse (B, H, S): fused causal attention; grouped-query when Hkv < H (H a multiple of Hkv; query head h reads kv head h / (H / Hkv)); packed documents with docs, each position's document start (query s sees keys docs[b][s] .. s; a row's starts are 0 or follow a document's end, as `stg train --doc-sep` makes them)",
+    .doc_attrs = "`scale` (0: 1/sqrt(Dh))"};
 
 const stg_op_def stg_rule_attention_bwd = {"attention_bwd", 6, 7, 3, ATTRS(attrs_attention), infer_attention_bwd, NULL,
                               flops_attention_bwd, .inplace_in = -1};

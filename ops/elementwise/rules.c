@@ -79,7 +79,8 @@ static const char sample_silu[] =
     "  - loss = cross_entropy(silu(x), t)\n";
 
 const stg_op_def stg_rule_silu = {"silu", 1, 1, 1, NULL, 0, ops_infer_same_as_in0, grad_silu, ops_flops_elem4, .saves_in = OPS_BIT(0), .inplace_in = 0,
-    .sample = sample_silu};
+    .sample = sample_silu,
+    .doc = "x → x·sigmoid(x)"};
 
 const stg_op_def stg_rule_silu_bwd = {"silu_bwd", 2, 2, 1, NULL, 0, ops_infer_binary_same, NULL, ops_flops_elem8, .inplace_in = 1};
 
@@ -91,7 +92,8 @@ static const char sample_relu[] =
     "  - loss = cross_entropy(relu(x), t)\n";
 
 const stg_op_def stg_rule_relu = {"relu", 1, 1, 1, NULL, 0, ops_infer_same_as_in0, grad_relu, ops_flops_elem1, .saves_out = OPS_BIT(0), .inplace_in = 0,
-    .sample = sample_relu};
+    .sample = sample_relu,
+    .doc = "x → max(x, 0)"};
 
 const stg_op_def stg_rule_relu_bwd = {"relu_bwd", 2, 2, 1, NULL, 0, ops_infer_binary_same, NULL, ops_flops_elem1, .inplace_in = 1};
 
@@ -109,7 +111,8 @@ static const char sample_gelu[] =
 
 const stg_op_def stg_rule_gelu = {"gelu", 1, 1, 1, NULL, 0, ops_infer_same_as_in0, grad_gelu, flops_gelu, .saves_in = OPS_BIT(0),
                                   .inplace_in = 0,
-    .sample = sample_gelu};
+    .sample = sample_gelu,
+    .doc = "x → 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (GPT-2's tanh approximation)"};
 
 const stg_op_def stg_rule_gelu_bwd = {"gelu_bwd", 2, 2, 1, NULL, 0, ops_infer_binary_same, NULL, flops_gelu_bwd, .inplace_in = 1};
 
@@ -123,7 +126,8 @@ static const char sample_swiglu[] =
 
 const stg_op_def stg_rule_swiglu = {"swiglu", 2, 2, 1, NULL, 0, ops_infer_binary_same, grad_swiglu, ops_flops_elem4, .saves_in = OPS_BIT(0) | OPS_BIT(1),
                        .inplace_in = 0,
-    .sample = sample_swiglu};
+    .sample = sample_swiglu,
+    .doc = "a, b → silu(a)·b"};
 
 const stg_op_def stg_rule_swiglu_bwd = {"swiglu_bwd", 3, 3, 2, NULL, 0, ops_infer_ternary_same, NULL, ops_flops_elem8, .inplace_in = 2};
 
@@ -137,7 +141,8 @@ static const char sample_mul[] =
 
 const stg_op_def stg_rule_mul = {"mul", 2, 2, 1, NULL, 0, ops_infer_binary_same, grad_mul, ops_flops_elem1, .saves_in = OPS_BIT(0) | OPS_BIT(1),
                     .inplace_in = 0,
-    .sample = sample_mul};
+    .sample = sample_mul,
+    .doc = "a, b (same shape) → a·b, element by element"};
 
 // The sweep's model for add (tests/test_ops.c).
 static const char sample_add[] =
@@ -148,7 +153,8 @@ static const char sample_add[] =
     "  - loss = cross_entropy(add(a, b), t)\n";
 
 const stg_op_def stg_rule_add = {"add", 2, 2, 1, NULL, 0, ops_infer_binary_same, grad_add, ops_flops_elem1, .inplace_in = 0,
-    .sample = sample_add, .accum_out = OPS_BIT(0)};
+    .sample = sample_add, .accum_out = OPS_BIT(0),
+    .doc = "a, b (same shape) → a + b"};
 
 // The sweep's model for scale (tests/test_ops.c).
 static const char sample_scale[] =
@@ -158,4 +164,6 @@ static const char sample_scale[] =
     "  - loss = cross_entropy(scale(x, factor=0.7), t)\n";
 
 const stg_op_def stg_rule_scale = {"scale", 1, 1, 1, ATTRS(attrs_scale), infer_scale, grad_scale, ops_flops_elem1, .inplace_in = 0,
-    .sample = sample_scale, .accum_out = OPS_BIT(0)};
+    .sample = sample_scale, .accum_out = OPS_BIT(0),
+    .doc = "x → factor·x",
+    .doc_attrs = "`factor`"};

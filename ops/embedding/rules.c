@@ -102,7 +102,8 @@ static const char sample_embedding[] =
 
 const stg_op_def stg_rule_embedding = {"embedding", 2, 2, 1, NULL, 0, infer_embedding, grad_embedding, ops_flops_zero,
                           .saves_in = OPS_BIT(0), .no_grad_in = OPS_BIT(0), .no_decay_in = OPS_BIT(1), .inplace_in = -1,
-    .sample = sample_embedding};
+    .sample = sample_embedding,
+    .doc = "tokens (…) i32, W (V, D) → (…, D)"};
 
 const stg_op_def stg_rule_embedding_bwd = {"embedding_bwd", 2, 2, 1, ATTRS(attrs_embedding_bwd), infer_embedding_bwd, NULL, ops_flops_elem1,
                               .inplace_in = -1, .accum_out = OPS_BIT(0)};
@@ -121,7 +122,8 @@ static const char sample_pos_embedding[] =
 // output 0 may take x's buffer (x + W[s] element by element)
 const stg_op_def stg_rule_pos_embedding = {"pos_embedding", 2, 2, 1, NULL, 0, infer_pos_embedding, grad_pos_embedding,
                                            ops_flops_elem1, .no_decay_in = OPS_BIT(1), .inplace_in = 0,
-                                           .sample = sample_pos_embedding};
+                                           .sample = sample_pos_embedding,
+    .doc = "x (…, S, D), W (P, D), P ≥ S → x + W[s] at position s (a learned position embedding, added in place)"};
 
 const stg_op_def stg_rule_pos_embedding_bwd = {"pos_embedding_bwd", 1, 1, 1, ATTRS(attrs_pos_embedding_bwd),
                                                infer_pos_embedding_bwd, NULL, ops_flops_elem1, .inplace_in = -1};

@@ -178,7 +178,9 @@ static const char sample_reshape[] =
 
 const stg_op_def stg_rule_reshape = {"reshape", 1, 1, 1, ATTRS(attrs_reshape), infer_reshape, grad_reshape, ops_flops_zero, .inplace_in = -1,
                         .view = 1,
-    .sample = sample_reshape};
+    .sample = sample_reshape,
+    .doc = "x → a view with a new shape",
+    .doc_attrs = "`shape`"};
 
 // The sweep's model for transpose (tests/test_ops.c).
 static const char sample_transpose[] =
@@ -189,7 +191,9 @@ static const char sample_transpose[] =
 
 const stg_op_def stg_rule_transpose = {"transpose", 1, 1, 1, ATTRS(attrs_transpose), infer_transpose, grad_transpose, ops_flops_zero,
                           .inplace_in = -1,
-    .sample = sample_transpose};
+    .sample = sample_transpose,
+    .doc = "x → a copy with two dims swapped",
+    .doc_attrs = "`d0`, `d1`"};
 
 // The sweep's model for repeat_kv (tests/test_ops.c).
 static const char sample_repeat_kv[] =
@@ -207,7 +211,8 @@ static const char sample_split[] =
     "  - loss = cross_entropy(add(a, mul(b, c)), t)\n";
 
 const stg_op_def stg_rule_split = {"split", 1, 1, SPLIT_PARTS, NULL, 0, infer_split, grad_split, ops_flops_zero, .inplace_in = -1,
-                                   .sample = sample_split};
+                                   .sample = sample_split,
+    .doc = "x (…, 3m) → three (…, m): the last dim cut in three consecutive parts (GPT-2's fused q, k, v)"};
 
 // The sweep's model for concat (tests/test_ops.c): three parts along the last dim.
 static const char sample_concat[] =
@@ -219,10 +224,13 @@ static const char sample_concat[] =
     "  - loss = cross_entropy(concat(a, b, c), t)\n";
 
 const stg_op_def stg_rule_concat = {"concat", SPLIT_PARTS, SPLIT_PARTS, 1, NULL, 0, infer_concat, grad_concat, ops_flops_zero,
-                                    .inplace_in = -1, .sample = sample_concat};
+                                    .inplace_in = -1, .sample = sample_concat,
+    .doc = "three (…, m) of one shape → (…, 3m), the inverse of `split`"};
 
 const stg_op_def stg_rule_repeat_kv = {"repeat_kv", 1, 1, 1, ATTRS(attrs_repeat_kv), infer_repeat_kv, grad_repeat_kv, ops_flops_zero,
-                          .inplace_in = -1, .sample = sample_repeat_kv};
+                          .inplace_in = -1, .sample = sample_repeat_kv,
+    .doc = "x (B, S, H, Dh) → (B, S, H·n, Dh), head h of the output = head h / n of x (grouped-query attention written out)",
+    .doc_attrs = "`n`"};
 
 const stg_op_def stg_rule_repeat_kv_bwd = {"repeat_kv_bwd", 1, 1, 1, ATTRS(attrs_repeat_kv), infer_repeat_kv_bwd, NULL,
                               ops_flops_elem1, .inplace_in = -1};

@@ -230,7 +230,8 @@ static const char sample_linear_bias[] =
 // no_decay_in: a bias is not decayed (with --decay-exempt, as norm gains and embeddings)
 const stg_op_def stg_rule_linear = {"linear", 2, 4, 1, NULL, 0, infer_linear, grad_linear, flops_linear, .saves_in = OPS_BIT(0) | OPS_BIT(1),
                        .no_decay_in = OPS_BIT(2), .inplace_in = -1, .addend_in = 2, .addend_at = linear_addend_at,
-                       .from_call = linear_from_call, .accum_out = OPS_BIT(0), .sample = sample_linear_bias};
+                       .from_call = linear_from_call, .accum_out = OPS_BIT(0), .sample = sample_linear_bias,
+    .doc = "x (…, in), W (out, in) [, b (out)] → x·Wᵀ (+ b on every row) (…, out)"};
 
 
 // The sweep's model for matmul (tests/test_ops.c).
@@ -243,7 +244,9 @@ static const char sample_matmul[] =
 
 const stg_op_def stg_rule_matmul = {"matmul", 2, 3, 1, ATTRS(attrs_matmul), infer_matmul, grad_matmul, flops_matmul,
                        .saves_in = OPS_BIT(0) | OPS_BIT(1), .inplace_in = -1, .addend_in = 2, .accum_out = OPS_BIT(0),
-    .sample = sample_matmul};
+    .sample = sample_matmul,
+    .doc = "A (…, m, k), B (…, k, n) or 2-D [, addend (…, m, n)] → (…, m, n) (+ addend)",
+    .doc_attrs = "`ta`, `tb` (transpose the last two dims)"};
 
 static const stg_attr_def attrs_sum_rows[] = {ATTR(sum_rows, grad_out, STG_ATTR_INT, 0, 0)};
 

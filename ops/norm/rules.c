@@ -86,7 +86,9 @@ static const char sample_rmsnorm[] =
 
 const stg_op_def stg_rule_rmsnorm = {"rmsnorm", 2, 2, 2, ATTRS(attrs_norm), infer_rmsnorm, grad_norm, ops_flops_elem4,
                         .saves_in = OPS_BIT(0) | OPS_BIT(1), .saves_out = OPS_BIT(1), .no_decay_in = OPS_BIT(1), .inplace_in = -1,
-    .sample = sample_rmsnorm};
+    .sample = sample_rmsnorm,
+    .doc = "x (…, D), w (D) → y, rstd (rows)",
+    .doc_attrs = "`eps` (1e-5)"};
 
 const stg_op_def stg_rule_rmsnorm_bwd = {"rmsnorm_bwd", 4, 5, 2, ATTRS(attrs_norm), infer_norm_bwd, NULL, ops_flops_elem8, .inplace_in = 3,
                             .addend_in = 4};
@@ -103,7 +105,9 @@ static const char sample_layernorm[] =
 const stg_op_def stg_rule_layernorm = {"layernorm", 3, 3, 2, ATTRS(attrs_norm), infer_layernorm, grad_norm, ops_flops_elem8,
                           .saves_in = OPS_BIT(0) | OPS_BIT(1), .saves_out = OPS_BIT(1), .no_decay_in = OPS_BIT(1) | OPS_BIT(2),
                           .inplace_in = -1,
-    .sample = sample_layernorm};
+    .sample = sample_layernorm,
+    .doc = "x (…, D), w (D), b (D) → y, stats (rows, 2)",
+    .doc_attrs = "`eps` (1e-5)"};
 
 const stg_op_def stg_rule_layernorm_bwd = {"layernorm_bwd", 4, 5, 3, ATTRS(attrs_norm), infer_norm_bwd, NULL, ops_flops_elem8, .inplace_in = 3,
                               .addend_in = 4};

@@ -34,4 +34,6 @@ static const char sample_rope[] =
     "  - loss = cross_entropy(rope(x, theta=10000), t)\n";
 
 const stg_op_def stg_rule_rope = {"rope", 1, 1, 1, ATTRS(attrs_rope), infer_rope, grad_rope, ops_flops_elem4, .inplace_in = 0,
-    .sample = sample_rope};
+    .sample = sample_rope,
+    .doc = "x (…, S, H, Dh) → rotated pairs (x[2k], x[2k+1]) by position along S",
+    .doc_attrs = "`theta` (10000), `inverse` (0; 1 rotates by the negative angle, as the backward does)"};

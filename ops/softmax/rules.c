@@ -45,7 +45,9 @@ static const char sample_causal_mask[] =
 
 const stg_op_def stg_rule_causal_mask = {"causal_mask", 1, 1, 1, ATTRS(attrs_mask), infer_causal_mask, grad_causal_mask, ops_flops_zero,
                             .inplace_in = 0,
-    .sample = sample_causal_mask};
+    .sample = sample_causal_mask,
+    .doc = "scores (…, Sq, Sk) → masked",
+    .doc_attrs = "`fill` (-inf)"};
 
 // The sweep's model for softmax (tests/test_ops.c).
 static const char sample_softmax[] =
@@ -56,6 +58,7 @@ static const char sample_softmax[] =
 
 const stg_op_def stg_rule_softmax = {"softmax", 1, 1, 1, NULL, 0, infer_softmax, grad_softmax, ops_flops_softmax, .saves_out = OPS_BIT(0),
                         .inplace_in = 0,
-    .sample = sample_softmax};
+    .sample = sample_softmax,
+    .doc = "x (…, N) → over the last dim"};
 
 const stg_op_def stg_rule_softmax_bwd = {"softmax_bwd", 2, 2, 1, NULL, 0, ops_infer_binary_same, NULL, ops_flops_elem4, .inplace_in = 1};

@@ -26,18 +26,11 @@
 #include "runtime/npy.h"
 #include "runtime/rng.h"
 #include "runtime/safetensors.h"
+#include "tests/fuzz/fuzz_check.h"
 
 #ifndef STG_SOURCE_DIR
 #error "STG_SOURCE_DIR must name the repository root"
 #endif
-
-#define STG_FUZZ_CHECK(c)                                                                            \
-    do {                                                                                             \
-        if (!(c)) {                                                                                  \
-            fprintf(stderr, "%s:%d: fuzz invariant failed: %s\n", __FILE__, __LINE__, #c);           \
-            abort();                                                                                 \
-        }                                                                                            \
-    } while (0)
 
 // Sums every byte of [p, p+n) so that ASan sees a read of the whole range.
 static inline unsigned stg_fuzz_touch(const void *p, size_t n) {

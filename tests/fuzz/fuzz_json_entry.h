@@ -12,14 +12,8 @@
 #include <string.h>
 
 #include "runtime/json.h"
+#include "tests/fuzz/fuzz_check.h"
 
-#define STG_FUZZ_JSON_CHECK(c)                                                                       \
-    do {                                                                                             \
-        if (!(c)) {                                                                                  \
-            fprintf(stderr, "%s:%d: fuzz invariant failed: %s\n", __FILE__, __LINE__, #c);           \
-            abort();                                                                                 \
-        }                                                                                            \
-    } while (0)
 
 typedef struct {
     char *p;
@@ -30,7 +24,7 @@ static inline void stg_fuzz_json_put(stg_fuzz_json_buf *b, const char *s, size_t
     if (b->n + n + 1 > b->cap) {
         b->cap = 2 * (b->n + n) + 64;
         b->p = (char *)realloc(b->p, b->cap);
-        STG_FUZZ_JSON_CHECK(b->p != NULL);
+        STG_FUZZ_CHECK(b->p != NULL);
     }
     memcpy(b->p + b->n, s, n);
     b->n += n;
@@ -81,7 +75,7 @@ static inline int stg_fuzz_json_same(const rt_json *a, const rt_json *b) {
     for (int i = 0; i < a->n; i++) {
         if (a->type == RT_JSON_OBJECT && strcmp(a->keys[i], b->keys[i]) != 0) return 0;
         if (!stg_fuzz_json_same(&a->items[i], &b->items[i])) return 0;
-        if (a->type == RT_JSON_OBJECT) STG_FUZZ_JSON_CHECK(rt_json_get(a, a->keys[i]) == &a->items[i]); // keys are unique
+        if (a->type == RT_JSON_OBJECT) STG_FUZZ_CHECK(rt_json_get(a, a->keys[i]) == &a->items[i]); // keys are unique
     }
     return 1;
 }
@@ -90,7 +84,7 @@ static inline int stg_fuzz_json(const uint8_t *data, size_t size) {
     rt_json *v;
     stg_err err;
     if (rt_json_parse((const char *)data, size, "fuzz", &v, &err)) {
-        STG_FUZZ_JSON_CHECK(memchr(err.msg, 0, sizeof err.msg) != NULL && err.msg[0] != 0);
+        STG_FUZZ_CHECK(memchr(err.msg, 0, sizeof err.msg) != NULL && err.msg[0] != 0);
         return 0;
     }
     stg_fuzz_json_buf b = {NULL, 0, 0};
@@ -98,8 +92,8 @@ static inline int stg_fuzz_json(const uint8_t *data, size_t size) {
     rt_json *w;
     int r = rt_json_parse(b.p, b.n, "fuzz (written back)", &w, &err);
     if (r) fprintf(stderr, "%s\n", err.msg);
-    STG_FUZZ_JSON_CHECK(r == 0);
-    STG_FUZZ_JSON_CHECK(stg_fuzz_json_same(v, w));
+    STG_FUZZ_CHECK(r == 0);
+    STG_FUZZ_CHECK(stg_fuzz_json_same(v, w));
     rt_json_free(w);
     rt_json_free(v);
     free(b.p);

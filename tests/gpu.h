@@ -1,0 +1,32 @@
+// The frame of a GPU test program (tests/test_gpu_*.c). Include it first, outside the program's
+// `#ifdef STG_HAVE_CUDA` block: built without CUDA, this header is the whole program (a main that
+// says so and exits 77, ctest's skip code); with CUDA, main ends in `return GPU_RUN(tests);`, which
+// runs the cmocka group where a GPU is present and otherwise reports skipped (77) too.
+#ifndef STG_TEST_GPU_H
+#define STG_TEST_GPU_H
+
+#include <stdio.h>
+
+#ifdef STG_HAVE_CUDA
+
+#include "runtime/cuda/backend_cuda.h"
+
+// Says why the program is skipped; 77.
+static inline int gpu_skipped(const char *why) {
+    printf("skipped: %s\n", why);
+    return 77;
+}
+
+// The cmocka group `tests` (an array) where a GPU is present; else skipped.
+#define GPU_RUN(tests) (rt_cuda_available() ? cmocka_run_group_tests(tests, NULL, NULL) : gpu_skipped("no GPU"))
+
+#else
+
+int main(void) {
+    printf("skipped: built without CUDA\n");
+    return 77;
+}
+
+#endif
+
+#endif

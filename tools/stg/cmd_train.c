@@ -391,7 +391,8 @@ int cmd_train(int argc, char **argv) {
     }
     int itok = graph_find_tensor(g, "tokens");
     if (itok >= 0 && g->t[itok].cls == STG_CLASS_INPUT && graph_role_index(g, STG_DIM_VOCAB) < 0) { // bad input too
-        fprintf(stderr, "stg train: %s: token batches are drawn below the vocabulary size, and %s\n", m.model, graph_role_missing(STG_DIM_VOCAB));
+        fprintf(stderr, "stg train: %s: a token model needs its vocabulary size (the ids drawn and read are below it); %s\n", m.model,
+                graph_role_missing(STG_DIM_VOCAB));
         rc = 2;
         goto out;
     }

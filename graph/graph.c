@@ -18,6 +18,7 @@ stg_graph *graph_new(stg_precision prec, stg_err *err) {
     g->loss = -1;
     g->grad_norm = -1;
     g->sched_state = -1;
+    for (int r = 0; r < STG_DIM_ROLES; r++) g->role_dim[r] = -1;
     return g;
 }
 
@@ -202,6 +203,50 @@ int64_t graph_dim(const stg_graph *g, const char *name, bool *found) {
         }
     if (found) *found = false;
     return 0;
+}
+
+static const char *const role_keys[STG_DIM_ROLES] = {"batch", "ctx", "vocab"};
+
+const char *graph_role_key(stg_dim_role r) { return (unsigned)r < STG_DIM_ROLES ? role_keys[r] : "?"; }
+
+int graph_role_parse(const char *key) {
+    for (int r = 0; r < STG_DIM_ROLES; r++)
+        if (strcmp(key, role_keys[r]) == 0) return r;
+    return -1;
+}
+
+int graph_role_index(const stg_graph *g, stg_dim_role r) {
+    if ((unsigned)r >= STG_DIM_ROLES) return -1;
+    int i = g->role_dim[r];
+    return i >= 0 && i < g->ndims ? i : -1;
+}
+
+int64_t graph_role_value(const stg_graph *g, stg_dim_role r, bool *found) {
+    int i = graph_role_index(g, r);
+    if (found) *found = i >= 0;
+    return i >= 0 ? g->dims[i].value : 0;
+}
+
+const char *graph_role_name(const stg_graph *g, stg_dim_role r) {
+    int i = graph_role_index(g, r);
+    return i >= 0 ? g->dims[i].name : NULL;
+}
+
+const char *graph_role_missing(stg_dim_role r) {
+    switch (r) {
+    case STG_DIM_BATCH: return "the model has no batch dim: name one `batch`, or declare it in the model file: roles: {batch: DIM}";
+    case STG_DIM_CTX: return "the model has no ctx dim: name one `ctx`, or declare it in the model file: roles: {ctx: DIM}";
+    case STG_DIM_VOCAB: return "the model has no vocab dim: name one `vocab`, or declare it in the model file: roles: {vocab: DIM}";
+    default: return "the model has no such dim";
+    }
+}
+
+void graph_roles_by_name(stg_graph *g) {
+    for (int r = 0; r < STG_DIM_ROLES; r++) {
+        g->role_dim[r] = -1;
+        for (int i = 0; i < g->ndims; i++)
+            if (strcmp(g->dims[i].name, role_keys[r]) == 0) g->role_dim[r] = i;
+    }
 }
 
 const char *graph_option(const stg_graph *g, const char *name) {

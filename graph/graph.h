@@ -48,7 +48,27 @@ int graph_add_op(stg_graph *g, stg_op_kind kind, const int *in, int n_in, const 
 // emits the add), -1 on error.
 int graph_fold_add(stg_graph *g, int prod, int addend, const char *name, int first_op, stg_err *err);
 
+// A dim by its name in the model file: for a model family's own sizes (d_model, n_heads, ...). What
+// the runtime and the tools need whatever the model calls it (batch, ctx, vocab) is a role:
+// graph_role_value.
 int64_t graph_dim(const stg_graph *g, const char *name, bool *found);
+// Dim roles (stg_dim_role, ops/base/ir.h): g->role_dim[r] is the index in g->dims of the dim with
+// role r, or -1. The loader sets them (a dim named like the role, or the model file's `roles:`);
+// derived graphs (autodiff, graph_infer) keep them.
+// The role's value (0 and *found false when the model has none).
+int64_t graph_role_value(const stg_graph *g, stg_dim_role r, bool *found);
+// The name of the role's dim in this model (for --set NAME=...), NULL when it has none.
+const char *graph_role_name(const stg_graph *g, stg_dim_role r);
+// Its index in g->dims, -1 when none.
+int graph_role_index(const stg_graph *g, stg_dim_role r);
+// The role's key in model files and messages: "batch", "ctx", "vocab".
+const char *graph_role_key(stg_dim_role r);
+// The role with that key, -1 when none.
+int graph_role_parse(const char *key);
+// "the model has no ctx dim: name one `ctx`, or declare it in the model file: roles: {ctx: DIM}" (errors).
+const char *graph_role_missing(stg_dim_role r);
+// Gives each role to the dim named like it (a graph built by hand, as the loader does by default).
+void graph_roles_by_name(stg_graph *g);
 const char *graph_option(const stg_graph *g, const char *name);
 
 // Parameter count (elements of PARAM tensors).

@@ -263,7 +263,7 @@ static int derive(D *d) {
     return 0;
 }
 
-// The dims and options, as loaded (they describe the graph's shapes: batch B, ctx S).
+// The dims, their roles and the options, as loaded (they describe the graph's shapes: batch B, ctx S).
 static int copy_dims(const stg_graph *f, stg_graph *g, stg_err *err) {
     snprintf(g->name, sizeof g->name, "%s", f->name);
     if (f->ndims) {
@@ -271,6 +271,7 @@ static int copy_dims(const stg_graph *f, stg_graph *g, stg_err *err) {
         memcpy(g->dims, f->dims, sizeof *g->dims * (size_t)f->ndims);
         g->ndims = f->ndims;
     }
+    memcpy(g->role_dim, f->role_dim, sizeof g->role_dim); // the same dims, so the same roles
     if (f->nopts) {
         g->opt_names = stg_calloc((size_t)f->nopts, sizeof *g->opt_names, err);
         g->opt_values = stg_calloc((size_t)f->nopts, sizeof *g->opt_values, err);

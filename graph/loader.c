@@ -126,6 +126,57 @@ static int read_dims(L *l, ydoc *d, yaml_node_t *m) {
     return 0;
 }
 
+// ---- roles ----------------------------------------------------------------------------------
+
+// roles: {batch: B, ctx: T, vocab: V}: the dim that has each role when it is not named like it.
+static int read_roles(L *l, ydoc *d, yaml_node_t *m) {
+    if (expect_type(l, d, m, YAML_MAPPING_NODE, "'roles'")) return -1;
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = node(d, p->key), *v = node(d, p->value);
+        if (expect_type(l, d, k, YAML_SCALAR_NODE, "a role") || expect_type(l, d, v, YAML_SCALAR_NODE, "a dim name")) return -1;
+        int r = graph_role_parse(sval(k));
+        if (r < 0) return stg_errf_at(l->err, node_loc(d, k), "unknown role '%s'; expected batch, ctx or vocab", sval(k));
+        if (!ident_ok(sval(v)))
+            return stg_errf_at(l->err, node_loc(d, v), "'%s' is not a dim name; expected the name of the dim that is the %s", sval(v),
+                               sval(k));
+        l->role_decl[r] = sval(v);
+        l->role_loc[r] = node_loc(d, v);
+    }
+    return 0;
+}
+
+static void dim_list(const L *l, char *buf, size_t n) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < l->ndims && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", l->dims[i].name);
+}
+
+// Each role's dim: the one `roles:` gives it to, else the one named like the role. Runs before
+// --set, so that --set batch=N reaches the batch role's dim whatever the model calls it.
+static int resolve_roles(L *l) {
+    char known[1024];
+    for (int r = 0; r < STG_DIM_ROLES; r++) {
+        const char *key = graph_role_key((stg_dim_role)r);
+        dimdef *named = find_dim(l, key), *dd = named;
+        if (l->role_decl[r]) {
+            if (!(dd = find_dim(l, l->role_decl[r]))) {
+                dim_list(l, known, sizeof known);
+                return stg_errf_at(l->err, l->role_loc[r], "role %s is given to '%s', which is not a dim of this model; expected one of %s",
+                                   key, l->role_decl[r], known[0] ? known : "its dims (it has none)");
+            }
+            if (named && named != dd)
+                return stg_errf_at(l->err, l->role_loc[r], "role %s is given to '%s', but another dim is named '%s'; "
+                                   "rename one of them, so that `%s` means one dim", key, dd->name, key, key);
+        }
+        l->role_dim[r] = dd ? (int)(dd - l->dims) : -1;
+        for (int q = 0; q < r; q++)
+            if (l->role_dim[r] >= 0 && l->role_dim[q] == l->role_dim[r])
+                return stg_errf_at(l->err, l->role_decl[r] ? l->role_loc[r] : l->role_loc[q], "dim '%s' is given two roles, %s and %s; "
+                                   "each role needs a dim of its own", dd->name, graph_role_key((stg_dim_role)q), key);
+    }
+    return 0;
+}
+
 // ---- options --------------------------------------------------------------------------------
 
 static optdef *find_opt(L *l, const char *name) {
@@ -362,7 +413,7 @@ static int load_path(L *l, const char *path) {
     return r;
 }
 
-static const char *const root_keys[] = {"name", "include", "dims", "options", "inputs", "graph", "loss"};
+static const char *const root_keys[] = {"name", "include", "dims", "roles", "options", "inputs", "graph", "loss"};
 
 static int load_doc(L *l, const char *text, size_t len, const char *file) {
     int di = -1;
@@ -377,7 +428,7 @@ static int load_doc(L *l, const char *text, size_t len, const char *file) {
         bool known = false;
         for (size_t i = 0; i < sizeof root_keys / sizeof *root_keys; i++) known |= strcmp(sval(k), root_keys[i]) == 0;
         if (!known)
-            return stg_errf_at(l->err, node_loc(d, k), "unknown key '%s'; expected one of name, include, dims, options, inputs, graph, loss",
+            return stg_errf_at(l->err, node_loc(d, k), "unknown key '%s'; expected one of name, include, dims, roles, options, inputs, graph, loss",
                                sval(k));
         if (strcmp(sval(k), "include") != 0) continue;
         if (expect_type(l, d, v, YAML_SCALAR_NODE, "'include'")) return -1;
@@ -400,6 +451,8 @@ static int load_doc(L *l, const char *text, size_t len, const char *file) {
             snprintf(l->g->name, sizeof l->g->name, "%s", sval(v));
         } else if (strcmp(key, "dims") == 0) {
             if (read_dims(l, d, v)) return -1;
+        } else if (strcmp(key, "roles") == 0) {
+            if (read_roles(l, d, v)) return -1;
         } else if (strcmp(key, "options") == 0) {
             if (read_options(l, d, v)) return -1;
         } else if (strcmp(key, "inputs") == 0) {
@@ -441,18 +494,20 @@ static int apply_set(L *l, const char *s) {
         snprintf(o->value, sizeof o->value, "%s", val);
         return 0;
     }
-    if (!find_dim(l, name)) {
+    dimdef *dd = find_dim(l, name);
+    int r = graph_role_parse(name);
+    if (!dd && r >= 0 && l->role_dim[r] >= 0) dd = &l->dims[l->role_dim[r]]; // --set ctx=N: the ctx role's dim, whatever its name
+    if (!dd) {
         char known[1024];
-        size_t k = 0;
-        known[0] = 0;
-        for (int i = 0; i < l->ndims && k < sizeof known; i++)
-            k += (size_t)snprintf(known + k, sizeof known - k, "%s%s", i ? ", " : "", l->dims[i].name);
+        dim_list(l, known, sizeof known);
+        size_t k = strlen(known);
         for (int i = 0; i < l->nopts && k < sizeof known; i++)
             k += (size_t)snprintf(known + k, sizeof known - k, ", %s", l->opts[i].name);
-        return stg_errf_at(l->err, loc, "'%s': '%s' is neither a dim nor an option of this model; expected one of %s", s, name, known);
+        return stg_errf_at(l->err, loc, "'%s': '%s' is neither a dim nor an option of this model; expected one of %s%s%s", s, name, known,
+                           r >= 0 ? "; " : "", r >= 0 ? graph_role_missing((stg_dim_role)r) : "");
     }
     stg_loc vloc = {"--set", 0, 0};
-    return set_dim(l, name, val, strlen(val), vloc);
+    return set_dim(l, dd->name, val, strlen(val), vloc);
 }
 
 
@@ -626,6 +681,7 @@ static void cleanup(L *l) {
 
 static int finish(L *l, const stg_load_opts *o) {
     stg_graph *g = l->g;
+    if (resolve_roles(l)) return -1;
     for (int i = 0; o && i < o->nsets; i++)
         if (apply_set(l, o->sets[i])) return -1;
     if (l->ndims) {
@@ -638,6 +694,7 @@ static int finish(L *l, const stg_load_opts *o) {
         g->dims[i].value = l->dims[i].value;
     }
     g->ndims = l->ndims;
+    memcpy(g->role_dim, l->role_dim, sizeof g->role_dim);
     if (l->nopts) {
         g->opt_names = stg_calloc((size_t)l->nopts, sizeof *g->opt_names, l->err);
         g->opt_values = stg_calloc((size_t)l->nopts, sizeof *g->opt_values, l->err);

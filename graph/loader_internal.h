@@ -63,6 +63,11 @@ typedef struct {
     int ndocs;
     dimdef *dims;
     int ndims;
+    // roles: the dim each role is given to (NULL: the dim named like the role), where, and the
+    // resolved index into dims (-1: none)
+    const char *role_decl[STG_DIM_ROLES];
+    stg_loc role_loc[STG_DIM_ROLES];
+    int role_dim[STG_DIM_ROLES];
     optdef opts[MAX_OPTS];
     int nopts;
     sym *syms;

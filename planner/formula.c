@@ -29,17 +29,20 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
     f->train = train;
     if (!g) return stg_errf(err, "formula: no graph");
     f->precision = g->precision;
-    static const char *const names[7] = {"vocab", "d_model", "d_ff", "n_layers", "n_heads", "batch", "ctx"};
+    // batch, ctx and vocab by their roles; the architecture's own sizes (the closed form's D, F, L, H)
+    // by the names the CS336, Llama 3 and GPT-2 files give them: the formula is of those families.
+    static const char *const names[7] = {NULL, "d_model", "d_ff", "n_layers", "n_heads", NULL, NULL};
+    static const int roles[7] = {STG_DIM_VOCAB, -1, -1, -1, -1, STG_DIM_BATCH, STG_DIM_CTX};
     int64_t v[7];
     for (int i = 0; i < 7; i++) {
         bool found = false;
-        v[i] = graph_dim(g, names[i], &found);
-        if (!found) {
-            snprintf(f->reason, sizeof f->reason, "the model has no dim '%s'; the formula covers the CS336 LM, Llama 3 and GPT-2",
-                     names[i]);
+        const char *what = names[i] ? names[i] : graph_role_key((stg_dim_role)roles[i]);
+        v[i] = names[i] ? graph_dim(g, names[i], &found) : graph_role_value(g, (stg_dim_role)roles[i], &found);
+        if (!found) { // not an error: a model of another kind (an MLP has no vocab) has no formula
+            snprintf(f->reason, sizeof f->reason, "the model has no dim '%s'; the formula covers the CS336 LM, Llama 3 and GPT-2", what);
             return 0;
         }
-        if (v[i] <= 0) return stg_errf(err, "formula: dim '%s' is %lld; it must be positive", names[i], (long long)v[i]);
+        if (v[i] <= 0) return stg_errf(err, "formula: dim '%s' is %lld; it must be positive", what, (long long)v[i]);
     }
     const char *att = graph_option(g, "attention");
     if (!att) {

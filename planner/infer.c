@@ -63,10 +63,11 @@ static int build(const stg_infer_opts *o, stg_infer *s, stg_err *err) {
     if (!sets) return stg_errf(err, "out of host memory");
     if (load(o, o->sets, o->nsets, &g0, err)) goto out;
     bool has_b, has_c;
-    graph_dim(g0, "batch", &has_b);
-    s->ctx = graph_dim(g0, "ctx", &has_c);
+    graph_role_value(g0, STG_DIM_BATCH, &has_b);
+    s->ctx = graph_role_value(g0, STG_DIM_CTX, &has_c);
     if (!has_b || !has_c) {
-        stg_errf(err, "the model has no dim '%s'; sampling sets `batch` (sequences) and `ctx` (the cache's positions)", has_b ? "ctx" : "batch");
+        stg_errf(err, "%s; sampling sets the batch (sequences) and the ctx (the cache's positions)",
+                 graph_role_missing(has_b ? STG_DIM_CTX : STG_DIM_BATCH));
         goto out;
     }
     s->batch = o->batch;
@@ -80,12 +81,12 @@ static int build(const stg_infer_opts *o, stg_infer *s, stg_err *err) {
     for (int i = 0; i < o->nsets; i++) sets[n++] = o->sets[i];
     if (graph_option(g0, "attention")) sets[n++] = "attention=flash"; // the cached form is of the fused op
     if (graph_option(g0, "fused_head")) sets[n++] = "fused_head=off"; // the sampler reads the logits
-    char bset[48], cset[48];
-    snprintf(bset, sizeof bset, "batch=%lld", (long long)o->batch);
+    char bset[96], cset[96];
+    snprintf(bset, sizeof bset, "%s=%lld", graph_role_name(g0, STG_DIM_BATCH), (long long)o->batch);
     sets[n++] = bset;
     sets[n++] = cset;
     for (int k = 0; k < 2; k++) {
-        snprintf(cset, sizeof cset, "ctx=%lld", (long long)(k == STG_INFER_PREFILL ? o->prompt : 1));
+        snprintf(cset, sizeof cset, "%s=%lld", graph_role_name(g0, STG_DIM_CTX), (long long)(k == STG_INFER_PREFILL ? o->prompt : 1));
         if (load(o, sets, n, &f, err) || same_params(g0, f, err)) goto out;
         graph_infer_opts io = {k == STG_INFER_PREFILL ? GRAPH_INFER_PREFILL : GRAPH_INFER_DECODE, s->ctx, o->sample};
         if (graph_infer(f, &io, &s->g[k], &s->info[k], err) || passes(o, s->g[k], err)) goto out;
@@ -133,6 +134,13 @@ static int64_t dim(const stg_graph *g, const char *n, bool *ok) {
     return v;
 }
 
+static int64_t role(const stg_graph *g, stg_dim_role r, bool *ok) {
+    bool f;
+    int64_t v = graph_role_value(g, r, &f);
+    if (!f || v <= 0) *ok = false;
+    return v;
+}
+
 int stg_infer_memory(const stg_infer *s, stg_infer_mem *m, stg_err *err) {
     memset(m, 0, sizeof *m);
     const stg_plan *pp = s->p[STG_INFER_PREFILL], *pd = s->p[STG_INFER_DECODE];
@@ -146,7 +154,7 @@ int stg_infer_memory(const stg_infer *s, stg_infer_mem *m, stg_err *err) {
     int64_t weights = pp->by_class[STG_CLASS_PARAM];
     // the closed forms of the CS336 LM (planner/formula.h's notation)
     bool ok = true;
-    int64_t V = dim(gp, "vocab", &ok), D = dim(gp, "d_model", &ok), F = dim(gp, "d_ff", &ok), L = dim(gp, "n_layers", &ok),
+    int64_t V = role(gp, STG_DIM_VOCAB, &ok), D = dim(gp, "d_model", &ok), F = dim(gp, "d_ff", &ok), L = dim(gp, "n_layers", &ok),
             H = dim(gp, "n_heads", &ok);
     bool fkv;
     int64_t Hkv = graph_dim(gp, "n_kv_heads", &fkv);
@@ -189,12 +197,13 @@ int stg_infer_memory(const stg_infer *s, stg_infer_mem *m, stg_err *err) {
     return 0;
 }
 
-// Total bytes at (batch, prompt, ctx), or -1 when it cannot be built.
+// Total bytes at (batch, prompt, ctx), or -1 when it cannot be built. `ctx` in the --set is the ctx
+// role (the loader gives it to the role's dim, whatever the model calls it).
 static int64_t total_at(const stg_infer_opts *o, int64_t batch, int64_t prompt, int64_t ctx) {
     const char **sets = calloc((size_t)o->nsets + 1, sizeof *sets);
     if (!sets) return -1;
     char cset[48];
-    snprintf(cset, sizeof cset, "ctx=%lld", (long long)ctx);
+    snprintf(cset, sizeof cset, "%s=%lld", graph_role_key(STG_DIM_CTX), (long long)ctx);
     for (int i = 0; i < o->nsets; i++) sets[i] = o->sets[i];
     sets[o->nsets] = cset;
     stg_infer_opts q = *o;

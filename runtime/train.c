@@ -75,10 +75,10 @@ int rt_feed_new(const stg_graph *g, const char *data_path, int markov_k, uint64_
         f->batch = a->shape[0];
         f->ctx = a->shape[1];
         bool found;
-        f->vocab = graph_dim(g, "vocab", &found);
+        f->vocab = graph_role_value(g, STG_DIM_VOCAB, &found);
         if (!found) {
             rt_feed_free(f);
-            return stg_errf(err, "a token model needs a 'vocab' dim");
+            return stg_errf(err, "a token model needs a vocab: %s", graph_role_missing(STG_DIM_VOCAB));
         }
         if (f->in_d >= 0) {
             const stg_tensor *d = &g->t[f->in_d];

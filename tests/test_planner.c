@@ -536,6 +536,7 @@ static stg_graph *dims_graph(stg_precision prec, int64_t D, int64_t F, int64_t L
         g->dims[i].value = vals[i];
     }
     g->ndims = 7;
+    graph_roles_by_name(g); // batch, ctx and vocab, as the loader gives them
     if (att) {
         g->opt_names = calloc(1, sizeof *g->opt_names);
         g->opt_values = calloc(1, sizeof *g->opt_values);

@@ -98,6 +98,15 @@ typedef struct stg_dim {
     int64_t value;
 } stg_dim;
 
+// What a dim is to the runtime and the tools, whatever the model calls it (graph_role_value and
+// graph_role_name in graph/graph.h; the loader sets them: docs/MODEL_FORMAT.md's `roles:`).
+typedef enum stg_dim_role {
+    STG_DIM_BATCH, // sequences (or examples) per step
+    STG_DIM_CTX,   // positions per sequence
+    STG_DIM_VOCAB, // token ids are in [0, vocab)
+    STG_DIM_ROLES
+} stg_dim_role;
+
 #define STG_MAX_MODEL_FILES 4 // a size file, the architecture it includes, and two more levels
 
 typedef struct stg_graph {
@@ -114,6 +123,7 @@ typedef struct stg_graph {
 
     stg_dim *dims;         // resolved dims, in declaration order
     int ndims;
+    int role_dim[STG_DIM_ROLES]; // index into dims of each role's dim; -1 when the model has none
     char (*opt_names)[64]; // string options (e.g. attention) and their resolved values
     char (*opt_values)[64];
     int nopts;

@@ -89,8 +89,9 @@ int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
         return 1;
     }
     if (strcmp(a, "--tokenizer") == 0) {
-        // The model's vocab from a tokenizer, as --set vocab=N would (applied before the --set
-        // options, so an explicit --set vocab=... still wins).
+        // The model's vocab from a tokenizer, as --set vocab=N would (the loader gives it to the
+        // vocab role's dim, whatever its name; applied before the --set options, so an explicit
+        // --set vocab=... still wins).
         const char *v = cli_value(argc, argv, i);
         if (!v) return -1;
         stg_err err;
@@ -99,7 +100,7 @@ int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
             fprintf(stderr, "stg: --tokenizer: %s\n", err.msg);
             return -1;
         }
-        snprintf(m->vocab_set, sizeof m->vocab_set, "vocab=%u", rt_tok_vocab_size(t));
+        snprintf(m->vocab_set, sizeof m->vocab_set, "%s=%u", graph_role_key(STG_DIM_VOCAB), rt_tok_vocab_size(t));
         rt_tok_free(t);
         return 1;
     }
@@ -261,7 +262,7 @@ int cli_resolve_accum(cli_model_opts *m, int world, const char *cmd) {
         }
         int64_t micro = cli_micro_tokens(g);
         bool fb, fc;
-        int64_t B = graph_dim(g, "batch", &fb), S = graph_dim(g, "ctx", &fc);
+        int64_t B = graph_role_value(g, STG_DIM_BATCH, &fb), S = graph_role_value(g, STG_DIM_CTX, &fc);
         graph_free(g);
         if (micro <= 0) {
             fprintf(stderr, "stg %s: --total-batch-tokens: the model has no 'tokens' (or 'x') input to count\n", cmd);
@@ -480,17 +481,16 @@ int cli_check_fit(const cli_model_opts *m, const stg_graph *g, const stg_plan *p
     fprintf(stderr, "stg: the step needs %.2f GiB (plan) but the %s has %.2f GiB %s (less %.0f MiB for workspaces)\n",
             (double)p->peak_bytes / (1 << 30), host ? "host" : "device", (double)fr / (1 << 30), host ? "available (MemAvailable)" : "free",
             (double)margin / (1 << 20));
-    bool found;
-    int64_t batch = graph_dim(g, "batch", &found);
-    if (found) {
-        int64_t k = largest_fitting(m, "batch", batch, budget);
-        if (k > 0) fprintf(stderr, "stg: the largest batch that fits is %lld (--set batch=%lld)\n", (long long)k, (long long)k);
+    // the overrides name the roles' dims as the model does (batch may be `B`, ctx `seq`)
+    const char *bname = graph_role_name(g, STG_DIM_BATCH), *cname = graph_role_name(g, STG_DIM_CTX);
+    if (bname) {
+        int64_t k = largest_fitting(m, bname, graph_role_value(g, STG_DIM_BATCH, NULL), budget);
+        if (k > 0) fprintf(stderr, "stg: the largest batch that fits is %lld (--set %s=%lld)\n", (long long)k, bname, (long long)k);
         else fprintf(stderr, "stg: no batch size fits at this ctx\n");
     }
-    int64_t ctx = graph_dim(g, "ctx", &found);
-    if (found) {
-        int64_t k = largest_fitting(m, "ctx", ctx, budget);
-        if (k > 0) fprintf(stderr, "stg: the largest ctx that fits at this batch is %lld (--set ctx=%lld)\n", (long long)k, (long long)k);
+    if (cname) {
+        int64_t k = largest_fitting(m, cname, graph_role_value(g, STG_DIM_CTX, NULL), budget);
+        if (k > 0) fprintf(stderr, "stg: the largest ctx that fits at this batch is %lld (--set %s=%lld)\n", (long long)k, cname, (long long)k);
     }
     return -1;
 }
@@ -552,7 +552,7 @@ int cli_fwd_open(const cli_model_opts *m0, int64_t rows, rt_backend *b, int devi
     m.budget = 0;
     char set[64];
     if (rows > 0) { // after every --set: the short last batch
-        snprintf(set, sizeof set, "batch=%lld", (long long)rows);
+        snprintf(set, sizeof set, "%s=%lld", graph_role_key(STG_DIM_BATCH), (long long)rows); // the loader finds the role's dim
         m.sets[m.nsets++] = set; // sets has a slot beyond CLI_MAX_SETS for this
     }
     memset(x, 0, sizeof *x);

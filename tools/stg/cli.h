@@ -20,7 +20,7 @@ typedef struct cli_model_opts {
     const char *sets[CLI_MAX_SETS + 1];
     int nsets;
     char attention_set[64];
-    char vocab_set[48]; // --tokenizer TOK: "vocab=N", the tokenizer's vocabulary size
+    char vocab_set[48]; // --tokenizer TOK: "vocab=N", the tokenizer's vocabulary size (for the vocab role's dim)
     stg_precision precision;
     bool train; // build backward and optimizer
     stg_optim_config optim;

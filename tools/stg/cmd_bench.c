@@ -313,8 +313,8 @@ int cmd_bench(int argc, char **argv) {
         if (json) // the refusal as data: the plan says beforehand that the step will not fit
             printf("{\"model\": \"%s\", \"precision\": \"%s\", \"what\": \"%s\", \"batch\": %lld, \"ctx\": %lld, \"fits\": false, "
                    "\"planned_bytes\": %lld, \"free_bytes\": %lld}\n",
-                   g->name, stg_precision_name(g->precision), whats[0], (long long)graph_dim(g, "batch", &(bool){0}),
-                   (long long)graph_dim(g, "ctx", &(bool){0}), (long long)p->peak_bytes, (long long)free_before);
+                   g->name, stg_precision_name(g->precision), whats[0], (long long)graph_role_value(g, STG_DIM_BATCH, NULL),
+                   (long long)graph_role_value(g, STG_DIM_CTX, NULL), (long long)p->peak_bytes, (long long)free_before);
         goto out;
     }
     rt_exec_opts eo = {.graph = !eager, .streams = (int)streams};
@@ -374,10 +374,9 @@ int cmd_bench(int argc, char **argv) {
             const stg_op *op = &g->ops[g->schedule[s]];
             if (mask & (1u << op->phase)) gflops += graph_op_flops(g, g->schedule[s]) * (op->phase == STG_PHASE_OPTIMIZER ? 1 : micro);
         }
-        bool f1, f2, f3, f4, f5;
-        double B = (double)graph_dim(g, "batch", &f1), S = (double)graph_dim(g, "ctx", &f2), L = (double)graph_dim(g, "n_layers", &f3),
-               D = (double)graph_dim(g, "d_model", &f4);
-        (void)graph_dim(g, "vocab", &f5);
+        bool f1, f2, f3, f4;
+        double B = (double)graph_role_value(g, STG_DIM_BATCH, &f1), S = (double)graph_role_value(g, STG_DIM_CTX, &f2),
+               L = (double)graph_dim(g, "n_layers", &f3), D = (double)graph_dim(g, "d_model", &f4);
         double tokens = ((f1 && f2) ? B * S : (double)rt_feed_tokens_per_batch(f)) * micro; // per timed run
         double mflops = -1;
         if (f1 && f2 && f3 && f4) {

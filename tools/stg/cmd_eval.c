@@ -76,10 +76,11 @@ int cmd_eval(int argc, char **argv) {
     const stg_graph *g = main.g;
     int itok = graph_find_tensor(g, "tokens");
     bool has_vocab, has_batch;
-    int64_t vocab = graph_dim(g, "vocab", &has_vocab);
-    graph_dim(g, "batch", &has_batch);
+    int64_t vocab = graph_role_value(g, STG_DIM_VOCAB, &has_vocab);
+    graph_role_value(g, STG_DIM_BATCH, &has_batch);
     if (itok < 0 || g->t[itok].ndim != 2 || !has_vocab) {
-        fprintf(stderr, "stg eval: %s is not a token model (inputs tokens and targets [batch, ctx], a vocab dim)\n", m.model);
+        fprintf(stderr, "stg eval: %s is not a token model (inputs tokens and targets [batch, ctx], a vocab dim)%s%s\n", m.model,
+                has_vocab ? "" : ": ", has_vocab ? "" : graph_role_missing(STG_DIM_VOCAB));
         goto out;
     }
     int64_t B = g->t[itok].shape[0], ctx = g->t[itok].shape[1];
@@ -93,8 +94,8 @@ int cmd_eval(int argc, char **argv) {
         goto out;
     }
     if (s.rest > 0 && !has_batch) {
-        fprintf(stderr, "stg eval: %lld windows do not fill batches of %lld and the model has no 'batch' dim for the last one: give --tokens "
-                        "%lld\n", (long long)s.windows, (long long)B, (long long)(s.batches * B * ctx + 1));
+        fprintf(stderr, "stg eval: %lld windows do not fill batches of %lld and %s (for the last one); or give --tokens %lld\n",
+                (long long)s.windows, (long long)B, graph_role_missing(STG_DIM_BATCH), (long long)(s.batches * B * ctx + 1));
         goto out;
     }
     int64_t bytes = -1;

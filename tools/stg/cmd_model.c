@@ -198,10 +198,11 @@ static int memreport_sample(cli_model_opts *m, const mem_ctx *c) {
     stg_graph *g = cli_build(m);
     if (!g) return 2;
     bool fb, fc;
-    int64_t batch = graph_dim(g, "batch", &fb), ctx = graph_dim(g, "ctx", &fc);
+    int64_t batch = graph_role_value(g, STG_DIM_BATCH, &fb), ctx = graph_role_value(g, STG_DIM_CTX, &fc);
     graph_free(g);
     if (!fb || !fc) {
-        fprintf(stderr, "stg memreport: --mode sample needs the dims batch and ctx (sequences, and the KV cache's positions)\n");
+        fprintf(stderr, "stg memreport: --mode sample needs a batch and a ctx (sequences, and the KV cache's positions): %s\n",
+                graph_role_missing(fb ? STG_DIM_CTX : STG_DIM_BATCH));
         return 2;
     }
     if (c->prompt > ctx) {

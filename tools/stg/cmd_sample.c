@@ -148,11 +148,11 @@ static int model_dims(const cli_model_opts *m, int64_t *ctx, int64_t *vocab) {
     stg_graph *g = cli_build(&f);
     if (!g) return -1;
     bool fc, fv;
-    *ctx = graph_dim(g, "ctx", &fc);
-    *vocab = graph_dim(g, "vocab", &fv);
+    *ctx = graph_role_value(g, STG_DIM_CTX, &fc);
+    *vocab = graph_role_value(g, STG_DIM_VOCAB, &fv);
     graph_free(g);
     if (!fc || !fv) {
-        fprintf(stderr, "stg sample: the model has no dim '%s'; sampling needs `ctx` (the context) and `vocab`\n", fc ? "vocab" : "ctx");
+        fprintf(stderr, "stg sample: sampling needs a ctx (the context) and a vocab: %s\n", graph_role_missing(fc ? STG_DIM_VOCAB : STG_DIM_CTX));
         return -1;
     }
     return 0;
@@ -194,7 +194,7 @@ int cmd_sample(int argc, char **argv) {
                 goto bad;
             }
             a.tok_path = v;
-            snprintf(m.vocab_set, sizeof m.vocab_set, "vocab=%u", rt_tok_vocab_size(tok));
+            snprintf(m.vocab_set, sizeof m.vocab_set, "%s=%u", graph_role_key(STG_DIM_VOCAB), rt_tok_vocab_size(tok));
             continue;
         }
         r = cli_model_arg(&m, argc, argv, &i);

@@ -294,11 +294,12 @@ static int val_full_open(const cli_model_opts *m, rt_exec *e, rt_backend *b, int
     const stg_graph *g = rt_exec_graph(e);
     int tok = graph_find_tensor(g, "tokens");
     bool has_vocab, has_batch;
-    int64_t vocab = graph_dim(g, "vocab", &has_vocab);
-    graph_dim(g, "batch", &has_batch);
+    int64_t vocab = graph_role_value(g, STG_DIM_VOCAB, &has_vocab);
+    graph_role_value(g, STG_DIM_BATCH, &has_batch);
     stg_err err;
     if (tok < 0 || g->t[tok].ndim != 2 || !has_vocab) {
-        fprintf(stderr, "stg train: --val-full needs a token model (inputs tokens and targets [batch, ctx], a vocab dim)\n");
+        fprintf(stderr, "stg train: --val-full needs a token model (inputs tokens and targets [batch, ctx], a vocab dim)%s%s\n",
+                has_vocab ? "" : ": ", has_vocab ? "" : graph_role_missing(STG_DIM_VOCAB));
         return -1;
     }
     if (rt_tokens_open(f->val, vocab, &vf->tk, &err) ||
@@ -307,7 +308,8 @@ static int val_full_open(const cli_model_opts *m, rt_exec *e, rt_backend *b, int
         return -1;
     }
     if (vf->v.shape.rest > 0 && !has_batch) {
-        fprintf(stderr, "stg train: --val-full: %s's windows do not fill whole batches and the model has no 'batch' dim for the last\n", f->val);
+        fprintf(stderr, "stg train: --val-full: %s's windows do not fill whole batches and %s (for the last)\n", f->val,
+                graph_role_missing(STG_DIM_BATCH));
         return -1;
     }
     if (cli_fwd_open(m, 0, b, device, &vf->main) || (vf->v.shape.rest > 0 && cli_fwd_open(m, vf->v.shape.rest, b, device, &vf->rest)))
@@ -387,6 +389,13 @@ int cmd_train(int argc, char **argv) {
         rc = 2;
         goto out;
     }
+    int itok = graph_find_tensor(g, "tokens");
+    if (itok >= 0 && g->t[itok].cls == STG_CLASS_INPUT && graph_role_index(g, STG_DIM_VOCAB) < 0) { // bad input too
+        fprintf(stderr, "stg train: %s: a token model needs its vocabulary size (the ids drawn and read are below it); %s\n", m.model,
+                graph_role_missing(STG_DIM_VOCAB));
+        rc = 2;
+        goto out;
+    }
     if (dist.world > 1) {
         char desc[RT_DIST_DESC_MAX];
         run_description(g, &m, &c, desc, sizeof desc);
@@ -400,7 +409,7 @@ int cmd_train(int argc, char **argv) {
     for (int k = 0; k < 2; k++) {
         const char *path = k ? c.cfg.val : c.cfg.data;
         bool has_vocab;
-        int64_t vocab = graph_dim(g, "vocab", &has_vocab);
+        int64_t vocab = graph_role_value(g, STG_DIM_VOCAB, &has_vocab);
         if (!path || !has_vocab) continue;
         rt_tokens *tk;
         if (rt_tokens_open(path, vocab, &tk, &err)) {
@@ -412,7 +421,7 @@ int cmd_train(int argc, char **argv) {
     }
     if (c.cfg.doc_sep >= 0) { // bad input (exit 2): a separator outside the vocabulary, a model that ignores docs
         bool has_vocab, read = false;
-        int64_t vocab = graph_dim(g, "vocab", &has_vocab);
+        int64_t vocab = graph_role_value(g, STG_DIM_VOCAB, &has_vocab);
         int dt = graph_find_tensor(g, "docs");
         for (int o = 0; dt >= 0 && o < g->nops; o++)
             for (int i = 0; i < g->ops[o].n_in; i++) read |= g->ops[o].in[i] == dt;
@@ -595,7 +604,7 @@ int cmd_step(int argc, char **argv) {
     }
     size_t half = sizeof(int32_t) * (size_t)(B * S);
     bool found;
-    int64_t vocab = graph_dim(g, "vocab", &found);
+    int64_t vocab = graph_role_value(g, STG_DIM_VOCAB, &found);
     const int32_t *bt = bn.info.data;
     for (int64_t i = 0; i < 2 * B * S; i++)
         if (bt[i] < 0 || (found && bt[i] >= vocab)) {

@@ -43,10 +43,10 @@ int cli_train_sampler_open(const cli_model_opts *m, const char *tok_path, const 
     if (!t) return fprintf(stderr, "stg train: out of host memory\n"), -1;
     const stg_graph *g = rt_exec_graph(train);
     bool fv, fc;
-    t->vocab = graph_dim(g, "vocab", &fv);
-    int64_t ctx = graph_dim(g, "ctx", &fc);
+    t->vocab = graph_role_value(g, STG_DIM_VOCAB, &fv);
+    int64_t ctx = graph_role_value(g, STG_DIM_CTX, &fc);
     if (!fv || !fc) {
-        fprintf(stderr, "stg train: --sample-every: the model has no dim '%s'; sampling needs `vocab` and `ctx`\n", fv ? "ctx" : "vocab");
+        fprintf(stderr, "stg train: --sample-every: sampling needs a vocab and a ctx: %s\n", graph_role_missing(fv ? STG_DIM_CTX : STG_DIM_VOCAB));
         goto fail;
     }
     size_t len = strlen(prompt);

@@ -6,6 +6,7 @@
 #define STG_TEST_GPU_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #ifdef STG_HAVE_CUDA
 
@@ -17,8 +18,16 @@ static inline int gpu_skipped(const char *why) {
     return 77;
 }
 
-// The cmocka group `tests` (an array) where a GPU is present; else skipped.
-#define GPU_RUN(tests) (rt_cuda_available() ? cmocka_run_group_tests(tests, NULL, NULL) : gpu_skipped("no GPU"))
+// STG_TEST_FILTER (a cmocka pattern such as '*attention*'): only the tests whose names match, e.g. for a
+// compute-sanitizer run that must leave out a test whose library kernels trip the tool. Expands where
+// cmocka.h has been included.
+#define GPU_FILTER()                                                                                      \
+    (getenv("STG_TEST_FILTER") && *getenv("STG_TEST_FILTER") ? cmocka_set_test_filter(getenv("STG_TEST_FILTER")) \
+                                                              : (void)0)
+
+// The cmocka group `tests` (an array) where a GPU is present (STG_TEST_FILTER applied); else skipped.
+#define GPU_RUN(tests) \
+    (rt_cuda_available() ? (GPU_FILTER(), cmocka_run_group_tests(tests, NULL, NULL)) : gpu_skipped("no GPU"))
 
 #else
 

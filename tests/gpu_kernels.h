@@ -242,6 +242,7 @@ static inline int gk_teardown(void **state) {
 }
 
 // The cmocka group `tests` (an array) on the kernel context where a GPU is present; else skipped.
-#define GK_RUN(tests) (rt_cuda_available() ? cmocka_run_group_tests(tests, gk_setup, gk_teardown) : gpu_skipped("no GPU"))
+#define GK_RUN(tests) \
+    (rt_cuda_available() ? (GPU_FILTER(), cmocka_run_group_tests(tests, gk_setup, gk_teardown)) : gpu_skipped("no GPU"))
 
 #endif

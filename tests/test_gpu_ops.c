@@ -743,8 +743,6 @@ int main(void) {
         cmocka_unit_test(test_attention_gqa_small),
         cmocka_unit_test(test_loss_ignore),
     };
-    // STG_TEST_FILTER: run only the tests matching this cmocka pattern (compute-sanitizer runs)
-    if (getenv("STG_TEST_FILTER")) cmocka_set_test_filter(getenv("STG_TEST_FILTER"));
     return GK_RUN(tests);
 }
 

@@ -264,6 +264,7 @@ int main(void) {
         cmocka_unit_test(test_in_backward_clipping_against_cpu),
         cmocka_unit_test(test_recompute_equal),
     };
+    GPU_FILTER();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     const char *bm = getenv("STG_BENCH_OPTIM");
     if (bm && strcmp(bm, "1") == 0) bench();

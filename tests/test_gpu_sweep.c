@@ -56,6 +56,7 @@ int main(void) {
         return 1;
     }
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_cuda_against_cpu)};
+    GPU_FILTER();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     gpu->ops->destroy(gpu);
     cpu->ops->destroy(cpu);

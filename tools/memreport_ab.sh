@@ -6,6 +6,9 @@
 # Prints each difference and a count; exits 1 when any output differs.
 set -u
 [ $# -eq 2 ] || { echo "usage: tools/memreport_ab.sh STG_A STG_B" >&2; exit 2; }
+for s in "$1" "$2"; do
+    [ -f "$s" ] && [ -x "$s" ] || { echo "tools/memreport_ab.sh: $s is not an executable stg" >&2; exit 2; }
+done
 a=$(realpath "$1") b=$(realpath "$2")
 ra=${STG_A_ROOT:-$(dirname "$(dirname "$a")")} rb=${STG_B_ROOT:-$(dirname "$(dirname "$b")")}
 tmp=$(mktemp -d /tmp/memreport_ab_XXXXXX) || exit 2

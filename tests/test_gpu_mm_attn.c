@@ -1,7 +1,9 @@
 // The CUDA matmul (cuBLASLt) and fused attention against the CPU reference: every ta/tb
 // combination, batched A with a 2-D B, batched B, grad_out (bf16 in, f32 out), linear with a 3-D
 // input, the model's large shapes, algorithms chosen by timing, grouped products (matmul_group:
-// one pointer-array batched call); attention forward and backward at the model's head dims and
+// one pointer-array batched call), products of at most 8 rows on the few-rows kernel (decoding; with a
+// bias, f32 output, accumulation, groups, and the shapes that stay on cuBLASLt); attention forward
+// and backward at the model's head dims and
 // context lengths, f32 and bf16; two eager runs and a CUDA Graph replay bitwise equal.
 //
 // Each case builds a tiny graph twice (the device's precision, and f32 for the CPU), fills the
@@ -189,6 +191,7 @@ typedef struct {
 } mm_spec;
 
 static bool expect_tuned; // test_matmul_tuned: the op's algorithm must come from timed candidates
+static int expect_gemv = -1; // test_matmul_few_rows: 1 when the few-rows kernel must run the product, 0 when not
 
 static void mm_case(stg_precision prec, stg_op_kind kind, const mm_spec *s) {
     pair p;
@@ -356,6 +359,7 @@ static void group_case(stg_precision prec, int n, const mm_spec *s, bool shared)
     cuda_mm_info info;
     assert_int_equal(cuda_mm_describe(ctx, p.dev->nops - 1, &info), 0);
     assert_int_equal(info.batch, n);
+    if (expect_gemv >= 0) assert_int_equal(info.gemv, expect_gemv);
     if (expect_tuned) assert_true(info.candidates > 1 && info.ms_pick > 0);
     else assert_int_equal(info.candidates, 0);
     rig_close(&r);
@@ -384,6 +388,88 @@ static void test_matmul_group(void **state) {
     (void)state;
     group_cases();
     on_tuned_context(group_cases);
+}
+
+// ---- products of few rows (decoding) ------------------------------------------------------------
+
+// x (m, k) · Wᵀ (W: n, k) in bf16: a linear [with a bias], or with `f32_out` a matmul giving f32
+// (grad_out). The few-rows kernel must run it when gemv (cuda_mm_describe says so), cuBLASLt
+// otherwise; against the CPU, then (accum) run again adding into its output, as gradient accumulation
+// does (beta 1 with C the output): twice the product.
+static void few_rows_case(int64_t m, int64_t k, int64_t n, bool bias, bool f32_out, bool accum, int gemv) {
+    pair p;
+    pair_open(&p, STG_PREC_BF16);
+    const int64_t xs[2] = {m, k}, ws[2] = {n, k}, bs[1] = {n};
+    int in[3] = {pair_input(&p, "x", 2, xs), pair_input(&p, "w", 2, ws), bias ? pair_input(&p, "b", 1, bs) : -1};
+    stg_attrs a;
+    memset(&a, 0, sizeof a);
+    int out[STG_MAX_OUT];
+    if (f32_out) {
+        a.matmul.tb = 1;
+        a.matmul.grad_out = 1;
+        pair_op(&p, STG_OP_MATMUL, in, 2, &a, out);
+    } else {
+        a.linear.bias = bias;
+        pair_op(&p, STG_OP_LINEAR, in, bias ? 3 : 2, &a, out);
+    }
+    rig r;
+    rig_open(&r, &p);
+    char what[128];
+    snprintf(what, sizeof what, "few rows %lldx%lld . (%lldx%lld)T%s%s", (long long)m, (long long)k, (long long)n, (long long)k,
+             bias ? " + bias" : "", f32_out ? " -> f32" : "");
+    check_all(&r, what, 2e-2);
+    const int op = p.dev->nops - 1;
+    cuda_mm_info info;
+    assert_int_equal(cuda_mm_describe(ctx, op, &info), 0);
+    assert_int_equal(info.gemv, gemv);
+    if (accum) { // the output holds the product: add it once more
+        stg_err err;
+        const int y = out[0];
+        const int64_t ny = stg_numel(&p.dev->t[y]);
+        p.dev->ops[op].accum = 1;
+        cuda_set_accumulate(ctx, true);
+        if (cuda_op_run(ctx, p.dev, op, r.dptr, &err)) fail_msg("%s", err.msg);
+        CK(cudaStreamSynchronize((cudaStream_t)cuda_stream(ctx)));
+        cuda_set_accumulate(ctx, false);
+        p.dev->ops[op].accum = 0;
+        float *twice = malloc(sizeof(float) * (size_t)ny);
+        for (int64_t i = 0; i < ny; i++) twice[i] = 2.0f * r.cpu[y][i];
+        download(&r, y, r.host[y]);
+        double e = rel_err_f32(r.host[y], twice, ny, false, NULL);
+        printf("  %-40s accumulated: rel err %.3g\n", what, e);
+        free(twice);
+        if (!(e < 2e-2)) fail_msg("%s: accumulated output: relative error %g", what, e);
+    }
+    rig_close(&r);
+    pair_close(&p);
+}
+
+static void test_matmul_few_rows(void **state) {
+    (void)state;
+    // one row (a sequence) up to eight, an output count that is a multiple of nothing
+    const int64_t ms[5] = {1, 2, 3, 5, 8};
+    for (int i = 0; i < 5; i++) few_rows_case(ms[i], 64, 77, false, false, false, 1);
+    few_rows_case(4, 200, 300, true, false, true, 1); // a bias; k of 25 vectors (part of a lane's last batch)
+    few_rows_case(3, 72, 50, false, true, true, 1);   // bf16 -> f32 (grad_out), accumulated
+    few_rows_case(1, 2560, 2560, false, false, true, 1); // the 2.7B model's wo: R = 1 (few output rows)
+    few_rows_case(2, 36, 40, false, false, false, 0); // k not a multiple of 8: cuBLASLt
+    few_rows_case(9, 64, 40, false, false, false, 0); // nine rows: cuBLASLt
+    if (!small_only) { // the 2.7B model's w1, w2 and head at one and at eight sequences
+        few_rows_case(1, 2560, 10240, false, false, false, 1);
+        few_rows_case(1, 10240, 2560, false, false, false, 1);
+        few_rows_case(1, 2560, 10000, false, false, false, 1);
+        few_rows_case(8, 2560, 10240, false, false, false, 1);
+    }
+    // a group (q, k and v; w1 and w3): one launch over its pairs
+    mm_spec g1 = {2, 2, {1, 64}, {80, 64}, 0, 1, 0}, g2 = {2, 2, {5, 128}, {33, 128}, 0, 1, 0};
+    expect_gemv = 1;
+    for (int n = 2; n <= 3; n++) {
+        group_case(STG_PREC_BF16, n, &g1, false);
+        group_case(STG_PREC_BF16, n, &g2, false);
+    }
+    expect_gemv = 0; // f32 stays on cuBLASLt
+    group_case(STG_PREC_FP32, 3, &g1, false);
+    expect_gemv = -1;
 }
 
 // ---- attention --------------------------------------------------------------------------------
@@ -523,6 +609,15 @@ static void test_determinism(void **state) {
         pair_op(&p, STG_OP_MATMUL, in2, 2, &a, out2);
         determinism_case(&p, prec ? "linear + matmul bf16" : "linear + matmul f32");
         pair_close(&p);
+        if (prec) { // the few-rows kernel (decoding's products)
+            pair_open(&p, pr);
+            int64_t fx[2] = {3, 256}, fw[2] = {500, 256};
+            int fin[2] = {pair_input(&p, "x", 2, fx), pair_input(&p, "w", 2, fw)}, fout[STG_MAX_OUT];
+            memset(&a, 0, sizeof a);
+            pair_op(&p, STG_OP_LINEAR, fin, 2, &a, fout);
+            determinism_case(&p, "linear of 3 rows bf16 (few-rows kernel)");
+            pair_close(&p);
+        }
     }
 }
 
@@ -586,6 +681,7 @@ int main(void) {
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_matmul_tuned),
         cmocka_unit_test(test_matmul_group),
+        cmocka_unit_test(test_matmul_few_rows),
         cmocka_unit_test(test_attention_odd_shapes),
         cmocka_unit_test(test_attention_model_shapes),
         cmocka_unit_test(test_attention_bf16_tensor_cores),

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # For the session after 2026-11-28: the two changes that session wrote but could not run on a GPU (its
-# device time was spent), checked and timed in one device call. Apply them first, here:
-#   git apply docs/perf/2026-11-28-attn128.patch docs/perf/2026-11-28-gemv.patch
-# then, on the GPU machine from the repository root, with .deps and peer/torch_attn.py (a copy of
+# device time was spent), checked and timed in one device call. They were .patch files then; the
+# ninth session ran this script on them (docs/perf/2026-11-28b-h200-patches-run.txt) and they landed,
+# so the tree has them. On the GPU machine from the repository root, with .deps and peer/torch_attn.py (a copy of
 # ../shared/peers/torch_attn.py) carried:
 #   docs/perf/2026-11-28-patches-run.sh OUT
 # 1. builds side by side: build-gpu (everything), build-nogemv (stg with -DSTG_NO_GEMV: cuBLASLt for

@@ -88,6 +88,7 @@ typedef struct cuda_mm_info {
     size_t workspace;
     int pick, candidates;
     float ms_first, ms_pick;
+    int gemv; // 1: the few-rows kernel runs the product (bf16, at most 8 rows), not cuBLASLt's choice
 } cuda_mm_info;
 int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out);
 

@@ -18,6 +18,9 @@
 // call in pointer-array batch mode: the operands stay where the plan put them, and a table of
 // their addresses (device memory, the context's op_tab, written before capture) is what cuBLASLt reads.
 //
+// Products of at most 8 rows in bf16 (decoding: one row per sequence) run on the few-rows kernel
+// below instead (mm_gv_kernel), which reads each weight once at close to the copy bandwidth.
+//
 // Everything is chosen by cuda_mm_prepare before capture; cuda_mm_run only enqueues
 // cublasLtMatmul on c->stream with c->lt_workspace: no allocation, no synchronisation.
 //
@@ -76,6 +79,7 @@ struct cuda_mm_plan {
     const void *bias_ptr;              // the address last set on desc
     // matmul_group: its tensors and the address tables cuBLASLt reads, host copy and device
     // (tab[0 .. n) its A = our Bs, [n, 2n) its B = our As, [2n, 3n) C, [3n, 4n) D = our outputs)
+    int gv;                            // mm_gv_fits: the few-rows kernel runs it (when aligned at run)
     int npairs;
     int ins[2 * STG_MAX_OUT], outs[STG_MAX_OUT];
     const void *htab[4 * STG_MAX_OUT];
@@ -385,6 +389,166 @@ size_t cuda_mm_table_bytes(const stg_graph *g, int op) {
     return o->kind == STG_OP_MATMUL_GROUP ? ((4 * (size_t)o->n_out * sizeof(void *) + 255) & ~(size_t)255) : 0;
 }
 
+// ---- few rows: y (m, n) = x (m, k) · Wᵀ, W (n, k), bf16, m <= MM_GV_ROWS -------------------------
+// Decoding multiplies one row per sequence by every weight matrix, so a step is bound by reading the
+// weights once; cuBLASLt's products of one row reached 65% of that bound on the 2.7B model
+// (docs/perf/2026-11-25-sample.txt). Here each warp owns R consecutive rows of W (output features)
+// and sums all m rows of x against them: its lanes stream the W rows in 16-byte vectors, MM_GV_U
+// vectors a lane in flight, read once (evict-first), x through the caches (every warp reads it),
+// then add their partial sums across the warp in a fixed order (the same bits on every run: no
+// atomics). The epilogue adds the bias, then C (the addend, or the output itself when accumulating a
+// gradient), and stores y in its dtype. A matmul_group is one launch, blockIdx.y its pair.
+// Taken when the key fits (mm_gv_fits) and every x and W is 16-byte aligned, else cuBLASLt;
+// STG_NO_GEMV (a compile definition) keeps cuBLASLt for every product, for comparisons.
+#define MM_GV_ROWS 8  // most rows of x (sequences decoded at once)
+#define MM_GV_WARPS 8 // warps per block
+#define MM_GV_U 4     // vectors of each W row a lane has in flight
+
+typedef struct mm_gv_args {
+    const bf16 *x[STG_MAX_OUT], *w[STG_MAX_OUT];
+    void *y[STG_MAX_OUT];
+    const void *c[STG_MAX_OUT];    // beta 1: the addend, or y when accumulating; NULL: beta 0
+    const void *bias[STG_MAX_OUT]; // n values of y's dtype, or NULL
+    int64_t m, k, n;
+} mm_gv_args;
+
+// acc[j] += x . w over 8 bf16 pairs, in the vector's order.
+__device__ __forceinline__ float mm_gv_dot8(uint4 x, uint4 w, float acc) {
+    const __nv_bfloat162 *a = (const __nv_bfloat162 *)&x, *b = (const __nv_bfloat162 *)&w;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 fa = __bfloat1622float2(a[i]), fb = __bfloat1622float2(b[i]);
+        acc = fmaf(fa.x, fb.x, acc);
+        acc = fmaf(fa.y, fb.y, acc);
+    }
+    return acc;
+}
+
+// Grid (ceil(n / (MM_GV_WARPS R)), pairs); M >= a.m rows of x (the rows past a.m are not read).
+template <int M, int R, typename TO>
+__global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_kernel(const mm_gv_args a) {
+    const int q = blockIdx.y, lane = threadIdx.x & 31;
+    const int64_t row0 = ((int64_t)blockIdx.x * MM_GV_WARPS + threadIdx.x / 32) * R;
+    if (row0 >= a.n) return; // warp-uniform
+    const int64_t kv = a.k / 8; // 16-byte vectors in a row
+    const uint4 *x = (const uint4 *)a.x[q];
+    const uint4 *w[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) w[r] = (const uint4 *)(a.w[q] + min(row0 + r, a.n - 1) * a.k); // past n: re-read the last
+    float acc[R][M];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int i = 0; i < M; i++) acc[r][i] = 0.0f;
+    for (int64_t v0 = lane; v0 < kv; v0 += 32 * MM_GV_U) {
+        uint4 wv[MM_GV_U][R];
+#pragma unroll
+        for (int u = 0; u < MM_GV_U; u++) {
+            const int64_t v = v0 + 32 * u;
+#pragma unroll
+            for (int r = 0; r < R; r++) wv[u][r] = v < kv ? __ldcs(w[r] + v) : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int u = 0; u < MM_GV_U; u++) {
+            const int64_t v = v0 + 32 * u;
+            if (v >= kv) break;
+#pragma unroll
+            for (int i = 0; i < M; i++) {
+                if (i >= a.m) break;
+                const uint4 xv = __ldg(x + i * kv + v);
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r][i] = mm_gv_dot8(xv, wv[u][r], acc[r][i]);
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int i = 0; i < M; i++)
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], off);
+    if (lane != 0) return;
+    TO *y = (TO *)a.y[q];
+    const TO *c = (const TO *)a.c[q], *bias = (const TO *)a.bias[q];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int64_t j = row0 + r;
+        if (j >= a.n) break;
+#pragma unroll
+        for (int i = 0; i < M; i++) {
+            if (i >= a.m) break;
+            float v = acc[r][i];
+            if (bias) v += cu_f(bias[j]);
+            if (c) v += cu_f(c[i * a.n + j]);
+            y[i * a.n + j] = cu_t<TO>(v);
+        }
+    }
+}
+
+// Whether the few-rows kernel computes key k's product: bf16 inputs, x · Wᵀ (cuBLASLt's A, our W,
+// transposed; its B, our x, not), at most MM_GV_ROWS rows, k a multiple of 8, one product (a group's
+// pairs each one).
+static bool mm_gv_fits(const mm_key *k) {
+#ifdef STG_NO_GEMV
+    (void)k;
+    return false;
+#else
+    return k->a_type == CUDA_R_16BF && (k->c_type == CUDA_R_16BF || k->c_type == CUDA_R_32F) && k->trans_a == CUBLAS_OP_T &&
+           k->trans_b == CUBLAS_OP_N && k->n >= 1 && k->n <= MM_GV_ROWS && k->k % 8 == 0 && k->k > 0 && k->m > 0 &&
+           (k->batch == 1 || k->ptr_array) && k->ld_a == k->k && k->ld_b == k->k && k->ld_c == k->m;
+#endif
+}
+
+static bool mm_gv_aligned(const void *x, const void *w) { return (((uintptr_t)x | (uintptr_t)w) & 15u) == 0; }
+
+template <int M, typename TO>
+static void mm_gv_launch_rows(const mm_gv_args *a, int npairs, int sms, cudaStream_t st) {
+    // R rows a warp: the most that still gives every multiprocessor two blocks, so that a product
+    // with few output features (the 2.7B model's wo: 2560) spreads over the whole GPU
+    const int64_t want = 2 * (int64_t)(sms > 0 ? sms : 132);
+    const int64_t b4 = (a->n + 4 * MM_GV_WARPS - 1) / (4 * MM_GV_WARPS), b2 = (a->n + 2 * MM_GV_WARPS - 1) / (2 * MM_GV_WARPS),
+                  b1 = (a->n + MM_GV_WARPS - 1) / MM_GV_WARPS;
+    if (b4 * npairs >= want)
+        mm_gv_kernel<M, 4, TO><<<dim3((unsigned)b4, (unsigned)npairs), MM_GV_WARPS * 32, 0, st>>>(*a);
+    else if (b2 * npairs >= want)
+        mm_gv_kernel<M, 2, TO><<<dim3((unsigned)b2, (unsigned)npairs), MM_GV_WARPS * 32, 0, st>>>(*a);
+    else
+        mm_gv_kernel<M, 1, TO><<<dim3((unsigned)b1, (unsigned)npairs), MM_GV_WARPS * 32, 0, st>>>(*a);
+}
+
+template <typename TO>
+static void mm_gv_launch(const mm_gv_args *a, int npairs, int sms, cudaStream_t st) {
+    if (a->m <= 1) mm_gv_launch_rows<1, TO>(a, npairs, sms, st);
+    else if (a->m <= 2) mm_gv_launch_rows<2, TO>(a, npairs, sms, st);
+    else if (a->m <= 4) mm_gv_launch_rows<4, TO>(a, npairs, sms, st);
+    else mm_gv_launch_rows<8, TO>(a, npairs, sms, st);
+}
+
+// Runs op o's product (plan p, key fitting mm_gv_fits) with the few-rows kernel when every x and W
+// is 16-byte aligned: 1 when it ran, 0 when cuBLASLt must, -1 with err set.
+static int mm_gv_run(stg_cuda *c, const stg_op *o, const cuda_mm_plan *p, void *const *ptr, stg_err *err) {
+    mm_gv_args a;
+    memset(&a, 0, sizeof a);
+    const int n = p->npairs ? p->npairs : 1, addend = p->npairs ? -1 : ops_addend_of(o);
+    for (int q = 0; q < n; q++) {
+        const int ix = p->npairs ? o->in[2 * q] : p->in0, iw = p->npairs ? o->in[2 * q + 1] : p->in1,
+                  iy = p->npairs ? o->out[q] : p->out;
+        if (!mm_gv_aligned(ptr[ix], ptr[iw])) return 0;
+        a.x[q] = (const bf16 *)ptr[ix];
+        a.w[q] = (const bf16 *)ptr[iw];
+        a.y[q] = ptr[iy];
+        a.c[q] = addend > 0 ? ptr[o->in[addend]] : cuda_accumulating(c, o, 0) ? ptr[iy] : NULL;
+        a.bias[q] = !p->npairs && p->bias >= 0 ? ptr[p->bias] : NULL;
+    }
+    a.m = p->key.n; // ours: cuBLASLt's n
+    a.k = p->key.k;
+    a.n = p->key.m;
+    if (p->key.c_type == CUDA_R_16BF) mm_gv_launch<bf16>(&a, n, c->sm_count, c->stream);
+    else mm_gv_launch<float>(&a, n, c->sm_count, c->stream);
+    CUDA_LAUNCH_CHECK(err, "matmul (few rows)");
+    return 1;
+}
+
 // A matmul_group's key (its first pair's, batched over the pairs through pointer tables) and its
 // tables, written to `dtab` (device memory of cuda_mm_table_bytes) from ptr.
 static int mm_group_setup(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *dtab, cuda_mm_plan *p,
@@ -458,6 +622,10 @@ int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, v
         cuda_mm_free(p);
         return stg_err_prefix(err, "%s (op %d)", ops_name(o->kind), op);
     }
+    p->gv = mm_gv_fits(&p->key);
+    if (p->gv && ptr) // the tensors' addresses now: what cuda_mm_describe reports (the run checks again)
+        for (int q = 0; q < (p->npairs ? p->npairs : 1); q++)
+            if (!mm_gv_aligned(ptr[o->in[2 * q]], ptr[o->in[2 * q + 1]])) p->gv = 0;
     *state = p;
     if (p->ch.ws_bytes > c->side_ws_need) c->side_ws_need = p->ch.ws_bytes;
     return 0;
@@ -481,6 +649,10 @@ int cuda_mm_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_e
                 return stg_errf(err, "cuda matmul: matmul_group op %d runs on other tensors than it was prepared for", op);
         if (o->accum && o->accum != (1u << n) - 1u)
             return stg_errf(err, "cuda matmul: matmul_group op %d accumulates some outputs but not all", op);
+        if (mm_gv_fits(&p->key)) {
+            int ran = mm_gv_run(c, o, p, ptr, err);
+            if (ran) return ran < 0 ? -1 : 0;
+        }
         // gradient accumulation: beta 1 with C = D, the outputs (every pair of a group accumulates or none)
         CUBLAS_CHECK(err, cublasLtMatmul(c->lt, p->desc, &one, p->dtab, p->la, p->dtab + n, p->lb,
                                          cuda_accumulating(c, o, 0) ? &one : &zero, p->dtab + 2 * n, p->lc,
@@ -494,6 +666,10 @@ int cuda_mm_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_e
     int addend = ops_addend_of(o);
     if ((p->bias >= 0) != (o->kind == STG_OP_LINEAR && o->a.linear.bias) || (p->bias >= 0 && o->in[2] != p->bias))
         return stg_errf(err, "cuda matmul: op %d was prepared for another graph", op);
+    if (mm_gv_fits(&p->key)) {
+        int ran = mm_gv_run(c, o, p, ptr, err);
+        if (ran) return ran < 0 ? -1 : 0;
+    }
     if (p->bias >= 0 && mm_set_bias((cuda_mm_plan *)p, ptr[p->bias], err)) return -1;
     const void *cc = addend > 0 ? ptr[o->in[addend]] : ptr[p->out];
     bool beta1 = addend > 0 || cuda_accumulating(c, o, 0);
@@ -528,6 +704,7 @@ extern "C" int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out) {
     out->candidates = p->ch.ncand;
     out->ms_first = p->ch.ms_first;
     out->ms_pick = p->ch.ms_pick;
+    out->gemv = p->gv;
     return 0;
 }
 

@@ -20,7 +20,7 @@ bool att_wgmma_fwd_supported(int D, float scale);
 int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o, float *lse,
                   int B, int S, int H, int G, int D, float scale2, stg_err *err);
 
-// Whether att_wgmma_bwd handles head dim D (64 or 80).
+// Whether att_wgmma_bwd handles head dim D (64, 80 or 128).
 bool att_wgmma_bwd_supported(int D);
 
 // dq (B, S, H, D), dk, dv (B, S, H / G, D) bf16 of the causal attention above (dk, dv summed over each

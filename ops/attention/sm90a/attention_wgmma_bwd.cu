@@ -180,8 +180,18 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
         load_q(t + PF);  // into stage (t - 2) % NST
         const int q0 = RS + t * BQ, s = t % NST; // the tile's first row
         const int *f_s = fstat + s * BQ, *p_s = pstat + s * BQ;
-        // every row of the tile before every key of the warpgroup, or (docs) in documents after them
-        if ((min(q0 + BQ, RN) - 1) / G < kw0 || kw0 >= S || f_s[0] > kw0 + 63) continue;
+        // every row of the tile before every key of the warpgroup, or (docs) in documents after them.
+        // The second happens only after tiles this warpgroup used (with several warpgroups, the block's
+        // rows run on to the end of its last key's document): the last one's products, still waiting in
+        // pa and sa4, read a stage the loads above will refill, so they are issued and finished now.
+        if ((min(q0 + BQ, RN) - 1) / G < kw0 || kw0 >= S || f_s[0] > kw0 + 63) {
+            if (prev >= 0) { // stage prev holds tile t - 1: the load above went to tile t - 2's
+                issue_dkdv(prev);
+                wg_wait<0>();
+                prev = -1;
+            }
+            continue;
+        }
         const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE), ds = qs + 2 * TILE;
         const float *lse_s = stat + 2 * s * BQ, *D_s = lse_s + BQ;
         float st[32], dpt[32];
@@ -467,59 +477,93 @@ __global__ void __launch_bounds__(128, MINB)
 #ifndef WG_BWD_FUSED
 #define WG_BWD_FUSED 1 // dk/dv and dq blocks in one launch (one warpgroup per block)
 #endif
+// Head dim 128: a stage of 64 rows of Q and dO (or K and V) is 32 KB and the block's own K and V (or
+// Q and dO) another 32 KB per warpgroup, so no shape fits two blocks in a multiprocessor's 227 KB. Two
+// warpgroups per block share the streamed stages instead (8 warps on the multiprocessor, 160 KB at 3
+// stages), in two launches; the accumulators (dK and dV: 128 of the 255 registers) leave a few spills.
+#ifndef WG128_NWG
+#define WG128_NWG 2
+#endif
+#ifndef WG128_NST
+#define WG128_NST 3
+#endif
+#ifndef WG128_FUSED
+#define WG128_FUSED 0 // 1: one warpgroup per block, dk/dv and dq blocks in one launch (WG128_NWG ignored)
+#endif
 
-// STG_NO_WGMMA_BWD (a compile definition) keeps the backward on mma.sync, for comparisons in one lease.
+// STG_NO_WGMMA_BWD (a compile definition) keeps the backward on mma.sync, for comparisons in one lease;
+// STG_NO_WGMMA_BWD128 only at head dim 128.
 bool att_wgmma_bwd_supported(int D) {
 #ifdef STG_NO_WGMMA_BWD
     (void)D;
     return false;
-#else
+#elif defined(STG_NO_WGMMA_BWD128)
     return D == 64 || D == 80;
+#else
+    return D == 64 || D == 80 || D == 128;
 #endif
 }
 
-template <int D>
+// The backward in the shape given: FUSED, one launch of one-warpgroup blocks (KNWG = QNWG = 1), else
+// two launches, dk/dv in blocks of KNWG warpgroups with KNST stages and dq in blocks of QNWG with QNST.
+template <int D, int KNWG, int KNST, int KMINB, int QNWG, int QNST, int QMINB, bool FUSED>
 static int wg_bwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse,
                          const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G,
                          float scale, float scale2, stg_err *err) {
     const unsigned hkv = (unsigned)(H / G);
-    if (WG_BWD_FUSED && WG_DKDV_NWG == 1 && WG_DQ_NWG == 1) {
-        constexpr int MINB = WG_DKDV_MINB < WG_DQ_MINB ? WG_DKDV_MINB : WG_DQ_MINB;
-        const size_t sk = wg_dkdv_smem<D, 1, WG_DKDV_NST>(), sq = wg_dq_smem<D, 1, WG_DQ_NST>();
+    if constexpr (FUSED) {
+        static_assert(KNWG == 1 && QNWG == 1, "the fused launch has one warpgroup per block");
+        constexpr int MINB = KMINB < QMINB ? KMINB : QMINB;
+        const size_t sk = wg_dkdv_smem<D, 1, KNST>(), sq = wg_dq_smem<D, 1, QNST>();
         const size_t smem = sk > sq ? sk : sq;
-        CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_bwd_kernel<D, WG_DKDV_NST, WG_DQ_NST, MINB>,
+        CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_bwd_kernel<D, KNST, QNST, MINB>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         const int nk = (S + 63) / 64, nq = (S * G + 63) / 64, hminor = G > 1 && nk + nq <= 65535;
         dim3 grid(hminor ? hkv : (unsigned)(nk + nq), hminor ? (unsigned)(nk + nq) : hkv, (unsigned)B);
-        att_wg_bwd_kernel<D, WG_DKDV_NST, WG_DQ_NST, MINB><<<grid, 128, smem, st>>>(
+        att_wg_bwd_kernel<D, KNST, QNST, MINB><<<grid, 128, smem, st>>>(
             (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum,
             (wg_bf16 *)dq, (wg_bf16 *)dk, (wg_bf16 *)dv, S, H, G, nk, hminor, scale, scale2);
         CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv and dq, wgmma)");
         return 0;
+    } else {
+        {
+            const size_t smem = wg_dkdv_smem<D, KNWG, KNST>();
+            CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_dkdv_kernel<D, KNWG, KNST, KMINB>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            dim3 grid((unsigned)((S + 64 * KNWG - 1) / (64 * KNWG)), hkv, (unsigned)B);
+            att_wg_dkdv_kernel<D, KNWG, KNST, KMINB><<<grid, 128 * KNWG, smem, st>>>(
+                (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum,
+                (wg_bf16 *)dk, (wg_bf16 *)dv, S, H, G, scale, scale2);
+            CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, wgmma)");
+        }
+        {
+            const size_t smem = wg_dq_smem<D, QNWG, QNST>();
+            CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_dq_kernel<D, QNWG, QNST, QMINB>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            dim3 grid((unsigned)((S * G + 64 * QNWG - 1) / (64 * QNWG)), hkv, (unsigned)B);
+            att_wg_dq_kernel<D, QNWG, QNST, QMINB><<<grid, 128 * QNWG, smem, st>>>(
+                (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum,
+                (wg_bf16 *)dq, S, H, G, scale, scale2);
+            CUDA_LAUNCH_CHECK(err, "attention backward (dq, wgmma)");
+        }
+        return 0;
     }
-    {
-        constexpr int NWG = WG_DKDV_NWG, NST = WG_DKDV_NST, MINB = WG_DKDV_MINB;
-        const size_t smem = wg_dkdv_smem<D, NWG, NST>();
-        CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_dkdv_kernel<D, NWG, NST, MINB>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        dim3 grid((unsigned)((S + 64 * NWG - 1) / (64 * NWG)), hkv, (unsigned)B);
-        att_wg_dkdv_kernel<D, NWG, NST, MINB><<<grid, 128 * NWG, smem, st>>>(
-            (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum,
-            (wg_bf16 *)dk, (wg_bf16 *)dv, S, H, G, scale, scale2);
-        CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, wgmma)");
+}
+
+// Head dims 64 and 80 in the WG_* shape, 128 in the WG128_* one.
+template <int D>
+static int wg_bwd_shaped(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse,
+                         const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G,
+                         float scale, float scale2, stg_err *err) {
+    if constexpr (D == 128) {
+        constexpr int W = WG128_FUSED ? 1 : WG128_NWG;
+        return wg_bwd_launch<D, W, WG128_NST, 1, W, WG128_NST, 1, WG128_FUSED != 0>(
+            st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
+    } else {
+        constexpr bool F = WG_BWD_FUSED && WG_DKDV_NWG == 1 && WG_DQ_NWG == 1;
+        return wg_bwd_launch<D, WG_DKDV_NWG, WG_DKDV_NST, WG_DKDV_MINB, WG_DQ_NWG, WG_DQ_NST, WG_DQ_MINB, F>(
+            st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
     }
-    {
-        constexpr int NWG = WG_DQ_NWG, NST = WG_DQ_NST, MINB = WG_DQ_MINB;
-        const size_t smem = wg_dq_smem<D, NWG, NST>();
-        CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_dq_kernel<D, NWG, NST, MINB>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        dim3 grid((unsigned)((S * G + 64 * NWG - 1) / (64 * NWG)), hkv, (unsigned)B);
-        att_wg_dq_kernel<D, NWG, NST, MINB><<<grid, 128 * NWG, smem, st>>>(
-            (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum,
-            (wg_bf16 *)dq, S, H, G, scale, scale2);
-        CUDA_LAUNCH_CHECK(err, "attention backward (dq, wgmma)");
-    }
-    return 0;
 }
 
 int att_wgmma_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse,
@@ -528,8 +572,9 @@ int att_wgmma_bwd(cudaStream_t st, const void *q, const void *k, const void *v, 
     if (B > 65535 || H > 65535) return stg_errf(err, "attention backward (wgmma): B %d or H %d over 65535", B, H);
     if (G < 1 || H % G) return stg_errf(err, "attention backward (wgmma): %d query heads in groups of %d", H, G);
     switch (D) {
-    case 64: return wg_bwd_launch<64>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
-    case 80: return wg_bwd_launch<80>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
+    case 64: return wg_bwd_shaped<64>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
+    case 80: return wg_bwd_shaped<80>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
+    case 128: return wg_bwd_shaped<128>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
     }
     return stg_errf(err, "attention backward (wgmma): head dim %d not supported", D);
 }

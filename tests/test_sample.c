@@ -319,6 +319,12 @@ static void test_cli(void **state) {
     assert_int_equal(run(args, b, sizeof b), 0);
     assert_non_null(strstr(b, "--- sequence 0 (1 tokens) ---"));
     assert_non_null(strstr(b, "--- sequence 1 (1 tokens) ---"));
+    // --profile: one more decode step, timed op by op; the ops of the decode graph are named
+    assert_int_equal(run("--prompt ab -n 3 --temperature 0 --profile", b, sizeof b), 0);
+    assert_non_null(strstr(b, "--profile, one decode step"));
+    assert_non_null(strstr(b, "x attention_cached"));
+    assert_non_null(strstr(b, "x sample"));
+    assert_non_null(strstr(b, "params "));
 }
 
 // stg train --sample-every: the samples are printed and logged, and the training run is bitwise the

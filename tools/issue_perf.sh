@@ -10,16 +10,32 @@
 # torch.compiler.cudagraph_mark_step_begin() before each micro-batch, the documented remedy for the
 # as-is run's "accessing tensor output of CUDAGraphs that has been overwritten"), llama1b (Llama
 # 3.2-1B, ctx 4096, batch 1, plain and fused head, against tools/ref/llama3_peer.py with cuDNN
-# attention, default compile and reduce-overhead).
+# attention, default compile and reduce-overhead), decode_profile (stg sample --profile: 2.7B, batch 1,
+# the device time of one decode step by op; writes OUT/prompt512.bin).
 set -u
 out=${1:-/tmp/stg-perf}; parts=${2:-gpt2,accum,head}; mkdir -p "$out"
 stg=build-gpu/stg
 has() { case ",$parts," in *",$1,"*) return 0;; esac; return 1; }
 if has gpt2; then
   echo "== GPT-2 124M, batch 4, ctx 1024, bf16"
-  $stg bench models/gpt2/124M.yaml --set batch=4 --set ctx=1024 --precision bf16 --warmup 5 --iters 20 --json > "$out/gpt2_stg.json" 2> "$out/gpt2_stg.err"
-  tail -c 1500 "$out/gpt2_stg.json"; echo; tail -3 "$out/gpt2_stg.err"
+  # the model file's head (fused, vocab 50257) and llm.c's (plain, padded to 50304), and the two others
+  for v in "50257 on" "50304 off" "50304 on" "50257 off"; do
+    set -- $v
+    $stg bench models/gpt2/124M.yaml --set batch=4 --set ctx=1024 --set vocab=$1 --set fused_head=$2 --precision bf16 --warmup 5 --iters 30 --json \
+      > "$out/gpt2_stg_$1_$2.json" 2> "$out/gpt2_stg_$1_$2.err"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('stg vocab $1 fused_head=$2', {k: d[k] for k in ('median_ms','min_ms','max_ms','mfu','tflops')})" \
+      "$out/gpt2_stg_$1_$2.json" || tail -3 "$out/gpt2_stg_$1_$2.err"
+  done
+  $stg bench models/gpt2/124M.yaml --set batch=4 --set ctx=1024 --set vocab=50304 --set fused_head=off --precision bf16 --warmup 3 --iters 5 --profile \
+    > "$out/gpt2_profile.txt" 2>&1; grep -A40 "by op name" "$out/gpt2_profile.txt" | head -32
   timeout 300 tools/peer_llmc.sh .peers/llm.c "$out/llmc" 4 1024 30 | tail -6
+fi
+if has decode_profile; then
+  echo "== decode profile: 2.7B, batch 1, prompt 512, 64 new, bf16"
+  head -c 512 /dev/urandom > "$out/prompt512.txt" && $stg tokens "$out/prompt512.txt" -o "$out/prompt512.bin" > /dev/null
+  $stg sample models/cs336/2.7B.yaml --precision bf16 --init fill --set ctx=1024 --prompt-ids "$out/prompt512.bin" -n 64 --temperature 0 \
+    --json --profile > "$out/decode_profile.json" 2> "$out/decode_profile.txt"
+  grep -oE '"steady_ms_per_step": *[0-9.]+' "$out/decode_profile.json"; head -60 "$out/decode_profile.txt"
 fi
 if has accum; then
   echo "== 2.7B, ctx 1024, micro-batch 4, 8 micro-batches, bf16"

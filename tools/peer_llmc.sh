@@ -22,6 +22,7 @@ for name, n in (("train.bin", 4_000_000), ("val.bin", 200_000)):
         f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
         f.write(struct.pack("<%dH" % n, *[random.randrange(50257) for _ in range(n)]))
 PY
-make train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1 GPU_COMPUTE_CAPABILITY=90 > "$out/llmc_build.txt" 2>&1 || { tail -30 "$out/llmc_build.txt"; exit 1; }
+# a train_gpt2cu already built in LLMC_DIR (with the same make line, e.g. beside another build) is used as is
+[ -x train_gpt2cu ] || make train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1 GPU_COMPUTE_CAPABILITY=90 > "$out/llmc_build.txt" 2>&1 || { tail -30 "$out/llmc_build.txt"; exit 1; }
 echo "llm.c commit: $(cat COMMIT 2>/dev/null || echo unknown)" | tee "$out/llmc.txt"
 ./train_gpt2cu -i train.bin -j val.bin -e d12 -b "$B" -t "$T" -x "$steps" -v 100000 -m 1 -s 0 -h 0 2>&1 | tee -a "$out/llmc.txt" | grep -E "^step|num_parameters|total average"

@@ -116,6 +116,15 @@ typedef struct cli_fwd {
 int cli_fwd_open(const cli_model_opts *m, int64_t rows, struct rt_backend *b, int device, cli_fwd *x);
 void cli_fwd_free(cli_fwd *x);
 
+// --profile's tables (tools/stg/profile.c) from pm[s], the device ms of schedule position s
+// (rt_exec_profile): by op kind (returns the total ms), and by op name with layer numbers folded,
+// the `top` largest; with on_path (rt_dag_length's) the part on the critical path, and with dag the
+// `whatif` largest names' effect on its length `len`. cli_profile_names returns -1 out of memory.
+struct rt_dag;
+double cli_profile_kinds(FILE *f, const stg_graph *g, const double *pm);
+int cli_profile_names(FILE *f, const stg_graph *g, const double *pm, const bool *on_path, const struct rt_dag *dag, double len, int top,
+                      int whatif);
+
 int cmd_check(int argc, char **argv);
 int cmd_graph(int argc, char **argv);
 int cmd_memreport(int argc, char **argv);

@@ -130,7 +130,8 @@ static int print_gemm_algos(const stg_graph *g, rt_backend *b, const double *pm)
         int j = 0;
         for (; j < n; j++)
             if (inf[j].m == x.m && inf[j].n == x.n && inf[j].k == x.k && inf[j].batch == x.batch && inf[j].algo_id == x.algo_id &&
-                inf[j].tile == x.tile && inf[j].stages == x.stages && inf[j].splitk == x.splitk && inf[j].cluster == x.cluster)
+                inf[j].tile == x.tile && inf[j].stages == x.stages && inf[j].splitk == x.splitk && inf[j].cluster == x.cluster &&
+                inf[j].gemv == x.gemv)
                 break;
         if (j == n) inf[n] = x, rep[n] = g->schedule[s], n++;
         cnt[j]++;
@@ -147,8 +148,11 @@ static int print_gemm_algos(const stg_graph *g, rt_backend *b, const double *pm)
             snprintf(tune, sizeof tune, "pick %d of %d, %.4f -> %.4f ms", x->pick, x->candidates, x->ms_first, x->ms_pick);
         printf("            %9.3f ms (%3d)  %5lld x %5lld x %5lld", tot[j], cnt[j], (long long)x->m, (long long)x->n, (long long)x->k);
         if (x->batch > 1) printf(" [%lld]", (long long)x->batch);
-        printf("  %d/%d/%d/%d/%d  %s  %s\n", x->algo_id, x->tile, x->stages, x->splitk, x->cluster, tune,
-               g->t[g->ops[rep[j]].out[0]].name);
+        if (x->gemv)
+            printf("  few-rows kernel  %s\n", g->t[g->ops[rep[j]].out[0]].name);
+        else
+            printf("  %d/%d/%d/%d/%d  %s  %s\n", x->algo_id, x->tile, x->stages, x->splitk, x->cluster, tune,
+                   g->t[g->ops[rep[j]].out[0]].name);
         cnt[j] = 0;
     }
     free(rep), free(cnt), free(tot), free(inf);
@@ -156,72 +160,6 @@ static int print_gemm_algos(const stg_graph *g, rt_backend *b, const double *pm)
     (void)g, (void)b, (void)pm;
 #endif
     return 0;
-}
-
-// After --profile: device time by op name with layer numbers folded ("layers.#.attn.q"), the
-// largest first, with the part on the critical path and the FLOPs rate where the op has FLOPs; then,
-// for the largest `whatif` names, how much shorter the critical path would be if they took no time.
-static int print_by_name(const stg_graph *g, const double *pm, const bool *on_path, const rt_dag *dag, double len, int top,
-                         int whatif) {
-    int n = g->nsched;
-    char (*key)[STG_NAME_MAX] = malloc(sizeof *key * (size_t)(n ? n : 1));
-    double *ms = calloc((size_t)(n ? n : 1), sizeof *ms), *fl = calloc((size_t)(n ? n : 1), sizeof *fl);
-    double *on = calloc((size_t)(n ? n : 1), sizeof *on), *ms0 = calloc((size_t)(n ? n : 1), sizeof *ms0);
-    int *cnt = calloc((size_t)(n ? n : 1), sizeof *cnt), *gid = calloc((size_t)(n ? n : 1), sizeof *gid), nk = 0;
-    int *order = calloc((size_t)(n ? n : 1), sizeof *order), rc = -1;
-    if (!key || !ms || !fl || !cnt || !on || !ms0 || !gid || !order) goto out;
-    for (int s = 0; s < n; s++) {
-        gid[s] = -1;
-        if (pm[s] <= 0) continue;
-        const stg_op *op = &g->ops[g->schedule[s]];
-        char k[STG_NAME_MAX], full[2 * STG_NAME_MAX];
-        snprintf(full, sizeof full, "%s %s", ops_name(op->kind), op->n_out > 0 ? g->t[op->out[0]].name : "");
-        size_t j = 0;
-        for (const char *c = full; *c && j + 1 < sizeof k; c++) {
-            if (*c >= '0' && *c <= '9') {
-                if (j == 0 || k[j - 1] != '#') k[j++] = '#';
-            } else {
-                k[j++] = *c;
-            }
-        }
-        k[j] = 0;
-        int i = 0;
-        while (i < nk && strcmp(key[i], k) != 0) i++;
-        if (i == nk) memcpy(key[nk++], k, sizeof k);
-        gid[s] = i;
-        ms[i] += pm[s];
-        on[i] += on_path[s] ? pm[s] : 0;
-        fl[i] += graph_op_flops(g, g->schedule[s]);
-        cnt[i]++;
-    }
-    printf("  by op name (layer numbers folded), the %d largest: device ms, of it on the critical path, ops, name\n", top);
-    int nr = 0;
-    for (int r = 0; r < top; r++) {
-        int best = -1;
-        for (int i = 0; i < nk; i++)
-            if (ms[i] > 0 && (best < 0 || ms[i] > ms[best])) best = i;
-        if (best < 0) break;
-        printf("            %9.3f ms %9.3f %4d x %-56s", ms[best], on[best], cnt[best], key[best]);
-        if (fl[best] > 0) printf(" %7.1f TFLOP/s", fl[best] / (ms[best] * 1e-3) / 1e12);
-        printf("\n");
-        order[nr++] = best;
-        ms[best] = -ms[best] - 1; // printed (restored below)
-    }
-    for (int i = 0; i < nk; i++)
-        if (ms[i] < 0) ms[i] = -ms[i] - 1;
-    if (whatif > nr) whatif = nr;
-    if (whatif > 0)
-        printf("  what if   the critical path with one name's ops taking no time (the model above; the %d largest):\n", whatif);
-    for (int r = 0; r < whatif; r++) {
-        for (int s = 0; s < n; s++) ms0[s] = gid[s] == order[r] ? 0 : pm[s];
-        double l0 = rt_dag_length(dag, ms0, NULL, NULL);
-        if (l0 < 0) goto out;
-        printf("            %9.3f ms shorter without %9.3f ms of %s\n", len - l0, ms[order[r]], key[order[r]]);
-    }
-    rc = 0;
-out:
-    free(key), free(ms), free(fl), free(cnt), free(on), free(ms0), free(gid), free(order);
-    return rc;
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -448,28 +386,13 @@ int cmd_bench(int argc, char **argv) {
             for (int i = 0; i < nw; i++) printf("            beside the plan: %-40s %8.1f MiB\n", wname[i], (double)wbytes[i] / (1 << 20));
         }
         if (profile) { // device time per op kind (eager, one mark around every op)
-            double *pm = calloc((size_t)g->nsched, sizeof *pm), bykind[STG_OP_COUNT] = {0}, total = 0;
-            int count[STG_OP_COUNT] = {0};
+            double *pm = calloc((size_t)g->nsched, sizeof *pm);
             if (!pm || rt_exec_profile(e, mask, pm, &err)) {
                 fprintf(stderr, "stg bench: --profile: %s\n", pm ? err.msg : "out of memory");
                 free(pm);
                 goto out;
             }
-            for (int s = 0; s < g->nsched; s++) {
-                stg_op_kind k = g->ops[g->schedule[s]].kind;
-                bykind[k] += pm[s];
-                count[k] += pm[s] > 0;
-                total += pm[s];
-            }
-            printf("  profile   %.3f ms of device time in %d ops (one eager run, a mark around every op)\n", total, g->nsched);
-            for (int n = 0; n < STG_OP_COUNT; n++) {
-                int best = -1;
-                for (int k = 0; k < STG_OP_COUNT; k++)
-                    if (bykind[k] > 0 && (best < 0 || bykind[k] > bykind[best])) best = k;
-                if (best < 0) break;
-                printf("            %6.2f%% %9.3f ms  %4d x %s\n", 100 * bykind[best] / total, bykind[best], count[best], ops_name((stg_op_kind)best));
-                bykind[best] = -1;
-            }
+            double total = cli_profile_kinds(stdout, g, pm);
             double len = -1, on_ms = 0;
             bool *on = calloc((size_t)g->nsched, sizeof *on);
             rt_dag *dag = NULL;
@@ -501,7 +424,7 @@ int cmd_bench(int argc, char **argv) {
                 }
                 printf(" ms\n");
             }
-            int pr = print_by_name(g, pm, on, dag, len, 30, 10);
+            int pr = cli_profile_names(stdout, g, pm, on, dag, len, 30, 10);
             free(on), rt_dag_free(dag);
             if (pr) {
                 fprintf(stderr, "stg bench: --profile: out of memory\n");

@@ -15,6 +15,7 @@
 #include "planner/step.h"
 #include "runtime/backend.h"
 #include "runtime/data.h"
+#include "runtime/exec.h"
 #include "runtime/sample.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "tools/stg/cli.h"
@@ -27,7 +28,7 @@ typedef struct {
     int64_t n, batch, top_k;
     double temperature, top_p;
     uint64_t seed;
-    bool json, top_k_given;
+    bool json, top_k_given, profile;
 } sample_args;
 
 static double now_s(void) {
@@ -46,6 +47,7 @@ static int sample_arg(sample_args *a, int argc, char **argv, int *i) {
     if (strcmp(o, "--stop") == 0) return VAL() ? (a->stop = v, 1) : -1;
     if (strcmp(o, "--device") == 0) return VAL() ? (a->device = v, 1) : -1;
     if (strcmp(o, "--json") == 0) return a->json = true, 1;
+    if (strcmp(o, "--profile") == 0) return a->profile = true, 1;
     if (strcmp(o, "-n") == 0) return VAL() && !cli_int(o, v, 1, INT32_MAX, &n) ? (a->n = n, 1) : -1;
     if (strcmp(o, "--batch") == 0) return VAL() && !cli_int(o, v, 1, 1 << 20, &n) ? (a->batch = n, 1) : -1;
     if (strcmp(o, "--seed") == 0) return VAL() && !cli_int(o, v, 0, INT64_MAX, &n) ? (a->seed = (uint64_t)n, 1) : -1;
@@ -173,6 +175,33 @@ static bool stopped(const text_rules *r, int32_t id, const rt_text *s) {
     if (!r->stop_text) return false;
     size_t k = strlen(r->stop_text);
     return s->n >= k && memcmp(s->p + s->n - k, r->stop_text, k) == 0;
+}
+
+// --profile: one more decode step, eager, with a mark around every op (rt_exec_profile), to standard
+// error: device time by op kind and by name, and the products' parameter bytes over their time.
+static int profile_decode(rt_sampler *s, const stg_infer *inf, stg_err *err) {
+    const stg_graph *g = inf->g[STG_INFER_DECODE];
+    double *pm = calloc((size_t)(g->nsched ? g->nsched : 1), sizeof *pm);
+    if (!pm) return stg_errf(err, "--profile: out of host memory");
+    if (rt_exec_profile(rt_sampler_exec(s, STG_INFER_DECODE), RT_PHASE_ALL, pm, err)) {
+        free(pm);
+        return stg_err_prefix(err, "--profile"), -1;
+    }
+    fprintf(stderr, "stg sample: --profile, one decode step:\n");
+    double total = cli_profile_kinds(stderr, g, pm), pbytes = 0, pms = 0;
+    int rc = cli_profile_names(stderr, g, pm, NULL, NULL, 0, 40, 0);
+    for (int k = 0; k < g->nsched; k++) { // ops reading parameters: their bytes over their time
+        const stg_op *op = &g->ops[g->schedule[k]];
+        double by = 0;
+        for (int i = 0; i < op->n_in; i++)
+            if (g->t[op->in[i]].cls == STG_CLASS_PARAM && op->kind != STG_OP_EMBEDDING) by += (double)stg_bytes(&g->t[op->in[i]]);
+        if (by > 0) pbytes += by, pms += pm[k];
+    }
+    if (pms > 0)
+        fprintf(stderr, "  params    %.3f GB read by ops taking %.3f of the %.3f ms: %.3f TB/s\n", pbytes / 1e9, pms, total,
+                pbytes / (pms * 1e-3) / 1e12);
+    free(pm);
+    return rc ? stg_errf(err, "--profile: out of host memory") : 0;
 }
 
 int cmd_sample(int argc, char **argv) {
@@ -433,6 +462,7 @@ int cmd_sample(int argc, char **argv) {
     if (!a.json)
         fprintf(stderr, "stg sample: prefill %.1f ms; %lld decode steps in %.1f ms (%.1f tokens/s)\n", (t1 - t0) * 1e3, (long long)steps,
                 (t3 - t1) * 1e3, steps ? (double)(B * steps) / (t3 - t1) : 0.0);
+    if (a.profile && profile_decode(s, inf, &err)) goto fail;
     rc = 0;
     goto out;
 oom:

@@ -112,7 +112,7 @@ static void attention_case(stg_precision prec, int64_t B, int64_t C, int64_t Hq,
 
 static void test_attention_cached(void **state) {
     (void)state;
-    // multi-chunk caches (16 positions a chunk at these sizes), a partial chunk at the end, grouped heads
+    // multi-chunk caches (about 32 positions a chunk at these sizes), a partial chunk at the end, grouped heads
     attention_case(STG_PREC_FP32, 2, 300, 8, 2, 64, 257, 10000);
     attention_case(STG_PREC_FP32, 3, 97, 4, 4, 80, 96, 10000);
     attention_case(STG_PREC_FP32, 1, 40, 6, 3, 16, 0, 0);

@@ -22,6 +22,7 @@
 
 #define DEC_THREADS 128 // attention_cached: 4 warps
 #define DEC_WARPS (DEC_THREADS / 32)
+#define DEC_U 4 // attention_cached: rows per row group and trip
 #define SAMPLE_THREADS 512
 
 // ---- RoPE at a position ---------------------------------------------------------------------------
@@ -124,28 +125,49 @@ __global__ void __launch_bounds__(DEC_THREADS) attention_cached_kernel(dec_attn_
             acc[e] = 0.f;
         }
         float m = -INFINITY, l = 0.f;
-        // every lane of a warp runs the same trips (the shuffles need all 32); rows past j1 score nothing
-        for (int64_t jb = j0 + warp * RPW; jb < j1; jb += DEC_WARPS * RPW) {
-            const int64_t j = jb + rig;
-            const bool valid = j < j1;
-            float kv[N], s = 0.f;
-            if (on && valid) {
-                cu_load16(kb + j * rs + c * N, kv);
+        // every lane of a warp runs the same trips (the shuffles need all 32); rows past j1 score nothing.
+        // A trip takes DEC_U rows per row group: their keys are loaded together, then their values
+        // (DEC_U loads in flight per lane instead of one).
+        constexpr int STEP = DEC_WARPS * RPW;
+        for (int64_t jb = j0 + warp * RPW; jb < j1; jb += STEP * DEC_U) {
+            float kv[DEC_U][N], sc[DEC_U];
 #pragma unroll
-                for (int e = 0; e < N; e++) s += qv[e] * kv[e];
+            for (int u = 0; u < DEC_U; u++) {
+                const int64_t j = jb + u * STEP + rig;
+                sc[u] = 0.f;
+                if (on && j < j1) cu_load16(kb + j * rs + c * N, kv[u]);
             }
 #pragma unroll
-            for (int off = R / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-            if (!valid) continue;
-            s *= a.scale;
-            float mn = fmaxf(m, s), c1 = m == -INFINITY ? 0.f : __expf(m - mn), pe = __expf(s - mn);
-            l = l * c1 + pe;
+            for (int u = 0; u < DEC_U; u++) {
+                if (on && jb + u * STEP + rig < j1)
+#pragma unroll
+                    for (int e = 0; e < N; e++) sc[u] += qv[e] * kv[u][e];
+#pragma unroll
+                for (int off = R / 2; off > 0; off >>= 1) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], off);
+            }
+            float mn = m;
+#pragma unroll
+            for (int u = 0; u < DEC_U; u++) {
+                const int64_t j = jb + u * STEP + rig;
+                sc[u] = j < j1 ? sc[u] * a.scale : -INFINITY;
+                mn = fmaxf(mn, sc[u]);
+                if (on && j < j1) cu_load16(vb + j * rs + c * N, kv[u]);
+            }
+            if (mn == -INFINITY) continue; // no row of this group in the trip
+            const float c1 = m == -INFINITY ? 0.f : __expf(m - mn);
+            l *= c1;
+#pragma unroll
+            for (int e = 0; e < N; e++) acc[e] *= c1;
+#pragma unroll
+            for (int u = 0; u < DEC_U; u++) {
+                if (sc[u] == -INFINITY) continue;
+                const float pe = __expf(sc[u] - mn);
+                l += pe;
+                if (on)
+#pragma unroll
+                    for (int e = 0; e < N; e++) acc[e] += pe * kv[u][e];
+            }
             m = mn;
-            if (on) {
-                cu_load16(vb + j * rs + c * N, kv);
-#pragma unroll
-                for (int e = 0; e < N; e++) acc[e] = acc[e] * c1 + pe * kv[e];
-            }
         }
         // the warp's row groups, then the warps
 #pragma unroll
@@ -206,11 +228,13 @@ __global__ void __launch_bounds__(DEC_THREADS) attention_cached_kernel(dec_attn_
     if (tid == 0) a.count[bh] = 0; // ready for the next step
 }
 
-// The split of the cache: about two blocks per SM over all (b, kv head) pairs, chunks of at least
-// 16 positions.
+// The split of the cache: about four blocks per SM over all (b, kv head) pairs, chunks of at least
+// 32 positions (a block's trip covers DEC_WARPS x rows-per-warp x DEC_U of them). The grid is fixed
+// at capture while the length grows, so the split is of the whole cache: the blocks past the
+// current length only mark their split empty.
 static void dec_split(const stg_cuda *c, int64_t B, int64_t Hkv, int64_t C, int *nsplit, int *chunk) {
-    int64_t pairs = B * Hkv, want = (2 * (int64_t)(c->sm_count > 0 ? c->sm_count : 132) + pairs - 1) / pairs;
-    int64_t most = (C + 15) / 16;
+    int64_t pairs = B * Hkv, want = (4 * (int64_t)(c->sm_count > 0 ? c->sm_count : 132) + pairs - 1) / pairs;
+    int64_t most = (C + 31) / 32;
     if (want > most) want = most;
     if (want < 1) want = 1;
     int64_t ch = (C + want - 1) / want;

@@ -133,7 +133,8 @@ extern "C" int cuda_run_repeat_kv_bwd(stg_cuda *c, const stg_graph *g, int op, v
 // ---- records ------------------------------------------------------------------------------------
 
 // ---- split and concat: the last dim cut into n equal parts ----------------------------------------
-// Up to STG_MAX_OUT part pointers by value; one thread per element of the whole (rows, n m).
+// Up to STG_MAX_OUT part pointers by value; one thread per element of the whole (rows, n m), or per
+// 16 bytes of it where the shapes and pointers allow.
 struct cu_parts {
     void *p[STG_MAX_OUT];
 };
@@ -150,10 +151,32 @@ __global__ void split_kernel(T *whole, cu_parts parts, int n, int64_t m, int64_t
     }
 }
 
+// The same copy 16 bytes at a time (a part's row a whole number of 16-byte pieces, every pointer
+// aligned, fewer than 2^32 pieces): one thread per piece, 32-bit index arithmetic.
+template <bool SPLIT> __global__ void split16_kernel(uint4 *whole, cu_parts parts, unsigned n, unsigned mv, unsigned total) {
+    unsigned stride = gridDim.x * blockDim.x;
+    for (unsigned idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
+        unsigned r = idx / (n * mv), c = idx - r * (n * mv), i = c / mv;
+        uint4 *part = (uint4 *)parts.p[i] + (size_t)r * mv + (c - i * mv);
+        if (SPLIT) *part = whole[idx];
+        else whole[idx] = *part;
+    }
+}
+
 // whole (rows, n m) <-> parts[i] (rows, m); split: whole -> parts
 static int split_launch(stg_cuda *c, int bf, void *whole, const cu_parts &parts, int n, int64_t m, int64_t total, bool split,
                         stg_err *err) {
     if (total == 0) return 0;
+    const int64_t per = bf ? 8 : 4; // elements in 16 bytes
+    bool vec = m % per == 0 && total / per < ((int64_t)1 << 32) && cu_aligned(whole, 16);
+    for (int i = 0; vec && i < n; i++) vec = cu_aligned(parts.p[i], 16);
+    if (vec) {
+        unsigned tv = (unsigned)(total / per), blocks = cuda_blocks(c, tv, 256);
+        split ? split16_kernel<true><<<blocks, 256, 0, c->stream>>>((uint4 *)whole, parts, (unsigned)n, (unsigned)(m / per), tv)
+              : split16_kernel<false><<<blocks, 256, 0, c->stream>>>((uint4 *)whole, parts, (unsigned)n, (unsigned)(m / per), tv);
+        CUDA_LAUNCH_CHECK(err, "split16_kernel");
+        return 0;
+    }
     unsigned blocks = cuda_blocks(c, total, 256);
     if (bf)
         split ? split_kernel<bf16, true><<<blocks, 256, 0, c->stream>>>((bf16 *)whole, parts, n, m, total)

@@ -1,5 +1,5 @@
 // Mean cross-entropy over the rows whose target is not -1 (ignored rows: --doc-loss-mask). Forward:
-// one block per row writes the row's log-sum-exp and its loss term (in double, into c->work); one
+// one block per row writes the row's log-sum-exp (one pass, ce_row_lse) and its loss term (in double, into c->work); one
 // block then sums the terms and counts the kept rows in a fixed order. The backward counts the kept
 // rows (one block, into c->work) and writes (softmax - onehot) / kept, 0 on ignored rows, one block
 // per row; dlogits may alias logits. Every row ignored: loss 0, gradient 0.
@@ -29,19 +29,43 @@ extern "C" size_t cuda_cross_entropy_work_bytes(const stg_graph *g, int op) {
     return (size_t)cuda_rows(&g->t[g->ops[op].in[0]]) * sizeof(double);
 }
 
+// A row's log-sum-exp in one pass: each thread keeps a running max and its sum of exponentials
+// (rescaled when the max grows) over its elements, with 16-byte loads where the row allows; then
+// the block's max, each thread's sum moved to it, and the block's sum in a fixed order. On every
+// thread.
+template <typename T> __device__ __forceinline__ float ce_row_lse(const T *xr, int64_t V) {
+    constexpr int N = CU_VEC<T>::N;
+    float m = -INFINITY, s = 0.0f;
+    if (V % N == 0 && cu_aligned(xr, 16)) {
+        for (int64_t j = (int64_t)threadIdx.x * N; j < V; j += (int64_t)blockDim.x * N) {
+            float v[N];
+            cu_load16(xr + j, v);
+            float lm = v[0];
+#pragma unroll
+            for (int e = 1; e < N; e++) lm = fmaxf(lm, v[e]);
+            if (lm > m) s *= expf(m - lm), m = lm;
+#pragma unroll
+            for (int e = 0; e < N; e++) s += expf(v[e] - m);
+        }
+    } else {
+        for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+            float v = cu_ld(xr, j);
+            if (v > m) s *= expf(m - v), m = v;
+            s += expf(v - m);
+        }
+    }
+    float M = cu_block_max(m);
+    s = cu_block_sum(m == -INFINITY ? 0.0f : s * expf(m - M));
+    return M + logf(s);
+}
+
 // logits (rows, V), tgt (rows) -> lse (rows), term (rows) = lse - logit[tgt]
 template <typename T>
 __global__ void ce_row_kernel(const T *x, const int32_t *tgt, void *lse, int lb, double *term, int64_t V) {
     int64_t r = blockIdx.x;
     const T *xr = x + r * V;
-    float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, cu_ld(xr, j));
-    mx = cu_block_max(mx);
-    float s = 0.0f;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += expf(cu_ld(xr, j) - mx);
-    s = cu_block_sum(s);
+    float l = ce_row_lse(xr, V);
     if (threadIdx.x == 0) {
-        float l = mx + logf(s);
         cu_std(lse, lb, r, l);
         int64_t t = tgt[r];
         term[r] = (t >= 0 && t < V) ? (double)l - (double)cu_ld(xr, t) : t == -1 ? 0.0 : (double)NAN;
@@ -79,6 +103,17 @@ __global__ void ce_bwd_kernel(const T *x, const int32_t *tgt, const void *lse, i
     float l = cu_ldd(lse, lb, r);
     int64_t t = tgt[r];
     const float inv_rows = t == -1 ? 0.0f : *inv;
+    constexpr int N = CU_VEC<T>::N;
+    if (V % N == 0 && cu_aligned(xr, 16) && cu_aligned(dr, 16)) { // 16-byte loads and stores (dx may be x)
+        for (int64_t j = (int64_t)threadIdx.x * N; j < V; j += (int64_t)blockDim.x * N) {
+            float v[N];
+            cu_load16(xr + j, v);
+#pragma unroll
+            for (int e = 0; e < N; e++) v[e] = (expf(v[e] - l) - (j + e == t ? 1.0f : 0.0f)) * inv_rows;
+            cu_store16(dr + j, v);
+        }
+        return;
+    }
     for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
         float p = expf(cu_ld(xr, j) - l);
         cu_st(dr, j, (p - (j == t ? 1.0f : 0.0f)) * inv_rows);

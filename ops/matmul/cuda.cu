@@ -393,7 +393,7 @@ size_t cuda_mm_table_bytes(const stg_graph *g, int op) {
 // Decoding multiplies one row per sequence by every weight matrix, so a step is bound by reading the
 // weights once; cuBLASLt's products of one row reached 65% of that bound on the 2.7B model
 // (docs/perf/2026-11-25-sample.txt). Here each warp owns R consecutive rows of W (output features)
-// and sums all m rows of x against them: its lanes stream the W rows in 16-byte vectors, MM_GV_U
+// and sums all m rows of x against them: its lanes stream the W rows in 16-byte vectors, MM_GV_U(R)
 // vectors a lane in flight, read once (evict-first), x through the caches (every warp reads it),
 // then add their partial sums across the warp in a fixed order (the same bits on every run: no
 // atomics). The epilogue adds the bias, then C (the addend, or the output itself when accumulating a
@@ -402,7 +402,9 @@ size_t cuda_mm_table_bytes(const stg_graph *g, int op) {
 // STG_NO_GEMV (a compile definition) keeps cuBLASLt for every product, for comparisons.
 #define MM_GV_ROWS 8  // most rows of x (sequences decoded at once)
 #define MM_GV_WARPS 8 // warps per block
-#define MM_GV_U 4     // vectors of each W row a lane has in flight
+// vectors of each W row a lane has in flight: 8 when a warp streams one row (long rows, few of them:
+// more bytes in flight per warp), else 4 (R rows x 4)
+#define MM_GV_U(R) ((R) == 1 ? 8 : 4)
 
 typedef struct mm_gv_args {
     const bf16 *x[STG_MAX_OUT], *w[STG_MAX_OUT];
@@ -440,16 +442,17 @@ __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_kernel(const mm_gv_arg
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int i = 0; i < M; i++) acc[r][i] = 0.0f;
-    for (int64_t v0 = lane; v0 < kv; v0 += 32 * MM_GV_U) {
-        uint4 wv[MM_GV_U][R];
+    constexpr int U = MM_GV_U(R);
+    for (int64_t v0 = lane; v0 < kv; v0 += 32 * U) {
+        uint4 wv[U][R];
 #pragma unroll
-        for (int u = 0; u < MM_GV_U; u++) {
+        for (int u = 0; u < U; u++) {
             const int64_t v = v0 + 32 * u;
 #pragma unroll
             for (int r = 0; r < R; r++) wv[u][r] = v < kv ? __ldcs(w[r] + v) : make_uint4(0u, 0u, 0u, 0u);
         }
 #pragma unroll
-        for (int u = 0; u < MM_GV_U; u++) {
+        for (int u = 0; u < U; u++) {
             const int64_t v = v0 + 32 * u;
             if (v >= kv) break;
 #pragma unroll

@@ -6,13 +6,15 @@ iteration, every iteration's time kept (times_ms, warm-up ones first).
 
 One process per model size: the model and its AdamW state are made once, on the GPU, and reused for
 every ctx and mode. Modes: fp32 (eager, TF32 off), bf16 (eager, autocast to bf16), bf16c (autocast,
-every block torch.compile'd with dynamic shapes: one compilation per size serves every block and
-every ctx; the embedding, final norm, head and loss stay eager). Attention is
-scaled_dot_product_attention (torch_lm.py --flash), as stg's fused attention. Out-of-memory cells
-are caught and written as {"error": "OOM"}.
+the whole model torch.compile'd with static shapes: one compilation per ctx), bf16cg (the same with
+mode="reduce-overhead": the compiled step replayed as CUDA graphs). bf16c and bf16cg are the
+strongest peer of ../shared/peers/NUMBERS.md; the report takes the faster of the two per cell.
+Attention is scaled_dot_product_attention (torch_lm.py --flash) with its backend pinned by --sdpa
+(default cudnn, cuDNN's fused attention) in the bf16 modes; fp32 runs on PyTorch's default backends
+(cuDNN's fused attention takes no fp32). Out-of-memory cells are caught and written as {"error": "OOM"}.
 
 Usage: tools/bench_peer.py --peer peer/torch_lm.py --size small --ctx 128,256,512,1024
-         --modes fp32,bf16,bf16c --what forward,forward-backward,step [--step-only bf16]
+         --modes fp32,bf16,bf16c,bf16cg --what forward,forward-backward,step [--step-only bf16] [--sdpa cudnn]
          [--warmup 5 --iters 10] [--fp32-warmup N --fp32-iters N] [--mem-ctx 128,256,512] --out F.jsonl
 --mem-ctx: before anything else, the peak bytes of an inference forward (torch.no_grad) at those
 ctx values, fp32 and bf16 autocast (CS336's "forward only" memory question).
@@ -33,7 +35,9 @@ def main():
     ap.add_argument("--size", required=True)
     ap.add_argument("--ctx", default="512")
     ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--modes", default="fp32,bf16,bf16c")
+    ap.add_argument("--modes", default="fp32,bf16,bf16c,bf16cg")
+    ap.add_argument("--sdpa", default="cudnn", choices=["default", "flash", "cudnn", "efficient"],
+                    help="the fused attention backend of the bf16 modes")
     ap.add_argument("--what", default="forward,forward-backward,step")
     ap.add_argument("--step-only", default="", help="modes measured for the full step only")
     ap.add_argument("--warmup", type=int, default=5)
@@ -65,6 +69,15 @@ def main():
     dev = torch.device("cuda")
     out = open(a.out, "a")
     base = dict(size=a.size, batch=a.batch, device=torch.cuda.get_device_name(), torch=torch.__version__, flash=True)
+
+    def pin_sdpa(mode):
+        """The attention backends a mode runs with (global flags, read at call and at trace time)."""
+        b = a.sdpa if mode.startswith("bf16") else "default"
+        torch.backends.cuda.enable_flash_sdp(b in ("default", "flash"))
+        torch.backends.cuda.enable_mem_efficient_sdp(b in ("default", "efficient"))
+        torch.backends.cuda.enable_cudnn_sdp(b in ("default", "cudnn"))
+        torch.backends.cuda.enable_math_sdp(b == "default")
+        return b
     if a.demo:
         base["demo"] = True
 
@@ -87,19 +100,13 @@ def main():
     compiled = {}
 
     def forward_fn(mode):
-        if mode != "bf16c":
+        """The model as the mode runs it: eager, or compiled whole (static shapes; bf16cg with CUDA graphs)."""
+        if mode not in ("bf16c", "bf16cg"):
             return model
-        if "f" not in compiled:
-            cblocks = [torch.compile(b, dynamic=True) for b in model.blocks]
-
-            def fwd(t):
-                x = model.emb(t)
-                for cb in cblocks:
-                    x = cb(x)
-                return model.head(model.ln(x))
-
-            compiled["f"] = fwd
-        return compiled["f"]
+        if mode not in compiled:
+            compiled[mode] = (torch.compile(model, dynamic=False, mode="reduce-overhead") if mode == "bf16cg"
+                              else torch.compile(model, dynamic=False))
+        return compiled[mode]
 
     def tokens(ctx):
         g = torch.Generator(device=dev)
@@ -117,7 +124,7 @@ def main():
     for c in [int(s) for s in a.mem_ctx.split(",") if s]:
         x, y = tokens(c)
         for mode in ("fp32", "bf16"):
-            r = dict(base, kind="forward_memory", ctx=c, mode=mode)
+            r = dict(base, kind="forward_memory", ctx=c, mode=mode, sdpa=pin_sdpa(mode))
             try:
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
@@ -140,14 +147,17 @@ def main():
         x, y = tokens(c)
         for mode in a.modes.split(","):
             amp = mode.startswith("bf16")
+            sdpa = pin_sdpa(mode)
             f = forward_fn(mode)
             warm = a.fp32_warmup if mode == "fp32" and a.fp32_warmup is not None else a.warmup
             iters = a.fp32_iters if mode == "fp32" and a.fp32_iters is not None else a.iters
             whats = ["step"] if mode in step_only else a.what.split(",")
             for what in whats:
-                r = dict(base, kind="bench", ctx=c, mode=mode, what=what, warmup=warm, iters=iters)
+                r = dict(base, kind="bench", ctx=c, mode=mode, what=what, warmup=warm, iters=iters, sdpa=sdpa)
 
                 def it():
+                    if mode == "bf16cg":  # a new replay: the previous iteration's outputs may be overwritten
+                        torch.compiler.cudagraph_mark_step_begin()
                     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
                         logits = f(x)
                     loss = F.cross_entropy(logits.float().view(-1, V), y.view(-1))
@@ -188,7 +198,7 @@ def main():
                              peak_reserved_bytes=torch.cuda.max_memory_reserved())
                 except torch.OutOfMemoryError:
                     r.update(error="OOM")
-                if mode == "bf16c":  # how many graphs dynamo made so far: one per size means no recompilation per block or ctx
+                if mode in ("bf16c", "bf16cg"):  # how many graphs dynamo made so far in this process (one per ctx and mode)
                     try:
                         from torch._dynamo.utils import counters
                         r["dynamo_unique_graphs"] = int(counters["stats"]["unique_graphs"])

@@ -13,8 +13,9 @@ Parts:
           (`--warmup 0 --iters 12`, every iteration's time kept); the 2.7B memory study
           (stg memreport --device cuda, --format svg); answers by memreport (models/cs336/ffn.yaml).
   peer    tools/bench_peer.py (the model of ../shared/peers/torch_lm.py, copied to peer/torch_lm.py),
-          one process per size: eager fp32, eager bf16, torch.compile bf16. Where PyTorch is missing
-          the suite says so and carries on.
+          one process per (size, ctx): eager fp32, eager bf16, and the strongest peer in bf16 (whole-model
+          torch.compile with cuDNN attention, without and with CUDA graphs: the faster is reported).
+          Where PyTorch is missing the suite says so and carries on.
   report  docs/benchmarks.md and the plots, from the JSON lines (runs anywhere; needs no GPU).
 Every record keeps the command that produced it ("cmd").
 """
@@ -296,22 +297,24 @@ def part_peer(a, outdir, meta):
     rel = os.path.relpath(tool)
     env = {"PYTHONUNBUFFERED": "1"}
     if "small" in a.sizes:  # warm-up: a fresh process, every iteration kept
-        cmd = [a.python, rel, "--peer", a.peer, "--size", "small", "--ctx", a.warmup_ctx, "--modes", "bf16,bf16c,fp32", "--what", "step",
+        cmd = [a.python, rel, "--peer", a.peer, "--size", "small", "--ctx", a.warmup_ctx, "--modes", "bf16,bf16c,bf16cg,fp32", "--what", "step",
                "--warmup", 0, "--iters", a.warmup_iters, "--out", wpath]
         rc, out, err, wall = run(cmd, env)
         with open(wpath, "a") as f:
             f.write(json.dumps(dict(kind="command", cmd=cmd_text(cmd), rc=rc, wall_s=round(wall, 2), stderr=err[-1500:])) + "\n")
         print(f"  peer warm-up: rc {rc}, {wall:.1f} s", flush=True)
-    for size in a.sizes:
-        cmd = [a.python, rel, "--peer", a.peer, "--size", size, "--ctx", ",".join(map(str, a.ctx)), "--modes", "fp32,bf16,bf16c",
-               "--what", ",".join(WHATS), "--step-only", a.peer_step_only, "--warmup", a.warmup, "--iters", a.iters,
-               "--fp32-warmup", a.fp32_warmup, "--fp32-iters", a.fp32_iters, "--out", path]
-        if size == "2.7B":
-            cmd += ["--mem-ctx", ",".join(map(str, [c for c in MEM_CTXS if c in a.ctx] or MEM_CTXS))]
-        rc, out, err, wall = run(cmd, env)
-        with open(path, "a") as f:
-            f.write(json.dumps(dict(kind="command", size=size, cmd=cmd_text(cmd), rc=rc, wall_s=round(wall, 2), stderr=err[-1500:])) + "\n")
-        print(f"  peer {size}: rc {rc}, {wall:.1f} s", flush=True)
+    for size in a.sizes:  # one process per (size, ctx): the whole-model compilations of one ctx (30-120 s each) fit a command's time
+        for i, c in enumerate(a.ctx):
+            cmd = [a.python, rel, "--peer", a.peer, "--size", size, "--ctx", c, "--modes", "fp32,bf16,bf16c,bf16cg",
+                   "--what", ",".join(WHATS), "--step-only", a.peer_step_only, "--warmup", a.warmup, "--iters", a.iters,
+                   "--fp32-warmup", a.fp32_warmup, "--fp32-iters", a.fp32_iters, "--out", path]
+            if size == "2.7B" and i == 0:
+                cmd += ["--mem-ctx", ",".join(map(str, [x for x in MEM_CTXS if x in a.ctx] or MEM_CTXS))]
+            rc, out, err, wall = run(cmd, env)
+            with open(path, "a") as f:
+                f.write(json.dumps(dict(kind="command", size=size, ctx=c, cmd=cmd_text(cmd), rc=rc, wall_s=round(wall, 2),
+                                        stderr=err[-1500:])) + "\n")
+            print(f"  peer {size} ctx {c}: rc {rc}, {wall:.1f} s", flush=True)
     size, prec, ctx = OOM_DEMO
     if size in a.sizes:
         cmd = [a.python, rel, "--peer", a.peer, "--size", size, "--ctx", ctx, "--modes", prec, "--what", "step", "--warmup", 0,
@@ -375,6 +378,16 @@ class Data:
                 return r
         return None
 
+    def pb(self, size, ctx, what="step"):
+        """The strongest peer's record: the faster of whole-model torch.compile (bf16c) and the same with
+        CUDA graphs (bf16cg); either alone when only one ran, an OOM or failure when neither has a time."""
+        # records without "sdpa" are the per-block dynamic compilation this suite ran before 2026-11-28: not this peer
+        rs = [r for r in (self.p(size, ctx, "bf16c", what), self.p(size, ctx, "bf16cg", what)) if r and "sdpa" in r]
+        timed = [r for r in rs if "mean_ms" in r]
+        if timed:
+            return min(timed, key=lambda r: r["mean_ms"])
+        return rs[0] if rs else None
+
     def peer_unavailable(self):
         for r in self.peer:
             if r.get("kind") == "unavailable":
@@ -393,7 +406,7 @@ def cell(r, key="mean_ms", sd=True):
         return "OOM"
     if "error" in r:
         return "failed"
-    return ms(r, key, sd)
+    return ms(r, key, sd) + (" ᵍ" if r.get("mode") == "bf16cg" else "")
 
 
 def ratio(a_, b_):
@@ -423,7 +436,7 @@ def plots(D, outdir, sizes, ctxs, dev):
         for label, get, color, dash in (
                 ("stg bf16", lambda c: D.s(size, c, "bf16"), "#4e79a7", False),
                 ("stg fp32", lambda c: D.s(size, c, "fp32"), "#4e79a7", True),
-                ("torch.compile bf16", lambda c: D.p(size, c, "bf16c"), "#e15759", False),
+                ("strongest peer bf16", lambda c: D.pb(size, c), "#e15759", False),
                 ("PyTorch eager bf16", lambda c: D.p(size, c, "bf16"), "#f28e2b", False),
                 ("PyTorch eager fp32", lambda c: D.p(size, c, "fp32"), "#f28e2b", True)):
             pts = [(c, get(c)["mean_ms"] if get(c) and "mean_ms" in get(c) else None) for c in ctxs]
@@ -448,13 +461,13 @@ def plots(D, outdir, sizes, ctxs, dev):
                 series.append(dict(label=f"{size} stg plan", points=pts, color=col))
             pts = []
             for c in ctxs:
-                r = D.p(size, c, pmode)
+                r = D.pb(size, c) if pmode == "bf16c" else D.p(size, c, pmode)
                 pts.append((c, r["peak_alloc_bytes"] / GiB if r and "peak_alloc_bytes" in r else None))
             if any(y is not None for _, y in pts):
-                series.append(dict(label=f"{size} {'compile' if pmode == 'bf16c' else 'PyTorch'}", points=pts, color=col, dash=True))
+                series.append(dict(label=f"{size} {'peer' if pmode == 'bf16c' else 'PyTorch'}", points=pts, color=col, dash=True))
         if series:
             name = f"memory-vs-ctx-{prec}.svg"
-            peer_name = "torch.compile bf16" if pmode == "bf16c" else "PyTorch eager fp32"
+            peer_name = "strongest peer bf16" if pmode == "bf16c" else "PyTorch eager fp32"
             with open(os.path.join(outdir, name), "w") as f:
                 f.write(svgplot.line_chart(f"Training step peak memory vs ctx, {prec} (solid: stg plan; dashed: {peer_name})",
                                            "context length (tokens)", "peak device memory (GiB)", series, xticks=ctxs, logx=True))
@@ -542,16 +555,17 @@ def report(a, outdir, doc):
       "measuring forward (with the loss), forward+backward and the full step (+ gradient clipping and AdamW) in turn. "
       "Parameters are a device-side constant fill (timing does not depend on values). Peer: `tools/bench_peer.py`, the model "
       "class of `../shared/peers/torch_lm.py`, a CUDA event pair around every iteration; one process per size; "
-      "eager fp32 (TF32 off), eager bf16 autocast, and torch.compile bf16 (see below). Times are mean ± sample standard "
+      "eager fp32 (TF32 off), eager bf16 autocast, and the strongest peer in bf16 (see below). Times are mean ± sample standard "
       f"deviation over the timed iterations: bf16 {a.iters} after {a.warmup} warm-up steps; fp32 {a.fp32_iters} after "
       f"{a.fp32_warmup} (fp32 steps are 5–10× slower; the warm-up table below shows both systems steady from the third "
       "step on, and the suite must finish in 15 minutes).\n")
-    P("**torch.compile.** Compiling the whole model costs 30–120 s per (size, ctx) on this machine "
-      "(`../shared/peers/NUMBERS.md`), 20 shapes here. The peer instead compiles each Transformer block "
-      "(`torch.compile(block, dynamic=True)`, CS336's regional compilation): all blocks of a size share one compiled graph, "
-      "and dynamic shapes let several ctx values share it (the number of graphs dynamo made per size is given in section 1); "
-      "the embedding, final norm, LM head and loss stay eager. Compilation happens in the first torch.compile iterations "
-      "(`times_ms` in `peer.jsonl`), inside the warm-up steps.\n")
+    P("**The strongest peer.** What a user who knows PyTorch well runs (`../shared/peers/NUMBERS.md`): the whole model "
+      "`torch.compile`d with static shapes and cuDNN's fused attention (`--sdpa cudnn`), once as it is (mode `bf16c`) and "
+      "once with CUDA graphs (`mode=\"reduce-overhead\"`, mode `bf16cg`); every peer column and ratio on this page is the "
+      "faster of the two for that cell, and a time marked ᵍ is the CUDA-graph one. Compiling the whole model costs 30–120 s "
+      "per (size, ctx, mode), so the peer runs one process per (size, ctx); compilation happens in the first compiled "
+      "iterations (`times_ms` in `peer.jsonl`), inside the warm-up steps. (Until 2026-11-28 this page compared against "
+      "per-block `dynamic=True` compilation, which is launch-bound and flattered stg by up to 10×.)\n")
     if unavailable:
         P(f"**Peer:** {unavailable}; the PyTorch columns are empty.\n")
     missing = [x for x in sizes if not any(r.get("kind") == "bench" and r.get("size") == x for r in D.peer)]
@@ -566,18 +580,19 @@ def report(a, outdir, doc):
     P("stg cells: `stg bench models/cs336/{size}.yaml --set ctx={ctx} --precision bf16 --what forward,forward-backward,step "
       f"--warmup {a.warmup} --iters {a.iters} --json` (fp32: `--precision fp32 --warmup {a.fp32_warmup} --iters {a.fp32_iters}`). "
       "Peer cells: `python3 tools/bench_peer.py --peer peer/torch_lm.py --size {size} --ctx "
-      f"{','.join(map(str, ctxs))} --modes fp32,bf16,bf16c --what forward,forward-backward,step --step-only {a.peer_step_only} "
+      "{ctx} --modes fp32,bf16,bf16c,bf16cg --what forward,forward-backward,step --step-only "
+      f"{a.peer_step_only} "
       f"--warmup {a.warmup} --iters {a.iters} --fp32-warmup {a.fp32_warmup} --fp32-iters {a.fp32_iters} --out F.jsonl`. "
       "Milliseconds, mean ± sd. A stg cell that does not fit says so before allocating anything: the plan's bytes "
       "against the device's free bytes, and the largest ctx that would fit (`stg bench` refuses with that message; "
       "the record keeps it). A peer cell that runs out of memory is marked OOM.\n")
     P("### bf16 (stg: bf16 weights and activations, fp32 master weights, gradients and AdamW state; peer: autocast)\n")
-    P("| size | ctx | stg forward | stg fwd+bwd | stg step | compile forward | compile fwd+bwd | compile step | eager bf16 step | stg / compile (step) |")
+    P("| size | ctx | stg forward | stg fwd+bwd | stg step | peer forward | peer fwd+bwd | peer step | eager bf16 step | stg / peer (step) |")
     P("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size in sizes:
         for c in ctxs:
             sf, sb, ss = (D.s(size, c, "bf16", w) for w in WHATS)
-            pf, pb, ps = (D.p(size, c, "bf16c", w) for w in WHATS)
+            pf, pb, ps = (D.pb(size, c, w) for w in WHATS)
             if sf and sf.get("fits") is False:
                 P(f"| {size} | {c} | {cell(sf)} | | | {cell(pf)} | {cell(pb)} | {cell(ps)} | {cell(D.p(size, c, 'bf16'))} | — |")
             else:
@@ -596,7 +611,6 @@ def report(a, outdir, doc):
             else:
                 P(f"| {size} | {c} | {cell(sf)} | {cell(sb)} | {cell(ss)} | {cell(pf)} | {cell(pb)} | {cell(ps)} | {ratio(ss, ps)} |")
     P("")
-    P(whole_compile_reference(sizes))
     demo_s = next((r for r in D.stg if r.get("demo")), None)
     demo_p = next((r for r in D.peer if r.get("demo") and r.get("kind") == "bench"), None)
     if demo_s or demo_p:
@@ -614,11 +628,11 @@ def report(a, outdir, doc):
     comp = [(r["size"], r) for r in D.peer if r.get("kind") == "bench" and r.get("mode") == "bf16c" and r.get("what") == "forward"
             and r.get("ctx") == min(ctxs) and "times_ms" in r]
     if comp:
-        P("torch.compile's price, paid in each size's first compiled iteration (forward at ctx "
-          f"{min(ctxs)}; the later ctx values and the backward reuse or extend it): "
+        P("torch.compile's price, paid in the first compiled iteration of each size at ctx "
+          f"{min(ctxs)} (the forward; the backward and every other ctx and mode compile again): "
           + ", ".join(f"{s} {r['times_ms'][0] / 1000:.1f} s" for s, r in comp)
-          + " (dynamo graphs made per size process: " + ", ".join(
-              f"{s} {max((x.get('dynamo_unique_graphs', 0) for x in D.peer if x.get('size') == s and x.get('mode') == 'bf16c'), default=0)}"
+          + " (dynamo graphs made in that process: " + ", ".join(
+              f"{s} {max((x.get('dynamo_unique_graphs', 0) for x in D.peer if x.get('size') == s and x.get('ctx') == min(ctxs) and x.get('mode') in ('bf16c', 'bf16cg')), default=0)}"
               for s, _ in comp) + ")"
           + ". stg plans, allocates and captures in " + ", ".join(
               f"{s} {D.s(s, min(ctxs), 'bf16')['setup_ms'] / 1000:.2f} s" for s, _ in comp
@@ -629,13 +643,13 @@ def report(a, outdir, doc):
           + "\n")
     tp = [m for m in made if m.startswith("time-")]
     if tp:
-        P("Step time against ctx, per size (log–log; solid bf16, dashed fp32; blue stg, red torch.compile, orange PyTorch eager):\n")
+        P("Step time against ctx, per size (log–log; solid bf16, dashed fp32; blue stg, red the strongest peer, orange PyTorch eager):\n")
         P(" ".join(f"[{m[5:-4]}]({rel}/{m})" for m in tp) + "\n")
         P(f"![step time vs ctx, 2.7B]({rel}/{tp[-1]})\n")
     # model FLOPs utilisation, bf16 step
     P("Achieved model TFLOP/s of the bf16 step (6·params·tokens + 12·layers·batch·ctx²·d_model, the peers' convention; "
       "`tflops` in the records, from the median step):\n")
-    P("| size | " + " | ".join(f"ctx {c} stg" for c in ctxs) + " | " + " | ".join(f"ctx {c} compile" for c in ctxs) + " |")
+    P("| size | " + " | ".join(f"ctx {c} stg" for c in ctxs) + " | " + " | ".join(f"ctx {c} peer" for c in ctxs) + " |")
     P("|---|" + "---:|" * (2 * len(ctxs)))
     for size in sizes:
         row = []
@@ -643,7 +657,7 @@ def report(a, outdir, doc):
             r = D.s(size, c, "bf16")
             row.append(f"{r['tflops']:.0f}" if r and "tflops" in r else "—")
         for c in ctxs:
-            r = D.p(size, c, "bf16c")
+            r = D.pb(size, c)
             row.append(f"{r['tflops']:.0f}" if r and "tflops" in r else "—")
         P(f"| {size} | " + " | ".join(row) + " |")
     P("")
@@ -654,7 +668,7 @@ def report(a, outdir, doc):
       f"--precision {{p}} --exec {{graph|eager}} --what step --warmup 0 --iters {a.warmup_iters} --json` (`times_ms`, and "
       "`submit_ms`, the host time spent in each submit: capture, instantiation and launches). The columns *W warm-up* are "
       "the mean ± sd of the 10 steps after dropping the first W of that list — what `--warmup W --iters 10` measures. "
-      f"Peer: `python3 tools/bench_peer.py --peer peer/torch_lm.py --size small --ctx {a.warmup_ctx} --modes bf16,bf16c,fp32 --what step "
+      f"Peer: `python3 tools/bench_peer.py --peer peer/torch_lm.py --size small --ctx {a.warmup_ctx} --modes bf16,bf16c,bf16cg,fp32 --what step "
       f"--warmup 0 --iters {a.warmup_iters} --out F.jsonl` (one fresh process, modes in that order).\n")
     P("| run | step 1 | step 2 | step 3 | steady (median of the rest) | 0 warm-up | 1 warm-up | 2 warm-up | host time in submit 1 / 2 / 3 |")
     P("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -676,7 +690,8 @@ def report(a, outdir, doc):
             P(f"| PyTorch small {r.get('mode')} | {r.get('error', 'failed')} | | | | | | | |")
             continue
         t = r["times_ms"]
-        nm = {"bf16": "eager bf16 (first in the process)", "bf16c": "torch.compile bf16", "fp32": "eager fp32"}[r["mode"]]
+        nm = {"bf16": "eager bf16 (first in the process)", "bf16c": "torch.compile bf16, cuDNN attention",
+              "bf16cg": "torch.compile reduce-overhead bf16, cuDNN attention", "fp32": "eager fp32"}.get(r["mode"], r["mode"])
         P(f"| PyTorch small {nm} | {fmt_ms(t[0])} | {fmt_ms(t[1])} | {fmt_ms(t[2])} | {fmt_ms(statistics.median(t[3:]))} | "
           + " | ".join(fmt_sd(warm_stats(t, w)) for w in range(3)) + " | |")
     P("")
@@ -686,12 +701,12 @@ def report(a, outdir, doc):
     # 3. mixed precision
     P("## 3. Mixed precision\n")
     P("Full training step, ms (mean; the same records as section 1). Speed-up = fp32 time / bf16 time.\n")
-    P("| size | ctx | stg fp32 | stg bf16 | stg speed-up | PyTorch fp32 | PyTorch bf16 eager | bf16 eager speed-up | torch.compile bf16 | compile speed-up over fp32 eager |")
+    P("| size | ctx | stg fp32 | stg bf16 | stg speed-up | PyTorch fp32 | PyTorch bf16 eager | bf16 eager speed-up | strongest peer bf16 | its speed-up over fp32 eager |")
     P("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size in sizes:
         for c in ctxs:
             f32, b16 = D.s(size, c, "fp32"), D.s(size, c, "bf16")
-            pf, pb, pc = D.p(size, c, "fp32"), D.p(size, c, "bf16"), D.p(size, c, "bf16c")
+            pf, pb, pc = D.p(size, c, "fp32"), D.p(size, c, "bf16"), D.pb(size, c)
             P(f"| {size} | {c} | {cell(f32, sd=False)} | {cell(b16, sd=False)} | {ratio(f32, b16)} | {cell(pf, sd=False)} | "
               f"{cell(pb, sd=False)} | {ratio(pf, pb)} | {cell(pc, sd=False)} | {ratio(pf, pc)} |")
     P("")
@@ -705,7 +720,7 @@ def report(a, outdir, doc):
       "step runs, so it adds the captured graphs and lazily loaded kernels. Forward = inference (no saved activations, no "
       "gradients, no optimizer state). PyTorch: `torch.cuda.max_memory_allocated()` — forward under `torch.no_grad()` before "
       "any gradient or AdamW state exists (`--mem-ctx`), and the step cells of section 1. GiB.\n")
-    P("| precision | ctx | stg forward planned | stg forward measured | PyTorch forward peak | stg step planned | stg step measured | stg step after runs | PyTorch step peak (eager) | PyTorch step peak (compile) |")
+    P("| precision | ctx | stg forward planned | stg forward measured | PyTorch forward peak | stg step planned | stg step measured | stg step after runs | PyTorch step peak (eager) | PyTorch step peak (strongest peer) |")
     P("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for prec in ("fp32", "bf16"):
         for c in MEM_CTXS:
@@ -714,7 +729,7 @@ def report(a, outdir, doc):
             pfw = next((r for r in D.peer if r.get("kind") == "forward_memory" and r.get("ctx") == c and r.get("mode") == prec), None)
             b = D.s("2.7B", c, prec)
             pe = D.p("2.7B", c, prec)
-            pc = D.p("2.7B", c, "bf16c") if prec == "bf16" else None
+            pc = D.pb("2.7B", c) if prec == "bf16" else None
             def pk(r):
                 return gib(r["peak_alloc_bytes"]) if r and "peak_alloc_bytes" in r else ("OOM" if r and r.get("error") == "OOM" else "—")
             P(f"| {prec} | {c} | {gib(fw['report']['plan']['peak_bytes']) if fw else '—'} | {gib(fw['report'].get('measured_bytes')) if fw else '—'} | "
@@ -751,8 +766,8 @@ def report(a, outdir, doc):
         P("")
     P("## Notes\n")
     P("- Absolute times move between machines and runs; compare columns of one run. Earlier numbers: [perf/LOG.md](perf/LOG.md).")
-    P("- The peer's torch.compile is per block with dynamic shapes (above); whole-model compilation at ctx 512 and 1024 is in "
-      "`../shared/peers/NUMBERS.md` and [PERF.md](PERF.md).")
+    P("- The peer is the strongest one (above): whole-model torch.compile with cuDNN attention, with CUDA graphs where that is "
+      "faster; [PERF.md](PERF.md) keeps the current table against it.")
     os.makedirs(os.path.dirname(os.path.abspath(doc)), exist_ok=True)
     with open(doc, "w") as f:
         f.write("\n".join(L).rstrip() + "\n")
@@ -771,7 +786,7 @@ def exec_section(D, a):
       "replay launches the captured step (three compute streams inside it). Step time in ms, mean ± sd; planned and "
       "measured device bytes of the bf16 graph cell (measured: cudaMemGetInfo before the first allocation and after the "
       "cuBLASLt workspaces and the kernels' scratch exist).\n")
-    P("| size | stg bf16 graph | stg bf16 eager | peer bf16 eager (SDPA) | peer torch.compile | stg fp32 graph | stg fp32 eager | "
+    P("| size | stg bf16 graph | stg bf16 eager | peer bf16 eager (SDPA) | strongest peer | stg fp32 graph | stg fp32 eager | "
       "peer fp32 eager (SDPA) | planned / measured GiB (bf16) | measured − planned |")
     P("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     worst = 0.0
@@ -786,7 +801,7 @@ def exec_section(D, a):
             mem = f"{gib(pl)} / {gib(me)}"
             diff = f"{(me - pl) / pl * 100:+.2f}%"
             worst = max(worst, abs(me - pl) / pl)
-        P(f"| {size} | {cell(gb)} | {cell(eb)} | {cell(D.p(size, c, 'bf16'))} | {cell(D.p(size, c, 'bf16c'))} | {cell(gf)} | "
+        P(f"| {size} | {cell(gb)} | {cell(eb)} | {cell(D.p(size, c, 'bf16'))} | {cell(D.pb(size, c))} | {cell(gf)} | "
           f"{cell(ef)} | {cell(D.p(size, c, 'fp32'))} | {mem} | {diff} |")
     P("")
     slower = []
@@ -872,31 +887,10 @@ def warmup_paragraph(D, w, pw):
                         "from Python." if sdp and sd2 else "."))
     if pc:
         parts.append(f"torch.compile's first step includes compiling: {pc['times_ms'][0] / 1000:.1f} s.")
+    pg = next((r for r in pw if r.get("mode") == "bf16cg" and "times_ms" in r), None)
+    if pg:
+        parts.append(f"With CUDA graphs (reduce-overhead) the first step, compiling and recording, took {pg['times_ms'][0] / 1000:.1f} s.")
     return " ".join(parts)
-
-
-def whole_compile_reference(sizes):
-    """Whole-model torch.compile (static shapes) from docs/perf/, another day: a reference for the per-block compile."""
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "perf")
-    got = {}
-    for name in ("2026-11-22-h100-peer.json", "2026-11-22-h100-peer-ctx1024.json"):
-        try:
-            for r in json.load(open(os.path.join(root, name)))["runs"]:
-                if r.get("mode") == "bf16c" and "step_ms_median" in r:
-                    got[(r["size"], r["ctx"])] = r["step_ms_median"]
-        except (OSError, ValueError, KeyError):
-            pass
-    if not got:
-        return ""
-    rows = []
-    for c in (512, 1024):
-        vals = [f"{s} {got[(s, c)]:.1f}" for s in sizes if (s, c) in got]
-        if vals:
-            rows.append(f"ctx {c}: " + ", ".join(vals) + " ms")
-    return ("For scale, whole-model torch.compile (static shapes, one compilation per shape), median bf16 step on the same kind of "
-            "machine on 2026-11-22 ([perf/2026-11-22-h100-peer.json](perf/2026-11-22-h100-peer.json), "
-            "[perf/2026-11-22-h100-peer-ctx1024.json](perf/2026-11-22-h100-peer-ctx1024.json), commands in [perf/LOG.md](perf/LOG.md)) — "
-            + "; ".join(rows) + ". Compare it with this run's columns only loosely (another lease, another stg).\n")
 
 
 def memory_comment(D):

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Issue 5's comparison in one machine lease: stg bf16 graph-replayed steps (batch 4, ctx 512 and 1024)
-# and the PyTorch peer's whole-model torch.compile (bf16 autocast, SDPA, fused AdamW; compiled once
-# per shape) for the given sizes, then the table (tools/speed_table.py). Run it once per group of
-# sizes, each call holding both sides of its rows, when one call cannot hold them all.
+# stg beside the strongest PyTorch peer in one machine lease (issue 28's PERF.md table): stg bf16
+# graph-replayed steps at batch 4, ctx 512 and 1024, for the given sizes (and 2.7B and xl at batch 1,
+# ctx 4096), and peer/torch_lm.py's whole-model torch.compile with cuDNN attention (--sdpa cudnn),
+# once with the default mode and once with reduce-overhead (CUDA graphs); tools/speed_table.py then
+# prints the table with the faster peer per row. Run it once per group of sizes, each call holding
+# both sides of its rows, when one call cannot hold them all.
 # Usage: tools/speed_run.sh STG OUTDIR SIZE[,SIZE...]   (peer/torch_lm.py copied from ../shared/peers)
-# STG_OPTS, when set, is added to every stg bench command (e.g. STG_OPTS='--gemm-tune on').
+# STG_OPTS, when set, is added to every stg bench command (e.g. STG_OPTS='--gemm-tune on');
+# LONG=0 leaves out the ctx 4096 rows; PEER_MODES (default "default reduce-overhead") the compile modes.
 set -u
 if [ $# -ne 3 ]; then echo "usage: tools/speed_run.sh STG OUTDIR SIZE[,SIZE...]" >&2; exit 2; fi
 stg=$1; out=$2; sizes=$3
@@ -16,14 +19,24 @@ done
 mkdir -p "$out" || exit 2
 date -u +"start %F %T UTC ($sizes) stg options: ${STG_OPTS:-none}" >> "$out/log.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$out/log.txt" 2>&1
+rows=() # size:ctx:batch
 for s in ${sizes//,/ }; do
-  for c in 512 1024; do
-    "$stg" bench models/cs336/$s.yaml --set ctx=$c --precision bf16 --warmup 3 --iters 10 --json ${STG_OPTS:-} >> "$out/stg.jsonl" 2>> "$out/log.txt" ||
-      echo "{\"error\": \"failed\", \"model\": \"cs336-$s\", \"ctx\": $c}" >> "$out/stg.jsonl"
-  done
+  rows+=("$s:512:4" "$s:1024:4")
+  case $s in 2.7B|xl) [ "${LONG:-1}" = 1 ] && rows+=("$s:4096:1") ;; esac
+done
+for r in "${rows[@]}"; do
+  IFS=: read -r s c b <<< "$r"
+  "$stg" bench models/cs336/$s.yaml --set ctx=$c --set batch=$b --precision bf16 --warmup 3 --iters 10 --json ${STG_OPTS:-} >> "$out/stg.jsonl" 2>> "$out/log.txt" ||
+    echo "{\"error\": \"failed\", \"model\": \"cs336-$s\", \"ctx\": $c, \"batch\": $b}" >> "$out/stg.jsonl"
 done
 date -u +"stg done %F %T UTC" >> "$out/log.txt"
-PYTHONUNBUFFERED=1 python3 peer/torch_lm.py --flash --sizes "$sizes" --ctx 512,1024 --modes bf16c --warm 3 --iters 8 \
-  --out "$out/peer-${sizes//,/-}.json" >> "$out/log.txt" 2>&1 || echo "peer failed" >> "$out/log.txt"
+for r in "${rows[@]}"; do
+  IFS=: read -r s c b <<< "$r"
+  for m in ${PEER_MODES:-default reduce-overhead}; do
+    cm=(); [ "$m" = default ] || cm=(--compile-mode "$m")
+    PYTHONUNBUFFERED=1 python3 peer/torch_lm.py --flash --sdpa cudnn "${cm[@]}" --sizes "$s" --ctx "$c" --batch "$b" --modes bf16c \
+      --warm 3 --iters 8 --out "$out/peer-$s-$c-$b-$m.json" >> "$out/log.txt" 2>&1 || echo "peer $s $c $b $m failed" >> "$out/log.txt"
+  done
+done
 date -u +"peer done %F %T UTC" >> "$out/log.txt"
 python3 tools/speed_table.py "$out"

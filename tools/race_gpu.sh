@@ -18,28 +18,39 @@
 # kernels (excluded by name) and stg's elementwise ones run; every test after it fails on the sticky
 # error. test_gpu_sweep, whose every op includes products too, runs clean.
 # STG_TEST_FILTER (tests/gpu.h: a cmocka pattern, inherited by the programs) runs only the tests that
-# match, e.g. STG_TEST_FILTER='*attention*' RACE_TESTS='test_gpu_mm_attn' for the attention kernels alone.
+# match; a RACE_TESTS entry PROGRAM:PATTERN sets it for that program's runs alone. The default runs
+# what the tool has finished cleanly on 2026-11-28 (H200, docs/perf/2026-11-28b-h200-patches-run.txt
+# and -run3-5.txt; 2026-11-25 and -28 for the sweep): the attention tests of test_gpu_mm_attn (the
+# wgmma and mma.sync kernels at every head dim), the cached attention of test_gpu_sample, and the
+# sweep (every op's forward and backward, the norms and the optimizer's kernels among them); the
+# programs whose first product stops racecheck (above) only under synccheck.
 set -u
 B=${1:-build-gpu}; O=${2:-/tmp}
 mkdir -p "$O"
 export NCCL_NVLS_ENABLE=0
 EXCL="regex=nvjet|cublas|cutlass|xmma|gemm|gemv|splitKreduce|nccl${RACE_EXCL:+,$RACE_EXCL}"
-one() {
-    local tool=$1 t=$2
-    STG_GPU_TEST_SMALL=1 timeout "${RACE_TIMEOUT:-900}" compute-sanitizer --tool "$tool" --kernel-name-exclude "$EXCL" \
+one() { # tool, program, pattern ('' for every test)
+    local tool=$1 t=$2 f=${3:-${STG_TEST_FILTER:-}} # the inherited pattern where the entry gives none
+    STG_TEST_FILTER=$f STG_GPU_TEST_SMALL=1 timeout "${RACE_TIMEOUT:-900}" compute-sanitizer --tool "$tool" --kernel-name-exclude "$EXCL" \
         --error-exitcode 9 --print-limit 100 "$B/$t" > "$O/${tool}_$t.txt" 2>&1
     echo $? > "$O/${tool}_$t.rc"
 }
 runs=()
-for tool in ${RACE_TOOLS:-racecheck synccheck}; do
-    for t in ${RACE_TESTS:-test_gpu_mm_attn test_gpu_ops test_gpu_optim test_gpu_sweep}; do runs+=("$tool:$t"); done
-done
+if [ -n "${RACE_TESTS:-}" ]; then
+    for tool in ${RACE_TOOLS:-racecheck synccheck}; do
+        for t in $RACE_TESTS; do runs+=("$tool:$t"); done
+    done
+else
+    runs=("racecheck:test_gpu_mm_attn:*attention*" "racecheck:test_gpu_sample:*attention_cached*" "racecheck:test_gpu_sweep"
+          "synccheck:test_gpu_mm_attn" "synccheck:test_gpu_ops" "synccheck:test_gpu_optim" "synccheck:test_gpu_sweep")
+fi
 for r in "${runs[@]}"; do
-    if [ "${RACE_PAR:-0}" = 1 ]; then one "${r%%:*}" "${r#*:}" & else one "${r%%:*}" "${r#*:}"; fi
+    IFS=: read -r tool t f <<< "$r"
+    if [ "${RACE_PAR:-0}" = 1 ]; then one "$tool" "$t" "${f:-}" & else one "$tool" "$t" "${f:-}"; fi
 done
 wait
 for r in "${runs[@]}"; do
-    tool=${r%%:*}; t=${r#*:}; rc=$(cat "$O/${tool}_$t.rc")
+    IFS=: read -r tool t f <<< "$r"; rc=$(cat "$O/${tool}_$t.rc")
     echo "$tool $t: exit $rc$([ "$rc" = 124 ] && echo " (timed out after ${RACE_TIMEOUT:-900} s)") ($(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$O/${tool}_$t.txt" | tr '\n' ' '))" \
          "$(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/${tool}_$t.txt" | tr '\n' ' ')"
 done

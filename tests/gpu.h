@@ -18,12 +18,12 @@ static inline int gpu_skipped(const char *why) {
     return 77;
 }
 
-// STG_TEST_FILTER (a cmocka pattern such as '*attention*'): only the tests whose names match, e.g. for a
-// compute-sanitizer run that must leave out a test whose library kernels trip the tool. Expands where
-// cmocka.h has been included.
-#define GPU_FILTER()                                                                                      \
-    (getenv("STG_TEST_FILTER") && *getenv("STG_TEST_FILTER") ? cmocka_set_test_filter(getenv("STG_TEST_FILTER")) \
-                                                              : (void)0)
+// STG_TEST_FILTER (a cmocka pattern such as '*attention*'): only the tests whose names match; STG_TEST_SKIP
+// (a pattern too): not the tests whose names match. For a compute-sanitizer run that must leave out a
+// test whose library kernels trip the tool. Expands where cmocka.h has been included.
+#define GPU_FILTER()                                                                                                      \
+    ((getenv("STG_TEST_FILTER") && *getenv("STG_TEST_FILTER") ? cmocka_set_test_filter(getenv("STG_TEST_FILTER")) : (void)0), \
+     (getenv("STG_TEST_SKIP") && *getenv("STG_TEST_SKIP") ? cmocka_set_skip_filter(getenv("STG_TEST_SKIP")) : (void)0))
 
 // The cmocka group `tests` (an array) where a GPU is present (STG_TEST_FILTER applied); else skipped.
 #define GPU_RUN(tests) \

@@ -18,20 +18,22 @@
 # kernels (excluded by name) and stg's elementwise ones run; every test after it fails on the sticky
 # error. test_gpu_sweep, whose every op includes products too, runs clean.
 # STG_TEST_FILTER (tests/gpu.h: a cmocka pattern, inherited by the programs) runs only the tests that
-# match; a RACE_TESTS entry PROGRAM:PATTERN sets it for that program's runs alone. The default runs
+# match, STG_TEST_SKIP (tests/gpu.h) leaves out those that match; a RACE_TESTS entry PROGRAM:PATTERN:SKIP
+# sets them for that program's runs alone. The default runs
 # what the tool has finished cleanly on 2026-11-28 (H200, docs/perf/2026-11-28b-h200-patches-run.txt
 # and -run3-5.txt; 2026-11-25 and -28 for the sweep): the attention tests of test_gpu_mm_attn (the
 # wgmma and mma.sync kernels at every head dim), the cached attention of test_gpu_sample, and the
-# sweep (every op's forward and backward, the norms and the optimizer's kernels among them); the
-# programs whose first product stops racecheck (above) only under synccheck.
+# sweep (every op's forward and backward, the norms among them); and test_gpu_ops without its tests
+# that run products (the norm, element-wise, loss, global-norm and AdamW kernels: the tests that ran
+# clean before the product that stopped the tool on 2026-11-28; this entry itself has not run yet).
 set -u
 B=${1:-build-gpu}; O=${2:-/tmp}
 mkdir -p "$O"
 export NCCL_NVLS_ENABLE=0
 EXCL="regex=nvjet|cublas|cutlass|xmma|gemm|gemv|splitKreduce|nccl${RACE_EXCL:+,$RACE_EXCL}"
-one() { # tool, program, pattern ('' for every test)
-    local tool=$1 t=$2 f=${3:-${STG_TEST_FILTER:-}} # the inherited pattern where the entry gives none
-    STG_TEST_FILTER=$f STG_GPU_TEST_SMALL=1 timeout "${RACE_TIMEOUT:-900}" compute-sanitizer --tool "$tool" --kernel-name-exclude "$EXCL" \
+one() { # tool, program, pattern, skip pattern ('' for none)
+    local tool=$1 t=$2 f=${3:-${STG_TEST_FILTER:-}} k=${4:-${STG_TEST_SKIP:-}} # the inherited patterns where the entry gives none
+    STG_TEST_FILTER=$f STG_TEST_SKIP=$k STG_GPU_TEST_SMALL=1 timeout "${RACE_TIMEOUT:-900}" compute-sanitizer --tool "$tool" --kernel-name-exclude "$EXCL" \
         --error-exitcode 9 --print-limit 100 "$B/$t" > "$O/${tool}_$t.txt" 2>&1
     echo $? > "$O/${tool}_$t.rc"
 }
@@ -42,15 +44,16 @@ if [ -n "${RACE_TESTS:-}" ]; then
     done
 else
     runs=("racecheck:test_gpu_mm_attn:*attention*" "racecheck:test_gpu_sample:*attention_cached*" "racecheck:test_gpu_sweep"
+          "racecheck:test_gpu_ops::*attention*"
           "synccheck:test_gpu_mm_attn" "synccheck:test_gpu_ops" "synccheck:test_gpu_optim" "synccheck:test_gpu_sweep")
 fi
 for r in "${runs[@]}"; do
-    IFS=: read -r tool t f <<< "$r"
-    if [ "${RACE_PAR:-0}" = 1 ]; then one "$tool" "$t" "${f:-}" & else one "$tool" "$t" "${f:-}"; fi
+    IFS=: read -r tool t f k <<< "$r"
+    if [ "${RACE_PAR:-0}" = 1 ]; then one "$tool" "$t" "${f:-}" "${k:-}" & else one "$tool" "$t" "${f:-}" "${k:-}"; fi
 done
 wait
 for r in "${runs[@]}"; do
-    IFS=: read -r tool t f <<< "$r"; rc=$(cat "$O/${tool}_$t.rc")
+    IFS=: read -r tool t f k <<< "$r"; rc=$(cat "$O/${tool}_$t.rc")
     echo "$tool $t: exit $rc$([ "$rc" = 124 ] && echo " (timed out after ${RACE_TIMEOUT:-900} s)") ($(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$O/${tool}_$t.txt" | tr '\n' ' '))" \
          "$(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/${tool}_$t.txt" | tr '\n' ' ')"
 done

@@ -58,6 +58,9 @@ if has small_accum; then
   done
   timeout 300 python3 .peers/torch_lm.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --warm 5 --iters 20 --out "$out/sacc_peer_default.json" 2>&1 | tail -2
   timeout 300 python3 .peers/torch_lm.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --compile-mode reduce-overhead --warm 5 --iters 20 --out "$out/sacc_peer_ro.json" 2>&1 | tail -2
+  # the shared peer with torch.compiler.cudagraph_mark_step_begin() before each micro-batch, made here when missing
+  [ -f .peers/torch_lm_markstep.py ] || sed 's/^\( *\)for _ in range(ACCUM):.*$/&\n\1    torch.compiler.cudagraph_mark_step_begin()/' \
+    .peers/torch_lm.py > .peers/torch_lm_markstep.py
   timeout 300 python3 .peers/torch_lm_markstep.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --compile-mode reduce-overhead --warm 5 --iters 20 --out "$out/sacc_peer_ro_markstep.json" 2>&1 | tail -2
   echo "== small, ctx 512, batch 4, one micro-batch (the issue-28 row, same lease)"
   $stg bench models/cs336/small.yaml --set ctx=512 --set batch=4 --precision bf16 --warmup 5 --iters 50 --json > "$out/s1_stg.json" 2> "$out/s1_stg.err"

@@ -22,7 +22,7 @@
 # sets them for that program's runs alone. The default runs
 # what the tool has finished cleanly on 2026-11-28 (H200, docs/perf/2026-11-28b-h200-patches-run.txt
 # and -run3-5.txt; 2026-11-25 and -28 for the sweep): the attention tests of test_gpu_mm_attn (the
-# wgmma and mma.sync kernels at every head dim), the cached attention of test_gpu_sample, and the
+# wgmma kernels at head dims 64, 80, 128, mma.sync and fp32 at the others), the cached attention of test_gpu_sample, and the
 # sweep (every op's forward and backward, the norms among them); and test_gpu_ops without its tests
 # that run products (the norm, element-wise, loss, global-norm and AdamW kernels: the tests that ran
 # clean before the product that stopped the tool on 2026-11-28; this entry itself has not run yet).

@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
-# For the session after 2026-11-28 (ninth): programmatic dependent launch for decoding, written and
-# compiled, not run (the device time was spent). Apply it first, here:
-#   git apply docs/perf/2026-11-28b-pdl.patch
-# then on the GPU machine from the repository root, carrying .deps and .old (the files of the commit
-# before the patch, e.g. `git archive HEAD | tar -x -C .old` before applying):
-#   docs/perf/2026-11-28b-pdl-run.sh OUT
+# For the session after 2026-11-28 (ninth): two changes written and compiled, not run (the device
+# time was spent). Apply them first, here:
+#   rm -rf .old && mkdir .old && git archive HEAD | tar -x -C .old    (the tree before them, for the A/B)
+#   git apply docs/perf/2026-11-28b-pdl.patch docs/perf/2026-11-28b-lce-pad.patch
+# then on the GPU machine from the repository root, carrying .deps and .old:
+#   docs/perf/2026-11-28b-next-run.sh OUT
+# 1. docs/perf/2026-11-28b-pdl.patch, programmatic dependent launch for decoding:
 # The patch: the few-rows product kernel is launched with programmatic stream serialisation
 # (cudaLaunchKernelEx) on sm_90; it loads its first trip of W before griddepcontrol.wait when every
 # W is a parameter of a graph without optimizer ops (decoding), x/addend/y only after; the norm,
 # element-wise, embedding and cached-attention kernels call griddepcontrol.launch_dependents at their
 # start. STG_NO_PDL=1 turns it off at run time, so one build gives the A/B.
-# Prediction: 2.7B decode at batch 1 from 2.86 to about 2.5 ms a token (128 products, each hiding a
+#    Prediction: 2.7B decode at batch 1 from 2.86 to about 2.5 ms a token (128 products, each hiding a
 # launch and a first DRAM trip of a few microseconds under the kernel before); training steps unchanged
 # (no product there is PDL-launched unless it has at most 8 rows; cuBLASLt's kernels may start earlier
 # after our triggers: the bench A/B below says whether that moves anything).
+# 2. docs/perf/2026-11-28b-lce-pad.patch: the fused head's forward pads its logit rows to 16 bytes in
+#    its scratch when the vocabulary is not a multiple (GPT-2's 50257), and the cross-entropy row
+#    kernel reads aligned rows 16 bytes at a time with a scalar tail. test_gpu_head covers vocab 1001
+#    and 1003. Prediction: GPT-2 124M at its defaults (vocab 50257, fused head) from 15.7 (H200) to
+#    about 12.5 ms; unchanged at vocab 50304.
 set -u
 out=${1:?usage: $0 OUT}; mkdir -p "$out/l"
 t0=$(date +%s)
 say() { echo "[$(($(date +%s) - t0)) s] $*"; }
-grep -q cu_pdl_wait ops/cuda/common.cuh || { echo "apply docs/perf/2026-11-28b-pdl.patch first"; exit 2; }
+grep -q cu_pdl_wait ops/cuda/common.cuh && grep -q "int64_t ld;" ops/loss/cuda.cu ||
+    { echo "apply docs/perf/2026-11-28b-pdl.patch and docs/perf/2026-11-28b-lce-pad.patch first"; exit 2; }
 source .deps/env.sh || exit 2
 cfg="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"
 (cd .old && cmake -S . -B build-ab $cfg -DSTG_TESTS=OFF > "$out/l/cmake_old.txt" 2>&1 && cmake --build build-ab --target stg > "$out/l/build_old.txt" 2>&1) &
@@ -27,7 +34,7 @@ wait
 say "built"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 (cd build-gpu && timeout 260 ctest -L gpu -j4 --output-on-failure > "$out/l/ctest.txt" 2>&1; echo "ctest exit $?" >> "$out/l/ctest.txt") &
 pids=($!)
-for t in test_gpu_sample test_gpu_mm_attn; do
+for t in test_gpu_sample test_gpu_mm_attn test_gpu_head; do
     (STG_GPU_TEST_SMALL=1 timeout 260 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/$t > "$out/l/memcheck_$t.txt" 2>&1
      echo "exit $?" >> "$out/l/memcheck_$t.txt") &
     pids+=($!)
@@ -52,6 +59,14 @@ for b in 1 64; do
 done
 BATCHES=1 CHECK=0 timeout 150 tools/sample_peer.sh build-gpu/stg "$out/l/decode" 2>&1 | tail -1
 say "decode timed"
+echo "== GPT-2 124M, batch 4, ctx 1024: the defaults (vocab 50257, fused head) and vocab 50304 plain, new against .old"
+for v in "50257 on" "50304 off"; do
+    set -- $v
+    for s in build-gpu/stg .old/build-ab/stg build-gpu/stg .old/build-ab/stg; do
+        echo "$s vocab $1 fused_head $2: $($s bench models/gpt2/124M.yaml --set batch=4 --set ctx=1024 --set vocab=$1 --set fused_head=$2 \
+            --precision bf16 --warmup 5 --iters 30 | grep -E '^  time')"
+    done
+done
 echo "== training steps, patched tree against .old (the triggers before cuBLASLt's kernels)"
 timeout 150 tools/bench_ab.sh build-gpu/stg,.old/build-ab/stg '' '' small:512 2.7B:1024
 say "done"

@@ -325,6 +325,8 @@ static void test_cli(void **state) {
     assert_non_null(strstr(b, "x attention_cached"));
     assert_non_null(strstr(b, "x sample"));
     assert_non_null(strstr(b, "params "));
+    expect("--prompt ab -n 13 --profile", 2, "need two positions left"); // 2 + 13 leave 1 of the context of 16
+    assert_int_equal(run("--prompt ab -n 12 --temperature 0 --profile", b, sizeof b), 0); // and 2 + 12 leave 2
 }
 
 // stg train --sample-every: the samples are printed and logged, and the training run is bitwise the

@@ -299,6 +299,13 @@ int cmd_sample(int argc, char **argv) {
         free(prompt);
         goto bad;
     }
+    if (a.profile && P + a.n + 2 > ctx) { // rt_exec_profile runs the step twice: once to warm up, once op by op
+        fprintf(stderr, "stg sample: --profile runs two more decode steps (a warm-up and the timed one), which need two positions left: "
+                        "%lld prompt tokens and -n %lld leave %lld of the context of %lld (a smaller -n, or --set ctx=N)\n",
+                (long long)P, (long long)a.n, (long long)(ctx - P - a.n), (long long)ctx);
+        free(prompt);
+        goto bad;
+    }
     rt_backend *bp = cli_open_backend(a.device, m.precision, 0), *bd = bp ? cli_open_backend(a.device, m.precision, 0) : NULL;
     if (!bp || !bd) {
         if (bp) bp->ops->destroy(bp);

@@ -157,7 +157,7 @@ static const opt_usage opts[] = {
     {C_SAMPLE, "--stop TEXT|ID", "stop a sequence at this token id (a number or a special token) or once its text ends with TEXT"},
     {C_SAMPLE, "--json", "ids, text, timings and tokens/s as one JSON object (no streaming)"},
     {C_SAMPLE, "--device cpu|cuda", "the backend (default: cuda when a GPU is present, else cpu)"},
-    {C_SAMPLE, "--profile", "after sampling, one more decode step with device time per op kind and name (to standard error)"},
+    {C_SAMPLE, "--profile", "after sampling, a decode step timed op by op: device time per op kind and name (to standard error; needs 2 positions left)"},
     {C_SAMPLE, "--exec graph|eager", "cuda: capture the decode step once and replay it (graph, the default) or launch every op"},
     {C_PLOT, "-o FILE.svg", "the picture (- for standard output), written atomically; never an input file"},
     {C_PLOT, "--label NAME", "one per log, in order: the runs' names in the legend (default: the file names)"},

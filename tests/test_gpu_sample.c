@@ -301,8 +301,9 @@ static const char *const tiny_sets[] = {"d_model=64", "d_ff=160", "n_layers=2", 
 // head dim 80 (the 2.7B's), a cache of 200 positions: several chunks of the split
 static const char *const hd80_sets[] = {"d_model=160", "d_ff=256", "n_layers=2", "n_heads=2", "vocab=300", "ctx=200"};
 
-// Under compute-sanitizer (STG_SANITIZER_RUN set) the model-level cases run at fewer positions.
-static bool quick(void) { return getenv("STG_SANITIZER_RUN") != NULL; }
+// Under compute-sanitizer (STG_GPU_TEST_SMALL=1, as every GPU program takes it) the model-level cases
+// run at fewer positions.
+static bool quick(void) { return getenv("STG_GPU_TEST_SMALL") != NULL; }
 
 static void test_decode_vs_forward(void **state) {
     (void)state;

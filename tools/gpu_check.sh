@@ -12,11 +12,10 @@ cmake --build build-gpu 2>&1 | tail -3
 set +e
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 ctest --test-dir build-gpu --output-on-failure 2>&1 | tee "$out/ctest.txt" | tail -15
-for t in build-gpu/test_gpu_*; do
-  echo "== compute-sanitizer memcheck $t"
-  compute-sanitizer --tool memcheck --error-exitcode 3 "$t" > "$out/memcheck_$(basename $t).txt" 2>&1
-  echo "rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/memcheck_$(basename $t).txt" | tail -3 | tr '\n' ' ')"
-done
+runs=()
+for t in $(cd build-gpu && ls test_gpu_*); do runs+=("memcheck:$t"); done
+echo "== compute-sanitizer memcheck"
+SAN_PAR=0 tools/sanitize_gpu.sh build-gpu "$out" 600 "${runs[@]}"
 echo "== stg step against PyTorch (float64)"
 dims=vocab=256,d_model=64,d_ff=176,n_layers=2,n_heads=4
 ./build-gpu/stg train models/tiny.yaml --device cpu --steps 3 --ckpt "$out/ck" >/dev/null || echo "train failed"

@@ -6,7 +6,8 @@
 # Environment: RACE_TESTS (programs, default below), RACE_TOOLS (default "racecheck synccheck"),
 # RACE_TIMEOUT (seconds per run, default 900), RACE_PAR=1 (all runs at once: each tool serialises its
 # own program's launches, so runs of different programs only share the GPU), RACE_EXCL (more
-# kernel-name filters to leave out, e.g. 'regex=wgmma').
+# kernel-name filters to leave out, e.g. 'regex=wgmma'). The runs and their summary lines:
+# tools/sanitize_gpu.sh.
 # cuBLAS/cuBLASLt (nvjet_sm90_*, xmma, cutlass, gemm/gemv, split-K reduce) and NCCL kernels are
 # excluded by name: their barrier-synchronised code is not ours to check and racecheck misreads it
 # (252 reports from nvjet alone and more than 5 minutes). --kernel-name-exclude takes
@@ -28,32 +29,19 @@
 # clean before the product that stopped the tool on 2026-11-28; this entry itself has not run yet).
 set -u
 B=${1:-build-gpu}; O=${2:-/tmp}
-mkdir -p "$O"
 export NCCL_NVLS_ENABLE=0
 EXCL="regex=nvjet|cublas|cutlass|xmma|gemm|gemv|splitKreduce|nccl${RACE_EXCL:+,$RACE_EXCL}"
-one() { # tool, program, pattern, skip pattern ('' for none)
-    local tool=$1 t=$2 f=${3:-${STG_TEST_FILTER:-}} k=${4:-${STG_TEST_SKIP:-}} # the inherited patterns where the entry gives none
-    STG_TEST_FILTER=$f STG_TEST_SKIP=$k STG_GPU_TEST_SMALL=1 timeout "${RACE_TIMEOUT:-900}" compute-sanitizer --tool "$tool" --kernel-name-exclude "$EXCL" \
-        --error-exitcode 9 --print-limit 100 "$B/$t" > "$O/${tool}_$t.txt" 2>&1
-    echo $? > "$O/${tool}_$t.rc"
-}
 runs=()
-if [ -n "${RACE_TESTS:-}" ]; then
+if [ -n "${RACE_TESTS:-}" ]; then # the inherited STG_TEST_FILTER / STG_TEST_SKIP where an entry gives none
     for tool in ${RACE_TOOLS:-racecheck synccheck}; do
-        for t in $RACE_TESTS; do runs+=("$tool:$t"); done
+        for t in $RACE_TESTS; do
+            IFS=: read -r p f k <<< "$t"
+            runs+=("$tool:$p:${f:-${STG_TEST_FILTER:-}}:${k:-${STG_TEST_SKIP:-}}")
+        done
     done
 else
     runs=("racecheck:test_gpu_mm_attn:*attention*" "racecheck:test_gpu_sample:*attention_cached*" "racecheck:test_gpu_sweep"
           "racecheck:test_gpu_ops::*attention*"
           "synccheck:test_gpu_mm_attn" "synccheck:test_gpu_ops" "synccheck:test_gpu_optim" "synccheck:test_gpu_sweep")
 fi
-for r in "${runs[@]}"; do
-    IFS=: read -r tool t f k <<< "$r"
-    if [ "${RACE_PAR:-0}" = 1 ]; then one "$tool" "$t" "${f:-}" "${k:-}" & else one "$tool" "$t" "${f:-}" "${k:-}"; fi
-done
-wait
-for r in "${runs[@]}"; do
-    IFS=: read -r tool t f k <<< "$r"; rc=$(cat "$O/${tool}_$t.rc")
-    echo "$tool $t: exit $rc$([ "$rc" = 124 ] && echo " (timed out after ${RACE_TIMEOUT:-900} s)") ($(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$O/${tool}_$t.txt" | tr '\n' ' '))" \
-         "$(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$O/${tool}_$t.txt" | tr '\n' ' ')"
-done
+SAN_PAR=${RACE_PAR:-0} SAN_ARGS="--kernel-name-exclude $EXCL --print-limit 100" tools/sanitize_gpu.sh "$B" "$O" "${RACE_TIMEOUT:-900}" "${runs[@]}"

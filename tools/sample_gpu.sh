@@ -31,7 +31,7 @@ common=(--precision bf16 --init fill --json)
 RUNS=${RUNS-b1 b64 b1_greedy prefill4096} MEMS=${MEMS-1 64}
 want() { case " $RUNS " in *" $1 "*) return 0;; esac; return 1; }
 want b1 && run b1 "${common[@]}" --set ctx=1024 --prompt-ids "$tmp/p512.bin" -n 512
-STG_SANITIZER_RUN=1 timeout 70 compute-sanitizer --tool memcheck --error-exitcode 3 "$bld/test_gpu_sample" >"$out/memcheck.txt" 2>&1
+STG_GPU_TEST_SMALL=1 timeout 70 compute-sanitizer --tool memcheck --error-exitcode 3 "$bld/test_gpu_sample" >"$out/memcheck.txt" 2>&1
 stamp "memcheck rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/memcheck.txt" | tail -3 | tr '\n' ' ')"
 want b64 && run b64 "${common[@]}" --set ctx=1024 --prompt-ids "$tmp/p512.bin" -n 512 --batch 64
 want b1_greedy && run b1_greedy "${common[@]}" --set ctx=1024 --prompt-ids "$tmp/p512.bin" -n 512 --temperature 0

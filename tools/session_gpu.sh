@@ -18,13 +18,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 (cd build-gpu && "${pin[@]}" timeout 420 ctest -L gpu -j4 --output-on-failure > "$out/ctest_gpu.txt" 2>&1; echo "ctest rc=$?" >> "$out/ctest_gpu.txt")
 grep -E "tests passed|Failed|\*\*\*|ctest rc|Not Run" "$out/ctest_gpu.txt" | tail -25
 echo "tests: $(( $(date +%s) - t0 )) s"
-T=${2:-$(cd build-gpu && ls test_gpu_* | tr '\n' ' ')}
-for t in $T; do
-  ( STG_GPU_TEST_SMALL=1 "${pin[@]}" timeout 240 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 build-gpu/$t > "$out/memcheck_$t.txt" 2>&1
-    echo $? > "$out/memcheck_$t.rc" ) &
-done
-wait
-for t in $T; do
-  echo "memcheck $t: exit $(cat "$out/memcheck_$t.rc") ($(grep -h 'ERROR SUMMARY' "$out/memcheck_$t.txt")) $(grep -hE '^\[  (PASSED|FAILED|SKIPPED)' "$out/memcheck_$t.txt" | tr '\n' ' ')"
-done
+runs=()
+for t in ${2:-$(cd build-gpu && ls test_gpu_*)}; do runs+=("memcheck:$t"); done
+SAN_ARGS="--report-api-errors no" "${pin[@]}" tools/sanitize_gpu.sh build-gpu "$out" 240 "${runs[@]}"
 echo "total: $(( $(date +%s) - t0 )) s"

@@ -33,21 +33,12 @@ cfg="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"
 wait
 say "built"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 (cd build-gpu && timeout 260 ctest -L gpu -j4 --output-on-failure > "$out/l/ctest.txt" 2>&1; echo "ctest exit $?" >> "$out/l/ctest.txt") &
-pids=($!)
-for t in test_gpu_sample test_gpu_mm_attn test_gpu_head; do
-    (STG_GPU_TEST_SMALL=1 timeout 260 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/$t > "$out/l/memcheck_$t.txt" 2>&1
-     echo "exit $?" >> "$out/l/memcheck_$t.txt") &
-    pids+=($!)
-done
-(STG_GPU_TEST_SMALL=1 timeout 260 compute-sanitizer --tool synccheck --error-exitcode 9 build-gpu/test_gpu_sample > "$out/l/synccheck_sample.txt" 2>&1
- echo "exit $?" >> "$out/l/synccheck_sample.txt") &
-pids+=($!)
-for p in "${pids[@]}"; do wait "$p"; done
+tools/sanitize_gpu.sh build-gpu "$out/l" 260 memcheck:test_gpu_sample memcheck:test_gpu_mm_attn memcheck:test_gpu_head \
+    synccheck:test_gpu_sample > "$out/l/sanitize.txt"
+wait
 say "checks done"
 grep -E "tests passed|\*\*\*Failed|ctest exit" "$out/l/ctest.txt"
-for f in "$out"/l/memcheck_*.txt "$out"/l/synccheck_*.txt; do
-    echo "$(basename "$f" .txt): $(tail -1 "$f") $(grep -hE 'ERROR SUMMARY' "$f" | tr '\n' ' ')$(grep -hE '^\[  (PASSED|FAILED)' "$f" | tr '\n' ' ')"
-done
+cat "$out/l/sanitize.txt"
 echo "== decode at batch 1 and 64: PDL on (default), off (STG_NO_PDL=1), alternating; then the peer at batch 1"
 head -c 512 /dev/urandom > "$out/l/p.txt" && build-gpu/stg tokens "$out/l/p.txt" -o "$out/l/p.bin" > /dev/null
 for b in 1 64; do

@@ -37,6 +37,42 @@ __device__ __forceinline__ void cu_std(void *p, int bf16_, int64_t i, float v) {
         ((float *)p)[i] = v;
 }
 
+// ---- programmatic dependent launch (sm_90) -----------------------------------------------------
+// A kernel launched with cu_launch_pdl may begin while the kernel before it in the stream is still
+// running (once that one has called cu_pdl_trigger, or at its end). Before cu_pdl_wait() it may
+// read only what no kernel still running can write (a parameter of an inference step); after it,
+// everything earlier in the stream is complete and visible. cu_pdl_trigger() lets the next kernel
+// be scheduled early when it was launched that way, and does nothing otherwise. Both compile to
+// nothing below sm_90.
+__device__ __forceinline__ void cu_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cu_pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Launches kernel<<<grid, block, smem, st>>>(args...), with programmatic stream serialisation
+// when pdl (the kernel must call cu_pdl_wait() as above).
+template <typename... P, typename... A>
+static inline cudaError_t cu_launch_pdl(bool pdl, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                                        A &&...args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<P>(args)...);
+}
+
 // ---- 16-byte vectors --------------------------------------------------------------------------
 // CU_VEC<T>::N elements of T in 16 bytes; load16/store16 convert to and from float[N]. The
 // address must be 16-byte aligned.

@@ -78,6 +78,8 @@ extern "C" int cuda_new(const stg_cuda_opts *o, stg_cuda **out, stg_err *err) {
     if (e == cudaSuccess) {
         snprintf(c->name, sizeof c->name, "%s", prop.name);
         c->sm_count = prop.multiProcessorCount;
+        const char *nopdl = getenv("STG_NO_PDL");
+        c->pdl = prop.major >= 9 && !(nopdl && *nopdl && strcmp(nopdl, "0") != 0);
         for (int i = 0; i <= CUDA_STREAMS && e == cudaSuccess; i++)
             e = cudaStreamCreateWithFlags(&c->streams[i], cudaStreamNonBlocking);
         c->stream = c->streams[0];

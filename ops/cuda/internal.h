@@ -75,6 +75,7 @@ struct stg_cuda {
     bool gemm_tune; // choose matmul algorithms by timing (cuda_mm_prepare)
     char name[256];
     int sm_count;
+    bool pdl;                // programmatic dependent launch (sm_90 and later; STG_NO_PDL=1 in the environment: off)
     cudaStream_t stream;     // where runners enqueue: streams[0], or another for cuda_op_run_on
     // Concurrent streams for captured runs (streams[0] is the main one). Ops that use `work` run on
     // streams[0] only; matmuls on stream s > 0 use side_ws[s].

@@ -65,6 +65,7 @@ __device__ __forceinline__ void dec_merge(float &m, float &l, float m2, float l2
 
 template <typename T, int R>
 __global__ void __launch_bounds__(DEC_THREADS) attention_cached_kernel(dec_attn_args a) {
+    cu_pdl_trigger(); // the next kernel may be scheduled (ops/cuda/common.cuh)
     constexpr int N = CU_VEC<T>::N; // elements per 16-byte load
     constexpr int RPW = 32 / R;     // rows per warp at a time
     extern __shared__ float sm[];

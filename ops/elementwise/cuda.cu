@@ -73,6 +73,7 @@ template <typename T> struct ew_args {
 // n elements; VEC: every pointer 16-byte aligned, vectors of CU_VEC<T>::N then a scalar tail.
 template <typename T, int NI, int NO, bool VEC, typename F>
 __global__ void ew_kernel(F f, ew_args<T> p, int64_t n) {
+    cu_pdl_trigger(); // the next kernel may be scheduled (ops/cuda/common.cuh)
     int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
     if (VEC) {

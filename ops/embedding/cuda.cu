@@ -10,6 +10,7 @@
 // tok (n), W (V, D) -> y (n, D)
 template <typename T>
 __global__ void embedding_fwd_kernel(const int32_t *tok, const T *W, T *y, int64_t n, int64_t V, int64_t D) {
+    cu_pdl_trigger(); // the next kernel may be scheduled (ops/cuda/common.cuh)
     int64_t stride = (int64_t)gridDim.x * blockDim.x, total = n * D;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
         int64_t i = idx / D, d = idx % D;

@@ -6,7 +6,9 @@
 //
 // linear_cross_entropy (the fused LM head, ops/loss/rules.c): logits made by cuBLASLt into the op's
 // scratch output, a piece at a time. Forward, per chunk of rows: logits = x_c wᵀ, then the row
-// kernel above (lse, loss terms); then the mean. Backward, by blocks of vocabulary columns over all
+// kernel above (lse, loss terms); then the mean. When V is not a whole number of 16-byte pieces the
+// forward's logit rows are padded to one inside the scratch (a piece then has a few rows fewer):
+// cuBLASLt writes aligned rows and the row kernel reads them 16 bytes at a time (GPT-2's 50257). Backward, by blocks of vocabulary columns over all
 // rows (the scratch's chunk x V elements hold (rows, vb) logits, vb = chunk x V / rows rounded down
 // to a multiple of 8): logits = x w_bᵀ, dlogits in place, dw_b = dlogitsᵀ x (each row of dw written
 // once), dx (+)= dlogits w_b (beta 0 for the first block, then 1; in fp32: into dx itself, or into
@@ -30,40 +32,39 @@ extern "C" size_t cuda_cross_entropy_work_bytes(const stg_graph *g, int op) {
 }
 
 // A row's log-sum-exp in one pass: each thread keeps a running max and its sum of exponentials
-// (rescaled when the max grows) over its elements, with 16-byte loads where the row allows; then
+// (rescaled when the max grows) over its elements, with 16-byte loads where the row is aligned (the
+// last V mod N elements one by one); then
 // the block's max, each thread's sum moved to it, and the block's sum in a fixed order. On every
 // thread.
 template <typename T> __device__ __forceinline__ float ce_row_lse(const T *xr, int64_t V) {
     constexpr int N = CU_VEC<T>::N;
     float m = -INFINITY, s = 0.0f;
-    if (V % N == 0 && cu_aligned(xr, 16)) {
-        for (int64_t j = (int64_t)threadIdx.x * N; j < V; j += (int64_t)blockDim.x * N) {
-            float v[N];
-            cu_load16(xr + j, v);
-            float lm = v[0];
+    const int64_t nv = cu_aligned(xr, 16) ? V / N : 0; // 16-byte vectors, then the rest one by one
+    for (int64_t j = (int64_t)threadIdx.x * N; j < nv * N; j += (int64_t)blockDim.x * N) {
+        float v[N];
+        cu_load16(xr + j, v);
+        float lm = v[0];
 #pragma unroll
-            for (int e = 1; e < N; e++) lm = fmaxf(lm, v[e]);
-            if (lm > m) s *= expf(m - lm), m = lm;
+        for (int e = 1; e < N; e++) lm = fmaxf(lm, v[e]);
+        if (lm > m) s *= expf(m - lm), m = lm;
 #pragma unroll
-            for (int e = 0; e < N; e++) s += expf(v[e] - m);
-        }
-    } else {
-        for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-            float v = cu_ld(xr, j);
-            if (v > m) s *= expf(m - v), m = v;
-            s += expf(v - m);
-        }
+        for (int e = 0; e < N; e++) s += expf(v[e] - m);
+    }
+    for (int64_t j = nv * N + threadIdx.x; j < V; j += blockDim.x) {
+        float v = cu_ld(xr, j);
+        if (v > m) s *= expf(m - v), m = v;
+        s += expf(v - m);
     }
     float M = cu_block_max(m);
     s = cu_block_sum(m == -INFINITY ? 0.0f : s * expf(m - M));
     return M + logf(s);
 }
 
-// logits (rows, V), tgt (rows) -> lse (rows), term (rows) = lse - logit[tgt]
+// logits (rows, V; rows ld elements apart), tgt (rows) -> lse (rows), term (rows) = lse - logit[tgt]
 template <typename T>
-__global__ void ce_row_kernel(const T *x, const int32_t *tgt, void *lse, int lb, double *term, int64_t V) {
+__global__ void ce_row_kernel(const T *x, const int32_t *tgt, void *lse, int lb, double *term, int64_t V, int64_t ld) {
     int64_t r = blockIdx.x;
-    const T *xr = x + r * V;
+    const T *xr = x + r * ld;
     float l = ce_row_lse(xr, V);
     if (threadIdx.x == 0) {
         cu_std(lse, lb, r, l);
@@ -144,11 +145,11 @@ extern "C" int cuda_run_cross_entropy(stg_cuda *c, const stg_graph *g, int op, v
     if (b)
         ce_row_kernel<bf16><<<(unsigned)rows, threads, 0, c->stream>>>((const bf16 *)ptr[o->in[0]],
                                                                        (const int32_t *)ptr[o->in[1]], ptr[o->out[1]],
-                                                                       lb, term, V);
+                                                                       lb, term, V, V);
     else
         ce_row_kernel<float><<<(unsigned)rows, threads, 0, c->stream>>>((const float *)ptr[o->in[0]],
                                                                         (const int32_t *)ptr[o->in[1]],
-                                                                        ptr[o->out[1]], lb, term, V);
+                                                                        ptr[o->out[1]], lb, term, V, V);
     CUDA_LAUNCH_CHECK(err, "ce_row_kernel");
     ce_mean_kernel<<<1, 1024, 0, c->stream>>>(term, (const int32_t *)ptr[o->in[1]], ptr[o->out[0]], lossb, rows);
     CUDA_LAUNCH_CHECK(err, "ce_mean_kernel");
@@ -195,6 +196,7 @@ enum { LCE_LOGITS, LCE_DX, LCE_DW, LCE_NPROD };
 typedef struct lce_plan {
     int bwd;
     int64_t rows, d, V, chunk, last; // last: the rows of the last chunk
+    int64_t ld;                      // the forward's logits row stride in the scratch (V, or V padded to 16 bytes)
     int by_vocab;                    // backward: blocks of vb vocabulary columns (else row chunks)
     int64_t vb, vlast;               // the block width and the last block's
     int ab, dxb, dwb, lb, lossb;     // bf16 flags: x, w and the scratch; dx; dw; lse; loss
@@ -221,10 +223,10 @@ static void lce_plan_free(void *state) {
 
 // Row-major C (m, n) = op(A) (m, k) · op(B) (k, n), A stored (m, k) or (k, m) when ta, B stored
 // (k, n) or (n, k) when tb, all dense. Column-major, that is Cᵀ = op(B)ᵀ op(A)ᵀ: cuBLASLt's A is our
-// B, its B our A, its (m, n) our (n, m) (as in ops/matmul/cuda.cu). The heuristic's first algorithm
-// for c's cuBLASLt workspace and the alignment `align`.
+// B, its B our A, its (m, n) our (n, m) (as in ops/matmul/cuda.cu); C's rows ldc apart (0: n). The
+// heuristic's first algorithm for c's cuBLASLt workspace and the alignment `align`.
 static int lce_gemm_make(stg_cuda *c, lce_gemm *G, int64_t m, int64_t n, int64_t k, int ta, int tb, cudaDataType_t ab,
-                         cudaDataType_t ct, size_t align, stg_err *err) {
+                         cudaDataType_t ct, size_t align, int64_t ldc, stg_err *err) {
     int64_t a0 = ta ? k : m, a1 = ta ? m : k, b0 = tb ? n : k, b1 = tb ? k : n;
     cublasComputeType_t ctype = ab == CUDA_R_32F && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     CUBLAS_CHECK(err, cublasLtMatmulDescCreate(&G->desc, ctype, CUDA_R_32F));
@@ -233,7 +235,7 @@ static int lce_gemm_make(stg_cuda *c, lce_gemm *G, int64_t m, int64_t n, int64_t
     CUBLAS_CHECK(err, cublasLtMatmulDescSetAttribute(G->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     CUBLAS_CHECK(err, cublasLtMatrixLayoutCreate(&G->la, ab, (uint64_t)b1, (uint64_t)b0, b1));
     CUBLAS_CHECK(err, cublasLtMatrixLayoutCreate(&G->lb, ab, (uint64_t)a1, (uint64_t)a0, a1));
-    CUBLAS_CHECK(err, cublasLtMatrixLayoutCreate(&G->lc, ct, (uint64_t)n, (uint64_t)m, n));
+    CUBLAS_CHECK(err, cublasLtMatrixLayoutCreate(&G->lc, ct, (uint64_t)n, (uint64_t)m, ldc > n ? ldc : n));
     cublasLtMatmulPreference_t pref = NULL;
     CUBLAS_CHECK(err, cublasLtMatmulPreferenceCreate(&pref));
     size_t ws = c->lt_workspace_bytes;
@@ -365,6 +367,15 @@ static int lce_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr
         stg_errf(err, "%s must hold %lld x %lld logits", sc->name, (long long)p->chunk, (long long)p->V);
         goto out;
     }
+    p->ld = p->V;
+    if (!p->bwd) { // the forward's logits rows 16-byte aligned in the same scratch, a few rows fewer a piece
+        int64_t per = p->ab ? 8 : 4, vp = (p->V + per - 1) / per * per, cf = p->chunk * p->V / vp;
+        if (vp != p->V && cf >= 1) {
+            p->ld = vp;
+            p->chunk = cf;
+            p->last = p->rows % cf ? p->rows % cf : cf;
+        }
+    }
     p->align = lce_align(o, ptr, p);
     {
         cudaDataType_t at = p->ab ? CUDA_R_16BF : CUDA_R_32F, dxt = p->dxb ? CUDA_R_16BF : CUDA_R_32F,
@@ -372,18 +383,18 @@ static int lce_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr
         if (p->by_vocab) {
             for (int s = 0; s < (p->vlast != p->vb ? 2 : 1); s++) {
                 int64_t nb = s ? p->vlast : p->vb, R = p->rows;
-                if (lce_gemm_make(c, &p->g[s][LCE_LOGITS], R, nb, p->d, 0, 1, at, at, p->align, err) ||      // (R, nb) = x w_bᵀ
-                    lce_gemm_make(c, &p->g[s][LCE_DX], R, p->d, nb, 0, 0, at, CUDA_R_32F, p->align, err) ||   // (R, d) += dl w_b
-                    lce_gemm_make(c, &p->g[s][LCE_DW], nb, p->d, R, 1, 0, at, dwt, p->align, err))            // (nb, d) = dlᵀ x
+                if (lce_gemm_make(c, &p->g[s][LCE_LOGITS], R, nb, p->d, 0, 1, at, at, p->align, 0, err) ||   // (R, nb) = x w_bᵀ
+                    lce_gemm_make(c, &p->g[s][LCE_DX], R, p->d, nb, 0, 0, at, CUDA_R_32F, p->align, 0, err) || // (R, d) += dl w_b
+                    lce_gemm_make(c, &p->g[s][LCE_DW], nb, p->d, R, 1, 0, at, dwt, p->align, 0, err))         // (nb, d) = dlᵀ x
                     goto out;
             }
         } else {
             for (int s = 0; s < (p->last != p->chunk ? 2 : 1); s++) {
                 int64_t cr = s ? p->last : p->chunk;
-                if (lce_gemm_make(c, &p->g[s][LCE_LOGITS], cr, p->V, p->d, 0, 1, at, at, p->align, err)) goto out;
+                if (lce_gemm_make(c, &p->g[s][LCE_LOGITS], cr, p->V, p->d, 0, 1, at, at, p->align, p->ld, err)) goto out;
                 if (!p->bwd) continue;
-                if (lce_gemm_make(c, &p->g[s][LCE_DX], cr, p->d, p->V, 0, 0, at, dxt, p->align, err) ||
-                    lce_gemm_make(c, &p->g[s][LCE_DW], p->V, p->d, cr, 1, 0, at, dwt, p->align, err))
+                if (lce_gemm_make(c, &p->g[s][LCE_DX], cr, p->d, p->V, 0, 0, at, dxt, p->align, 0, err) ||
+                    lce_gemm_make(c, &p->g[s][LCE_DW], p->V, p->d, cr, 1, 0, at, dwt, p->align, 0, err))
                     goto out;
             }
         }
@@ -442,10 +453,10 @@ extern "C" int cuda_run_linear_cross_entropy(stg_cuda *c, const stg_graph *g, in
             return -1;
         if (p->ab)
             ce_row_kernel<bf16><<<(unsigned)cr, threads, 0, c->stream>>>((const bf16 *)logits, tgt + r0, lse + (size_t)r0 * ls,
-                                                                         p->lb, term + r0, p->V);
+                                                                         p->lb, term + r0, p->V, p->ld);
         else
             ce_row_kernel<float><<<(unsigned)cr, threads, 0, c->stream>>>((const float *)logits, tgt + r0, lse + (size_t)r0 * ls,
-                                                                          p->lb, term + r0, p->V);
+                                                                          p->lb, term + r0, p->V, p->ld);
         CUDA_LAUNCH_CHECK(err, "ce_row_kernel (linear_cross_entropy)");
     }
     ce_mean_kernel<<<1, 1024, 0, c->stream>>>(term, tgt, ptr[o->out[0]], p->lossb, p->rows);

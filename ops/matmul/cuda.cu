@@ -80,6 +80,7 @@ struct cuda_mm_plan {
     // matmul_group: its tensors and the address tables cuBLASLt reads, host copy and device
     // (tab[0 .. n) its A = our Bs, [n, 2n) its B = our As, [2n, 3n) C, [3n, 4n) D = our outputs)
     int gv;                            // mm_gv_fits: the few-rows kernel runs it (when aligned at run)
+    int gv_w_early;                    // its Ws are parameters of a graph that never writes one (mm_gv_kernel)
     int npairs;
     int ins[2 * STG_MAX_OUT], outs[STG_MAX_OUT];
     const void *htab[4 * STG_MAX_OUT];
@@ -394,7 +395,9 @@ size_t cuda_mm_table_bytes(const stg_graph *g, int op) {
 // weights once; cuBLASLt's products of one row reached 65% of that bound on the 2.7B model
 // (docs/perf/2026-11-25-sample.txt). Here each warp owns R consecutive rows of W (output features)
 // and sums all m rows of x against them: its lanes stream the W rows in 16-byte vectors, MM_GV_U(R)
-// vectors a lane in flight, read once (evict-first), x through the caches (every warp reads it),
+// vectors a lane in flight, read once (evict-first), x through the caches (every warp reads it; a
+// plain load, not the read-only path: under programmatic dependent launch x is written by the kernel
+// before while this one is already running),
 // then add their partial sums across the warp in a fixed order (the same bits on every run: no
 // atomics). The epilogue adds the bias, then C (the addend, or the output itself when accumulating a
 // gradient), and stores y in its dtype. A matmul_group is one launch, blockIdx.y its pair.
@@ -412,6 +415,7 @@ typedef struct mm_gv_args {
     const void *c[STG_MAX_OUT];    // beta 1: the addend, or y when accumulating; NULL: beta 0
     const void *bias[STG_MAX_OUT]; // n values of y's dtype, or NULL
     int64_t m, k, n;
+    int w_early; // every W is a parameter: read before the wait for the kernel before (inference only)
 } mm_gv_args;
 
 // acc[j] += x . w over 8 bf16 pairs, in the vector's order.
@@ -426,31 +430,45 @@ __device__ __forceinline__ float mm_gv_dot8(uint4 x, uint4 w, float acc) {
     return acc;
 }
 
+// One trip's W vectors of a lane: U per row from v0 on, zeros past the row.
+template <int R, int U>
+__device__ __forceinline__ void mm_gv_load(uint4 (&wv)[U][R], const uint4 *const (&w)[R], int64_t v0, int64_t kv) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int64_t v = v0 + 32 * u;
+#pragma unroll
+        for (int r = 0; r < R; r++) wv[u][r] = v < kv ? __ldcs(w[r] + v) : make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
 // Grid (ceil(n / (MM_GV_WARPS R)), pairs); M >= a.m rows of x (the rows past a.m are not read).
+// Launched with programmatic dependent launch where the device has it (mm_gv_run): when every W is
+// a parameter (a.w_early), the first trip's W is loaded before cu_pdl_wait(), under the end of the
+// kernel before; x, the addend and y only after it. Every thread waits, the warps past n too, so the
+// kernel never ends before the one it depends on.
 template <int M, int R, typename TO>
 __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_kernel(const mm_gv_args a) {
+    cu_pdl_trigger();
     const int q = blockIdx.y, lane = threadIdx.x & 31;
     const int64_t row0 = ((int64_t)blockIdx.x * MM_GV_WARPS + threadIdx.x / 32) * R;
-    if (row0 >= a.n) return; // warp-uniform
-    const int64_t kv = a.k / 8; // 16-byte vectors in a row
+    const bool live = row0 < a.n; // warp-uniform
+    const int64_t kv = a.k / 8;   // 16-byte vectors in a row
     const uint4 *x = (const uint4 *)a.x[q];
     const uint4 *w[R];
 #pragma unroll
     for (int r = 0; r < R; r++) w[r] = (const uint4 *)(a.w[q] + min(row0 + r, a.n - 1) * a.k); // past n: re-read the last
+    constexpr int U = MM_GV_U(R);
+    uint4 wv[U][R];
+    if (live && a.w_early) mm_gv_load<R, U>(wv, w, lane, kv);
+    cu_pdl_wait();
+    if (!live) return;
+    if (!a.w_early) mm_gv_load<R, U>(wv, w, lane, kv);
     float acc[R][M];
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int i = 0; i < M; i++) acc[r][i] = 0.0f;
-    constexpr int U = MM_GV_U(R);
     for (int64_t v0 = lane; v0 < kv; v0 += 32 * U) {
-        uint4 wv[U][R];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int64_t v = v0 + 32 * u;
-#pragma unroll
-            for (int r = 0; r < R; r++) wv[u][r] = v < kv ? __ldcs(w[r] + v) : make_uint4(0u, 0u, 0u, 0u);
-        }
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int64_t v = v0 + 32 * u;
@@ -458,11 +476,12 @@ __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_kernel(const mm_gv_arg
 #pragma unroll
             for (int i = 0; i < M; i++) {
                 if (i >= a.m) break;
-                const uint4 xv = __ldg(x + i * kv + v);
+                const uint4 xv = x[i * kv + v]; // a coherent load: x may have been written while this kernel waited (not ld.global.nc)
 #pragma unroll
                 for (int r = 0; r < R; r++) acc[r][i] = mm_gv_dot8(xv, wv[u][r], acc[r][i]);
             }
         }
+        if (v0 + 32 * U < kv) mm_gv_load<R, U>(wv, w, v0 + 32 * U, kv); // the next trip's
     }
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -505,26 +524,24 @@ static bool mm_gv_fits(const mm_key *k) {
 static bool mm_gv_aligned(const void *x, const void *w) { return (((uintptr_t)x | (uintptr_t)w) & 15u) == 0; }
 
 template <int M, typename TO>
-static void mm_gv_launch_rows(const mm_gv_args *a, int npairs, int sms, cudaStream_t st) {
+static cudaError_t mm_gv_launch_rows(const mm_gv_args *a, int npairs, int sms, bool pdl, cudaStream_t st) {
     // R rows a warp: the most that still gives every multiprocessor two blocks, so that a product
     // with few output features (the 2.7B model's wo: 2560) spreads over the whole GPU
     const int64_t want = 2 * (int64_t)(sms > 0 ? sms : 132);
     const int64_t b4 = (a->n + 4 * MM_GV_WARPS - 1) / (4 * MM_GV_WARPS), b2 = (a->n + 2 * MM_GV_WARPS - 1) / (2 * MM_GV_WARPS),
                   b1 = (a->n + MM_GV_WARPS - 1) / MM_GV_WARPS;
-    if (b4 * npairs >= want)
-        mm_gv_kernel<M, 4, TO><<<dim3((unsigned)b4, (unsigned)npairs), MM_GV_WARPS * 32, 0, st>>>(*a);
-    else if (b2 * npairs >= want)
-        mm_gv_kernel<M, 2, TO><<<dim3((unsigned)b2, (unsigned)npairs), MM_GV_WARPS * 32, 0, st>>>(*a);
-    else
-        mm_gv_kernel<M, 1, TO><<<dim3((unsigned)b1, (unsigned)npairs), MM_GV_WARPS * 32, 0, st>>>(*a);
+    const dim3 block(MM_GV_WARPS * 32);
+    if (b4 * npairs >= want) return cu_launch_pdl(pdl, mm_gv_kernel<M, 4, TO>, dim3((unsigned)b4, (unsigned)npairs), block, 0, st, *a);
+    if (b2 * npairs >= want) return cu_launch_pdl(pdl, mm_gv_kernel<M, 2, TO>, dim3((unsigned)b2, (unsigned)npairs), block, 0, st, *a);
+    return cu_launch_pdl(pdl, mm_gv_kernel<M, 1, TO>, dim3((unsigned)b1, (unsigned)npairs), block, 0, st, *a);
 }
 
 template <typename TO>
-static void mm_gv_launch(const mm_gv_args *a, int npairs, int sms, cudaStream_t st) {
-    if (a->m <= 1) mm_gv_launch_rows<1, TO>(a, npairs, sms, st);
-    else if (a->m <= 2) mm_gv_launch_rows<2, TO>(a, npairs, sms, st);
-    else if (a->m <= 4) mm_gv_launch_rows<4, TO>(a, npairs, sms, st);
-    else mm_gv_launch_rows<8, TO>(a, npairs, sms, st);
+static cudaError_t mm_gv_launch(const mm_gv_args *a, int npairs, int sms, bool pdl, cudaStream_t st) {
+    if (a->m <= 1) return mm_gv_launch_rows<1, TO>(a, npairs, sms, pdl, st);
+    if (a->m <= 2) return mm_gv_launch_rows<2, TO>(a, npairs, sms, pdl, st);
+    if (a->m <= 4) return mm_gv_launch_rows<4, TO>(a, npairs, sms, pdl, st);
+    return mm_gv_launch_rows<8, TO>(a, npairs, sms, pdl, st);
 }
 
 // Runs op o's product (plan p, key fitting mm_gv_fits) with the few-rows kernel when every x and W
@@ -546,8 +563,10 @@ static int mm_gv_run(stg_cuda *c, const stg_op *o, const cuda_mm_plan *p, void *
     a.m = p->key.n; // ours: cuBLASLt's n
     a.k = p->key.k;
     a.n = p->key.m;
-    if (p->key.c_type == CUDA_R_16BF) mm_gv_launch<bf16>(&a, n, c->sm_count, c->stream);
-    else mm_gv_launch<float>(&a, n, c->sm_count, c->stream);
+    a.w_early = p->gv_w_early && c->pdl;
+    cudaError_t e = p->key.c_type == CUDA_R_16BF ? mm_gv_launch<bf16>(&a, n, c->sm_count, c->pdl, c->stream)
+                                                 : mm_gv_launch<float>(&a, n, c->sm_count, c->pdl, c->stream);
+    if (e != cudaSuccess) return stg_errf(err, "matmul (few rows): launch: %s", cudaGetErrorString(e));
     CUDA_LAUNCH_CHECK(err, "matmul (few rows)");
     return 1;
 }
@@ -629,6 +648,12 @@ int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, v
     if (p->gv && ptr) // the tensors' addresses now: what cuda_mm_describe reports (the run checks again)
         for (int q = 0; q < (p->npairs ? p->npairs : 1); q++)
             if (!mm_gv_aligned(ptr[o->in[2 * q]], ptr[o->in[2 * q + 1]])) p->gv = 0;
+    // W may be read before the kernel before it ends only when no kernel of the graph writes it: every W
+    // a parameter, and no optimizer op (an inference graph)
+    p->gv_w_early = p->gv;
+    for (int q = 0; p->gv_w_early && q < (p->npairs ? p->npairs : 1); q++)
+        p->gv_w_early = g->t[p->npairs ? o->in[2 * q + 1] : p->in1].cls == STG_CLASS_PARAM;
+    for (int i = 0; p->gv_w_early && i < g->nops; i++) p->gv_w_early = g->ops[i].phase != STG_PHASE_OPTIMIZER;
     *state = p;
     if (p->ch.ws_bytes > c->side_ws_need) c->side_ws_need = p->ch.ws_bytes;
     return 0;

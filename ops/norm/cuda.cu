@@ -22,6 +22,7 @@ extern "C" size_t cuda_norm_bwd_work_bytes(const stg_graph *g, int op) {
 template <typename T>
 __global__ void rmsnorm_fwd_kernel(const T *x, const void *w, int wb, T *y, void *rstd, int sb, int64_t D,
                                    float eps) {
+    cu_pdl_trigger(); // the next kernel may be scheduled (ops/cuda/common.cuh)
     int64_t r = blockIdx.x;
     const T *xr = x + r * D;
     T *yr = y + r * D;
@@ -40,6 +41,7 @@ __global__ void rmsnorm_fwd_kernel(const T *x, const void *w, int wb, T *y, void
 template <typename T>
 __global__ void layernorm_fwd_kernel(const T *x, const void *w, int wb, const void *bias, int bb, T *y, void *stats,
                                      int sb, int64_t D, float eps) {
+    cu_pdl_trigger(); // the next kernel may be scheduled (ops/cuda/common.cuh)
     int64_t r = blockIdx.x;
     const T *xr = x + r * D;
     T *yr = y + r * D;
@@ -111,6 +113,7 @@ template <typename T> static int norm_vpt(int64_t D, int max_threads, int *threa
 template <typename T, int VPT, bool LN>
 __global__ void __launch_bounds__(512) norm_fwd_vec_kernel(const T *x, const void *w, int wb, const void *bias, int bb, T *y, void *st,
                                     int sb, int64_t D, float eps) {
+    cu_pdl_trigger(); // the next kernel may be scheduled (ops/cuda/common.cuh)
     const int N = CU_VEC<T>::N;
     int64_t r = blockIdx.x;
     int nv = (int)(D / N);

@@ -18,6 +18,9 @@
 // (docs/memory/2026-11-25-fused-head.txt). Only when the blocks would be narrower than 64 columns
 // (a chunk= attribute of a few rows) does the backward walk row chunks, adding into dw. Every
 // product is planned before the first step (two sizes at most: the full piece and the last).
+// Where V >= 8 is not a multiple of 8, the last V mod 8 columns have products of their own (forward:
+// per chunk; backward: a last, narrow block), so that the large products' vocabulary side is a
+// multiple of 8: cuBLASLt chose kernels 5-6x slower otherwise (GPT-2's 50257).
 //
 // Targets are not checked here (the data loader validates them before upload; a kernel cannot
 // report without a host sync): a target outside [0, V) other than -1 makes the loss NaN, so it
@@ -192,6 +195,7 @@ typedef struct lce_gemm {
 } lce_gemm;
 
 enum { LCE_LOGITS, LCE_DX, LCE_DW, LCE_NPROD };
+#define LCE_TAIL_LD 8 // the backward's last vt < 8 columns of dlogits: their rows' stride in the scratch
 
 typedef struct lce_plan {
     int bwd;
@@ -199,10 +203,12 @@ typedef struct lce_plan {
     int64_t ld;                      // the forward's logits row stride in the scratch (V, or V padded to 16 bytes)
     int by_vocab;                    // backward: blocks of vb vocabulary columns (else row chunks)
     int64_t vb, vlast;               // the block width and the last block's
+    int64_t vm, vt;                  // the vocabulary's first vm = V - vt columns (a multiple of 8) and the last vt < 8
     int ab, dxb, dwb, lb, lossb;     // bf16 flags: x, w and the scratch; dx; dw; lse; loss
     size_t align;                    // the byte alignment promised to cuBLASLt (checked at run)
     int t_in[4], t_out[3];           // the tensors it was prepared for
     lce_gemm g[2][LCE_NPROD];        // [full piece, last piece][product]
+    lce_gemm gt[2][LCE_NPROD];       // the last vt columns' products: [full chunk, last chunk] (forward), [0] (blocks)
 } lce_plan;
 
 static void lce_gemm_free(lce_gemm *G) {
@@ -217,16 +223,19 @@ static void lce_plan_free(void *state) {
     lce_plan *p = (lce_plan *)state;
     if (!p) return;
     for (int s = 0; s < 2; s++)
-        for (int k = 0; k < LCE_NPROD; k++) lce_gemm_free(&p->g[s][k]);
+        for (int k = 0; k < LCE_NPROD; k++) {
+            lce_gemm_free(&p->g[s][k]);
+            lce_gemm_free(&p->gt[s][k]);
+        }
     free(p);
 }
 
 // Row-major C (m, n) = op(A) (m, k) · op(B) (k, n), A stored (m, k) or (k, m) when ta, B stored
 // (k, n) or (n, k) when tb, all dense. Column-major, that is Cᵀ = op(B)ᵀ op(A)ᵀ: cuBLASLt's A is our
-// B, its B our A, its (m, n) our (n, m) (as in ops/matmul/cuda.cu); C's rows ldc apart (0: n). The
+// B, its B our A, its (m, n) our (n, m) (as in ops/matmul/cuda.cu); A's rows lda apart (0: dense), C's ldc (0: n). The
 // heuristic's first algorithm for c's cuBLASLt workspace and the alignment `align`.
 static int lce_gemm_make(stg_cuda *c, lce_gemm *G, int64_t m, int64_t n, int64_t k, int ta, int tb, cudaDataType_t ab,
-                         cudaDataType_t ct, size_t align, int64_t ldc, stg_err *err) {
+                         cudaDataType_t ct, size_t align, int64_t lda, int64_t ldc, stg_err *err) {
     int64_t a0 = ta ? k : m, a1 = ta ? m : k, b0 = tb ? n : k, b1 = tb ? k : n;
     cublasComputeType_t ctype = ab == CUDA_R_32F && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     CUBLAS_CHECK(err, cublasLtMatmulDescCreate(&G->desc, ctype, CUDA_R_32F));
@@ -234,7 +243,7 @@ static int lce_gemm_make(stg_cuda *c, lce_gemm *G, int64_t m, int64_t n, int64_t
     CUBLAS_CHECK(err, cublasLtMatmulDescSetAttribute(G->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     CUBLAS_CHECK(err, cublasLtMatmulDescSetAttribute(G->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     CUBLAS_CHECK(err, cublasLtMatrixLayoutCreate(&G->la, ab, (uint64_t)b1, (uint64_t)b0, b1));
-    CUBLAS_CHECK(err, cublasLtMatrixLayoutCreate(&G->lb, ab, (uint64_t)a1, (uint64_t)a0, a1));
+    CUBLAS_CHECK(err, cublasLtMatrixLayoutCreate(&G->lb, ab, (uint64_t)a1, (uint64_t)a0, lda > a1 ? lda : a1));
     CUBLAS_CHECK(err, cublasLtMatrixLayoutCreate(&G->lc, ct, (uint64_t)n, (uint64_t)m, ldc > n ? ldc : n));
     cublasLtMatmulPreference_t pref = NULL;
     CUBLAS_CHECK(err, cublasLtMatmulPreferenceCreate(&pref));
@@ -352,12 +361,22 @@ static int lce_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr
         *work = (size_t)p->rows * sizeof(double);
     }
     if (p->bwd) *work = sizeof(float); // grad_scale / kept rows (ce_count_kernel)
-    if (p->bwd) { // vocabulary blocks when they are at least 64 columns wide (or all of V)
+    // The vocabulary's last V mod 8 columns get products of their own (when V >= 8): cuBLASLt's
+    // heuristic picks kernels 5-6x slower for a product whose vocabulary side is not a multiple of 8
+    // (GPT-2's 50257: 82 TFLOP/s against 479 at 50304, docs/perf/2026-11-28c-h200-run2.txt), so
+    // every other product's vocabulary side is one.
+    p->vt = p->V >= 8 ? p->V % 8 : 0;
+    p->vm = p->V - p->vt;
+    if (p->bwd) { // vocabulary blocks when they are at least 64 columns wide (or all of vm)
         int64_t vb = p->chunk * p->V / (p->rows > 0 ? p->rows : 1);
-        vb = vb >= p->V ? p->V : vb / 8 * 8;
-        p->by_vocab = vb >= 64 || vb == p->V;
+        vb = vb >= p->vm ? p->vm : vb / 8 * 8;
+        p->by_vocab = vb >= 64 || vb == p->vm;
         p->vb = vb;
-        p->vlast = p->by_vocab && p->V % vb ? p->V % vb : vb;
+        p->vlast = p->by_vocab && p->vm % vb ? p->vm % vb : vb;
+        if (!p->by_vocab) { // row chunks: every product over all V columns
+            p->vm = p->V;
+            p->vt = 0;
+        }
         int64_t need = ops_lce_bwd_scratch(p->rows, p->d, p->V, o->a.lce.chunk, p->dxb != 0);
         if (cuda_numel(sc) != need) {
             stg_errf(err, "%s has %lld elements; the backward needs %lld", sc->name, (long long)cuda_numel(sc), (long long)need);
@@ -380,21 +399,29 @@ static int lce_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr
     {
         cudaDataType_t at = p->ab ? CUDA_R_16BF : CUDA_R_32F, dxt = p->dxb ? CUDA_R_16BF : CUDA_R_32F,
                        dwt = p->dwb ? CUDA_R_16BF : CUDA_R_32F;
+        // the backward's tail: its (rows, vt) dlogits LCE_TAIL_LD apart, so that every row is 16-byte aligned
+        if (p->by_vocab && p->vt &&
+            (lce_gemm_make(c, &p->gt[0][LCE_LOGITS], p->rows, p->vt, p->d, 0, 1, at, at, p->align, 0, LCE_TAIL_LD, err) ||
+             lce_gemm_make(c, &p->gt[0][LCE_DX], p->rows, p->d, p->vt, 0, 0, at, CUDA_R_32F, p->align, LCE_TAIL_LD, 0, err) ||
+             lce_gemm_make(c, &p->gt[0][LCE_DW], p->vt, p->d, p->rows, 1, 0, at, dwt, p->align, LCE_TAIL_LD, 0, err)))
+            goto out;
         if (p->by_vocab) {
             for (int s = 0; s < (p->vlast != p->vb ? 2 : 1); s++) {
                 int64_t nb = s ? p->vlast : p->vb, R = p->rows;
-                if (lce_gemm_make(c, &p->g[s][LCE_LOGITS], R, nb, p->d, 0, 1, at, at, p->align, 0, err) ||   // (R, nb) = x w_bᵀ
-                    lce_gemm_make(c, &p->g[s][LCE_DX], R, p->d, nb, 0, 0, at, CUDA_R_32F, p->align, 0, err) || // (R, d) += dl w_b
-                    lce_gemm_make(c, &p->g[s][LCE_DW], nb, p->d, R, 1, 0, at, dwt, p->align, 0, err))         // (nb, d) = dlᵀ x
+                if (lce_gemm_make(c, &p->g[s][LCE_LOGITS], R, nb, p->d, 0, 1, at, at, p->align, 0, 0, err) ||   // (R, nb) = x w_bᵀ
+                    lce_gemm_make(c, &p->g[s][LCE_DX], R, p->d, nb, 0, 0, at, CUDA_R_32F, p->align, 0, 0, err) || // (R, d) += dl w_b
+                    lce_gemm_make(c, &p->g[s][LCE_DW], nb, p->d, R, 1, 0, at, dwt, p->align, 0, 0, err))         // (nb, d) = dlᵀ x
                     goto out;
             }
         } else {
             for (int s = 0; s < (p->last != p->chunk ? 2 : 1); s++) {
                 int64_t cr = s ? p->last : p->chunk;
-                if (lce_gemm_make(c, &p->g[s][LCE_LOGITS], cr, p->V, p->d, 0, 1, at, at, p->align, p->ld, err)) goto out;
+                if (lce_gemm_make(c, &p->g[s][LCE_LOGITS], cr, p->vm, p->d, 0, 1, at, at, p->align, 0, p->ld, err)) goto out;
+                if (p->vt && lce_gemm_make(c, &p->gt[s][LCE_LOGITS], cr, p->vt, p->d, 0, 1, at, at, p->align, 0, p->ld, err))
+                    goto out;
                 if (!p->bwd) continue;
-                if (lce_gemm_make(c, &p->g[s][LCE_DX], cr, p->d, p->V, 0, 0, at, dxt, p->align, 0, err) ||
-                    lce_gemm_make(c, &p->g[s][LCE_DW], p->V, p->d, cr, 1, 0, at, dwt, p->align, 0, err))
+                if (lce_gemm_make(c, &p->g[s][LCE_DX], cr, p->d, p->V, 0, 0, at, dxt, p->align, 0, 0, err) ||
+                    lce_gemm_make(c, &p->g[s][LCE_DW], p->V, p->d, cr, 1, 0, at, dwt, p->align, 0, 0, err))
                     goto out;
             }
         }
@@ -449,7 +476,10 @@ extern "C" int cuda_run_linear_cross_entropy(stg_cuda *c, const stg_graph *g, in
     int threads = cu_row_threads(p->V, 16);
     for (int64_t r0 = 0; r0 < p->rows; r0 += p->chunk) {
         int64_t cr = p->rows - r0 < p->chunk ? p->rows - r0 : p->chunk;
-        if (lce_gemm_run(c, &p->g[cr != p->chunk][LCE_LOGITS], x + (size_t)(r0 * p->d) * xs, ptr[o->in[1]], logits, 0.0f, err))
+        const char *xc = x + (size_t)(r0 * p->d) * xs, *w = (const char *)ptr[o->in[1]];
+        if (lce_gemm_run(c, &p->g[cr != p->chunk][LCE_LOGITS], xc, w, logits, 0.0f, err) ||
+            (p->vt && lce_gemm_run(c, &p->gt[cr != p->chunk][LCE_LOGITS], xc, w + (size_t)(p->vm * p->d) * xs,
+                                   (char *)logits + (size_t)p->vm * xs, 0.0f, err)))
             return -1;
         if (p->ab)
             ce_row_kernel<bf16><<<(unsigned)cr, threads, 0, c->stream>>>((const bf16 *)logits, tgt + r0, lse + (size_t)r0 * ls,
@@ -464,12 +494,13 @@ extern "C" int cuda_run_linear_cross_entropy(stg_cuda *c, const stg_graph *g, in
     return 0;
 }
 
-// dl (R, nb) logits of vocabulary columns [v0, v0 + nb) -> (exp(logit - lse) - onehot) * *inv (the
+// dl (R, nb; rows ldl apart) logits of vocabulary columns [v0, v0 + nb) -> (exp(logit - lse) - onehot) * *inv (the
 // loss gradient / kept rows), in place; 0 on a row whose target is -1 (ignored); one block per row.
 template <typename T>
-__global__ void lce_dblock_kernel(T *dl, const int32_t *tgt, const void *lse, int lb, int64_t nb, int64_t v0, const float *inv) {
+__global__ void lce_dblock_kernel(T *dl, const int32_t *tgt, const void *lse, int lb, int64_t nb, int64_t ldl, int64_t v0,
+                                  const float *inv) {
     int64_t r = blockIdx.x;
-    T *row = dl + r * nb;
+    T *row = dl + r * ldl;
     float l = cu_ldd(lse, lb, r);
     int64_t t = (int64_t)tgt[r] - v0;
     const float inv_rows = tgt[r] == -1 ? 0.0f : *inv;
@@ -509,16 +540,17 @@ static int lce_bwd_by_vocab(stg_cuda *c, const lce_plan *p, const stg_op *o, voi
     size_t ws = p->ab ? 2 : 4, dws = p->dwb ? 2 : 4;
     float *inv = lce_inv(c, p, o, tgt, err);
     if (!inv) return -1;
-    for (int64_t v0 = 0; v0 < p->V; v0 += p->vb) {
-        int64_t nb = p->V - v0 < p->vb ? p->V - v0 : p->vb;
-        const lce_gemm *G = p->g[nb != p->vb];
+    for (int64_t v0 = 0, nb; v0 < p->V; v0 += nb) { // blocks of vb, the last vlast, then the vt tail
+        nb = v0 >= p->vm ? p->vt : p->vm - v0 < p->vb ? p->vm - v0 : p->vb;
+        const lce_gemm *G = v0 >= p->vm ? p->gt[0] : p->g[nb != p->vb];
         const char *wb = w + (size_t)(v0 * p->d) * ws;
         if (lce_gemm_run(c, &G[LCE_LOGITS], x, wb, dl, 0.0f, err)) return -1;
         int threads = cu_row_threads(nb, 16);
+        const int64_t ldl = v0 >= p->vm ? LCE_TAIL_LD : nb;
         if (p->ab)
-            lce_dblock_kernel<bf16><<<(unsigned)p->rows, threads, 0, c->stream>>>((bf16 *)dl, tgt, lse, p->lb, nb, v0, inv);
+            lce_dblock_kernel<bf16><<<(unsigned)p->rows, threads, 0, c->stream>>>((bf16 *)dl, tgt, lse, p->lb, nb, ldl, v0, inv);
         else
-            lce_dblock_kernel<float><<<(unsigned)p->rows, threads, 0, c->stream>>>((float *)dl, tgt, lse, p->lb, nb, v0, inv);
+            lce_dblock_kernel<float><<<(unsigned)p->rows, threads, 0, c->stream>>>((float *)dl, tgt, lse, p->lb, nb, ldl, v0, inv);
         CUDA_LAUNCH_CHECK(err, "lce_dblock_kernel");
         if (lce_gemm_run(c, &G[LCE_DW], dl, x, dw + (size_t)(v0 * p->d) * dws, 0.0f, err) ||
             lce_gemm_run(c, &G[LCE_DX], dl, wb, acc, v0 ? 1.0f : 0.0f, err))

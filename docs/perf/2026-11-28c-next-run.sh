@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# For the session after 2026-11-28 (tenth): docs/perf/2026-11-28c-late-dw.patch, written and tested on
+# the CPU (every CPU test, also under ASan/UBSan), compiled for CUDA, not run on a GPU (the device
+# time was spent). Apply it first, here:
+#   rm -rf .old && mkdir .old && git archive HEAD | tar -x -C .old    (the tree before it, for the A/B)
+#   git apply docs/perf/2026-11-28c-late-dw.patch
+# then on the GPU machine from the repository root, carrying .deps and .old:
+#   docs/perf/2026-11-28c-next-run.sh OUT
+# The patch (issue 24's fused-head memory row):
+#  - linear_cross_entropy(..., late_dw=1) (model option fused_head=late in cs336/lm, gpt2 and llama3):
+#    the backward is two ops, linear_cross_entropy_dx (now) and linear_cross_entropy_dw, which the
+#    scheduler places just before the first op that reads dW (stg_op_def.late), the logits recomputed
+#    once more. CUDA: the same by-vocabulary loop, each form skipping the other's product.
+#  - embedding_bwd takes an addend (the other use of a tied weight's gradient) and takes its buffer in
+#    place: the tied head's gradient is summed without an add op and without a second (V, d) buffer,
+#    in every head mode (CUDA: copies the addend first when the plan did not share the buffer).
+# Planned (stg memreport, bf16): Llama 3.2-1B ctx 4096 batch 1: off 22.75 GiB, on 21.91, late 20.96 GiB
+# (1.79 GiB below off; before the patch on was 21.93 and off 22.78). Predictions: measured within 1% of
+# those; the late step ~3.5 ms slower than on (2 x 4096 x 128256 x 2048 FLOPs more at ~650 TFLOP/s);
+# GPT-2 defaults unchanged or a little faster (one add of 154 MB fp32 less).
+set -u
+out=${1:?usage: $0 OUT}; mkdir -p "$out/l"
+t0=$(date +%s)
+say() { echo "[$(($(date +%s) - t0)) s] $*"; }
+grep -q LINEAR_CROSS_ENTROPY_DW ops/base/oplist.h || { echo "apply docs/perf/2026-11-28c-late-dw.patch first"; exit 2; }
+source .deps/env.sh || exit 2
+cfg="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"
+(cd .old && cmake -S . -B build-ab $cfg -DSTG_TESTS=OFF > "$out/l/cmake_old.txt" 2>&1 && cmake --build build-ab --target stg > "$out/l/build_old.txt" 2>&1) &
+(cmake -S . -B build-gpu $cfg > "$out/l/cmake.txt" 2>&1 && cmake --build build-gpu > "$out/l/build.txt" 2>&1) || { tail -30 "$out/l/build.txt"; exit 1; }
+wait
+say "built"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+(cd build-gpu && timeout 280 ctest -L gpu -j4 --output-on-failure > "$out/l/ctest.txt" 2>&1; echo "ctest exit $?" >> "$out/l/ctest.txt") &
+tools/sanitize_gpu.sh build-gpu "$out/l" 250 memcheck:test_gpu_head memcheck:test_gpu_families > "$out/l/sanitize.txt"
+wait
+say "checks done"
+grep -E "tests passed|\*\*\*Failed|ctest exit" "$out/l/ctest.txt"
+cat "$out/l/sanitize.txt"
+echo "== Llama 3.2-1B, ctx 4096, batch 1, bf16: fused_head off, on, late (planned and measured bytes, step time)"
+for f in off on late; do
+    build-gpu/stg bench models/llama3/1B.yaml --set ctx=4096 --set batch=1 --set fused_head=$f --precision bf16 --warmup 3 --iters 10 \
+        --json > "$out/l/l1b_$f.json" 2> "$out/l/l1b_$f.err"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('fused_head=$f', {k: d[k] for k in ('median_ms','min_ms','mfu','planned_bytes','measured_bytes')})" \
+        "$out/l/l1b_$f.json" || tail -3 "$out/l/l1b_$f.err"
+done
+echo "== the same on .old (before the patch): off, on"
+for f in off on; do
+    .old/build-ab/stg bench models/llama3/1B.yaml --set ctx=4096 --set batch=1 --set fused_head=$f --precision bf16 --warmup 3 --iters 10 \
+        --json > "$out/l/l1b_old_$f.json" 2> "$out/l/l1b_old_$f.err"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('old fused_head=$f', {k: d[k] for k in ('median_ms','min_ms','mfu','planned_bytes','measured_bytes')})" \
+        "$out/l/l1b_old_$f.json" || tail -3 "$out/l/l1b_old_$f.err"
+done
+echo "== GPT-2 124M defaults (tied, fused head), batch 4, ctx 1024: new against .old, and late"
+for s in build-gpu/stg .old/build-ab/stg build-gpu/stg .old/build-ab/stg; do
+    echo "$s: $($s bench models/gpt2/124M.yaml --set batch=4 --set ctx=1024 --precision bf16 --warmup 5 --iters 30 | grep -E '^  time')"
+done
+echo "late: $(build-gpu/stg bench models/gpt2/124M.yaml --set batch=4 --set ctx=1024 --set fused_head=late --precision bf16 --warmup 5 --iters 30 | grep -E '^  time')"
+say "done"
+tar -czf "$out/logs.tgz" -C "$out/l" .

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# For the session after 2026-11-28 (tenth): docs/perf/2026-11-28c-late-dw.patch, written and tested on
-# the CPU (every CPU test, also under ASan/UBSan), compiled for CUDA, not run on a GPU (the device
-# time was spent). Apply it first, here:
-#   rm -rf .old && mkdir .old && git archive HEAD | tar -x -C .old    (the tree before it, for the A/B)
-#   git apply docs/perf/2026-11-28c-late-dw.patch
+# For the session after 2026-11-28 (tenth): two patches compiled for CUDA, not run on a GPU (the
+# device time was spent): docs/perf/2026-11-28c-late-dw.patch (tested on the CPU: every CPU test, also
+# under ASan/UBSan) and docs/perf/2026-11-28c-gemv-waves.patch. Apply them first, here:
+#   rm -rf .old && mkdir .old && git archive HEAD | tar -x -C .old    (the tree before them, for the A/B)
+#   git apply docs/perf/2026-11-28c-late-dw.patch docs/perf/2026-11-28c-gemv-waves.patch
 # then on the GPU machine from the repository root, carrying .deps and .old:
 #   docs/perf/2026-11-28c-next-run.sh OUT
 # The patch (issue 24's fused-head memory row):
@@ -18,11 +18,18 @@
 # (1.79 GiB below off; before the patch on was 21.93 and off 22.78). Predictions: measured within 1% of
 # those; the late step ~3.5 ms slower than on (2 x 4096 x 128256 x 2048 FLOPs more at ~650 TFLOP/s);
 # GPT-2 defaults unchanged or a little faster (one add of 154 MB fp32 less).
+# The gemv patch: the few-rows product picks its rows a warp (1, 2 or 4) by how well the grid fills the
+# resident block slots over its waves (occupancy queried once per kernel), not by "the most rows that
+# still give two blocks per SM": at the 2.7B model's w1/w3 pair (batch 1) 2.42 waves of 4-row blocks
+# (81% of the slots busy) become 4.85 waves of 1-row blocks (97%), and the LM head 59% -> 79%. Same bits
+# (a row's sum does not depend on its warp's rows). Prediction: decode 2.7B batch 1 2.87 -> ~2.70 ms a
+# token (w1/w3 ~5 us a layer, the head ~5 us); batch 64 (cuBLASLt) unchanged.
 set -u
 out=${1:?usage: $0 OUT}; mkdir -p "$out/l"
 t0=$(date +%s)
 say() { echo "[$(($(date +%s) - t0)) s] $*"; }
-grep -q LINEAR_CROSS_ENTROPY_DW ops/base/oplist.h || { echo "apply docs/perf/2026-11-28c-late-dw.patch first"; exit 2; }
+grep -q LINEAR_CROSS_ENTROPY_DW ops/base/oplist.h && grep -q mm_gv_wave_use ops/matmul/cuda.cu ||
+    { echo "apply docs/perf/2026-11-28c-late-dw.patch and docs/perf/2026-11-28c-gemv-waves.patch first"; exit 2; }
 source .deps/env.sh || exit 2
 cfg="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"
 (cd .old && cmake -S . -B build-ab $cfg -DSTG_TESTS=OFF > "$out/l/cmake_old.txt" 2>&1 && cmake --build build-ab --target stg > "$out/l/build_old.txt" 2>&1) &
@@ -30,7 +37,7 @@ cfg="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"
 wait
 say "built"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 (cd build-gpu && timeout 280 ctest -L gpu -j4 --output-on-failure > "$out/l/ctest.txt" 2>&1; echo "ctest exit $?" >> "$out/l/ctest.txt") &
-tools/sanitize_gpu.sh build-gpu "$out/l" 250 memcheck:test_gpu_head memcheck:test_gpu_families > "$out/l/sanitize.txt"
+tools/sanitize_gpu.sh build-gpu "$out/l" 250 memcheck:test_gpu_head memcheck:test_gpu_families memcheck:test_gpu_sample > "$out/l/sanitize.txt"
 wait
 say "checks done"
 grep -E "tests passed|\*\*\*Failed|ctest exit" "$out/l/ctest.txt"
@@ -54,5 +61,14 @@ for s in build-gpu/stg .old/build-ab/stg build-gpu/stg .old/build-ab/stg; do
     echo "$s: $($s bench models/gpt2/124M.yaml --set batch=4 --set ctx=1024 --precision bf16 --warmup 5 --iters 30 | grep -E '^  time')"
 done
 echo "late: $(build-gpu/stg bench models/gpt2/124M.yaml --set batch=4 --set ctx=1024 --set fused_head=late --precision bf16 --warmup 5 --iters 30 | grep -E '^  time')"
+echo "== decode, 2.7B, ctx 1024, prompt 512, 512 new, greedy: new against .old, batch 1 and 64, alternating"
+head -c 512 /dev/urandom > "$out/l/p.txt" && build-gpu/stg tokens "$out/l/p.txt" -o "$out/l/p.bin" > /dev/null
+for b in 1 64; do
+    for s in build-gpu/stg .old/build-ab/stg build-gpu/stg .old/build-ab/stg; do
+        echo "$s batch $b: $(timeout 40 $s sample models/cs336/2.7B.yaml --precision bf16 --init fill --json --set ctx=1024 \
+            --prompt-ids "$out/l/p.bin" -n 512 --batch $b --temperature 0 2>&1 |
+            grep -oE '"(decode_tokens_per_s|steady_ms_per_step|bound_tokens_per_s)": *[0-9.]+' | tr '\n' ' ')"
+    done
+done
 say "done"
-tar -czf "$out/logs.tgz" -C "$out/l" .
+tar -czf "$out/logs.tgz" -C "$out/l" --exclude="*.bin" .

@@ -56,6 +56,10 @@ for f in off on; do
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('old fused_head=$f', {k: d[k] for k in ('median_ms','min_ms','mfu','planned_bytes','measured_bytes')})" \
         "$out/l/l1b_old_$f.json" || tail -3 "$out/l/l1b_old_$f.err"
 done
+echo "== where Llama 3.2-1B's step goes (issue 24: 0.90 of the peer, 0.75 asked): stg bench --profile, plain head"
+build-gpu/stg bench models/llama3/1B.yaml --set ctx=4096 --set batch=1 --set fused_head=off --precision bf16 --warmup 3 --iters 5 \
+    --profile > "$out/l/l1b_profile.txt" 2>&1
+grep -A45 "^  profile" "$out/l/l1b_profile.txt"
 echo "== GPT-2 124M defaults (tied, fused head), batch 4, ctx 1024: new against .old, and late"
 for s in build-gpu/stg .old/build-ab/stg build-gpu/stg .old/build-ab/stg; do
     echo "$s: $($s bench models/gpt2/124M.yaml --set batch=4 --set ctx=1024 --precision bf16 --warmup 5 --iters 30 | grep -E '^  time')"

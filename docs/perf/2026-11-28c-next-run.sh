@@ -74,5 +74,9 @@ for b in 1 64; do
             grep -oE '"(decode_tokens_per_s|steady_ms_per_step|bound_tokens_per_s)": *[0-9.]+' | tr '\n' ' ')"
     done
 done
+for s in build-gpu/stg .old/build-ab/stg; do # one decode step op by op: the products' rate
+    echo "$s --profile:"; timeout 60 $s sample models/cs336/2.7B.yaml --precision bf16 --init fill --set ctx=1024 --prompt-ids "$out/l/p.bin" \
+        -n 64 --temperature 0 --json --profile 2>&1 | grep -E "^  profile|matmul_group|linear|bytes over" | head -8
+done
 say "done"
 tar -czf "$out/logs.tgz" -C "$out/l" --exclude="*.bin" .

@@ -14,6 +14,8 @@
 #  - embedding_bwd takes an addend (the other use of a tied weight's gradient) and takes its buffer in
 #    place: the tied head's gradient is summed without an add op and without a second (V, d) buffer,
 #    in every head mode (CUDA: copies the addend first when the plan did not share the buffer).
+#  - --memory-budget plans a step with the fused head both ways (its weight gradient early, and late),
+#    each with recomputation as needed, and keeps the one that fits with fewer added FLOPs.
 # Planned (stg memreport, bf16): Llama 3.2-1B ctx 4096 batch 1: off 22.75 GiB, on 21.91, late 20.96 GiB
 # (1.79 GiB below off; before the patch on was 21.93 and off 22.78). Predictions: measured within 1% of
 # those; the late step ~3.5 ms slower than on (2 x 4096 x 128256 x 2048 FLOPs more at ~650 TFLOP/s);
@@ -48,6 +50,14 @@ for f in off on late; do
         --json > "$out/l/l1b_$f.json" 2> "$out/l/l1b_$f.err"
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('fused_head=$f', {k: d[k] for k in ('median_ms','min_ms','mfu','planned_bytes','measured_bytes')})" \
         "$out/l/l1b_$f.json" || tail -3 "$out/l/l1b_$f.err"
+done
+echo "== --memory-budget 21.0G (planned: the late head gradient alone fits, 20.96 GiB) and 21.5G (recomputation, +3.7% FLOPs)"
+for bud in 21.0G 21.5G; do
+    build-gpu/stg bench models/llama3/1B.yaml --set ctx=4096 --set batch=1 --precision bf16 --warmup 3 --iters 10 --memory-budget $bud \
+        --json 2> "$out/l/l1b_bud_$bud.err" > "$out/l/l1b_bud_$bud.json"
+    grep -E "^stg: memory budget" "$out/l/l1b_bud_$bud.err"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('budget $bud', {k: d[k] for k in ('median_ms','planned_bytes','measured_bytes','recomputed','extra_flops')})" \
+        "$out/l/l1b_bud_$bud.json" || tail -3 "$out/l/l1b_bud_$bud.err"
 done
 echo "== the same on .old (before the patch): off, on"
 for f in off on; do

@@ -363,7 +363,7 @@ static int lce_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr
     if (p->bwd) *work = sizeof(float); // grad_scale / kept rows (ce_count_kernel)
     // The vocabulary's last V mod 8 columns get products of their own (when V >= 8): cuBLASLt's
     // heuristic picks kernels 5-6x slower for a product whose vocabulary side is not a multiple of 8
-    // (GPT-2's 50257: 82 TFLOP/s against 479 at 50304, docs/perf/2026-11-28c-h200-run2.txt), so
+    // (GPT-2's 50257: 82 TFLOP/s against 479 at 50304, docs/perf/2026-11-28c-h200-run2-4.txt), so
     // every other product's vocabulary side is one.
     p->vt = p->V >= 8 ? p->V % 8 : 0;
     p->vm = p->V - p->vt;

@@ -21,7 +21,7 @@
 # those; the late step ~3.5 ms slower than on (2 x 4096 x 128256 x 2048 FLOPs more at ~650 TFLOP/s);
 # GPT-2 defaults unchanged or a little faster (one add of 154 MB fp32 less).
 # The gemv patch: the few-rows product picks its rows a warp (1, 2 or 4) by how well the grid fills the
-# resident block slots over its waves (occupancy queried once per kernel), not by "the most rows that
+# resident block slots over its waves (occupancy queried at prepare, outside any capture), not by "the most rows that
 # still give two blocks per SM": at the 2.7B model's w1/w3 pair (batch 1) 2.42 waves of 4-row blocks
 # (81% of the slots busy) become 4.85 waves of 1-row blocks (97%), and the LM head 59% -> 79%. Same bits
 # (a row's sum does not depend on its warp's rows). Prediction: decode 2.7B batch 1 2.87 -> ~2.70 ms a

@@ -33,17 +33,7 @@ say() { echo "[$(($(date +%s) - t0)) s] $*"; }
 grep -q LINEAR_CROSS_ENTROPY_DW ops/base/oplist.h && grep -q mm_gv_wave_use ops/matmul/cuda.cu ||
     { echo "apply docs/perf/2026-11-28c-late-dw.patch and docs/perf/2026-11-28c-gemv-waves.patch first"; exit 2; }
 source .deps/env.sh || exit 2
-cfg="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"
-(cd .old && cmake -S . -B build-ab $cfg -DSTG_TESTS=OFF > "$out/l/cmake_old.txt" 2>&1 && cmake --build build-ab --target stg > "$out/l/build_old.txt" 2>&1) &
-(cmake -S . -B build-gpu $cfg > "$out/l/cmake.txt" 2>&1 && cmake --build build-gpu > "$out/l/build.txt" 2>&1) || { tail -30 "$out/l/build.txt"; exit 1; }
-wait
-say "built"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-(cd build-gpu && timeout 280 ctest -L gpu -j4 --output-on-failure > "$out/l/ctest.txt" 2>&1; echo "ctest exit $?" >> "$out/l/ctest.txt") &
-tools/sanitize_gpu.sh build-gpu "$out/l" 250 memcheck:test_gpu_head memcheck:test_gpu_families memcheck:test_gpu_sample > "$out/l/sanitize.txt"
-wait
-say "checks done"
-grep -E "tests passed|\*\*\*Failed|ctest exit" "$out/l/ctest.txt"
-cat "$out/l/sanitize.txt"
+tools/gpu_ab_prelude.sh "$out/l" memcheck:test_gpu_head memcheck:test_gpu_families memcheck:test_gpu_sample || exit 1
 echo "== Llama 3.2-1B, ctx 4096, batch 1, bf16: fused_head off, on, late (planned and measured bytes, step time)"
 for f in off on late; do
     build-gpu/stg bench models/llama3/1B.yaml --set ctx=4096 --set batch=1 --set fused_head=$f --precision bf16 --warmup 3 --iters 10 \

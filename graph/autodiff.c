@@ -342,10 +342,16 @@ int graph_backward(stg_graph *g, int out, int seed, stg_err *err) {
     return differentiate(g, out, seed, NULL, err);
 }
 
+// Ops placed where they are first needed rather than where they were made: recomputation copies
+// (made after their readers) and the kinds marked late (stg_op_def.late).
+static bool deferred(const stg_graph *g, int o) { return g->ops[o].recompute_of >= 0 || ops_def(g->ops[o].kind)->late; }
+
 // Creation order is topological by construction (every op reads tensors made before it), except
 // for recomputation copies, which are made after their readers: each is placed just before the
-// first op that needs what it makes. Ops that update persistent state in place (lr_schedule, adamw)
-// keep their creation order: readers after an update see the new value, by design.
+// first op that needs what it makes, as are the late kinds (at the end when nothing reads them).
+// Ops that update persistent state in place (lr_schedule, adamw) keep their creation order: readers
+// after an update see the new value, by design; a late op is placed before the first op that reads
+// what it makes, and every in-place update of what it reads (the optimizer) reads that gradient.
 static int emit(stg_graph *g, int o, char *state, stg_err *err) {
     if (state[o] == 2) return 0;
     if (state[o] == 1) return stg_errf_at(err, g->ops[o].loc, "%s is part of a cycle", ops_name(g->ops[o].kind));
@@ -353,7 +359,7 @@ static int emit(stg_graph *g, int o, char *state, stg_err *err) {
     const stg_op *op = &g->ops[o];
     for (int i = 0; i < op->n_in; i++) {
         int pr = g->t[op->in[i]].producer;
-        if (pr >= 0 && g->ops[pr].recompute_of >= 0 && emit(g, pr, state, err)) return -1;
+        if (pr >= 0 && deferred(g, pr) && emit(g, pr, state, err)) return -1;
     }
     state[o] = 2;
     g->schedule[g->nsched++] = o;
@@ -466,7 +472,9 @@ int graph_schedule(stg_graph *g, stg_err *err) {
     }
     g->nsched = 0;
     for (int o = 0; o < g->nops; o++)
-        if (g->ops[o].recompute_of < 0 && emit(g, o, state, err)) goto out;
+        if (!deferred(g, o) && emit(g, o, state, err)) goto out;
+    for (int o = 0; o < g->nops; o++) // late ops nothing reads (a gradient with no optimizer after it)
+        if (g->ops[o].recompute_of < 0 && ops_def(g->ops[o].kind)->late && emit(g, o, state, err)) goto out;
     if (graph_optim_in_backward(g) && place_optimizer(g, err)) goto out;
     for (int s = 0; s < g->nsched; s++) pos[g->schedule[s]] = s;
     for (int o = 0; o < g->nops; o++) {

@@ -79,6 +79,10 @@ typedef struct stg_op_def {
     // with its default or meaning (NULL when it has none).
     const char *doc;
     const char *doc_attrs;
+    // The scheduler places the op just before the first op that reads one of its outputs (at the
+    // end of the schedule when none does), not where it was made: an op whose output is large and
+    // needed late (the fused head's late weight gradient) so that it is not held meanwhile.
+    bool late;
 } stg_op_def;
 
 // Bit i of an input mask; inputs past 31 (of variadic ops: global_norm, allreduce) share bit 31.
@@ -148,6 +152,15 @@ double ops_lr_at(const stg_lr_attrs *a, int64_t t);
 // every backend use this one function, so they agree on the chunk scratch.
 #define OPS_LCE_CHUNK_ELEMS (INT64_C(1) << 25)
 int64_t ops_lce_chunk(int64_t rows, int64_t V, int64_t chunk);
+// Where the fused head's backward forms keep dW and the scratch: linear_cross_entropy_bwd (dx, dw,
+// scratch), _dx (dx, scratch), _dw (dw, scratch); -1: none. The forward's scratch is output 2.
+static inline int ops_lce_dw_out(stg_op_kind k) {
+    return k == STG_OP_LINEAR_CROSS_ENTROPY_BWD ? 1 : k == STG_OP_LINEAR_CROSS_ENTROPY_DW ? 0 : -1;
+}
+static inline int ops_lce_scratch_out(stg_op_kind k) {
+    return k == STG_OP_LINEAR_CROSS_ENTROPY_DX || k == STG_OP_LINEAR_CROSS_ENTROPY_DW ? 1 : 2;
+}
+
 // The elements of linear_cross_entropy_bwd's scratch (its last output, 1-D, of x's dtype): the
 // chunk's C x V logits, and with dx_acc (a bf16 dx) an fp32 (rows, d) accumulator for dx after
 // them, at element OPS_LCE_ACC_AT(C x V) (2 bf16 elements per fp32 value).

@@ -1,5 +1,6 @@
 #include "planner/budget.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,6 +105,38 @@ static int fit(stg_graph *g, int64_t budget, const stg_plan_opts *o, stg_plan **
                     (double)budget / (1 << 30), rep->n_recomputed, (double)reached / (1 << 30), (long long)reached);
 }
 
+// Whether g trains a fused LM head whose weight gradient is made early (the late_dw lever is left).
+static bool early_head_dw(const stg_graph *g) {
+    for (int i = 0; i < g->nops; i++)
+        if (g->ops[i].kind == STG_OP_LINEAR_CROSS_ENTROPY_BWD) return true;
+    return false;
+}
+
+// One way to fit: the step o describes (late: with the fused head's weight gradient made late) fitted
+// within budget. rc 0: fits (*out); -1 with *least the smallest plan reached (cannot fit) or NULL.
+typedef struct {
+    stg_step *s;
+    stg_plan *least;
+    stg_budget_report rep;
+    int rc;
+    stg_err err;
+} fit_try;
+
+static int try_fit(const stg_step_opts *plain, bool late, int64_t budget, const stg_step_opts *o, fit_try *t) {
+    memset(t, 0, sizeof *t);
+    stg_step_opts x = *plain;
+    x.late_head_dw = late || plain->late_head_dw;
+    if (stg_step_build(&x, &t->s, &t->err)) return t->rc = -2; // not a budget failure: stop
+    t->rc = fit(t->s->g, budget, o->plan.alignment ? &o->plan : NULL, &t->s->p, &t->rep, &t->least, &t->err);
+    return t->rc;
+}
+
+static void try_free(fit_try *t) {
+    plan_free(t->least);
+    stg_step_free(t->s);
+    memset(t, 0, sizeof *t);
+}
+
 int plan_fit_budget(const stg_step_opts *o, int64_t budget, stg_step **out, stg_budget_report *rep, stg_step **smallest,
                     stg_err *err) {
     *out = NULL;
@@ -113,21 +146,53 @@ int plan_fit_budget(const stg_step_opts *o, int64_t budget, stg_step **out, stg_
     stg_step_opts plain = *o;
     plain.budget = 0;
     plain.no_plan = true;
-    stg_step *s;
-    if (stg_step_build(&plain, &s, err)) return -1;
-    stg_plan *least = NULL;
-    if (fit(s->g, budget, o->plan.alignment ? &o->plan : NULL, &s->p, rep, &least, err)) {
-        if (smallest && least) {
-            s->p = least;
-            s->budget = *rep;
-            *smallest = s;
+    fit_try a, b;
+    if (try_fit(&plain, false, budget, o, &a) == -2) {
+        *err = a.err;
+        try_free(&a);
+        return -1;
+    }
+    // A second way when the step trains a fused LM head whose (vocab, d) weight gradient is held
+    // through the backward and the plain plan is over budget: that gradient made just before its first
+    // reader (late_dw=1; the logits once more, 2 rows vocab d FLOPs), then recomputation as needed.
+    // The way that fits with fewer added FLOPs is kept (recomputing cheap activations usually costs
+    // less than the logits' pass), else the one whose smallest plan is smaller.
+    if (!o->late_head_dw && early_head_dw(a.s->g) && a.rep.peak_before > budget) {
+        if (try_fit(&plain, true, budget, o, &b) == -2) {
+            *err = b.err;
+            try_free(&a);
+            try_free(&b);
+            return -1;
+        }
+        b.rep.late_head_dw = true;
+        b.rep.peak_late = b.rep.peak_before;
+        b.rep.peak_before = a.rep.peak_before;
+        b.rep.late_flops = b.rep.step_flops - a.rep.step_flops;
+        b.rep.step_flops = a.rep.step_flops;
+        const double ca = a.rep.extra_flops, cb = b.rep.late_flops + b.rep.extra_flops;
+        const int64_t la = a.rc == 0 ? a.rep.peak_after : a.least ? a.least->peak_bytes : INT64_MAX,
+                      lb = b.rc == 0 ? b.rep.peak_after : b.least ? b.least->peak_bytes : INT64_MAX;
+        const bool take_b = (b.rc == 0 && (a.rc != 0 || cb < ca)) || (a.rc != 0 && b.rc != 0 && lb < la);
+        if (take_b) {
+            fit_try t = a;
+            a = b;
+            b = t;
+        }
+        try_free(&b);
+    }
+    *rep = a.rep;
+    if (a.rc) {
+        *err = a.err;
+        if (smallest && a.least) {
+            a.s->p = a.least;
+            a.s->budget = *rep;
+            *smallest = a.s;
         } else {
-            plan_free(least);
-            stg_step_free(s);
+            try_free(&a);
         }
         return -1;
     }
-    s->budget = *rep;
-    *out = s;
+    a.s->budget = *rep;
+    *out = a.s;
     return 0;
 }

@@ -21,6 +21,10 @@ typedef struct stg_budget_report {
     double extra_flops;      // FLOPs of the recomputation copies
     double step_flops;       // FLOPs of the step without them
     int by_kind[STG_OP_COUNT]; // dropped activations by the kind of op that makes them
+    bool late_head_dw;       // the fused head's weight gradient made late (late_dw=1) to fit: peak_before is the
+                             // plan without it, peak_late the plan with it before any recomputation
+    int64_t peak_late;
+    double late_flops;       // the FLOPs late_dw adds (the logits once more)
 } stg_budget_report;
 
 // Builds the step o describes (planner/step.h; o->budget and o->no_plan are not read) and plans it

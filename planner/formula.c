@@ -58,9 +58,9 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
         return stg_errf(err, "formula: attention is '%s'; expected naive or flash", att);
     snprintf(f->attention, sizeof f->attention, "%s", att);
     const char *fh = graph_option(g, "fused_head"); // absent: the plain head
-    if (fh && strcmp(fh, "on") != 0 && strcmp(fh, "off") != 0)
-        return stg_errf(err, "formula: fused_head is '%s'; expected on or off", fh);
-    f->fused_head = fh && strcmp(fh, "on") == 0;
+    if (fh && strcmp(fh, "on") != 0 && strcmp(fh, "off") != 0 && strcmp(fh, "late") != 0)
+        return stg_errf(err, "formula: fused_head is '%s'; expected on, off or late", fh);
+    f->fused_head = fh && strcmp(fh, "off") != 0; // late: the fused head with its weight gradient made late (the same terms)
 
     const int64_t V = v[0], D = v[1], F = v[2], L = v[3], H = v[4], B = v[5], S = v[6], N = B * S;
     f->vocab = V, f->d_model = D, f->d_ff = F, f->n_layers = L, f->n_heads = H, f->batch = B, f->ctx = S;

@@ -329,6 +329,10 @@ int report_write_text(wr *w, bool md, const stg_graph *g, const stg_plan *p, con
         pr(w, "%sMemory budget\n\n", h2);
         pr(w, "Budget %s; without recomputation the planned peak is %s", gib(b1, sizeof b1, bu->budget),
            gib(b2, sizeof b2, bu->peak_before));
+        if (bu->late_head_dw)
+            pr(w, "; with the fused head's weight gradient made late (late_dw=1: made just before its first reader, the logits "
+                  "computed once more, %.4g FLOPs, %.1f%% of the step) it is %s",
+               bu->late_flops, bu->step_flops > 0 ? 100.0 * bu->late_flops / bu->step_flops : 0.0, gib(b2, sizeof b2, bu->peak_late));
         if (bu->n_recomputed == 0) {
             pr(w, ": it fits, nothing is recomputed and the schedule is unchanged.\n\n");
         } else {
@@ -575,9 +579,10 @@ int report_write_json(wr *w, const stg_graph *g, const stg_plan *p, const stg_fo
     if (x && x->budget) {
         const stg_budget_report *bu = x->budget;
         pr(w, ",\n  \"budget\": {\"budget_bytes\": %lld, \"peak_before_bytes\": %lld, \"peak_after_bytes\": %lld, \"recomputed\": %d, "
-              "\"bytes_dropped\": %lld, \"extra_flops\": %.6g, \"step_flops\": %.6g}",
+              "\"bytes_dropped\": %lld, \"extra_flops\": %.6g, \"step_flops\": %.6g, \"late_head_dw\": %s, \"peak_late_bytes\": %lld, "
+              "\"late_flops\": %.6g}",
            (long long)bu->budget, (long long)bu->peak_before, (long long)bu->peak_after, bu->n_recomputed, (long long)bu->bytes_dropped,
-           bu->extra_flops, bu->step_flops);
+           bu->extra_flops, bu->step_flops, bu->late_head_dw ? "true" : "false", (long long)bu->peak_late, bu->late_flops);
     } else {
         pr(w, ",\n  \"budget\": null");
     }

@@ -25,6 +25,8 @@ void stg_step_free(stg_step *s) {
 // Everything between loading and planning: backward and optimizer (or the forward's classes),
 // grouped products, the schedule; then the whole graph's consistency.
 static int passes(const stg_step_opts *o, stg_graph *g, stg_err *err) {
+    for (int i = 0; o->late_head_dw && i < g->nops; i++)
+        if (g->ops[i].kind == STG_OP_LINEAR_CROSS_ENTROPY) g->ops[i].a.lce.late_dw = 1;
     if (o->train ? graph_autodiff(g, &o->optim, err) : (graph_classify(g), 0)) return -1;
     if (!o->ungrouped && graph_group_matmuls(g, err) < 0) return -1;
     if (graph_schedule(g, err) || graph_validate(g, err)) return -1;

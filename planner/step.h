@@ -26,6 +26,7 @@ typedef struct stg_step_opts {
     bool ungrouped;                    // no graph_group_matmuls: every product its own op
     bool no_plan;                      // stop after the passes (s->p stays NULL)
     int64_t budget;                    // > 0: plan within this many bytes (plan_fit_budget); 0: plainly
+    bool late_head_dw;                 // every linear_cross_entropy with late_dw=1 (the budget search's first lever)
     stg_plan_opts plan;                // alignment 0: plan_defaults()
 } stg_step_opts;
 

@@ -55,6 +55,14 @@ static const fam_case cases[] = {
     {"llama3 8:1 Dh 128, naive, fused head, untied", "llama3/8B.yaml",
      {"d_model=1024", "n_heads=8", "n_kv_heads=1", "d_ff=384", "n_layers=2", "vocab=300", "batch=2", "ctx=70",
       "attention=naive", "fused_head=on", NULL}},
+    // the head's weight gradient made late (late_dw=1): tied (the embedding's backward adds its
+    // part in place) and untied
+    {"gpt2, flash, fused head, late dW", "gpt2/124M.yaml",
+     {"d_model=256", "n_heads=4", "n_layers=2", "vocab=300", "n_positions=80", "batch=2", "ctx=70", "attention=flash",
+      "fused_head=late", NULL}},
+    {"llama3 8:1 Dh 128, flash, fused head, late dW, untied", "llama3/8B.yaml",
+     {"d_model=1024", "n_heads=8", "n_kv_heads=1", "d_ff=384", "n_layers=2", "vocab=300", "batch=2", "ctx=70",
+      "attention=flash", "fused_head=late", NULL}},
 };
 
 static int nsets(const fam_case *c) {

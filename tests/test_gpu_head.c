@@ -5,8 +5,9 @@
 // row, where the backward walks row chunks rather than vocabulary blocks) and larger ones (vocab
 // 16384 and 32000). Inputs are fresh random values, rounded to the device dtype for the CPU too;
 // every output is poisoned (0xFF bytes: NaN) before each run; NaN fails. A second eager run and a
-// replay from a captured CUDA Graph must give the same bits. STG_GPU_TEST_SMALL=1 leaves out the
-// two large cases (for compute-sanitizer).
+// replay from a captured CUDA Graph must give the same bits. Every case also runs with the backward
+// in its late-dW forms (linear_cross_entropy_dx, then _dw: late_dw=1), checked the same way.
+// STG_GPU_TEST_SMALL=1 leaves out the two large cases (for compute-sanitizer).
 //
 // Exits 77 (skipped) without CUDA or without a GPU.
 #include "tests/gpu.h"
@@ -45,8 +46,9 @@ typedef struct {
     int x, w, t, loss, lse, dx, dw;
 } head_graph;
 
-// x (B, S, d) input, w (V, d) parameter, targets (B, S): the fused forward and its backward.
-static void build(const head_case *c, stg_precision prec, head_graph *h) {
+// x (B, S, d) input, w (V, d) parameter, targets (B, S): the fused forward and its backward (late:
+// the _dx and _dw forms, each with its own scratch).
+static void build(const head_case *c, stg_precision prec, int late, head_graph *h) {
     stg_err err = {{0}};
     h->g = graph_new(prec, &err);
     assert_non_null(h->g);
@@ -65,17 +67,27 @@ static void build(const head_case *c, stg_precision prec, head_graph *h) {
     h->loss = out[0];
     h->lse = out[1];
     in[3] = h->lse;
-    if (graph_add_op(h->g, STG_OP_LINEAR_CROSS_ENTROPY_BWD, in, 4, &a, STG_PHASE_BACKWARD, "dx", (stg_loc){0}, out, &err) < 0)
-        fail_msg("backward: %s", err.msg);
-    h->dx = out[0];
-    h->dw = out[1];
+    if (late) {
+        a.lce.late_dw = 1;
+        if (graph_add_op(h->g, STG_OP_LINEAR_CROSS_ENTROPY_DX, in, 4, &a, STG_PHASE_BACKWARD, "dx", (stg_loc){0}, out, &err) < 0)
+            fail_msg("backward (dx): %s", err.msg);
+        h->dx = out[0];
+        if (graph_add_op(h->g, STG_OP_LINEAR_CROSS_ENTROPY_DW, in, 4, &a, STG_PHASE_BACKWARD, "dw", (stg_loc){0}, out, &err) < 0)
+            fail_msg("backward (dw): %s", err.msg);
+        h->dw = out[0];
+    } else {
+        if (graph_add_op(h->g, STG_OP_LINEAR_CROSS_ENTROPY_BWD, in, 4, &a, STG_PHASE_BACKWARD, "dx", (stg_loc){0}, out, &err) < 0)
+            fail_msg("backward: %s", err.msg);
+        h->dx = out[0];
+        h->dw = out[1];
+    }
     if (graph_schedule(h->g, &err)) fail_msg("schedule: %s", err.msg);
 }
 
-static void run_case(const head_case *c, stg_precision prec) {
+static void run_case(const head_case *c, stg_precision prec, int late) {
     head_graph hd, hr;
-    build(c, prec, &hd);
-    build(c, STG_PREC_FP32, &hr);
+    build(c, prec, late, &hd);
+    build(c, STG_PREC_FP32, late, &hr);
     const stg_graph *g = hd.g, *gr = hr.g;
     assert_int_equal(g->nt, gr->nt);
     int bf = prec == STG_PREC_BF16;
@@ -116,8 +128,9 @@ static void run_case(const head_case *c, stg_precision prec) {
             snap[run][k] = gk_read(t, d.dptr[outs[k]], got);
             double e = rel_err_f32(got, ref[outs[k]], n, false, NULL); // NaN or infinity fails
             if (run == 0)
-                printf("  (%lld, %lld, %lld) V %lld chunk %lld %s %-4s rel err %.3e\n", (long long)c->B, (long long)c->S,
-                       (long long)c->d, (long long)c->V, (long long)c->chunk, bf ? "bf16" : "fp32", names[k], e);
+                printf("  (%lld, %lld, %lld) V %lld chunk %lld %s%s %-4s rel err %.3e\n", (long long)c->B, (long long)c->S,
+                       (long long)c->d, (long long)c->V, (long long)c->chunk, bf ? "bf16" : "fp32", late ? " late_dw" : "", names[k],
+                       e);
             if (!(e < tol))
                 fail_msg("(%lld, %lld, %lld) V %lld chunk %lld %s: %s rel err %g >= %g", (long long)c->B, (long long)c->S,
                          (long long)c->d, (long long)c->V, (long long)c->chunk, bf ? "bf16" : "fp32", names[k], e, tol);
@@ -147,8 +160,10 @@ static void test_fused_head(void **state) {
     // STG_GPU_TEST_SMALL=1 (under compute-sanitizer): the first four cases only
     size_t n = getenv("STG_GPU_TEST_SMALL") ? 4 : sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < n; i++) {
-        run_case(&cases[i], STG_PREC_FP32);
-        run_case(&cases[i], STG_PREC_BF16);
+        for (int late = 0; late < 2; late++) {
+            run_case(&cases[i], STG_PREC_FP32, late);
+            run_case(&cases[i], STG_PREC_BF16, late);
+        }
     }
 }
 

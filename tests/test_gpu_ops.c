@@ -214,6 +214,7 @@ static void run_case_prec(const op_case *oc, stg_precision prec, int inplace) {
     stg_graph *gd = build(oc, prec, &opd);
     assert_int_equal(gr->nt, gd->nt);
     int alias = inplace ? ops_def(oc->kind)->inplace_in : -1;
+    assert_true(alias < oc->n_in);
 
     gk_dev d;
     gk_dev_alloc(gd, opd, alias, &d);
@@ -247,7 +248,8 @@ static void run_case(const op_case *oc) {
     for (int p = 0; p < 2; p++) {
         stg_precision prec = p ? STG_PREC_BF16 : STG_PREC_FP32;
         run_case_prec(oc, prec, 0);
-        if (ops_def(oc->kind)->inplace_in >= 0) run_case_prec(oc, prec, 1);
+        int ip = ops_def(oc->kind)->inplace_in; // an optional input (embedding_bwd's addend) may be absent
+        if (ip >= 0 && ip < oc->n_in) run_case_prec(oc, prec, 1);
     }
 }
 
@@ -388,6 +390,11 @@ static void test_embedding_loss_layout(void **state) {
         {"embedding_bwd (2, 200, 256) V 10000", STG_OP_EMBEDDING_BWD, 2, {I32(G_TOK, 10000, 2, 200), ACT(G_NORMAL, 1, 2, 200, 256)}, eb2},
         {"embedding_bwd (4, 512, 768) V 10000", STG_OP_EMBEDDING_BWD, 2, {I32(G_TOK, 10000, 4, 512), ACT(G_NORMAL, 1, 4, 512, 768)}, eb2},
         {"embedding_bwd (2, 300, 250) V 20", STG_OP_EMBEDDING_BWD, 2, {I32(G_TOK, 20, 2, 300), ACT(G_NORMAL, 1, 2, 300, 250)}, eb3},
+        // With an addend (a tied weight's other gradient): copied into dW, or dW in its buffer (in-place).
+        {"embedding_bwd + addend (2, 200, 1600) V 1000", STG_OP_EMBEDDING_BWD, 3,
+         {I32(G_TOK, 1000, 2, 200), ACT(G_NORMAL, 1, 2, 200, 1600), GRD(G_NORMAL, 1, 1000, 1600)}, eb},
+        {"embedding_bwd + addend (2, 300, 250) V 20", STG_OP_EMBEDDING_BWD, 3,
+         {I32(G_TOK, 20, 2, 300), ACT(G_NORMAL, 1, 2, 300, 250), GRD(G_NORMAL, 1, 20, 250)}, eb3},
         {"cross_entropy (2, 100, 10000)", STG_OP_CROSS_ENTROPY, 2, {ACT(G_NORMAL, 3, 2, 100, 10000), I32(G_TOK, 10000, 2, 100)}, attrs0()},
         {"cross_entropy_bwd (2, 100, 10000)", STG_OP_CROSS_ENTROPY_BWD, 3,
          {ACT(G_NORMAL, 3, 2, 100, 10000), I32(G_TOK, 10000, 2, 100), GRD(G_LSE, 0, 2, 100)}, attrs0()},

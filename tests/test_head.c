@@ -195,8 +195,9 @@ static void test_kernels_refuse(void **state) {
 static char *model_text(int fused_head, int tied, int64_t chunk, int64_t vocab, int64_t d, int64_t batch, int64_t ctx) {
     const char *w = tied ? "emb" : "head";
     char head[256];
-    if (fused_head)
-        snprintf(head, sizeof head, "  - loss = linear_cross_entropy(h, %s, targets, chunk=%lld)\n", w, (long long)chunk);
+    if (fused_head) // 2: with the weight's gradient made late (late_dw=1)
+        snprintf(head, sizeof head, "  - loss = linear_cross_entropy(h, %s, targets, chunk=%lld%s)\n", w, (long long)chunk,
+                 fused_head == 2 ? ", late_dw=1" : "");
     else
         snprintf(head, sizeof head, "  - logits = linear(h, %s)\n  - loss = cross_entropy(logits, targets)\n", w);
     char *s = malloc(2048);
@@ -370,6 +371,60 @@ static void test_fused_equals_plain(void **state) {
             }
 }
 
+// late_dw=1: the backward's two forms (dx now, dW late) give the same loss and gradients as the one
+// op (bitwise: the same arithmetic in the same order), fp64 and fp32, tied and untied, at chunks of
+// 5 and the op's own; the _dw op is scheduled right before the first op that reads dW (tied: the
+// embedding's backward, which takes it as its addend and its buffer in place; untied: the global
+// norm), long after the _dx op.
+static void test_late_dw(void **state) {
+    (void)state;
+    const int64_t chunks[2] = {5, 0};
+    for (int prec = 0; prec < 2; prec++)
+        for (int tied = 0; tied < 2; tied++)
+            for (int k = 0; k < 2; k++) {
+                stg_precision pr = prec ? STG_PREC_FP32 : STG_PREC_FP64;
+                model a, b;
+                model_open(&a, model_text(1, tied, chunks[k], 67, 24, 3, 11), pr, 5);
+                model_open(&b, model_text(2, tied, chunks[k], 67, 24, 3, 11), pr, 5);
+                const stg_graph *g = b.r.g;
+                int pos_dx = -1, pos_dw = -1, dw_op = -1;
+                for (int s = 0; s < g->nsched; s++) {
+                    stg_op_kind kind = g->ops[g->schedule[s]].kind;
+                    assert_int_not_equal(kind, STG_OP_LINEAR_CROSS_ENTROPY_BWD);
+                    if (kind == STG_OP_LINEAR_CROSS_ENTROPY_DX) pos_dx = s;
+                    if (kind == STG_OP_LINEAR_CROSS_ENTROPY_DW) pos_dw = s, dw_op = g->schedule[s];
+                }
+                assert_true(pos_dx >= 0 && pos_dw > pos_dx + 3);
+                const int dw = g->ops[dw_op].out[0];
+                const stg_op *next = &g->ops[g->schedule[pos_dw + 1]];
+                bool reads = false;
+                for (int i = 0; i < next->n_in; i++) reads |= next->in[i] == dw;
+                assert_true(reads); // the very next op reads dW
+                assert_int_equal(next->kind, tied ? STG_OP_EMBEDDING_BWD : STG_OP_GLOBAL_NORM);
+                if (tied) { // the embedding's gradient is dW plus its own, in dW's buffer
+                    assert_int_equal(next->n_in, 3);
+                    assert_int_equal(next->in[2], dw);
+                    assert_int_equal(b.r.p->owner[next->out[0]], b.r.p->owner[dw]);
+                }
+                double la = model_loss(&a, RT_PHASE_FORWARD | RT_PHASE_BACKWARD), lb = model_loss(&b, RT_PHASE_FORWARD | RT_PHASE_BACKWARD);
+                assert_true(la == lb);
+                const char *names[4] = {"emb", "w1", "g", "head"};
+                for (int q = 0; q < (tied ? 3 : 4); q++) {
+                    int64_t n, n2;
+                    double *ga = model_grad(&a, names[q], &n), *gb = model_grad(&b, names[q], &n2);
+                    assert_int_equal(n, n2);
+                    for (int64_t i = 0; i < n; i++)
+                        if (ga[i] != gb[i])
+                            fail_msg("%s %s chunk %lld: d %s[%lld] %.17g (late) vs %.17g", prec ? "fp32" : "fp64",
+                                     tied ? "tied" : "untied", (long long)chunks[k], names[q], (long long)i, gb[i], ga[i]);
+                    free(ga);
+                    free(gb);
+                }
+                model_close(&a);
+                model_close(&b);
+            }
+}
+
 // Bad model files: file:line:col and what is wrong.
 static void test_bad_models(void **state) {
     (void)state;
@@ -382,6 +437,8 @@ static void test_bad_models(void **state) {
         {"  - param hw [vocab, 5] init=linear\n  - loss = linear_cross_entropy(x, hw, targets)\n", "bad.yaml:10:"},
         {"  - param hw [vocab, 5] init=linear\n  - loss = linear_cross_entropy(x, hw, targets)\n", "expects 5"},
         {"  - loss = linear_cross_entropy(x, emb, targets, chunk=-3)\n", "chunk=-3"},
+        {"  - loss = linear_cross_entropy(x, emb, targets, late_dw=2)\n", "late_dw=2 must be 0"},
+        {"  - loss = linear_cross_entropy(x, emb, targets, late_dw=-1)\n", "bad.yaml:9:"},
         {"  - loss = linear_cross_entropy(x, emb, x)\n", "must be i32"},
         {"  - loss = linear_cross_entropy(x, emb, tokens, chunk=2, eps=1)\n", "eps"},
         {"  - loss = linear_cross_entropy(x, emb)\n", "takes 3 inputs"},
@@ -404,9 +461,23 @@ static void test_bad_models(void **state) {
 // in bf16, planned: the fused head keeps no (tokens, vocab) logits, plans its two scratches
 // ("loss.logits_chunk" (256, 128256) bf16; "loss.dlogits_chunk": 256 x 128256 bf16 and an fp32
 // (4096, 2048) dx accumulator, the formula's chunk term), and its peak is lower than the plain
-// path's by at least 90% of what the formula says it saves (the logits less the scratch).
+// path's by at least 90% of what the formula says it saves (the logits less the scratch). Then
+// Llama 3.2-1B itself (tied) at fused_head=late: its planned peak is at least 1.5 GiB below the
+// plain head's (issue 24), the head's fp32 gradient no longer held through the backward.
 static void test_plan_1b(void **state) {
     (void)state;
+    int64_t lpeak[3];
+    const char *lsets[3][2] = {{"ctx=4096", "fused_head=off"}, {"ctx=4096", "fused_head=on"}, {"ctx=4096", "fused_head=late"}};
+    for (int f = 0; f < 3; f++) {
+        stg_step_opts o = rig_opts(MODEL("llama3/1B.yaml"), STG_PREC_BF16, lsets[f], 2);
+        o.ungrouped = false;
+        stg_step *s = rig_step(&o);
+        lpeak[f] = s->p->peak_bytes;
+        stg_step_free(s);
+    }
+    if (!(lpeak[0] - lpeak[2] >= (int64_t)(1.5 * 1073741824.0)) || !(lpeak[2] < lpeak[1]))
+        fail_msg("Llama 3.2-1B planned peaks: plain %lld, fused %lld, late %lld", (long long)lpeak[0], (long long)lpeak[1],
+                 (long long)lpeak[2]);
     const char *sets[2][8] = {{"vocab=128256", "d_model=2048", "n_layers=16", "n_heads=32", "d_ff=8192", "ctx=4096", "batch=1",
                                "fused_head=off"},
                               {"vocab=128256", "d_model=2048", "n_layers=16", "n_heads=32", "d_ff=8192", "ctx=4096", "batch=1",
@@ -510,7 +581,7 @@ static void test_step_dump(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernels_odd_shapes), cmocka_unit_test(test_kernels_refuse),
-        cmocka_unit_test(test_finite_differences), cmocka_unit_test(test_fused_equals_plain),
+        cmocka_unit_test(test_finite_differences), cmocka_unit_test(test_fused_equals_plain), cmocka_unit_test(test_late_dw),
         cmocka_unit_test(test_bad_models),         cmocka_unit_test(test_plan_1b),
         cmocka_unit_test(test_step_dump),
     };

@@ -99,11 +99,56 @@ static void test_budgets(void **s) {
     }
 }
 
+// The fused head's late weight gradient as a way to fit (Llama 3.2-1B, ctx 4096, bf16, planned only):
+// at 21.0 GiB it is what fits with the fewest added FLOPs (the plain peak is 21.91, the late one
+// 20.96), nothing recomputed; at 21.5 GiB recomputing cheap activations costs less than the logits'
+// pass and is kept; either way the plan is within its budget and verifies, and the report's added
+// FLOPs are what the returned step adds.
+static void test_budget_late_head(void **s) {
+    (void)s;
+    const char *sets[] = {"ctx=4096"};
+    const double gib = 1073741824.0;
+    const int64_t budgets[2] = {(int64_t)(21.0 * gib), (int64_t)(21.5 * gib)};
+    for (int k = 0; k < 2; k++) {
+        stg_step_opts o = rig_opts(MODEL("llama3/1B.yaml"), STG_PREC_BF16, sets, 1);
+        o.ungrouped = false;
+        stg_step *st = NULL;
+        stg_budget_report rep;
+        stg_err err;
+        if (plan_fit_budget(&o, budgets[k], &st, &rep, NULL, &err)) fail_msg("%s", err.msg);
+        assert_true(st->p->peak_bytes <= budgets[k]);
+        if (plan_verify(st->g, st->p, &err)) fail_msg("%s", err.msg);
+        int dw = 0, bwd = 0;
+        for (int i = 0; i < st->g->nops; i++) {
+            dw += st->g->ops[i].kind == STG_OP_LINEAR_CROSS_ENTROPY_DW;
+            bwd += st->g->ops[i].kind == STG_OP_LINEAR_CROSS_ENTROPY_BWD;
+        }
+        assert_true(rep.peak_before > budgets[k]);
+        if (k == 0) {
+            assert_true(rep.late_head_dw);
+            assert_int_equal(dw, 1);
+            assert_int_equal(bwd, 0);
+            assert_int_equal(rep.n_recomputed, 0);
+            assert_true(rep.peak_late <= budgets[k] && rep.peak_late < rep.peak_before);
+            assert_true(rep.late_flops > 0);
+        } else {
+            assert_false(rep.late_head_dw);
+            assert_int_equal(dw, 0);
+            assert_int_equal(bwd, 1);
+            assert_true(rep.n_recomputed > 0);
+            // cheaper than the late gradient's pass: 2 x 4096 x 128256 x 2048 FLOPs
+            assert_true(rep.extra_flops < 2.0 * 4096 * 128256 * 2048);
+        }
+        stg_step_free(st);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bitwise_flash),
         cmocka_unit_test(test_bitwise_naive),
         cmocka_unit_test(test_budgets),
+        cmocka_unit_test(test_budget_late_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

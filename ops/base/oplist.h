@@ -42,8 +42,9 @@ enum { STG_LR_COSINE = 0, STG_LR_CONSTANT, STG_LR_LINEAR, STG_LR_WSD, STG_LR_KIN
 enum { STG_WSD_LINEAR = 0, STG_WSD_COSINE, STG_WSD_SQRT, STG_WSD_SHAPES };
 typedef struct { double lr, min_lr; int64_t warmup, cosine_steps; int kind, wsd_shape; double wsd_decay_frac; } stg_lr_attrs;
 typedef struct { int64_t root; } stg_comm_attrs; // broadcast: the rank whose values everyone gets
-typedef struct { int64_t chunk; double grad_scale; } stg_lce_attrs; // linear_cross_entropy: rows per chunk (0: chosen by the op);
-                                                                   // backward: the loss gradient (1 / micro-batches; set by its rule)
+typedef struct { int64_t chunk; double grad_scale; int64_t late_dw; } stg_lce_attrs; // linear_cross_entropy: rows per chunk (0:
+                                                                   // chosen by the op); backward: the loss gradient (1 / micro-batches;
+                                                                   // set by its rule); late_dw 1: dW made late, by an op of its own
 // Decoding (ops/decode): attention over a KV cache at the position held on the device. scale 0
 // means 1/sqrt(head_dim); rope_theta > 0: q and k are rotated (RoPE) at that position first.
 typedef struct { double scale, rope_theta; } stg_attention_cached_attrs;
@@ -121,6 +122,8 @@ typedef union stg_attrs {
     X(CONCAT, concat, layout, stg_no_attrs)                             \
     X(LINEAR_CROSS_ENTROPY, linear_cross_entropy, loss, stg_lce_attrs)  \
     X(LINEAR_CROSS_ENTROPY_BWD, linear_cross_entropy_bwd, loss, stg_lce_attrs) \
+    X(LINEAR_CROSS_ENTROPY_DX, linear_cross_entropy_dx, loss, stg_lce_attrs) \
+    X(LINEAR_CROSS_ENTROPY_DW, linear_cross_entropy_dw, loss, stg_lce_attrs) \
     X(ATTENTION_CACHED, attention_cached, decode, stg_attention_cached_attrs) \
     X(KV_WRITE, kv_write, decode, stg_no_attrs)                         \
     X(SAMPLE, sample, decode, stg_sample_attrs)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ops/cpu/rec.h"
+#include "ops/registry.h"
 #include "ops/embedding/kernels.h"
 
 // tokens (...) i32, W (V, D) -> y (..., D)
@@ -17,13 +18,19 @@ static int run_embedding(const stg_graph *g, const stg_op *op, void *const *data
                  stg_numel(tok), W->shape[0], W->shape[1], err);
 }
 
-// tokens (...), dy (..., D) -> dW (V, D), or dW += that (gradient accumulation: op->accum)
+// tokens (...), dy (..., D)[, addend (V, D)] -> dW (V, D) (+ the addend), or dW += that (gradient
+// accumulation: op->accum). The addend is copied into dW first unless dW took its buffer.
 static int run_embedding_bwd(const stg_graph *g, const stg_op *op, void *const *data, void *scratch,
                              size_t scratch_bytes, int f64, stg_err *err) {
     const stg_tensor *tok = IN(g, op, 0), *dW = OUT(g, op, 0);
     if (cpu_need_i32(tok, err) || cpu_need_ndim(dW, 2, err)) return -1;
+    int k = ops_addend_of(op);
+    if (k > 0 && DIN(data, op, k) != DOUT(data, op, 0)) {
+        if (cpu_need_numel(IN(g, op, k), stg_numel(dW), err)) return -1;
+        memcpy(DOUT(data, op, 0), DIN(data, op, k), (size_t)stg_numel(dW) * (f64 ? sizeof(double) : sizeof(float)));
+    }
     return KCALL(f64, cpu_embedding_bwd, DIN(data, op, 0), DIN(data, op, 1), DOUT(data, op, 0),
-                 stg_numel(tok), dW->shape[0], dW->shape[1], op->accum & 1u, scratch, scratch_bytes, err);
+                 stg_numel(tok), dW->shape[0], dW->shape[1], k > 0 || (op->accum & 1u), scratch, scratch_bytes, err);
 }
 
 static size_t scratch_embedding_bwd(const stg_graph *g, const stg_op *op, int f64) {

@@ -213,6 +213,15 @@ extern "C" int cuda_run_embedding_bwd(stg_cuda *c, const stg_graph *g, int op, v
     if (V * D == 0) return 0;
     const int32_t *tp = (const int32_t *)ptr[o->in[0]];
     bool acc = cuda_accumulating(c, o, 0);
+    const int k = ops_addend_of(o); // an addend: dW holds it first (dW took its buffer, or a copy)
+    if (k > 0) {
+        if (cuda_numel(&g->t[o->in[k]]) != V * D || g->t[o->in[k]].dtype != dW->dtype)
+            return stg_errf(err, "addend %s must match %s", g->t[o->in[k]].name, dW->name);
+        if (ptr[o->in[k]] != ptr[o->out[0]])
+            CUDA_CHECK(err, cudaMemcpyAsync(ptr[o->out[0]], ptr[o->in[k]], (size_t)(V * D) * (db ? 2 : 4), cudaMemcpyDeviceToDevice,
+                                            c->stream));
+        acc = true;
+    }
     if (b)
         return db ? embedding_bwd_launch<bf16, bf16>(c, tp, ptr[o->in[1]], ptr[o->out[0]], n, V, D, acc, err)
                   : embedding_bwd_launch<bf16, float>(c, tp, ptr[o->in[1]], ptr[o->out[0]], n, V, D, acc, err);

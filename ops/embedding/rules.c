@@ -29,7 +29,7 @@ static int infer_embedding_bwd(stg_graph *g, int id, stg_err *err) {
     if (v <= 0) return ops_bad(g, id, err, "vocab must be positive%s%s", NULL, NULL);
     int64_t s[2] = {v, dy->shape[dy->ndim - 1]};
     ops_set_shape(OPS_OUT(g, id, 0), 2, s, g->grad_dtype);
-    return 0;
+    return ops_check_addend(g, id, err);
 }
 
 static int grad_embedding(const stg_grad_emit *e, stg_graph *g, int id, const int *dout, const bool *want, int *din, stg_err *err) {
@@ -105,8 +105,10 @@ const stg_op_def stg_rule_embedding = {"embedding", 2, 2, 1, NULL, 0, infer_embe
     .sample = sample_embedding,
     .doc = "tokens (…) i32, W (V, D) → (…, D)"};
 
-const stg_op_def stg_rule_embedding_bwd = {"embedding_bwd", 2, 2, 1, ATTRS(attrs_embedding_bwd), infer_embedding_bwd, NULL, ops_flops_elem1,
-                              .inplace_in = -1, .accum_out = OPS_BIT(0)};
+// An addend (input 2): the gradient the other use of a tied weight made (graph_fold_add), which
+// dW takes over in place when it dies here (the fused head's: no second (V, D) buffer, no add op).
+const stg_op_def stg_rule_embedding_bwd = {"embedding_bwd", 2, 3, 1, ATTRS(attrs_embedding_bwd), infer_embedding_bwd, NULL, ops_flops_elem1,
+                              .inplace_in = 2, .accum_out = OPS_BIT(0), .addend_in = 2};
 
 static const stg_attr_def attrs_pos_embedding_bwd[] = {ATTR(pos_embedding_bwd, positions, STG_ATTR_I64, 0, 1),
                                                        ATTR(pos_embedding_bwd, grad_out, STG_ATTR_INT, 0, 0)};

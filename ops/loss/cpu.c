@@ -41,7 +41,7 @@ typedef struct {
 } lce_dims;
 
 static int lce_dims_of(const stg_graph *g, const stg_op *op, lce_dims *s, stg_err *err) {
-    const stg_tensor *x = IN(g, op, 0), *w = IN(g, op, 1), *c = OUT(g, op, 2);
+    const stg_tensor *x = IN(g, op, 0), *w = IN(g, op, 1), *c = OUT(g, op, ops_lce_scratch_out(op->kind));
     if (cpu_need_i32(IN(g, op, 2), err) || cpu_need_ndim(x, 1, err) || cpu_need_ndim(w, 2, err)) return -1;
     *s = (lce_dims){stg_rows(x), stg_last(x), w->shape[0], ops_lce_chunk(stg_rows(x), w->shape[0], op->a.lce.chunk)};
     if (w->ndim != 2 || w->shape[1] != s->d)
@@ -77,9 +77,24 @@ static int run_lce_bwd(const stg_graph *g, const stg_op *op, void *const *data, 
                  DOUT(data, op, 1), DOUT(data, op, 2), s.rows, s.d, s.V, s.chunk, op->a.lce.grad_scale, scratch, scratch_bytes, err);
 }
 
+// The _dx form: x, w, targets, lse -> dx, dlogits chunk; the _dw form: -> dw, dlogits chunk.
+static int run_lce_half(const stg_graph *g, const stg_op *op, void *const *data, void *scratch, size_t scratch_bytes, int f64,
+                        stg_err *err) {
+    lce_dims s;
+    bool dw = op->kind == STG_OP_LINEAR_CROSS_ENTROPY_DW;
+    if (lce_dims_of(g, op, &s, err) || cpu_need_numel(IN(g, op, 3), s.rows, err) ||
+        cpu_need_numel(OUT(g, op, 0), dw ? s.V * s.d : s.rows * s.d, err))
+        return -1;
+    void *out = DOUT(data, op, 0);
+    return KCALL(f64, cpu_lce_bwd, DIN(data, op, 0), DIN(data, op, 1), DIN(data, op, 2), DIN(data, op, 3), dw ? NULL : out,
+                 dw ? out : NULL, DOUT(data, op, 1), s.rows, s.d, s.V, s.chunk, op->a.lce.grad_scale, scratch, scratch_bytes, err);
+}
+
 // ---- records ---------------------------------------------------------------------------------
 
 const stg_cpu_rec stg_cpu_cross_entropy = {run_cross_entropy, NULL, 0};
 const stg_cpu_rec stg_cpu_cross_entropy_bwd = {run_cross_entropy_bwd, NULL, 0};
 const stg_cpu_rec stg_cpu_linear_cross_entropy = {run_lce, scratch_lce, 0};
 const stg_cpu_rec stg_cpu_linear_cross_entropy_bwd = {run_lce_bwd, scratch_lce, 0};
+const stg_cpu_rec stg_cpu_linear_cross_entropy_dx = {run_lce_half, scratch_lce, 0};
+const stg_cpu_rec stg_cpu_linear_cross_entropy_dw = {run_lce_half, scratch_lce, 0};

@@ -198,7 +198,8 @@ enum { LCE_LOGITS, LCE_DX, LCE_DW, LCE_NPROD };
 #define LCE_TAIL_LD 8 // the backward's last vt < 8 columns of dlogits: their rows' stride in the scratch
 
 typedef struct lce_plan {
-    int bwd;
+    int bwd;                         // a backward form: _bwd (dx, dw), _dx or _dw
+    int odx, odw, osc;               // the outputs dx, dw and the scratch (-1: the form makes none)
     int64_t rows, d, V, chunk, last; // last: the rows of the last chunk
     int64_t ld;                      // the forward's logits row stride in the scratch (V, or V padded to 16 bytes)
     int by_vocab;                    // backward: blocks of vb vocabulary columns (else row chunks)
@@ -286,13 +287,23 @@ static size_t lce_pow2(uint64_t n) {
     return a;
 }
 
+// The outputs of op o's form: dx, dw (backward forms; -1 where the form makes none) and the scratch.
+static void lce_outs(const stg_op *o, int *odx, int *odw, int *osc) {
+    const bool bwd = o->kind != STG_OP_LINEAR_CROSS_ENTROPY;
+    *odx = bwd && o->kind != STG_OP_LINEAR_CROSS_ENTROPY_DW ? 0 : -1;
+    *odw = ops_lce_dw_out(o->kind);
+    *osc = ops_lce_scratch_out(o->kind);
+}
+
 // The tensors the products read or write: x, w, the chunk scratch and (backward) dx, dw; -1 for none.
-static void lce_operands(const stg_op *o, int bwd, int t[5]) {
+static void lce_operands(const stg_op *o, int t[5]) {
+    int odx, odw, osc;
+    lce_outs(o, &odx, &odw, &osc);
     t[0] = o->in[0];
     t[1] = o->in[1];
-    t[2] = o->out[2];
-    t[3] = bwd ? o->out[0] : -1;
-    t[4] = bwd ? o->out[1] : -1;
+    t[2] = o->out[osc];
+    t[3] = odx >= 0 ? o->out[odx] : -1;
+    t[4] = odw >= 0 ? o->out[odw] : -1;
 }
 
 // The byte alignment every product's operands keep: the tensors' addresses (256 when not given)
@@ -301,7 +312,7 @@ static void lce_operands(const stg_op *o, int bwd, int t[5]) {
 static size_t lce_align(const stg_op *o, void *const *ptr, const lce_plan *p) {
     size_t a = 16, b;
     int ts[5];
-    lce_operands(o, p->bwd, ts);
+    lce_operands(o, ts);
     for (int i = 0; i < 5; i++)
         if (ts[i] >= 0 && ptr && (b = lce_pow2((uintptr_t)ptr[ts[i]])) < a) a = b;
     uint64_t steps[3] = {(uint64_t)(p->chunk * p->d) * (p->ab ? 2 : 4), 0, 0};
@@ -331,21 +342,23 @@ static int lce_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr
     }
     lce_plan *p = (lce_plan *)calloc(1, sizeof *p);
     if (!p) return stg_errf(err, "linear_cross_entropy: out of host memory");
-    p->bwd = o->kind == STG_OP_LINEAR_CROSS_ENTROPY_BWD;
+    p->bwd = o->kind != STG_OP_LINEAR_CROSS_ENTROPY;
+    lce_outs(o, &p->odx, &p->odw, &p->osc);
     p->rows = cuda_rows(x);
     p->d = cuda_last(x);
     p->V = w->shape[0];
     p->chunk = ops_lce_chunk(p->rows, p->V, o->a.lce.chunk);
     p->last = p->chunk > 0 && p->rows % p->chunk ? p->rows % p->chunk : p->chunk;
     for (int i = 0; i < o->n_in && i < 4; i++) p->t_in[i] = o->in[i];
-    for (int i = 0; i < 3; i++) p->t_out[i] = o->out[i];
+    for (int i = 0; i < 3; i++) p->t_out[i] = i < ops_def(o->kind)->n_out ? o->out[i] : -1;
     int rc = -1;
-    const stg_tensor *sc = &g->t[o->out[2]];
+    const stg_tensor *sc = &g->t[o->out[p->osc]];
     if ((p->ab = cuda_is_bf16(g, o, o->in[0], err)) < 0 || cuda_same_float(g, o, o->in[1], o->in[0], err) < 0 ||
-        cuda_same_float(g, o, o->out[2], o->in[0], err) < 0)
+        cuda_same_float(g, o, o->out[p->osc], o->in[0], err) < 0)
         goto out;
     if (p->bwd) {
-        if ((p->dxb = cuda_is_bf16(g, o, o->out[0], err)) < 0 || (p->dwb = cuda_is_bf16(g, o, o->out[1], err)) < 0 ||
+        if ((p->odx >= 0 && (p->dxb = cuda_is_bf16(g, o, o->out[p->odx], err)) < 0) ||
+            (p->odw >= 0 && (p->dwb = cuda_is_bf16(g, o, o->out[p->odw], err)) < 0) ||
             (p->lb = cuda_is_bf16(g, o, o->in[3], err)) < 0)
             goto out;
         if (cuda_numel(&g->t[o->in[3]]) != p->rows) {
@@ -445,13 +458,13 @@ static const lce_plan *lce_plan_of(const stg_cuda *c, const stg_graph *g, int op
     const stg_op *o = &g->ops[op];
     bool same = o->n_in == (p->bwd ? 4 : 3);
     for (int i = 0; same && i < o->n_in; i++) same = o->in[i] == p->t_in[i];
-    for (int i = 0; same && i < 3; i++) same = o->out[i] == p->t_out[i];
+    for (int i = 0; same && i < 3; i++) same = (i < ops_def(o->kind)->n_out ? o->out[i] : -1) == p->t_out[i];
     if (!same) {
         stg_errf(err, "linear_cross_entropy: op %d was prepared for another graph", op);
         return NULL;
     }
     int ts[5];
-    lce_operands(o, p->bwd, ts);
+    lce_operands(o, ts);
     for (int i = 0; i < 5; i++)
         if (ts[i] >= 0 && !cu_aligned(ptr[ts[i]], p->align)) {
             stg_errf(err, "linear_cross_entropy: tensor %s is at %p, not %zu-byte aligned as prepared", g->t[ts[i]].name,
@@ -534,9 +547,11 @@ static int lce_bwd_by_vocab(stg_cuda *c, const lce_plan *p, const stg_op *o, voi
     const void *x = ptr[o->in[0]], *lse = ptr[o->in[3]];
     const char *w = (const char *)ptr[o->in[1]];
     const int32_t *tgt = (const int32_t *)ptr[o->in[2]];
-    char *dw = (char *)ptr[o->out[1]], *dl = (char *)ptr[o->out[2]];
-    // dx accumulates in fp32: dx itself, or the scratch's accumulator when dx is bf16
-    float *acc = p->dxb ? (float *)(dl + (size_t)OPS_LCE_ACC_AT(p->chunk * p->V) * (p->ab ? 2 : 4)) : (float *)ptr[o->out[0]];
+    char *dw = p->odw >= 0 ? (char *)ptr[o->out[p->odw]] : NULL, *dl = (char *)ptr[o->out[p->osc]];
+    // dx accumulates in fp32: dx itself, or the scratch's accumulator when dx is bf16 (none for the _dw form)
+    float *acc = p->odx < 0 ? NULL
+                 : p->dxb   ? (float *)(dl + (size_t)OPS_LCE_ACC_AT(p->chunk * p->V) * (p->ab ? 2 : 4))
+                            : (float *)ptr[o->out[p->odx]];
     size_t ws = p->ab ? 2 : 4, dws = p->dwb ? 2 : 4;
     float *inv = lce_inv(c, p, o, tgt, err);
     if (!inv) return -1;
@@ -552,13 +567,13 @@ static int lce_bwd_by_vocab(stg_cuda *c, const lce_plan *p, const stg_op *o, voi
         else
             lce_dblock_kernel<float><<<(unsigned)p->rows, threads, 0, c->stream>>>((float *)dl, tgt, lse, p->lb, nb, ldl, v0, inv);
         CUDA_LAUNCH_CHECK(err, "lce_dblock_kernel");
-        if (lce_gemm_run(c, &G[LCE_DW], dl, x, dw + (size_t)(v0 * p->d) * dws, 0.0f, err) ||
-            lce_gemm_run(c, &G[LCE_DX], dl, wb, acc, v0 ? 1.0f : 0.0f, err))
+        if ((dw && lce_gemm_run(c, &G[LCE_DW], dl, x, dw + (size_t)(v0 * p->d) * dws, 0.0f, err)) ||
+            (acc && lce_gemm_run(c, &G[LCE_DX], dl, wb, acc, v0 ? 1.0f : 0.0f, err)))
             return -1;
     }
-    if (p->dxb) {
+    if (acc && p->dxb) {
         int64_t n = p->rows * p->d;
-        lce_to_bf16_kernel<<<cuda_blocks(c, n, 256), 256, 0, c->stream>>>(acc, (bf16 *)ptr[o->out[0]], n);
+        lce_to_bf16_kernel<<<cuda_blocks(c, n, 256), 256, 0, c->stream>>>(acc, (bf16 *)ptr[o->out[p->odx]], n);
         CUDA_LAUNCH_CHECK(err, "lce_to_bf16_kernel");
     }
     return 0;
@@ -574,8 +589,8 @@ extern "C" int cuda_run_linear_cross_entropy_bwd(stg_cuda *c, const stg_graph *g
     const void *w = ptr[o->in[1]];
     const int32_t *tgt = (const int32_t *)ptr[o->in[2]];
     const char *lse = (const char *)ptr[o->in[3]];
-    char *dx = (char *)ptr[o->out[0]];
-    void *dw = ptr[o->out[1]], *dl = ptr[o->out[2]];
+    char *dx = p->odx >= 0 ? (char *)ptr[o->out[p->odx]] : NULL;
+    void *dw = p->odw >= 0 ? ptr[o->out[p->odw]] : NULL, *dl = ptr[o->out[p->osc]];
     size_t xs = p->ab ? 2 : 4, dxs = p->dxb ? 2 : 4, ls = p->lb ? 2 : 4;
     int threads = cu_row_threads(p->V, 16);
     float *inv = lce_inv(c, p, o, tgt, err);
@@ -592,8 +607,8 @@ extern "C" int cuda_run_linear_cross_entropy_bwd(stg_cuda *c, const stg_graph *g
             ce_bwd_kernel<float><<<(unsigned)cr, threads, 0, c->stream>>>((const float *)dl, tgt + r0, lse + (size_t)r0 * ls, p->lb,
                                                                           (float *)dl, p->V, inv);
         CUDA_LAUNCH_CHECK(err, "ce_bwd_kernel (linear_cross_entropy_bwd)");
-        if (lce_gemm_run(c, &G[LCE_DX], dl, w, dx + (size_t)(r0 * p->d) * dxs, 0.0f, err) ||
-            lce_gemm_run(c, &G[LCE_DW], dl, xc, dw, r0 ? 1.0f : 0.0f, err))
+        if ((dx && lce_gemm_run(c, &G[LCE_DX], dl, w, dx + (size_t)(r0 * p->d) * dxs, 0.0f, err)) ||
+            (dw && lce_gemm_run(c, &G[LCE_DW], dl, xc, dw, r0 ? 1.0f : 0.0f, err)))
             return -1;
     }
     return 0;
@@ -619,3 +634,8 @@ const cuda_rec stg_cuda_cross_entropy_bwd = {cuda_run_cross_entropy_bwd, prep_cr
 const cuda_rec stg_cuda_linear_cross_entropy = {cuda_run_linear_cross_entropy, lce_prepare, lce_plan_free, NULL, CUDA_REC_MAIN, NULL};
 const cuda_rec stg_cuda_linear_cross_entropy_bwd = {cuda_run_linear_cross_entropy_bwd, lce_prepare, lce_plan_free, NULL,
                                                     CUDA_REC_MAIN, NULL};
+// The late-dW forms (late_dw=1): the same backward making dx alone, or dW alone.
+const cuda_rec stg_cuda_linear_cross_entropy_dx = {cuda_run_linear_cross_entropy_bwd, lce_prepare, lce_plan_free, NULL,
+                                                   CUDA_REC_MAIN, NULL};
+const cuda_rec stg_cuda_linear_cross_entropy_dw = {cuda_run_linear_cross_entropy_bwd, lce_prepare, lce_plan_free, NULL,
+                                                   CUDA_REC_MAIN, NULL};

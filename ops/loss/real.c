@@ -148,9 +148,9 @@ int RFN(cpu_lce_bwd)(const real *x, const real *w, const int32_t *tgt, const rea
             double f = t == -1 ? 0.0 : inv_rows;
             for (int64_t j = 0; j < V; j++) l[j] = (real)((exp((double)l[j] - ls) - (j == t ? 1.0 : 0.0)) * f);
         }
-        // dx (c, d) = dlogits (c, V) · w (V, d)
+        // dx (c, d) = dlogits (c, V) · w (V, d) (none for the _dw form)
         CPU_PARALLEL_FOR(c * V * d)
-        for (int64_t i = 0; i < c; i++) {
+        for (int64_t i = 0; i < (dx ? c : 0); i++) {
             double *acc = acc0 + (size_t)cpu_thread_id() * row;
             for (int64_t k = 0; k < d; k++) acc[k] = 0.0;
             for (int64_t v = 0; v < V; v++) {
@@ -162,9 +162,10 @@ int RFN(cpu_lce_bwd)(const real *x, const real *w, const int32_t *tgt, const rea
             real *o = dx + (r0 + i) * d;
             for (int64_t k = 0; k < d; k++) o[k] = (real)acc[k];
         }
-        // dw (V, d) (+)= dlogitsᵀ (V, c) · x (c, d): the first chunk writes, the others add
+        // dw (V, d) (+)= dlogitsᵀ (V, c) · x (c, d): the first chunk writes, the others add (none for
+        // the _dx form)
         CPU_PARALLEL_FOR(c * V * d)
-        for (int64_t v = 0; v < V; v++) {
+        for (int64_t v = 0; v < (dw ? V : 0); v++) {
             double *acc = acc0 + (size_t)cpu_thread_id() * row;
             for (int64_t k = 0; k < d; k++) acc[k] = 0.0;
             for (int64_t i = 0; i < c; i++) {

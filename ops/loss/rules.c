@@ -119,6 +119,11 @@ static int check_lce(stg_graph *g, int id, stg_err *err) {
                  x->name, ops_sh(x, b));
         return ops_bad(g, id, err, "%s%s", what, NULL);
     }
+    if (OPS_OP(g, id)->a.lce.late_dw != 0 && OPS_OP(g, id)->a.lce.late_dw != 1) {
+        snprintf(what, sizeof what, "late_dw=%lld must be 0 (the weight's gradient with dx) or 1 (made late, by an op of its own)",
+                 (long long)OPS_OP(g, id)->a.lce.late_dw);
+        return ops_bad(g, id, err, "%s%s", what, NULL);
+    }
     if (OPS_OP(g, id)->a.lce.chunk < 0) {
         snprintf(what, sizeof what, "chunk=%lld must be 0 (chosen by the op) or a positive number of rows",
                  (long long)OPS_OP(g, id)->a.lce.chunk);
@@ -127,17 +132,20 @@ static int check_lce(stg_graph *g, int id, stg_err *err) {
     return 0;
 }
 
-// Output 2, the scratch of x's dtype, named "<base>.<what>": forward (chunk, V) logits; backward
-// ops_lce_bwd_scratch elements (with an fp32 dx accumulator when dx, output 0, is bf16).
+// The last output, the scratch of x's dtype, named "<base>.<what>": forward (chunk, V) logits;
+// backward ops_lce_bwd_scratch elements (with an fp32 dx accumulator when dx, output 0, is bf16; none
+// for the _dw form, which makes no dx).
 static void set_chunk_out(stg_graph *g, int id, const char *base, const char *what) {
     const stg_tensor *x = OPS_IN(g, id, 0), *w = OPS_IN(g, id, 1);
     int64_t rows = stg_rows(x), ch = OPS_OP(g, id)->a.lce.chunk;
-    stg_tensor *c = OPS_OUT(g, id, 2);
-    if (OPS_OP(g, id)->kind == STG_OP_LINEAR_CROSS_ENTROPY) {
+    stg_op_kind k = OPS_OP(g, id)->kind;
+    stg_tensor *c = OPS_OUT(g, id, ops_lce_scratch_out(k));
+    if (k == STG_OP_LINEAR_CROSS_ENTROPY) {
         int64_t s[2] = {ops_lce_chunk(rows, w->shape[0], ch), w->shape[0]};
         ops_set_shape(c, 2, s, x->dtype);
     } else {
-        int64_t n = ops_lce_bwd_scratch(rows, w->shape[1], w->shape[0], ch, OPS_OUT(g, id, 0)->dtype == STG_BF16);
+        bool acc = k != STG_OP_LINEAR_CROSS_ENTROPY_DW && OPS_OUT(g, id, 0)->dtype == STG_BF16;
+        int64_t n = ops_lce_bwd_scratch(rows, w->shape[1], w->shape[0], ch, acc);
         ops_set_shape(c, 1, &n, x->dtype);
     }
     char nm[STG_NAME_MAX];
@@ -159,13 +167,15 @@ static int infer_lce(stg_graph *g, int id, stg_err *err) {
     return 0;
 }
 
-// x, w, targets, lse -> dx (x's shape), dw (w's shape), scratch (ops_lce_bwd_scratch)
+// x, w, targets, lse -> dx (x's shape), dw (w's shape), scratch (ops_lce_bwd_scratch); the _dx
+// and _dw forms make one of the two (and the scratch, output 1).
 static int infer_lce_bwd(stg_graph *g, int id, stg_err *err) {
     if (check_lce(g, id, err)) return -1;
     const stg_tensor *x = OPS_IN(g, id, 0), *w = OPS_IN(g, id, 1), *l = OPS_IN(g, id, 3);
     if (stg_numel(l) != stg_rows(x)) return ops_bad(g, id, err, "log-sum-exp '%s' must have one value per row%s", l->name, NULL);
-    ops_copy_shape(OPS_OUT(g, id, 0), x, ops_grad_dtype_for(g, x));
-    ops_copy_shape(OPS_OUT(g, id, 1), w, ops_grad_dtype_for(g, w));
+    stg_op_kind k = OPS_OP(g, id)->kind;
+    if (k != STG_OP_LINEAR_CROSS_ENTROPY_DW) ops_copy_shape(OPS_OUT(g, id, 0), x, ops_grad_dtype_for(g, x));
+    if (k != STG_OP_LINEAR_CROSS_ENTROPY_DX) ops_copy_shape(OPS_OUT(g, id, ops_lce_dw_out(k)), w, ops_grad_dtype_for(g, w));
     set_chunk_out(g, id, OPS_OUT(g, id, 0)->name, "dlogits_chunk");
     return 0;
 }
@@ -181,6 +191,26 @@ static int grad_lce(const stg_grad_emit *e, stg_graph *g, int id, const int *dou
     int outs[STG_MAX_OUT];
     stg_attrs a = f.a;
     a.lce.grad_scale = ops_loss_grad(g); // the mean over micro-batches when the step accumulates
+    if (f.a.lce.late_dw) {
+        // dx now; dW by an op of its own that the scheduler places just before dW's first reader
+        // (stg_op_def.late), the logits recomputed once more, so the (V, d) gradient is not held
+        // through the backward (at a tied embedding: until the embedding's backward adds to it)
+        int dws[STG_MAX_OUT];
+        if (want[0]) {
+            if (ops_emit(e, g, id, STG_OP_LINEAR_CROSS_ENTROPY_DX, in, 4, &a, ops_dname(g, f.in[0], hint), outs, err) < 0)
+                return -1;
+            set_chunk_out(g, g->t[outs[1]].producer, g->t[f.out[0]].name, "dlogits_chunk");
+            din[0] = outs[0];
+        }
+        if (want[1]) {
+            if (ops_emit(e, g, id, STG_OP_LINEAR_CROSS_ENTROPY_DW, in, 4, &a, ops_dname(g, f.in[1], hint), dws, err) < 0)
+                return -1;
+            ops_name_out(g, dws[0], f.in[1]);
+            set_chunk_out(g, g->t[dws[1]].producer, g->t[f.out[0]].name, "dlogits_chunk_dw");
+            din[1] = dws[0];
+        }
+        return 0;
+    }
     if (ops_emit(e, g, id, STG_OP_LINEAR_CROSS_ENTROPY_BWD, in, 4, &a, ops_dname(g, f.in[0], hint), outs, err) < 0) return -1;
     ops_name_out(g, outs[1], f.in[1]);
     set_chunk_out(g, g->t[outs[2]].producer, g->t[f.out[0]].name, "dlogits_chunk");
@@ -205,7 +235,12 @@ static double flops_lce_bwd(const stg_graph *g, const stg_op *op) {
     return 3.0 * lce_products(g, op) + 5.0 * (double)stg_rows(&g->t[op->in[0]]) * (double)g->t[op->in[1]].shape[0];
 }
 
-static const stg_attr_def attrs_lce[] = {ATTR(lce, chunk, STG_ATTR_I64, 0, 0)};
+// The _dx and _dw forms: the logits and one more product each.
+static double flops_lce_half(const stg_graph *g, const stg_op *op) {
+    return 2.0 * lce_products(g, op) + 5.0 * (double)stg_rows(&g->t[op->in[0]]) * (double)g->t[op->in[1]].shape[0];
+}
+
+static const stg_attr_def attrs_lce[] = {ATTR(lce, chunk, STG_ATTR_I64, 0, 0), ATTR(lce, late_dw, STG_ATTR_I64, 0, 0)};
 
 // The sweep's model for linear_cross_entropy (tests/test_ops.c): chunks of 4 rows over 6 rows.
 static const char sample_linear_cross_entropy[] =
@@ -219,7 +254,13 @@ const stg_op_def stg_rule_linear_cross_entropy = {"linear_cross_entropy", 3, 3, 
                                                   .saves_in = OPS_BIT(0) | OPS_BIT(1) | OPS_BIT(2), .saves_out = OPS_BIT(1),
                                                   .no_grad_in = OPS_BIT(2), .inplace_in = -1, .sample = sample_linear_cross_entropy,
     .doc = "x (…, D), W (V, D), targets (…) i32 → the mean loss of `cross_entropy(linear(x, W), targets)` (scalar), lse (rows), the chunk scratch (chunk, V): the LM head fused with the loss, the rows in chunks, no (rows, V) logits kept for backward (W may be the tied embedding)",
-    .doc_attrs = "`chunk` (rows per chunk; 0: chosen by the op, the largest multiple of 64 with at most 2^25 logits, at least 64)"};
+    .doc_attrs = "`chunk` (rows per chunk; 0: chosen by the op, the largest multiple of 64 with at most 2^25 logits, at least 64); "
+                 "`late_dw` (0; 1: the backward makes W's gradient late, just before its first reader, recomputing the logits once "
+                 "more, so that the (V, D) gradient is not held through the backward)"};
 
 const stg_op_def stg_rule_linear_cross_entropy_bwd = {"linear_cross_entropy_bwd", 4, 4, 3, ATTRS(attrs_lce), infer_lce_bwd, NULL,
                                                       flops_lce_bwd, .inplace_in = -1};
+const stg_op_def stg_rule_linear_cross_entropy_dx = {"linear_cross_entropy_dx", 4, 4, 2, ATTRS(attrs_lce), infer_lce_bwd, NULL,
+                                                     flops_lce_half, .inplace_in = -1};
+const stg_op_def stg_rule_linear_cross_entropy_dw = {"linear_cross_entropy_dw", 4, 4, 2, ATTRS(attrs_lce), infer_lce_bwd, NULL,
+                                                     flops_lce_half, .inplace_in = -1, .late = true};

@@ -81,6 +81,7 @@ struct cuda_mm_plan {
     // (tab[0 .. n) its A = our Bs, [n, 2n) its B = our As, [2n, 3n) C, [3n, 4n) D = our outputs)
     int gv;                            // mm_gv_fits: the few-rows kernel runs it (when aligned at run)
     int gv_w_early;                    // its Ws are parameters of a graph that never writes one (mm_gv_kernel)
+    int gv_rows;                       // rows of W a warp (mm_gv_pick_rows_t, chosen at prepare)
     int npairs;
     int ins[2 * STG_MAX_OUT], outs[STG_MAX_OUT];
     const void *htab[4 * STG_MAX_OUT];
@@ -523,25 +524,66 @@ static bool mm_gv_fits(const mm_key *k) {
 
 static bool mm_gv_aligned(const void *x, const void *w) { return (((uintptr_t)x | (uintptr_t)w) & 15u) == 0; }
 
+// Blocks of mm_gv_kernel<M, R, TO> resident on one multiprocessor (the occupancy query; 1 when it
+// fails, which only makes the choice below prefer fewer rows a warp). Asked at prepare, never while
+// a graph is being captured.
+template <int M, int R, typename TO> static int mm_gv_resident(void) {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mm_gv_kernel<M, R, TO>, MM_GV_WARPS * 32, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        n = 1;
+    }
+    return n > 0 ? n : 1;
+}
+
+// The share of the GPU's resident block slots a grid of `blocks` keeps busy over its waves: a
+// bandwidth-bound product whose last wave is a fifth full runs that wave with a fifth of the loads
+// in flight.
+static double mm_gv_wave_use(int64_t blocks, int64_t slots) {
+    if (slots <= 0) return 0.0;
+    const int64_t waves = (blocks + slots - 1) / slots;
+    return (double)blocks / (double)(waves * slots);
+}
+
+// R rows a warp (1, 2 or 4) for m rows of x, n output features and npairs products in one launch:
+// the R whose grid uses the resident block slots best over its waves (the 2.7B model's w1/w3 pair at
+// 4 rows: 640 blocks in 264 slots, 2.42 waves, 81%; at 1 row: 2560 in 528, 97%), the larger R when
+// within 2% (x read by fewer warps). Every R gives the same bits: a row's sum does not depend on how
+// many rows its warp has.
+template <int M, typename TO> static int mm_gv_pick_rows_m(int64_t n, int npairs, int sms) {
+    const int64_t s = sms > 0 ? sms : 132;
+    const double u4 = mm_gv_wave_use((n + 4 * MM_GV_WARPS - 1) / (4 * MM_GV_WARPS) * npairs, s * mm_gv_resident<M, 4, TO>()),
+                 u2 = mm_gv_wave_use((n + 2 * MM_GV_WARPS - 1) / (2 * MM_GV_WARPS) * npairs, s * mm_gv_resident<M, 2, TO>()),
+                 u1 = mm_gv_wave_use((n + MM_GV_WARPS - 1) / MM_GV_WARPS * npairs, s * mm_gv_resident<M, 1, TO>());
+    return u4 + 0.02 >= u2 && u4 + 0.02 >= u1 ? 4 : u2 + 0.02 >= u1 ? 2 : 1;
+}
+
+template <typename TO> static int mm_gv_pick_rows_t(int64_t m, int64_t n, int npairs, int sms) {
+    return m <= 1 ? mm_gv_pick_rows_m<1, TO>(n, npairs, sms)
+         : m <= 2 ? mm_gv_pick_rows_m<2, TO>(n, npairs, sms)
+         : m <= 4 ? mm_gv_pick_rows_m<4, TO>(n, npairs, sms)
+                  : mm_gv_pick_rows_m<8, TO>(n, npairs, sms);
+}
+
 template <int M, typename TO>
-static cudaError_t mm_gv_launch_rows(const mm_gv_args *a, int npairs, int sms, bool pdl, cudaStream_t st) {
-    // R rows a warp: the most that still gives every multiprocessor two blocks, so that a product
-    // with few output features (the 2.7B model's wo: 2560) spreads over the whole GPU
-    const int64_t want = 2 * (int64_t)(sms > 0 ? sms : 132);
-    const int64_t b4 = (a->n + 4 * MM_GV_WARPS - 1) / (4 * MM_GV_WARPS), b2 = (a->n + 2 * MM_GV_WARPS - 1) / (2 * MM_GV_WARPS),
-                  b1 = (a->n + MM_GV_WARPS - 1) / MM_GV_WARPS;
+static cudaError_t mm_gv_launch_rows(const mm_gv_args *a, int npairs, int rows, bool pdl, cudaStream_t st) {
     const dim3 block(MM_GV_WARPS * 32);
-    if (b4 * npairs >= want) return cu_launch_pdl(pdl, mm_gv_kernel<M, 4, TO>, dim3((unsigned)b4, (unsigned)npairs), block, 0, st, *a);
-    if (b2 * npairs >= want) return cu_launch_pdl(pdl, mm_gv_kernel<M, 2, TO>, dim3((unsigned)b2, (unsigned)npairs), block, 0, st, *a);
-    return cu_launch_pdl(pdl, mm_gv_kernel<M, 1, TO>, dim3((unsigned)b1, (unsigned)npairs), block, 0, st, *a);
+    const unsigned np = (unsigned)npairs;
+    if (rows == 4)
+        return cu_launch_pdl(pdl, mm_gv_kernel<M, 4, TO>, dim3((unsigned)((a->n + 4 * MM_GV_WARPS - 1) / (4 * MM_GV_WARPS)), np), block,
+                             0, st, *a);
+    if (rows == 2)
+        return cu_launch_pdl(pdl, mm_gv_kernel<M, 2, TO>, dim3((unsigned)((a->n + 2 * MM_GV_WARPS - 1) / (2 * MM_GV_WARPS)), np), block,
+                             0, st, *a);
+    return cu_launch_pdl(pdl, mm_gv_kernel<M, 1, TO>, dim3((unsigned)((a->n + MM_GV_WARPS - 1) / MM_GV_WARPS), np), block, 0, st, *a);
 }
 
 template <typename TO>
-static cudaError_t mm_gv_launch(const mm_gv_args *a, int npairs, int sms, bool pdl, cudaStream_t st) {
-    if (a->m <= 1) return mm_gv_launch_rows<1, TO>(a, npairs, sms, pdl, st);
-    if (a->m <= 2) return mm_gv_launch_rows<2, TO>(a, npairs, sms, pdl, st);
-    if (a->m <= 4) return mm_gv_launch_rows<4, TO>(a, npairs, sms, pdl, st);
-    return mm_gv_launch_rows<8, TO>(a, npairs, sms, pdl, st);
+static cudaError_t mm_gv_launch(const mm_gv_args *a, int npairs, int rows, bool pdl, cudaStream_t st) {
+    if (a->m <= 1) return mm_gv_launch_rows<1, TO>(a, npairs, rows, pdl, st);
+    if (a->m <= 2) return mm_gv_launch_rows<2, TO>(a, npairs, rows, pdl, st);
+    if (a->m <= 4) return mm_gv_launch_rows<4, TO>(a, npairs, rows, pdl, st);
+    return mm_gv_launch_rows<8, TO>(a, npairs, rows, pdl, st);
 }
 
 // Runs op o's product (plan p, key fitting mm_gv_fits) with the few-rows kernel when every x and W
@@ -564,8 +606,8 @@ static int mm_gv_run(stg_cuda *c, const stg_op *o, const cuda_mm_plan *p, void *
     a.k = p->key.k;
     a.n = p->key.m;
     a.w_early = p->gv_w_early && c->pdl;
-    cudaError_t e = p->key.c_type == CUDA_R_16BF ? mm_gv_launch<bf16>(&a, n, c->sm_count, c->pdl, c->stream)
-                                                 : mm_gv_launch<float>(&a, n, c->sm_count, c->pdl, c->stream);
+    cudaError_t e = p->key.c_type == CUDA_R_16BF ? mm_gv_launch<bf16>(&a, n, p->gv_rows, c->pdl, c->stream)
+                                                 : mm_gv_launch<float>(&a, n, p->gv_rows, c->pdl, c->stream);
     if (e != cudaSuccess) return stg_errf(err, "matmul (few rows): launch: %s", cudaGetErrorString(e));
     CUDA_LAUNCH_CHECK(err, "matmul (few rows)");
     return 1;
@@ -654,6 +696,9 @@ int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, v
     for (int q = 0; p->gv_w_early && q < (p->npairs ? p->npairs : 1); q++)
         p->gv_w_early = g->t[p->npairs ? o->in[2 * q + 1] : p->in1].cls == STG_CLASS_PARAM;
     for (int i = 0; p->gv_w_early && i < g->nops; i++) p->gv_w_early = g->ops[i].phase != STG_PHASE_OPTIMIZER;
+    if (p->gv) // our m rows (cuBLASLt's n), n output features (its m)
+        p->gv_rows = p->key.c_type == CUDA_R_16BF ? mm_gv_pick_rows_t<bf16>(p->key.n, p->key.m, p->npairs ? p->npairs : 1, c->sm_count)
+                                                  : mm_gv_pick_rows_t<float>(p->key.n, p->key.m, p->npairs ? p->npairs : 1, c->sm_count);
     *state = p;
     if (p->ch.ws_bytes > c->side_ws_need) c->side_ws_need = p->ch.ws_bytes;
     return 0;

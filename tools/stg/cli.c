@@ -529,12 +529,17 @@ int cli_plan(const cli_model_opts *m, stg_graph **g, rt_backend *b, stg_plan **p
     s->g = NULL;
     s->p = NULL;
     stg_step_free(s);
+    if (rep->late_head_dw)
+        fprintf(stderr, "stg: memory budget %.2f GiB: the fused head's weight gradient made late (late_dw=1: the logits once more, "
+                        "+%.1f%% FLOPs): planned peak %.2f GiB (%.2f GiB without)\n",
+                (double)budget / (1 << 30), rep->step_flops > 0 ? 100 * rep->late_flops / rep->step_flops : 0,
+                (double)rep->peak_late / (1 << 30), (double)rep->peak_before / (1 << 30));
     if (rep->n_recomputed)
         fprintf(stderr, "stg: memory budget %.2f GiB: recomputing %d activations (%.2f GiB) in the backward pass, +%.1f%% FLOPs; "
                         "planned peak %.2f GiB (%.2f GiB without)\n",
                 (double)budget / (1 << 30), rep->n_recomputed, (double)rep->bytes_dropped / (1 << 30),
                 rep->step_flops > 0 ? 100 * rep->extra_flops / rep->step_flops : 0, (double)rep->peak_after / (1 << 30),
-                (double)rep->peak_before / (1 << 30));
+                (double)(rep->late_head_dw ? rep->peak_late : rep->peak_before) / (1 << 30));
     return 0;
 }
 

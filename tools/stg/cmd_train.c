@@ -649,7 +649,7 @@ int cmd_step(int argc, char **argv) {
     // No tensor 'logits': with fused_head=on the LM head and the loss are one op (linear_cross_entropy)
     // that never materialises them; the dump says so in its metadata.
     const char *fused = graph_option(g, "fused_head");
-    bool fused_on = fused && strcmp(fused, "on") == 0;
+    bool fused_on = fused && strcmp(fused, "off") != 0; // on or late
     if (rt_st_writer_meta(w, "format", "stg-step-1", &err) ||
         (logits < 0 && rt_st_writer_meta(w, "logits", fused_on ? "not materialised: fused LM head (fused_head=on)"
                                                                  : "none: the model has no tensor named 'logits'", &err)) ||

@@ -57,7 +57,7 @@ static const opt_usage opts[] = {
     {C_MODEL & ~C_SAMPLE, "--attention naive|flash", "attention written out or fused (default flash)"},
     {C_MODEL & ~(C_STEP | C_EXPORT | C_IMPORT), "--precision fp32|bf16|fp64", "bf16: bf16 weights and activations, fp32 master weights, gradients and AdamW state; fp64: cpu only"},
     {C_STEP, "--precision fp32|fp64", "the step's precision (cpu)"},
-    {C_PLAN, "--memory-budget BYTES|auto", "recompute activations so the step fits (e.g. 60G; auto: the device's free memory)"},
+    {C_PLAN, "--memory-budget BYTES|auto", "recompute activations or make the fused head's weight gradient late, whichever adds fewer FLOPs, so the step fits (e.g. 60G; auto: the device's free memory)"},
     {C_PLAN, "--optimizer-in-backward", "each AdamW update as soon as its gradient is final (clipping by the previous step's norm)"},
     {C_PLAN, "--group-matmuls on|off", "products of equal shapes sharing an operand as one batched call (default on)"},
     {C_PLAN, "--grad-accum N", "micro-batches per optimizer step: gradients summed over N forward-backward passes, mean loss, one AdamW (default 1)"},

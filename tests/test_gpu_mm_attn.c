@@ -396,6 +396,8 @@ static void test_matmul_group(void **state) {
 // (grad_out). The few-rows kernel must run it when gemv (cuda_mm_describe says so), cuBLASLt
 // otherwise; against the CPU, then (accum) run again adding into its output, as gradient accumulation
 // does (beta 1 with C the output): twice the product.
+static int expect_split = 0; // few_rows_case: the warps sharing a row's k the few-rows kernel must use (0: any, -1: more than 1)
+
 static void few_rows_case(int64_t m, int64_t k, int64_t n, bool bias, bool f32_out, bool accum, int gemv) {
     pair p;
     pair_open(&p, STG_PREC_BF16);
@@ -422,6 +424,11 @@ static void few_rows_case(int64_t m, int64_t k, int64_t n, bool bias, bool f32_o
     cuda_mm_info info;
     assert_int_equal(cuda_mm_describe(ctx, op, &info), 0);
     assert_int_equal(info.gemv, gemv);
+    if (gemv && expect_split) {
+        printf("  %-40s few-rows kernel: %d rows a warp, k split %d ways\n", what, info.gemv_rows, info.gemv_split);
+        if (expect_split > 0) assert_int_equal(info.gemv_split, expect_split);
+        else assert_true(info.gemv_split > 1);
+    }
     if (accum) { // the output holds the product: add it once more
         stg_err err;
         const int y = out[0];
@@ -452,11 +459,19 @@ static void test_matmul_few_rows(void **state) {
     few_rows_case(4, 200, 300, true, false, true, 1); // a bias; k of 25 vectors (part of a lane's last batch)
     few_rows_case(3, 72, 50, false, true, true, 1);   // bf16 -> f32 (grad_out), accumulated
     few_rows_case(1, 2560, 2560, false, false, true, 1); // the 2.7B model's wo: R = 1 (few output rows)
+    // split k (few output rows: the warps of a row's group add their slices' sums in shared memory)
+    expect_split = 8;
+    few_rows_case(3, 8192, 77, true, false, true, 1); // 10 blocks at one row a warp: 8 slices of 128 vectors
+    expect_split = 2;
+    few_rows_case(5, 2056, 300, false, true, false, 1); // 257 vectors: two slices (129 and 128), no more (128 a warp at least)
+    expect_split = 0;
     few_rows_case(2, 36, 40, false, false, false, 0); // k not a multiple of 8: cuBLASLt
     few_rows_case(9, 64, 40, false, false, false, 0); // nine rows: cuBLASLt
     if (!small_only) { // the 2.7B model's w1, w2 and head at one and at eight sequences
         few_rows_case(1, 2560, 10240, false, false, false, 1);
+        expect_split = -1; // 320 blocks at one row a warp: fewer than the slots of any H100 or H200
         few_rows_case(1, 10240, 2560, false, false, false, 1);
+        expect_split = 0;
         few_rows_case(1, 2560, 10000, false, false, false, 1);
         few_rows_case(8, 2560, 10240, false, false, false, 1);
     }

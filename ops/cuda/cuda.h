@@ -89,6 +89,7 @@ typedef struct cuda_mm_info {
     int pick, candidates;
     float ms_first, ms_pick;
     int gemv; // 1: the few-rows kernel runs the product (bf16, at most 8 rows), not cuBLASLt's choice
+    int gemv_rows, gemv_split; // its rows of W a warp and warps sharing a row's k (0 when not gemv)
 } cuda_mm_info;
 int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out);
 

@@ -81,7 +81,8 @@ struct cuda_mm_plan {
     // (tab[0 .. n) its A = our Bs, [n, 2n) its B = our As, [2n, 3n) C, [3n, 4n) D = our outputs)
     int gv;                            // mm_gv_fits: the few-rows kernel runs it (when aligned at run)
     int gv_w_early;                    // its Ws are parameters of a graph that never writes one (mm_gv_kernel)
-    int gv_rows;                       // rows of W a warp (mm_gv_pick_rows_t, chosen at prepare)
+    int gv_rows;                       // rows of W a warp (mm_gv_pick_t, chosen at prepare)
+    int gv_split;                      // warps sharing a row's k (1, 2, 4 or 8; mm_gv_pick_t)
     int npairs;
     int ins[2 * STG_MAX_OUT], outs[STG_MAX_OUT];
     const void *htab[4 * STG_MAX_OUT];
@@ -442,54 +443,73 @@ __device__ __forceinline__ void mm_gv_load(uint4 (&wv)[U][R], const uint4 *const
     }
 }
 
-// Grid (ceil(n / (MM_GV_WARPS R)), pairs); M >= a.m rows of x (the rows past a.m are not read).
+// Grid (ceil(n KS / (MM_GV_WARPS R)), pairs); M >= a.m rows of x (the rows past a.m are not read).
+// KS warps share a group of R rows, warp w of the group taking the w-th of KS consecutive slices of
+// k (split k: enough warps in flight when the rows are few, the 2.7B model's w2 and wo); their sums
+// meet in shared memory and are added in the warps' order (the same bits every run).
 // Launched with programmatic dependent launch where the device has it (mm_gv_run): when every W is
 // a parameter (a.w_early), the first trip's W is loaded before cu_pdl_wait(), under the end of the
 // kernel before; x, the addend and y only after it. Every thread waits, the warps past n too, so the
 // kernel never ends before the one it depends on.
-template <int M, int R, typename TO>
+template <int M, int R, int KS, typename TO>
 __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_kernel(const mm_gv_args a) {
+    static_assert(MM_GV_WARPS % KS == 0 && (KS == 1 || R == 1), "split k: KS divides the block's warps, one row a group");
     cu_pdl_trigger();
-    const int q = blockIdx.y, lane = threadIdx.x & 31;
-    const int64_t row0 = ((int64_t)blockIdx.x * MM_GV_WARPS + threadIdx.x / 32) * R;
+    const int q = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x / 32, part = warp % KS;
+    const int64_t row0 = ((int64_t)blockIdx.x * (MM_GV_WARPS / KS) + warp / KS) * R;
     const bool live = row0 < a.n; // warp-uniform
     const int64_t kv = a.k / 8;   // 16-byte vectors in a row
+    const int64_t slice = (kv + KS - 1) / KS, lo = min(kv, part * slice), hi = min(kv, lo + slice); // this warp's vectors
     const uint4 *x = (const uint4 *)a.x[q];
     const uint4 *w[R];
 #pragma unroll
     for (int r = 0; r < R; r++) w[r] = (const uint4 *)(a.w[q] + min(row0 + r, a.n - 1) * a.k); // past n: re-read the last
     constexpr int U = MM_GV_U(R);
     uint4 wv[U][R];
-    if (live && a.w_early) mm_gv_load<R, U>(wv, w, lane, kv);
+    if (live && a.w_early) mm_gv_load<R, U>(wv, w, lo + lane, hi);
     cu_pdl_wait();
-    if (!live) return;
-    if (!a.w_early) mm_gv_load<R, U>(wv, w, lane, kv);
+    if (KS == 1 && !live) return; // (split: every warp reaches the barrier below)
     float acc[R][M];
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int i = 0; i < M; i++) acc[r][i] = 0.0f;
-    for (int64_t v0 = lane; v0 < kv; v0 += 32 * U) {
+    if (live) {
+        if (!a.w_early) mm_gv_load<R, U>(wv, w, lo + lane, hi);
+        for (int64_t v0 = lo + lane; v0 < hi; v0 += 32 * U) {
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int64_t v = v0 + 32 * u;
-            if (v >= kv) break;
+            for (int u = 0; u < U; u++) {
+                const int64_t v = v0 + 32 * u;
+                if (v >= hi) break;
 #pragma unroll
-            for (int i = 0; i < M; i++) {
-                if (i >= a.m) break;
-                const uint4 xv = x[i * kv + v]; // a coherent load: x may have been written while this kernel waited (not ld.global.nc)
+                for (int i = 0; i < M; i++) {
+                    if (i >= a.m) break;
+                    const uint4 xv = x[i * kv + v]; // a coherent load: x may have been written while this kernel waited (not ld.global.nc)
 #pragma unroll
-                for (int r = 0; r < R; r++) acc[r][i] = mm_gv_dot8(xv, wv[u][r], acc[r][i]);
+                    for (int r = 0; r < R; r++) acc[r][i] = mm_gv_dot8(xv, wv[u][r], acc[r][i]);
+                }
             }
+            if (v0 + 32 * U < hi) mm_gv_load<R, U>(wv, w, v0 + 32 * U, hi); // the next trip's
         }
-        if (v0 + 32 * U < kv) mm_gv_load<R, U>(wv, w, v0 + 32 * U, kv); // the next trip's
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int i = 0; i < M; i++)
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], off);
     }
+    if (KS > 1) { // the group's first warp adds the other slices' sums, in order
+        __shared__ float part_sum[MM_GV_WARPS][M];
+        if (lane == 0 && part > 0)
 #pragma unroll
-    for (int r = 0; r < R; r++)
+            for (int i = 0; i < M; i++) part_sum[warp][i] = acc[0][i];
+        __syncthreads();
+        if (part > 0 || !live) return;
 #pragma unroll
-        for (int i = 0; i < M; i++)
+        for (int p = 1; p < KS; p++)
 #pragma unroll
-            for (int off = 16; off > 0; off >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], off);
+            for (int i = 0; i < M; i++) acc[0][i] += part_sum[warp + p][i];
+    }
     if (lane != 0) return;
     TO *y = (TO *)a.y[q];
     const TO *c = (const TO *)a.c[q], *bias = (const TO *)a.bias[q];
@@ -524,12 +544,12 @@ static bool mm_gv_fits(const mm_key *k) {
 
 static bool mm_gv_aligned(const void *x, const void *w) { return (((uintptr_t)x | (uintptr_t)w) & 15u) == 0; }
 
-// Blocks of mm_gv_kernel<M, R, TO> resident on one multiprocessor (the occupancy query; 1 when it
+// Blocks of mm_gv_kernel<M, R, KS, TO> resident on one multiprocessor (the occupancy query; 1 when it
 // fails, which only makes the choice below prefer fewer rows a warp). Asked at prepare, never while
 // a graph is being captured.
-template <int M, int R, typename TO> static int mm_gv_resident(void) {
+template <int M, int R, int KS, typename TO> static int mm_gv_resident(void) {
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mm_gv_kernel<M, R, TO>, MM_GV_WARPS * 32, 0) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mm_gv_kernel<M, R, KS, TO>, MM_GV_WARPS * 32, 0) != cudaSuccess) {
         (void)cudaGetLastError();
         n = 1;
     }
@@ -545,45 +565,69 @@ static double mm_gv_wave_use(int64_t blocks, int64_t slots) {
     return (double)blocks / (double)(waves * slots);
 }
 
-// R rows a warp (1, 2 or 4) for m rows of x, n output features and npairs products in one launch:
-// the R whose grid uses the resident block slots best over its waves (the 2.7B model's w1/w3 pair at
-// 4 rows: 640 blocks in 264 slots, 2.42 waves, 81%; at 1 row: 2560 in 528, 97%), the larger R when
-// within 2% (x read by fewer warps). Every R gives the same bits: a row's sum does not depend on how
-// many rows its warp has.
-template <int M, typename TO> static int mm_gv_pick_rows_m(int64_t n, int npairs, int sms) {
-    const int64_t s = sms > 0 ? sms : 132;
-    const double u4 = mm_gv_wave_use((n + 4 * MM_GV_WARPS - 1) / (4 * MM_GV_WARPS) * npairs, s * mm_gv_resident<M, 4, TO>()),
-                 u2 = mm_gv_wave_use((n + 2 * MM_GV_WARPS - 1) / (2 * MM_GV_WARPS) * npairs, s * mm_gv_resident<M, 2, TO>()),
-                 u1 = mm_gv_wave_use((n + MM_GV_WARPS - 1) / MM_GV_WARPS * npairs, s * mm_gv_resident<M, 1, TO>());
-    return u4 + 0.02 >= u2 && u4 + 0.02 >= u1 ? 4 : u2 + 0.02 >= u1 ? 2 : 1;
+// The shape of the launch for m rows of x, n output features of k inputs and npairs products in one
+// launch: *rows (R: 1, 2 or 4 rows of W a warp) and *split (KS: warps sharing a row's k), each chosen
+// by how well its grid uses the GPU's resident block slots over its waves. When a grid of one row a
+// warp fills the slots at least once, KS = 1 and R is the best (the 2.7B model's w1/w3 pair at 4 rows:
+// 640 blocks in 264 slots, 2.42 waves, 81%; at 1 row: 2560 in 528, 97%), the larger R when within 2%
+// (x read by fewer warps); every R gives the same bits (a row's sum does not depend on how many rows
+// its warp has). Fewer rows (the 2.7B model's w2, 2560 rows of 10240: 320 blocks at one row a warp for
+// 528 slots, 61%) split k at one row a group instead: the best KS of 1, 2, 4 and 8 (w2: 8, 97%), the
+// smaller when within 2% of it, no warp left fewer than 128 vectors (four a lane: the 2.7B model's wo,
+// 320 vectors a row, took 0.336 ms over 32 layers split in four against 0.318 whole, H200).
+template <int M, typename TO> static void mm_gv_pick_m(int64_t n, int64_t k, int npairs, int sms, int *rows, int *split) {
+    const int64_t s = sms > 0 ? sms : 132, kv = k / 8;
+    const int64_t b1 = (n + MM_GV_WARPS - 1) / MM_GV_WARPS * npairs; // blocks at one row a warp
+    const double u1 = mm_gv_wave_use(b1, s * mm_gv_resident<M, 1, 1, TO>());
+    *rows = 1;
+    *split = 1;
+    if (b1 < s * mm_gv_resident<M, 1, 1, TO>()) {
+        const int ks[3] = {2, 4, 8}, res[3] = {mm_gv_resident<M, 1, 2, TO>(), mm_gv_resident<M, 1, 4, TO>(), mm_gv_resident<M, 1, 8, TO>()};
+        double best = u1;
+        for (int i = 0; i < 3 && kv / ks[i] >= 128; i++) {
+            const double u = mm_gv_wave_use(b1 * ks[i], s * res[i]);
+            if (u > best * 1.02) best = u, *split = ks[i];
+        }
+        return;
+    }
+    const double u4 = mm_gv_wave_use((n + 4 * MM_GV_WARPS - 1) / (4 * MM_GV_WARPS) * npairs, s * mm_gv_resident<M, 4, 1, TO>()),
+                 u2 = mm_gv_wave_use((n + 2 * MM_GV_WARPS - 1) / (2 * MM_GV_WARPS) * npairs, s * mm_gv_resident<M, 2, 1, TO>());
+    *rows = u4 + 0.02 >= u2 && u4 + 0.02 >= u1 ? 4 : u2 + 0.02 >= u1 ? 2 : 1;
 }
 
-template <typename TO> static int mm_gv_pick_rows_t(int64_t m, int64_t n, int npairs, int sms) {
-    return m <= 1 ? mm_gv_pick_rows_m<1, TO>(n, npairs, sms)
-         : m <= 2 ? mm_gv_pick_rows_m<2, TO>(n, npairs, sms)
-         : m <= 4 ? mm_gv_pick_rows_m<4, TO>(n, npairs, sms)
-                  : mm_gv_pick_rows_m<8, TO>(n, npairs, sms);
+template <typename TO> static void mm_gv_pick_t(int64_t m, int64_t n, int64_t k, int npairs, int sms, int *rows, int *split) {
+    if (m <= 1) mm_gv_pick_m<1, TO>(n, k, npairs, sms, rows, split);
+    else if (m <= 2) mm_gv_pick_m<2, TO>(n, k, npairs, sms, rows, split);
+    else if (m <= 4) mm_gv_pick_m<4, TO>(n, k, npairs, sms, rows, split);
+    else mm_gv_pick_m<8, TO>(n, k, npairs, sms, rows, split);
+}
+
+template <int M, int R, int KS, typename TO>
+static cudaError_t mm_gv_launch_shape(const mm_gv_args *a, int npairs, bool pdl, cudaStream_t st) {
+    constexpr int64_t per_block = (int64_t)MM_GV_WARPS / KS * R; // rows of W a block
+    return cu_launch_pdl(pdl, mm_gv_kernel<M, R, KS, TO>, dim3((unsigned)((a->n + per_block - 1) / per_block), (unsigned)npairs),
+                         dim3(MM_GV_WARPS * 32), 0, st, *a);
 }
 
 template <int M, typename TO>
-static cudaError_t mm_gv_launch_rows(const mm_gv_args *a, int npairs, int rows, bool pdl, cudaStream_t st) {
-    const dim3 block(MM_GV_WARPS * 32);
-    const unsigned np = (unsigned)npairs;
-    if (rows == 4)
-        return cu_launch_pdl(pdl, mm_gv_kernel<M, 4, TO>, dim3((unsigned)((a->n + 4 * MM_GV_WARPS - 1) / (4 * MM_GV_WARPS)), np), block,
-                             0, st, *a);
-    if (rows == 2)
-        return cu_launch_pdl(pdl, mm_gv_kernel<M, 2, TO>, dim3((unsigned)((a->n + 2 * MM_GV_WARPS - 1) / (2 * MM_GV_WARPS)), np), block,
-                             0, st, *a);
-    return cu_launch_pdl(pdl, mm_gv_kernel<M, 1, TO>, dim3((unsigned)((a->n + MM_GV_WARPS - 1) / MM_GV_WARPS), np), block, 0, st, *a);
+static cudaError_t mm_gv_launch_rows(const mm_gv_args *a, int npairs, int rows, int split, bool pdl, cudaStream_t st) {
+    switch (split) {
+    case 2: return mm_gv_launch_shape<M, 1, 2, TO>(a, npairs, pdl, st);
+    case 4: return mm_gv_launch_shape<M, 1, 4, TO>(a, npairs, pdl, st);
+    case 8: return mm_gv_launch_shape<M, 1, 8, TO>(a, npairs, pdl, st);
+    default: break;
+    }
+    if (rows == 4) return mm_gv_launch_shape<M, 4, 1, TO>(a, npairs, pdl, st);
+    if (rows == 2) return mm_gv_launch_shape<M, 2, 1, TO>(a, npairs, pdl, st);
+    return mm_gv_launch_shape<M, 1, 1, TO>(a, npairs, pdl, st);
 }
 
 template <typename TO>
-static cudaError_t mm_gv_launch(const mm_gv_args *a, int npairs, int rows, bool pdl, cudaStream_t st) {
-    if (a->m <= 1) return mm_gv_launch_rows<1, TO>(a, npairs, rows, pdl, st);
-    if (a->m <= 2) return mm_gv_launch_rows<2, TO>(a, npairs, rows, pdl, st);
-    if (a->m <= 4) return mm_gv_launch_rows<4, TO>(a, npairs, rows, pdl, st);
-    return mm_gv_launch_rows<8, TO>(a, npairs, rows, pdl, st);
+static cudaError_t mm_gv_launch(const mm_gv_args *a, int npairs, int rows, int split, bool pdl, cudaStream_t st) {
+    if (a->m <= 1) return mm_gv_launch_rows<1, TO>(a, npairs, rows, split, pdl, st);
+    if (a->m <= 2) return mm_gv_launch_rows<2, TO>(a, npairs, rows, split, pdl, st);
+    if (a->m <= 4) return mm_gv_launch_rows<4, TO>(a, npairs, rows, split, pdl, st);
+    return mm_gv_launch_rows<8, TO>(a, npairs, rows, split, pdl, st);
 }
 
 // Runs op o's product (plan p, key fitting mm_gv_fits) with the few-rows kernel when every x and W
@@ -606,8 +650,8 @@ static int mm_gv_run(stg_cuda *c, const stg_op *o, const cuda_mm_plan *p, void *
     a.k = p->key.k;
     a.n = p->key.m;
     a.w_early = p->gv_w_early && c->pdl;
-    cudaError_t e = p->key.c_type == CUDA_R_16BF ? mm_gv_launch<bf16>(&a, n, p->gv_rows, c->pdl, c->stream)
-                                                 : mm_gv_launch<float>(&a, n, p->gv_rows, c->pdl, c->stream);
+    cudaError_t e = p->key.c_type == CUDA_R_16BF ? mm_gv_launch<bf16>(&a, n, p->gv_rows, p->gv_split, c->pdl, c->stream)
+                                                 : mm_gv_launch<float>(&a, n, p->gv_rows, p->gv_split, c->pdl, c->stream);
     if (e != cudaSuccess) return stg_errf(err, "matmul (few rows): launch: %s", cudaGetErrorString(e));
     CUDA_LAUNCH_CHECK(err, "matmul (few rows)");
     return 1;
@@ -696,9 +740,11 @@ int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, v
     for (int q = 0; p->gv_w_early && q < (p->npairs ? p->npairs : 1); q++)
         p->gv_w_early = g->t[p->npairs ? o->in[2 * q + 1] : p->in1].cls == STG_CLASS_PARAM;
     for (int i = 0; p->gv_w_early && i < g->nops; i++) p->gv_w_early = g->ops[i].phase != STG_PHASE_OPTIMIZER;
-    if (p->gv) // our m rows (cuBLASLt's n), n output features (its m)
-        p->gv_rows = p->key.c_type == CUDA_R_16BF ? mm_gv_pick_rows_t<bf16>(p->key.n, p->key.m, p->npairs ? p->npairs : 1, c->sm_count)
-                                                  : mm_gv_pick_rows_t<float>(p->key.n, p->key.m, p->npairs ? p->npairs : 1, c->sm_count);
+    if (p->gv) { // our m rows (cuBLASLt's n), n output features (its m)
+        const int np = p->npairs ? p->npairs : 1;
+        if (p->key.c_type == CUDA_R_16BF) mm_gv_pick_t<bf16>(p->key.n, p->key.m, p->key.k, np, c->sm_count, &p->gv_rows, &p->gv_split);
+        else mm_gv_pick_t<float>(p->key.n, p->key.m, p->key.k, np, c->sm_count, &p->gv_rows, &p->gv_split);
+    }
     *state = p;
     if (p->ch.ws_bytes > c->side_ws_need) c->side_ws_need = p->ch.ws_bytes;
     return 0;
@@ -778,6 +824,8 @@ extern "C" int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out) {
     out->ms_first = p->ch.ms_first;
     out->ms_pick = p->ch.ms_pick;
     out->gemv = p->gv;
+    out->gemv_rows = p->gv ? p->gv_rows : 0;
+    out->gemv_split = p->gv ? p->gv_split : 0;
     return 0;
 }
 

@@ -76,11 +76,13 @@ static void test_env(void **s) {
     clear_env();
 }
 
+static const char *head_mode; // a fused_head= setting for every run (NULL: the model's)
+
 static stg_step *load_z(int batch, int world, int64_t bucket, int zero, int rank) {
     char b[32];
     snprintf(b, sizeof b, "batch=%d", batch);
-    const char *sets[] = {RIG_TINY, b, "ctx=16"};
-    stg_step_opts o = rig_opts(MODEL("tiny.yaml"), STG_PREC_FP32, sets, 7);
+    const char *sets[] = {RIG_TINY, b, "ctx=16", head_mode};
+    stg_step_opts o = rig_opts(MODEL("tiny.yaml"), STG_PREC_FP32, sets, head_mode ? 8 : 7);
     o.optim = rig_optim(1e-2, graph_optim_defaults().min_lr, 1, STEPS);
     o.optim.max_norm = 0.5; // clipping is active: the norm must be of the averaged gradient
     o.optim.dp_world = world;
@@ -88,7 +90,13 @@ static stg_step *load_z(int batch, int world, int64_t bucket, int zero, int rank
     o.optim.dp_first_bucket_bytes = bucket / 4;
     o.optim.dp_zero = zero;
     o.optim.dp_rank = rank;
-    return rig_step(&o);
+    stg_step *st = rig_step(&o);
+    if (head_mode) { // the setting took: the head's weight gradient is its own op
+        bool late = false;
+        for (int i = 0; i < st->g->nops; i++) late = late || st->g->ops[i].kind == STG_OP_LINEAR_CROSS_ENTROPY_DW;
+        assert_true(late);
+    }
+    return st;
 }
 
 static stg_step *load(int batch, int world, int64_t bucket) { return load_z(batch, world, bucket, 0, 0); }
@@ -154,6 +162,14 @@ static void equal_global_batch(int world, int64_t bucket) {
 
 static void test_two_ranks(void **s) { equal_global_batch(2, 16 << 10); }
 static void test_three_ranks_one_bucket(void **s) { equal_global_batch(3, 0); }
+
+// The fused head with its weight gradient made late (late_dw=1): that gradient is final only just
+// before the global norm, so its bucket's all-reduce comes last; the same result as one process.
+static void test_two_ranks_late_head(void **s) {
+    head_mode = "fused_head=late";
+    equal_global_batch(2, 16 << 10);
+    head_mode = NULL;
+}
 
 // ZeRO-1: each rank keeps the AdamW state of its own parameters only, and the result is the same.
 static void test_zero1(void **s) {
@@ -379,6 +395,7 @@ int main(void) {
         cmocka_unit_test(test_shard_accounting),
         cmocka_unit_test(test_two_ranks),
         cmocka_unit_test(test_three_ranks_one_bucket),
+        cmocka_unit_test(test_two_ranks_late_head),
         cmocka_unit_test(test_zero1),
         cmocka_unit_test(test_missing_rank),
         cmocka_unit_test(test_dead_rank),

@@ -44,12 +44,13 @@ typedef struct {
     int world, zero, rank; // data parallel (world 0: one process)
     int64_t budget;     // > 0: plan within this many bytes
     bool fused;         // the LM's fused head (linear_cross_entropy)
+    bool late;          // with fused: its weight gradient made late (fused_head=late)
 } acfg;
 
 static stg_step *build(const acfg *c, stg_err *err) {
     char b[32];
     snprintf(b, sizeof b, "batch=%d", c->batch);
-    const char *lm[] = {RIG_TINY, b, "ctx=16", c->fused ? "fused_head=on" : "fused_head=off"};
+    const char *lm[] = {RIG_TINY, b, "ctx=16", c->fused ? (c->late ? "fused_head=late" : "fused_head=on") : "fused_head=off"};
     const char *toy[] = {b};
     bool is_toy = c->model && strstr(c->model, "toy.yaml");
     char tied[1024];
@@ -116,6 +117,12 @@ static void test_toy(void **s) { same_as_one_batch((acfg){.model = MODEL("toy.ya
 // The fused LM head + loss: its backward takes the 1/N loss gradient too.
 static void test_lm_fused_head(void **s) {
     same_as_one_batch((acfg){.model = MODEL("tiny.yaml"), .batch = 2, .accum = 4, .clip = 0.05, .grouped = true, .fused = true}, 1e-6);
+}
+// The same with its weight gradient made late (linear_cross_entropy_dx now, _dw just before the global
+// norm): the late op's gradient accumulates like every other.
+static void test_lm_late_head(void **s) {
+    same_as_one_batch((acfg){.model = MODEL("tiny.yaml"), .batch = 2, .accum = 4, .clip = 0.05, .grouped = true, .fused = true, .late = true},
+                      1e-6);
 }
 static void test_tied(void **s) { same_as_one_batch((acfg){.model = NULL, .batch = 2, .accum = 4, .clip = 0.05, .grouped = true}, 1e-6); }
 
@@ -437,6 +444,7 @@ int main(void) {
         cmocka_unit_test(test_toy),
         cmocka_unit_test(test_tied),
         cmocka_unit_test(test_lm_fused_head),
+        cmocka_unit_test(test_lm_late_head),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_dp_graph),
         cmocka_unit_test(test_two_ranks),

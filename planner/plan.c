@@ -319,6 +319,7 @@ int plan_build(const stg_graph *g, const stg_plan_opts *o, stg_plan **out, stg_e
     if (!p) return -1;
     p->alignment = o->alignment;
     p->peak_step = -1;
+    int rc = -1; // until the plan is whole
 
     int *vroot = malloc(sizeof(int) * (size_t)(nt ? nt : 1));
     int *sfirst = malloc(sizeof(int) * (size_t)(nt ? nt : 1));
@@ -561,16 +562,9 @@ int plan_build(const stg_graph *g, const stg_plan_opts *o, stg_plan **out, stg_e
     }
     if (!p->strategy[0]) snprintf(p->strategy, sizeof p->strategy, "%s", "empty");
 
-    free(vroot);
-    free(sfirst);
-    free(slast);
-    free(item_of);
-    free(it);
-    free(members);
-    free(diff);
-    free(adiff);
     *out = p;
-    return 0;
+    p = NULL; // (the caller's now)
+    rc = 0;
 fail:
     free(vroot);
     free(sfirst);
@@ -581,7 +575,7 @@ fail:
     free(diff);
     free(adiff);
     plan_free(p);
-    return -1;
+    return rc;
 }
 
 // ---- verification -----------------------------------------------------------------------------

@@ -141,6 +141,15 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
             stg_errf_at(err, op.loc, "%s has no gradient rule", d->name);
             goto done;
         }
+        if (dout[0] == STG_GRAD_SEED && !d->loss) { // the model's loss made by an op that is not a loss op
+            char kinds[256] = "";
+            for (int k = 0; k < STG_OP_COUNT; k++)
+                if (ops_def((stg_op_kind)k) && ops_def((stg_op_kind)k)->loss)
+                    snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s", kinds[0] ? ", " : "", ops_def((stg_op_kind)k)->name);
+            stg_errf_at(err, op.loc, "the model's loss '%s' is made by %s; it must be the output of a loss op (%s) itself: "
+                        "summing or scaling losses is not supported", g->t[out].name, d->name, kinds);
+            goto done;
+        }
         int first_new = g->nops;
         if (d->grad(&graph_grad_emit, g, o, dout, want, din, err) < 0) goto done;
         for (int i = 0; i < op.n_in; i++) {

@@ -83,6 +83,9 @@ typedef struct stg_op_def {
     // end of the schedule when none does), not where it was made: an op whose output is large and
     // needed late (the fused head's late weight gradient) so that it is not held meanwhile.
     bool late;
+    // The op makes a loss: its gradient rule takes STG_GRAD_SEED (the model's loss must be its output
+    // itself; autodiff refuses a loss made by any other op, e.g. a sum of losses).
+    bool loss;
 } stg_op_def;
 
 // Bit i of an input mask; inputs past 31 (of variadic ops: global_norm, allreduce) share bit 31.

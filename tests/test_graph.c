@@ -264,6 +264,13 @@ static const bad_case bad[] = {
      "m.yaml:7:26: linear: 'h' [2, 6] has 6 features but weight 'e' [10, 8] expects 8 (weights are [d_out, d_in])"},
     {"matmul addend of another shape", HEAD "graph:\n  - param e [10, d] init=embedding\n  - param w [d, 3] init=linear\n"
      "  - x = matmul(e, w, e)\n" TAIL, NULL, "m.yaml:6:9: matmul: the addend 'e' must have the product's shape and dtype"},
+    // the loss must be a loss op's output itself
+    {"sum of losses", HEAD "graph:\n  - param e [10, d] init=embedding\n  - a = cross_entropy(linear(embedding(tokens, e), e), targets)\n"
+     "  - loss = add(a, a)\n" TAIL, NULL,
+     "m.yaml:6:12: the model's loss 'loss' is made by add; it must be the output of a loss op (cross_entropy, linear_cross_entropy) itself"},
+    {"scaled loss", HEAD "graph:\n  - param e [10, d] init=embedding\n"
+     "  - loss = scale(cross_entropy(linear(embedding(tokens, e), e), targets), factor=2)\n" TAIL, NULL,
+     "m.yaml:5:12: the model's loss 'loss' is made by scale"},
     {"missing graph", HEAD TAIL, NULL, "no 'graph:' section"},
     {"empty file", "", NULL, "the model file is empty"},
 };

@@ -76,7 +76,7 @@ static const char sample_cross_entropy[] =
 
 const stg_op_def stg_rule_cross_entropy = {"cross_entropy", 2, 2, 2, NULL, 0, infer_cross_entropy, grad_cross_entropy, ops_flops_softmax,
                               .saves_in = OPS_BIT(0) | OPS_BIT(1), .saves_out = OPS_BIT(1), .no_grad_in = OPS_BIT(1), .inplace_in = -1,
-    .sample = sample_cross_entropy,
+    .sample = sample_cross_entropy, .loss = true,
     .doc = "logits (…, V), targets (…) i32 → mean loss (scalar), lse (rows)"};
 
 const stg_op_def stg_rule_cross_entropy_bwd = {"cross_entropy_bwd", 3, 3, 1, NULL, 0, infer_cross_entropy_bwd, NULL, ops_flops_softmax,
@@ -252,7 +252,7 @@ static const char sample_linear_cross_entropy[] =
 
 const stg_op_def stg_rule_linear_cross_entropy = {"linear_cross_entropy", 3, 3, 3, ATTRS(attrs_lce), infer_lce, grad_lce, flops_lce,
                                                   .saves_in = OPS_BIT(0) | OPS_BIT(1) | OPS_BIT(2), .saves_out = OPS_BIT(1),
-                                                  .no_grad_in = OPS_BIT(2), .inplace_in = -1, .sample = sample_linear_cross_entropy,
+                                                  .no_grad_in = OPS_BIT(2), .inplace_in = -1, .sample = sample_linear_cross_entropy, .loss = true,
     .doc = "x (…, D), W (V, D), targets (…) i32 → the mean loss of `cross_entropy(linear(x, W), targets)` (scalar), lse (rows), the chunk scratch (chunk, V): the LM head fused with the loss, the rows in chunks, no (rows, V) logits kept for backward (W may be the tied embedding)",
     .doc_attrs = "`chunk` (rows per chunk; 0: chosen by the op, the largest multiple of 64 with at most 2^25 logits, at least 64); "
                  "`late_dw` (0; 1: the backward makes W's gradient late, just before its first reader, recomputing the logits once "

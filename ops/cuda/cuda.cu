@@ -106,8 +106,10 @@ static void cuda_release_prepared(stg_cuda *c) {
         if (c->state[i] && c->state_free[i]) c->state_free[i](c->state[i]);
     free(c->state);
     free(c->state_free);
+    free(c->folded);
     c->state = NULL;
     c->state_free = NULL;
+    c->folded = NULL;
     c->nops = 0;
     c->side_ws_need = 0;
     if (c->lt_workspace) cudaFree(c->lt_workspace);
@@ -233,7 +235,8 @@ extern "C" int cuda_prepare(stg_cuda *c, const stg_graph *g, void *const *ptr, s
     int n = g->nops > 0 ? g->nops : 1;
     c->state = (void **)stg_calloc((size_t)n, sizeof *c->state, err);
     c->state_free = (void (**)(void *))stg_calloc((size_t)n, sizeof *c->state_free, err);
-    if (!c->state || !c->state_free) return -1;
+    c->folded = (unsigned char *)stg_calloc((size_t)n, 1, err);
+    if (!c->state || !c->state_free || !c->folded) return -1;
     c->nops = g->nops;
 
     // The ops' device tables, in one allocation, op after op.
@@ -332,6 +335,10 @@ extern "C" int cuda_op_supported(stg_op_kind k) {
     return r && r->run && (r->lane || r->lane_of);
 }
 
+extern "C" int cuda_op_folded(const stg_cuda *c, int op) {
+    return c && c->folded && op >= 0 && op < c->nops ? c->folded[op] : 0;
+}
+
 extern "C" int cuda_op_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     if (!g || op < 0 || op >= g->nops) return stg_errf(err, "cuda: no op %d", op);
     const stg_op *o = &g->ops[op];
@@ -346,6 +353,7 @@ extern "C" int cuda_op_run(stg_cuda *c, const stg_graph *g, int op, void *const 
             return stg_errf(err, "cuda: op %s (tensor %s) is f64: f64 graphs run on the CPU backend only",
                             ops_name(o->kind), g->t[id].name);
     }
+    if (c->folded[op]) return 0; // the op before it wrote its output
     if (cuda_recs[o->kind]->run(c, g, op, ptr, err)) {
         const char *what = o->n_out > 0 ? g->t[o->out[0]].name : g->t[o->in[0]].name;
         return stg_err_prefix(err, "cuda: op %s (%s)", ops_name(o->kind), what);

@@ -90,8 +90,12 @@ typedef struct cuda_mm_info {
     float ms_first, ms_pick;
     int gemv; // 1: the few-rows kernel runs the product (bf16, at most 8 rows), not cuBLASLt's choice
     int gemv_rows, gemv_split; // its rows of W a warp and warps sharing a row's k (0 when not gemv)
+    int gemv_fold;             // 1: it writes the output of the swiglu that reads its two outputs, not them
 } cuda_mm_info;
 int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out);
+// 1 when op's output is written by the op that makes its inputs (a decoding graph's swiglu, by the
+// few-rows product of w1 and w3, decided at cuda_prepare): its run enqueues nothing.
+int cuda_op_folded(const stg_cuda *c, int op);
 
 #ifdef __cplusplus
 }

@@ -101,6 +101,10 @@ struct stg_cuda {
     void *work;              // shared per-op scratch (inside scratch, after the groups' tables)
     size_t work_bytes;
     bool accumulate;         // cuda_set_accumulate: ops marked in stg_op.accum add into those outputs
+    // (nops) 1 for an op whose work the op before it does (a decoding graph's swiglu, written by the
+    // few-rows w1/w3 product that makes its inputs, ops/matmul/cuda.cu): its run enqueues nothing.
+    // Set by the groups' plans.
+    unsigned char *folded;
 };
 
 // Whether op o adds into its output k now (gradient accumulation, after the first micro-batch).

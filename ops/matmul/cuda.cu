@@ -83,6 +83,9 @@ struct cuda_mm_plan {
     int gv_w_early;                    // its Ws are parameters of a graph that never writes one (mm_gv_kernel)
     int gv_rows;                       // rows of W a warp (mm_gv_pick_t, chosen at prepare)
     int gv_split;                      // warps sharing a row's k (1, 2, 4 or 8; mm_gv_pick_t)
+    // a matmul_group of two whose outputs only a swiglu reads (mm_fold_plan): the few-rows kernel
+    // writes the swiglu's output (tensor glu_out) from both sums, pair glu_a the swiglu's a
+    int glu, glu_out, glu_a, glu_split; // (glu_split: warps sharing a row pair's k, mm_gv_glu_pick)
     int npairs;
     int ins[2 * STG_MAX_OUT], outs[STG_MAX_OUT];
     const void *htab[4 * STG_MAX_OUT];
@@ -528,6 +531,125 @@ __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_kernel(const mm_gv_arg
     }
 }
 
+// A matmul_group of two products of one x whose outputs a and b only a swiglu reads (mm_fold_plan):
+// one launch, grid ceil(n KS / MM_GV_WARPS); each group of KS warps takes row j of both Ws (W_a =
+// a.w[ia], W_b = the other), warp w of the group the w-th slice of k as mm_gv_kernel splits it. Each
+// row is summed as mm_gv_kernel sums it (lane by lane in the vectors' order, across the warp, then the
+// slices in order), rounded to bf16 as the product would store a and b, and silu(a) b written to y
+// (rounded to bf16) as the swiglu kernel computes it. With KS = 1 those are the bits of the two ops
+// (mm_gv_kernel's bits do not depend on its rows a warp when k is whole).
+template <int M, int KS>
+__global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_glu_kernel(const mm_gv_args a, int ia, bf16 *__restrict__ y) {
+    static_assert(MM_GV_WARPS % KS == 0, "KS divides the block's warps");
+    cu_pdl_trigger();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, part = warp % KS;
+    const int64_t j = (int64_t)blockIdx.x * (MM_GV_WARPS / KS) + warp / KS; // the output feature
+    const bool live = j < a.n;                                              // warp-uniform
+    const int64_t kv = a.k / 8;
+    const int64_t slice = (kv + KS - 1) / KS, lo = min(kv, part * slice), hi = min(kv, lo + slice);
+    const uint4 *x = (const uint4 *)a.x[0];
+    const uint4 *w[2] = {(const uint4 *)(a.w[ia] + min(j, a.n - 1) * a.k), (const uint4 *)(a.w[1 - ia] + min(j, a.n - 1) * a.k)};
+    constexpr int U = MM_GV_U(2);
+    uint4 wv[U][2];
+    if (live && a.w_early) mm_gv_load<2, U>(wv, w, lo + lane, hi);
+    cu_pdl_wait();
+    if (KS == 1 && !live) return; // (split: every warp reaches the barrier below)
+    float acc[2][M];
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+        for (int i = 0; i < M; i++) acc[r][i] = 0.0f;
+    if (live) {
+        if (!a.w_early) mm_gv_load<2, U>(wv, w, lo + lane, hi);
+        for (int64_t v0 = lo + lane; v0 < hi; v0 += 32 * U) {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int64_t v = v0 + 32 * u;
+                if (v >= hi) break;
+#pragma unroll
+                for (int i = 0; i < M; i++) {
+                    if (i >= a.m) break;
+                    const uint4 xv = x[i * kv + v]; // a coherent load (see mm_gv_kernel)
+#pragma unroll
+                    for (int r = 0; r < 2; r++) acc[r][i] = mm_gv_dot8(xv, wv[u][r], acc[r][i]);
+                }
+            }
+            if (v0 + 32 * U < hi) mm_gv_load<2, U>(wv, w, v0 + 32 * U, hi);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int i = 0; i < M; i++)
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], off);
+    }
+    if (KS > 1) { // the group's first warp adds the other slices' sums, in order
+        __shared__ float part_sum[MM_GV_WARPS][2][M];
+        if (lane == 0 && part > 0)
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+#pragma unroll
+                for (int i = 0; i < M; i++) part_sum[warp][r][i] = acc[r][i];
+        __syncthreads();
+        if (part > 0 || !live) return;
+#pragma unroll
+        for (int p = 1; p < KS; p++)
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+#pragma unroll
+                for (int i = 0; i < M; i++) acc[r][i] += part_sum[warp + p][r][i];
+    }
+    if (lane != 0) return;
+#pragma unroll
+    for (int i = 0; i < M; i++) {
+        if (i >= a.m) break;
+        const float fa = __bfloat162float(__float2bfloat16_rn(acc[0][i])), fb = __bfloat162float(__float2bfloat16_rn(acc[1][i]));
+        y[i * a.n + j] = __float2bfloat16_rn(fa * (1.0f / (1.0f + expf(-fa))) * fb);
+    }
+}
+
+// Blocks of mm_gv_glu_kernel<M, KS> resident on one multiprocessor (1 when the query fails).
+template <int M, int KS> static int mm_gv_glu_resident(void) {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mm_gv_glu_kernel<M, KS>, MM_GV_WARPS * 32, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        n = 1;
+    }
+    return n > 0 ? n : 1;
+}
+
+template <int M, int KS>
+static cudaError_t mm_gv_glu_launch_m(const mm_gv_args *a, int ia, bf16 *y, bool pdl, cudaStream_t st) {
+    const dim3 grid((unsigned)((a->n * KS + MM_GV_WARPS - 1) / MM_GV_WARPS)), block(MM_GV_WARPS * 32);
+    return cu_launch_pdl(pdl, mm_gv_glu_kernel<M, KS>, grid, block, 0, st, *a, ia, y);
+}
+
+template <int KS> static cudaError_t mm_gv_glu_launch(const mm_gv_args *a, int ia, bf16 *y, bool pdl, cudaStream_t st) {
+    return a->m <= 1   ? mm_gv_glu_launch_m<1, KS>(a, ia, y, pdl, st)
+           : a->m <= 2 ? mm_gv_glu_launch_m<2, KS>(a, ia, y, pdl, st)
+           : a->m <= 4 ? mm_gv_glu_launch_m<4, KS>(a, ia, y, pdl, st)
+                       : mm_gv_glu_launch_m<8, KS>(a, ia, y, pdl, st);
+}
+
+// The warps sharing a row pair's k (1 or 2) for m rows of x and n output features of k inputs: 2 when
+// its grid uses the resident block slots better over its waves than 1 by more than 2% and leaves each
+// warp 128 vectors at least (the 2.7B model's w1/w3: 1280 blocks in 528 slots, 81%, against 2560, 97%).
+static double mm_gv_wave_use(int64_t blocks, int64_t slots); // (below)
+
+template <int M> static int mm_gv_glu_pick_m(int64_t n, int64_t k, int sms) {
+    const int64_t s = sms > 0 ? sms : 132, b1 = (n + MM_GV_WARPS - 1) / MM_GV_WARPS;
+    if (k / 8 / 2 < 128) return 1;
+    const double u1 = mm_gv_wave_use(b1, s * mm_gv_glu_resident<M, 1>()), u2 = mm_gv_wave_use(2 * b1, s * mm_gv_glu_resident<M, 2>());
+    return u2 > u1 * 1.02 ? 2 : 1;
+}
+
+static int mm_gv_glu_pick(int64_t m, int64_t n, int64_t k, int sms) {
+    return m <= 1 ? mm_gv_glu_pick_m<1>(n, k, sms)
+         : m <= 2 ? mm_gv_glu_pick_m<2>(n, k, sms)
+         : m <= 4 ? mm_gv_glu_pick_m<4>(n, k, sms)
+                  : mm_gv_glu_pick_m<8>(n, k, sms);
+}
+
 // Whether the few-rows kernel computes key k's product: bf16 inputs, x · Wᵀ (cuBLASLt's A, our W,
 // transposed; its B, our x, not), at most MM_GV_ROWS rows, k a multiple of 8, one product (a group's
 // pairs each one).
@@ -639,7 +761,8 @@ static int mm_gv_run(stg_cuda *c, const stg_op *o, const cuda_mm_plan *p, void *
     for (int q = 0; q < n; q++) {
         const int ix = p->npairs ? o->in[2 * q] : p->in0, iw = p->npairs ? o->in[2 * q + 1] : p->in1,
                   iy = p->npairs ? o->out[q] : p->out;
-        if (!mm_gv_aligned(ptr[ix], ptr[iw])) return 0;
+        if (!mm_gv_aligned(ptr[ix], ptr[iw])) // (a fold: the swiglu wrote nothing, no other kernel can take it)
+            return p->glu ? stg_errf(err, "matmul (few rows): the tensors of a product with its swiglu moved off 16 bytes") : 0;
         a.x[q] = (const bf16 *)ptr[ix];
         a.w[q] = (const bf16 *)ptr[iw];
         a.y[q] = ptr[iy];
@@ -650,6 +773,14 @@ static int mm_gv_run(stg_cuda *c, const stg_op *o, const cuda_mm_plan *p, void *
     a.k = p->key.k;
     a.n = p->key.m;
     a.w_early = p->gv_w_early && c->pdl;
+    if (p->glu) { // bf16 out (mm_fold_plan): one launch writing the swiglu's output
+        bf16 *y = (bf16 *)ptr[p->glu_out];
+        cudaError_t e = p->glu_split == 2 ? mm_gv_glu_launch<2>(&a, p->glu_a, y, c->pdl, c->stream)
+                                          : mm_gv_glu_launch<1>(&a, p->glu_a, y, c->pdl, c->stream);
+        if (e != cudaSuccess) return stg_errf(err, "matmul (few rows, swiglu): launch: %s", cudaGetErrorString(e));
+        CUDA_LAUNCH_CHECK(err, "matmul (few rows, swiglu)");
+        return 1;
+    }
     cudaError_t e = p->key.c_type == CUDA_R_16BF ? mm_gv_launch<bf16>(&a, n, p->gv_rows, p->gv_split, c->pdl, c->stream)
                                                  : mm_gv_launch<float>(&a, n, p->gv_rows, p->gv_split, c->pdl, c->stream);
     if (e != cudaSuccess) return stg_errf(err, "matmul (few rows): launch: %s", cudaGetErrorString(e));
@@ -826,6 +957,8 @@ extern "C" int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out) {
     out->gemv = p->gv;
     out->gemv_rows = p->gv ? p->gv_rows : 0;
     out->gemv_split = p->gv ? p->gv_split : 0;
+    out->gemv_fold = p->glu;
+    if (p->glu) out->gemv_split = p->glu_split;
     return 0;
 }
 
@@ -915,6 +1048,149 @@ static int prep_sum_rows(stg_cuda *c, const stg_graph *g, int op, void *const *p
     return 0;
 }
 
+// ---- the swiglu of a decoding graph, written by the product that makes its inputs -------------------
+// In a decoding graph the w1/w3 pair (one matmul_group on the few-rows kernel) feeds a swiglu whose
+// launch costs more than its work. mm_fold_plan (the matmul records' group, planned after every op's
+// prepare) lets the pair's launch write the swiglu's output itself (mm_gv_glu_kernel: the same bits
+// as the two ops) and marks the swiglu folded (cuda_op_folded: its run enqueues nothing) when:
+//  - the graph has no backward or optimizer op (an inference graph), and STG_NO_FOLD is not set;
+//  - the swiglu's a and b (bf16, of its output's size, bf16) are the two outputs of one matmul_group
+//    of two products of the same x on the few-rows kernel, and nothing else reads them;
+//  - its output y now written at the group's time is safe: y's bytes overlap none of the group's
+//    inputs, and no op but the two that is neither before the group (an ancestor through the
+//    tensors) nor after the swiglu (a descendant) reads or writes bytes of y, so no stream order
+//    lets one in between.
+typedef struct mm_fold_graph {
+    int *rstart, *rlist; // tensor t's readers: rlist[rstart[t] .. rstart[t + 1]), each op once
+    unsigned char *anc, *desc; // per op: an ancestor of the group, a descendant of the swiglu
+    int *stack;
+} mm_fold_graph;
+
+static void mm_fold_graph_free(mm_fold_graph *fg) {
+    free(fg->rstart);
+    free(fg->rlist);
+    free(fg->anc);
+    free(fg->desc);
+    free(fg->stack);
+}
+
+// Whether op o reads tensor t at an input before k (a tensor read twice is one reader).
+static bool mm_reads_before(const stg_op *o, int k, int t) {
+    for (int j = 0; j < k; j++)
+        if (o->in[j] == t) return true;
+    return false;
+}
+
+static int mm_fold_graph_build(const stg_graph *g, mm_fold_graph *fg, stg_err *err) {
+    memset(fg, 0, sizeof *fg);
+    int64_t nr = 0;
+    for (int i = 0; i < g->nops; i++) nr += g->ops[i].n_in;
+    const size_t nops = (size_t)(g->nops > 0 ? g->nops : 1);
+    fg->rstart = (int *)calloc((size_t)(g->nt > 0 ? g->nt : 0) + 1, sizeof(int));
+    fg->rlist = (int *)malloc(sizeof(int) * (size_t)(nr ? nr : 1));
+    fg->anc = (unsigned char *)calloc(nops, 1);
+    fg->desc = (unsigned char *)calloc(nops, 1);
+    fg->stack = (int *)malloc(sizeof(int) * nops);
+    if (!fg->rstart || !fg->rlist || !fg->anc || !fg->desc || !fg->stack) {
+        mm_fold_graph_free(fg);
+        return stg_errf(err, "cuda matmul: out of host memory (folds)");
+    }
+    for (int i = 0; i < g->nops; i++)
+        for (int k = 0; k < g->ops[i].n_in; k++)
+            if (!mm_reads_before(&g->ops[i], k, g->ops[i].in[k])) fg->rstart[g->ops[i].in[k] + 1]++;
+    for (int t = 0; t < g->nt; t++) fg->rstart[t + 1] += fg->rstart[t];
+    for (int i = 0; i < g->nops; i++) // each list in op order; rstart[t] is its next free slot meanwhile
+        for (int k = 0; k < g->ops[i].n_in; k++)
+            if (!mm_reads_before(&g->ops[i], k, g->ops[i].in[k])) fg->rlist[fg->rstart[g->ops[i].in[k]]++] = i;
+    for (int t = g->nt; t > 0; t--) fg->rstart[t] = fg->rstart[t - 1]; // back to the starts
+    fg->rstart[0] = 0;
+    return 0;
+}
+
+// mark[i] = 1 for every op reachable from op `from` through the tensors (not `from` itself unless
+// reached again): downstream (its outputs' readers, on) or upstream (its inputs' producers, on).
+static void mm_fold_walk(const stg_graph *g, mm_fold_graph *fg, unsigned char *mark, int from, bool down) {
+    memset(mark, 0, (size_t)g->nops);
+    int sp = 0;
+    fg->stack[sp++] = from;
+    while (sp > 0) {
+        const stg_op *o = &g->ops[fg->stack[--sp]];
+        const int n = down ? o->n_out : o->n_in;
+        for (int k = 0; k < n; k++) {
+            const int t = down ? o->out[k] : o->in[k];
+            if (down) {
+                for (int j = fg->rstart[t]; j < fg->rstart[t + 1]; j++)
+                    if (!mark[fg->rlist[j]]) mark[fg->rlist[j]] = 1, fg->stack[sp++] = fg->rlist[j];
+            } else {
+                const int p = g->t[t].producer;
+                if (p >= 0 && !mark[p]) mark[p] = 1, fg->stack[sp++] = p;
+            }
+        }
+    }
+}
+
+static bool mm_overlap(const stg_graph *g, void *const *ptr, int t, int u) {
+    const uintptr_t x = (uintptr_t)ptr[t], y = (uintptr_t)ptr[u];
+    const uintptr_t nx = (uintptr_t)stg_bytes(&g->t[t]), ny = (uintptr_t)stg_bytes(&g->t[u]);
+    return x && y && nx > 0 && ny > 0 && x < y + ny && y < x + nx;
+}
+
+// Whether swiglu op n (output y) can be written by group op p (see above).
+static bool mm_glu_safe(const stg_graph *g, void *const *ptr, mm_fold_graph *fg, int p, int n) {
+    const stg_op *P = &g->ops[p];
+    const int y = g->ops[n].out[0];
+    for (int k = 0; k < P->n_in; k++)
+        if (mm_overlap(g, ptr, P->in[k], y)) return false;
+    mm_fold_walk(g, fg, fg->anc, p, false);
+    mm_fold_walk(g, fg, fg->desc, n, true);
+    for (int i = 0; i < g->nops; i++) {
+        if (i == p || i == n || fg->anc[i] || fg->desc[i]) continue;
+        const stg_op *W = &g->ops[i];
+        for (int k = 0; k < W->n_in + W->n_out; k++)
+            if (mm_overlap(g, ptr, k < W->n_in ? W->in[k] : W->out[k - W->n_in], y)) return false;
+    }
+    return true;
+}
+
+static int mm_fold_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, void **state, size_t *table_bytes, size_t *work,
+                        stg_err *err) {
+    *state = NULL;
+    *table_bytes = 0;
+    *work = 0;
+    if (!ptr || !c->folded || getenv("STG_NO_FOLD")) return 0;
+    for (int i = 0; i < g->nops; i++)
+        if (g->ops[i].phase != STG_PHASE_FORWARD) return 0;
+    mm_fold_graph fg;
+    if (mm_fold_graph_build(g, &fg, err)) return -1;
+    for (int n = 0; n < g->nops; n++) {
+        const stg_op *N = &g->ops[n];
+        if (N->kind != STG_OP_SWIGLU || N->n_in != 2 || N->n_out != 1) continue;
+        const int ta = N->in[0], tb = N->in[1], y = N->out[0], p = g->t[ta].producer;
+        if (ta == tb || p < 0 || g->t[tb].producer != p || g->ops[p].kind != STG_OP_MATMUL_GROUP) continue;
+        const stg_op *P = &g->ops[p];
+        cuda_mm_plan *pl = (cuda_mm_plan *)mm_plan_of(c, p);
+        if (!pl || !pl->gv || pl->npairs != 2 || pl->glu || pl->key.c_type != CUDA_R_16BF || P->accum ||
+            P->n_in != 4 || P->in[0] != P->in[2])
+            continue;
+        if (g->t[ta].dtype != STG_BF16 || g->t[tb].dtype != STG_BF16 || g->t[y].dtype != STG_BF16 ||
+            stg_numel(&g->t[ta]) != stg_numel(&g->t[y]) || stg_numel(&g->t[tb]) != stg_numel(&g->t[y]))
+            continue;
+        const int ia = P->out[0] == ta ? 0 : 1;
+        if (P->out[ia] != ta || P->out[1 - ia] != tb) continue;
+        if (fg.rstart[ta + 1] - fg.rstart[ta] != 1 || fg.rstart[tb + 1] - fg.rstart[tb] != 1) continue; // the swiglu alone reads them
+        if (!mm_glu_safe(g, ptr, &fg, p, n)) continue;
+        pl->glu = 1;
+        pl->glu_out = y;
+        pl->glu_a = ia;
+        pl->glu_split = mm_gv_glu_pick(pl->key.n, pl->key.m, pl->key.k, c->sm_count); // our m rows, n features
+        c->folded[n] = 1;
+    }
+    mm_fold_graph_free(&fg);
+    return 0;
+}
+
+static const cuda_group mm_fold_group = {"few-rows swiglu folds (no table)", mm_fold_plan, NULL, NULL};
+
 // ---- records ------------------------------------------------------------------------------------
 
 static int prep_mm(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
@@ -945,4 +1221,4 @@ const cuda_rec stg_cuda_linear = {cuda_run_linear, prep_mm, cuda_mm_free, cuda_m
 const cuda_rec stg_cuda_matmul = {cuda_run_matmul, prep_mm, cuda_mm_free, cuda_mm_table_bytes, CUDA_REC_ANY, NULL};
 const cuda_rec stg_cuda_sum_rows = {cuda_run_sum_rows, prep_sum_rows, NULL, NULL, CUDA_REC_MAIN, NULL};
 const cuda_rec stg_cuda_matmul_group = {cuda_run_matmul_group, prep_mm, cuda_mm_free, cuda_mm_table_bytes, CUDA_REC_ANY,
-                                        NULL};
+                                        NULL, &mm_fold_group};

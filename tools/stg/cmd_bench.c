@@ -131,7 +131,8 @@ static int print_gemm_algos(const stg_graph *g, rt_backend *b, const double *pm)
         for (; j < n; j++)
             if (inf[j].m == x.m && inf[j].n == x.n && inf[j].k == x.k && inf[j].batch == x.batch && inf[j].algo_id == x.algo_id &&
                 inf[j].tile == x.tile && inf[j].stages == x.stages && inf[j].splitk == x.splitk && inf[j].cluster == x.cluster &&
-                inf[j].gemv == x.gemv && inf[j].gemv_rows == x.gemv_rows && inf[j].gemv_split == x.gemv_split)
+                inf[j].gemv == x.gemv && inf[j].gemv_rows == x.gemv_rows && inf[j].gemv_split == x.gemv_split &&
+                inf[j].gemv_fold == x.gemv_fold)
                 break;
         if (j == n) inf[n] = x, rep[n] = g->schedule[s], n++;
         cnt[j]++;
@@ -149,8 +150,8 @@ static int print_gemm_algos(const stg_graph *g, rt_backend *b, const double *pm)
         printf("            %9.3f ms (%3d)  %5lld x %5lld x %5lld", tot[j], cnt[j], (long long)x->m, (long long)x->n, (long long)x->k);
         if (x->batch > 1) printf(" [%lld]", (long long)x->batch);
         if (x->gemv)
-            printf("  few-rows kernel, %d rows a warp, k split %d ways  %s\n", x->gemv_rows, x->gemv_split,
-                   g->t[g->ops[rep[j]].out[0]].name);
+            printf("  few-rows kernel, %d rows a warp, k split %d ways%s  %s\n", x->gemv_rows, x->gemv_split,
+                   x->gemv_fold ? ", writing its swiglu's output" : "", g->t[g->ops[rep[j]].out[0]].name);
         else
             printf("  %d/%d/%d/%d/%d  %s  %s\n", x->algo_id, x->tile, x->stages, x->splitk, x->cluster, tune,
                    g->t[g->ops[rep[j]].out[0]].name);

@@ -500,7 +500,7 @@ static void test_matmul_attention(void **state) {
     run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
-// Grouped-query attention (k, v of fewer heads: 4:1 and 8:1, head dims 64, 80, 128, S not a multiple
+// Grouped-query attention (k, v of fewer heads: 3:1, 4:1 and 8:1, head dims 64, 80, 128, S not a multiple
 // of 64) and packed documents (docs: document starts, tiles skipped by the kernels), forward and
 // backward, against the CPU reference; repeat_kv and its backward.
 #define QKV(B, S, H, HK, D) ACT(G_NORMAL, 1, B, S, H, D), ACT(G_NORMAL, 1, B, S, HK, D), ACT(G_NORMAL, 1, B, S, HK, D)
@@ -518,6 +518,12 @@ static void test_attention_gqa(void **state) {
         {"attention_bwd gqa 4:1 (2, 200, 8/2, 64)", STG_OP_ATTENTION_BWD, 6, {ATT_BWD_IN(2, 200, 8, 2, 64)}, at},
         {"attention_bwd gqa 8:1 (1, 300, 8/1, 128)", STG_OP_ATTENTION_BWD, 6, {ATT_BWD_IN(1, 300, 8, 1, 128)}, at},
         {"attention_bwd gqa 4:1 (1, 260, 8/2, 80)", STG_OP_ATTENTION_BWD, 6, {ATT_BWD_IN(1, 260, 8, 2, 80)}, at},
+        // 3:1 (Llama 3.2-3B: 24 query heads on 8): a group that does not divide a 64-row tile
+        {"attention gqa 3:1 (1, 330, 6/2, 64)", STG_OP_ATTENTION, 3, {QKV(1, 330, 6, 2, 64)}, at},
+        {"attention_bwd gqa 3:1 (1, 330, 6/2, 64)", STG_OP_ATTENTION_BWD, 6, {ATT_BWD_IN(1, 330, 6, 2, 64)}, at},
+        {"attention_bwd gqa 3:1 (2, 150, 3/1, 128)", STG_OP_ATTENTION_BWD, 6, {ATT_BWD_IN(2, 150, 3, 1, 128)}, at},
+        {"attention_bwd docs gqa 3:1 (1, 333, 6/2, 80)", STG_OP_ATTENTION_BWD, 7,
+         {ATT_BWD_IN(1, 333, 6, 2, 80), I32(G_DOCS, 30, 1, 333)}, at},
         {"attention docs (2, 300, 4, 64)", STG_OP_ATTENTION, 4, {QKV(2, 300, 4, 4, 64), I32(G_DOCS, 40, 2, 300)}, at},
         {"attention docs gqa 4:1 (1, 1024, 8/2, 128)", STG_OP_ATTENTION, 4,
          {QKV(1, 1024, 8, 2, 128), I32(G_DOCS, 100, 1, 1024)}, at},

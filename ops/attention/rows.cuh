@@ -28,6 +28,41 @@ __device__ __forceinline__ int64_t att_stat_idx(int R, int G, int b, int H, int 
     return ((int64_t)b * H + (int64_t)hk * G + R % G) * S + R / G;
 }
 
+// The group size G with its reciprocal, for the hot loops: R / G and R % G there compiled to ~25
+// dependent instructions each (I2F, MUFU.RCP, F2I and corrections; the attention backward's key-tile
+// blocks spent most of their issue slots and latency on them, docs/perf/LOG.md twelfth session). With
+// m = floor((2^32 - 1) / G), q = umulhi(R, m) is floor(R / G) or one less for every 0 <= R < 2^32:
+// G m > 2^32 - 1 - G, so R / G - R m / 2^32 < R / 2^32 < 1; one correction step makes it exact.
+struct att_grp {
+    int g;
+    unsigned m;
+};
+__host__ __device__ __forceinline__ att_grp att_grp_of(int G) { return att_grp{G, 0xFFFFFFFFu / (unsigned)G}; }
+// R / G (returned) and R % G (in rem), R >= 0.
+__device__ __forceinline__ int att_divmod(att_grp gr, int R, int &rem) {
+    int q = (int)__umulhi((unsigned)R, gr.m), r = R - q * gr.g;
+    if (r >= gr.g) {
+        q++;
+        r -= gr.g;
+    }
+    rem = r;
+    return q;
+}
+__device__ __forceinline__ int att_div(att_grp gr, int R) {
+    int rem;
+    return att_divmod(gr, R, rem);
+}
+__device__ __forceinline__ int64_t att_row_off(int R, att_grp gr, int64_t stride, int D) {
+    int h;
+    const int p = att_divmod(gr, R, h);
+    return (int64_t)p * stride + (int64_t)h * D;
+}
+__device__ __forceinline__ int64_t att_stat_idx(int R, att_grp gr, int b, int H, int hk, int S) {
+    int h;
+    const int p = att_divmod(gr, R, h);
+    return ((int64_t)b * H + (int64_t)hk * gr.g + h) * S + p;
+}
+
 // The document start of position p of a row of docs (already offset to its batch); 0 without docs.
 __device__ __forceinline__ int att_doc0(const int *docs, int p) { return docs ? docs[p] : 0; }
 

@@ -95,6 +95,7 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
     const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D; // row 0 of the group
     const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
     const int *dc = docs ? docs + (int64_t)b * S : nullptr;
+    const att_grp gr = att_grp_of(G); // R / G and R % G of the streamed rows without a division
 
     wg_load_rows<D, BKB, NT>(Kb, k + khead0 + (int64_t)k0 * kstride, kstride, S - k0);
     wg_load_rows<D, BKB, NT>(Vb, v + khead0 + (int64_t)k0 * kstride, kstride, S - k0);
@@ -107,17 +108,18 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
         if (t < ntiles) {
             const int qn = RS + t * BQ, s = t % NST;
             const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE);
-            wg_load_rows_g<D, BQ, NT>(qs, q + qhead0, qstride, G, qn, RN);
-            wg_load_rows_g<D, BQ, NT>(qs + 2 * TILE, dout + qhead0, qstride, G, qn, RN);
+            const uint32_t dst[2] = {qs, qs + 2 * TILE};
+            const wg_bf16 *const src[2] = {q + qhead0, dout + qhead0};
+            wg_load_rows_g<D, BQ, NT, 2>(dst, src, qstride, gr, qn, RN); // Q and dO: one row offset for both
             for (int j = threadIdx.x; j < 2 * BQ; j += NT) { // lse by j 0 .. 63, D by 64 .. 127
                 const int i = j % BQ;
                 const bool ok = qn + i < RN;
-                const float *src = (j < BQ ? lse : Dsum) + (ok ? att_stat_idx(qn + i, G, b, H, hk, S) : 0);
+                const float *src = (j < BQ ? lse : Dsum) + (ok ? att_stat_idx(qn + i, gr, b, H, hk, S) : 0);
                 wg_cp4(wg_smem(stat + (2 * s + j / BQ) * BQ + i), src, ok);
             }
             for (int i = threadIdx.x; i < BQ; i += NT) { // the rows' first keys and positions (read after the barrier)
                 const bool ok = qn + i < RN;
-                pstat[s * BQ + i] = ok ? (qn + i) / G : -1;
+                pstat[s * BQ + i] = ok ? att_div(gr, qn + i) : -1;
                 fstat[s * BQ + i] = ok ? att_doc0(dc, pstat[s * BQ + i]) : 0;
             }
         }
@@ -184,7 +186,7 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
         // The second happens only after tiles this warpgroup used (with several warpgroups, the block's
         // rows run on to the end of its last key's document): the last one's products, still waiting in
         // pa and sa4, read a stage the loads above will refill, so they are issued and finished now.
-        if ((min(q0 + BQ, RN) - 1) / G < kw0 || kw0 >= S || f_s[0] > kw0 + 63) {
+        if (att_div(gr, min(q0 + BQ, RN) - 1) < kw0 || kw0 >= S || f_s[0] > kw0 + 63) {
             if (prev >= 0) { // stage prev holds tile t - 1: the load above went to tile t - 2's
                 issue_dkdv(prev);
                 wg_wait<0>();
@@ -290,8 +292,11 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
     const int ntiles = last / BK + 1 - kt0;                                        // key tiles of the block
     const int wtiles = rw0 < RN ? (min(rw0 + 63, RN - 1) / G) / BK + 1 - kt0 : 0; // of this warpgroup
 
-    wg_load_rows_g<D, BQB, NT>(Qb, q + qhead0, qstride, G, q0, RN);
-    wg_load_rows_g<D, BQB, NT>(dOb, dout + qhead0, qstride, G, q0, RN);
+    {
+        const uint32_t dst[2] = {Qb, dOb};
+        const wg_bf16 *const src[2] = {q + qhead0, dout + qhead0};
+        wg_load_rows_g<D, BQB, NT, 2>(dst, src, qstride, att_grp_of(G), q0, RN);
+    }
     auto load_kv = [&](int t) {
         if (t < ntiles) {
             const int kn = (kt0 + t) * BK;

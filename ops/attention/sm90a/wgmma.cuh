@@ -92,12 +92,13 @@ __device__ __forceinline__ void wg_mma_n64_set(float (&d)[32], const uint32_t (&
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TB), "r"(0));
 }
 
-// ROWS rows of DP bf16 into the swizzled panels at dst: rows R0 .. R0 + ROWS - 1 of a group of G query
-// heads (ops/attention/rows.cuh: row R at base + att_row_off(R, G, stride, D)); rows at and past RN
-// are zero-filled. Eight consecutive threads copy one 128-byte row of a panel: whole sectors from
-// global memory, no shared-memory bank conflicts.
-template <int DP, int ROWS, int NT>
-__device__ __forceinline__ void wg_load_tile_g(uint32_t dst, const wg_bf16 *base, int64_t stride, int G, int D, int R0,
+// ROWS rows of DP bf16 into the swizzled panels at dst[0] (and, NB = 2, the same rows of a second
+// tensor into dst[1]): rows R0 .. R0 + ROWS - 1 at base[i] + off(R) (off: a row's element offset, plain
+// rows or a group's, below); rows at and past RN are zero-filled. Eight consecutive threads copy one
+// 128-byte row of a panel: whole sectors from global memory, no shared-memory bank conflicts. A row's
+// offset is computed once for both tensors.
+template <int DP, int ROWS, int NT, int NB, class Off>
+__device__ __forceinline__ void wg_load_tile_x(const uint32_t (&dst)[NB], const wg_bf16 *const (&base)[NB], Off off, int R0,
                                                int RN) {
     constexpr int NC8 = DP / 8;
 #pragma unroll
@@ -106,24 +107,20 @@ __device__ __forceinline__ void wg_load_tile_g(uint32_t dst, const wg_bf16 *base
         if (ROWS * NC8 % NT == 0 || idx < ROWS * NC8) {
             const int cc = idx & 7, r = (idx >> 3) % ROWS, pn = (idx >> 3) / ROWS;
             const bool ok = R0 + r < RN;
-            wg_cp16(dst + (uint32_t)(pn * ROWS * 128 + r * 128 + ((cc ^ (r & 7)) << 4)),
-                    base + (ok ? att_row_off(R0 + r, G, stride, D) + pn * 64 + cc * 8 : 0), ok);
+            const int64_t o = ok ? off(R0 + r) + pn * 64 + cc * 8 : 0;
+            const uint32_t so = (uint32_t)(pn * ROWS * 128 + r * 128 + ((cc ^ (r & 7)) << 4));
+#pragma unroll
+            for (int b = 0; b < NB; b++) wg_cp16(dst[b] + so, base[b] + o, ok);
         }
     }
 }
 
-// The same for rows [0, valid) at base + r stride.
-template <int DP, int ROWS, int NT>
-__device__ __forceinline__ void wg_load_tile(uint32_t dst, const wg_bf16 *base, int64_t stride, int valid) {
-    wg_load_tile_g<DP, ROWS, NT>(dst, base, stride, 1, 0, 0, valid);
-}
-
 // The 16 dims past the last full panel of a head dim D = 64 NP + 16 (D = 80): a tail panel of ROWS
 // rows x 32 bytes in the 32-byte swizzle (8-row atoms of 256 bytes; the 16-byte chunk c of row r at
-// chunk c ^ (r / 4 % 2)), after the full panels. Loads dims 64 NP .. 64 NP + 15 of rows R0 .. of a
-// group (as wg_load_tile_g) into tail, zero-filling rows at and past RN.
-template <int ROWS, int NT>
-__device__ __forceinline__ void wg_load_tail_g(uint32_t tail, const wg_bf16 *base, int64_t stride, int G, int D, int R0,
+// chunk c ^ (r / 4 % 2)), after the full panels. Loads dims 64 NP .. 64 NP + 15 of rows R0 .. (as
+// wg_load_tile_x) into tail[i], zero-filling rows at and past RN.
+template <int ROWS, int NT, int NB, class Off>
+__device__ __forceinline__ void wg_load_tail_x(const uint32_t (&tail)[NB], const wg_bf16 *const (&base)[NB], Off off, int R0,
                                                int RN) {
 #pragma unroll
     for (int i0 = 0; i0 < ROWS * 2; i0 += NT) {
@@ -131,27 +128,45 @@ __device__ __forceinline__ void wg_load_tail_g(uint32_t tail, const wg_bf16 *bas
         if (ROWS * 2 % NT == 0 || idx < ROWS * 2) {
             const int c = idx & 1, r = idx >> 1;
             const bool ok = R0 + r < RN;
-            wg_cp16(tail + (uint32_t)(r * 32 + ((c ^ ((r >> 2) & 1)) << 4)),
-                    base + (ok ? att_row_off(R0 + r, G, stride, D) + c * 8 : 0), ok);
+            const int64_t o = ok ? off(R0 + r) + c * 8 : 0;
+            const uint32_t so = (uint32_t)(r * 32 + ((c ^ ((r >> 2) & 1)) << 4));
+#pragma unroll
+            for (int b = 0; b < NB; b++) wg_cp16(tail[b] + so, base[b] + o, ok);
         }
     }
 }
 
-// A tile of ROWS rows R0 .. of a group of G query heads (rows at and past RN zero) of head dim D
-// (64 NP, or 64 NP + 16 with a tail panel) at dst: D * 2 bytes a row. G 1, R0 0: rows [0, RN) at
-// base + r stride.
-template <int D, int ROWS, int NT>
-__device__ __forceinline__ void wg_load_rows_g(uint32_t dst, const wg_bf16 *base, int64_t stride, int G, int R0, int RN) {
+// A tile of ROWS rows R0 .. (rows at and past RN zero) of head dim D (64 NP, or 64 NP + 16 with a tail
+// panel) at dst[i] from base[i]: D * 2 bytes a row.
+template <int D, int ROWS, int NT, int NB, class Off>
+__device__ __forceinline__ void wg_load_rows_x(const uint32_t (&dst)[NB], const wg_bf16 *const (&base)[NB], Off off, int R0,
+                                               int RN) {
     constexpr int NP = D / 64;
     static_assert(D % 64 == 0 || D % 64 == 16, "head dim 64 NP or 64 NP + 16");
-    if constexpr (NP > 0) wg_load_tile_g<64 * NP, ROWS, NT>(dst, base, stride, G, D, R0, RN);
-    if constexpr (D % 64 == 16) wg_load_tail_g<ROWS, NT>(dst + NP * ROWS * 128, base + 64 * NP, stride, G, D, R0, RN);
+    if constexpr (NP > 0) wg_load_tile_x<64 * NP, ROWS, NT, NB>(dst, base, off, R0, RN);
+    if constexpr (D % 64 == 16) {
+        uint32_t tl[NB];
+        const wg_bf16 *tb[NB];
+#pragma unroll
+        for (int b = 0; b < NB; b++) tl[b] = dst[b] + NP * ROWS * 128, tb[b] = base[b] + 64 * NP;
+        wg_load_tail_x<ROWS, NT, NB>(tl, tb, off, R0, RN);
+    }
 }
 
-// A tile of ROWS rows of a head dim D (64 NP, or 64 NP + 16 with a tail panel) at dst: D * 2 bytes a row.
+// Rows R0 .. of a group of query heads (ops/attention/rows.cuh: row R at base + att_row_off(R, gr,
+// stride, D)), of one tensor or (NB = 2) two with the same layout (Q and dO).
+template <int D, int ROWS, int NT, int NB>
+__device__ __forceinline__ void wg_load_rows_g(const uint32_t (&dst)[NB], const wg_bf16 *const (&base)[NB], int64_t stride,
+                                               att_grp gr, int R0, int RN) {
+    wg_load_rows_x<D, ROWS, NT, NB>(dst, base, [=](int R) { return att_row_off(R, gr, stride, D); }, R0, RN);
+}
+
+// Plain rows [0, valid) at base + r stride.
 template <int D, int ROWS, int NT>
 __device__ __forceinline__ void wg_load_rows(uint32_t dst, const wg_bf16 *base, int64_t stride, int valid) {
-    wg_load_rows_g<D, ROWS, NT>(dst, base, stride, 1, 0, valid);
+    const uint32_t d[1] = {dst};
+    const wg_bf16 *const b[1] = {base};
+    wg_load_rows_x<D, ROWS, NT, 1>(d, b, [=](int R) { return (int64_t)R * stride; }, 0, valid);
 }
 
 // A or B operand read K-major from a swizzled tile of `rows` rows per panel: k-step kd (elements

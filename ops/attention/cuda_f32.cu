@@ -37,13 +37,13 @@ __device__ void att_load_tile(float *sh, const T *base, int64_t stride, int rows
 // sh (64, DP + 1) <- rows R0 .. R0 + 63 of a group (ops/attention/rows.cuh; row R at
 // base + att_row_off(R)), those at and past RN and dims past D zero.
 template <typename T, int DP>
-__device__ void att_load_rows(float *sh, const T *base, int64_t stride, int G, int D, int R0, int RN) {
+__device__ void att_load_rows(float *sh, const T *base, int64_t stride, att_grp gr, int D, int R0, int RN) {
     constexpr int NC8 = DP / 8, LD = DP + 1;
     for (int idx = threadIdx.x; idx < ATT_BQ * NC8; idx += ATT_NT) {
         int r = idx / NC8, c = (idx % NC8) * 8;
         float v[8];
         if (R0 + r < RN && c < D) {
-            att_load8(base + att_row_off(R0 + r, G, stride, D) + c, v);
+            att_load8(base + att_row_off(R0 + r, gr, stride, D) + c, v);
         } else {
 #pragma unroll
             for (int e = 0; e < 8; e++) v[e] = 0.0f;
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(ATT_NT) att_fwd_kernel(const T *__restrict__ q
     const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D; // token 0 of the kv head
     const int *dc = docs ? docs + (int64_t)b * S : nullptr;
 
-    att_load_rows<T, DP>(Qs, q + qhead0, qstride, G, D, R0, RN);
+    att_load_rows<T, DP>(Qs, q + qhead0, qstride, att_grp_of(G), D, R0, RN);
     if (tid < ATT_BQ) {
         m_s[tid] = -INFINITY;
         l_s[tid] = 0.0f;
@@ -236,6 +236,7 @@ __global__ void __launch_bounds__(ATT_NT) att_dkdv_kernel(const T *__restrict__ 
     att_load_tile<T, DP>(Ks, k + khead0 + k0 * kstride, kstride, S - k0, D);
     att_load_tile<T, DP>(Vs, v + khead0 + k0 * kstride, kstride, S - k0, D);
     const int RN = (att_doc_end_block<ATT_NT>(dc, S, min(k0 + ATT_BK, S) - 1) + 1) * G; // rows past RN see none of these keys
+    const att_grp gr = att_grp_of(G); // R / G and R % G in the loop without a division (rows.cuh)
     float acc_k[4][NC], acc_v[4][NC];
 #pragma unroll
     for (int a = 0; a < 4; a++)
@@ -244,17 +245,17 @@ __global__ void __launch_bounds__(ATT_NT) att_dkdv_kernel(const T *__restrict__ 
 
     for (int R0 = k0 * G; R0 < RN; R0 += ATT_BQ) {
         __syncthreads(); // the previous row tile is consumed
-        att_load_rows<T, DP>(Qs, q + qhead0, qstride, G, D, R0, RN);
-        att_load_rows<T, DP>(dOs, dout + qhead0, qstride, G, D, R0, RN);
+        att_load_rows<T, DP>(Qs, q + qhead0, qstride, gr, D, R0, RN);
+        att_load_rows<T, DP>(dOs, dout + qhead0, qstride, gr, D, R0, RN);
         if (tid < ATT_BQ) {
             const int R = R0 + tid;
             const bool in = R < RN;
-            lse_s[tid] = in ? lse[att_stat_idx(R, G, b, H, hk, S)] * (float)ATT_LOG2E : 0.0f;
-            D_s[tid] = in ? Dsum[att_stat_idx(R, G, b, H, hk, S)] : 0.0f;
-            pos_s[tid] = in ? R / G : -1;
+            lse_s[tid] = in ? lse[att_stat_idx(R, gr, b, H, hk, S)] * (float)ATT_LOG2E : 0.0f;
+            D_s[tid] = in ? Dsum[att_stat_idx(R, gr, b, H, hk, S)] : 0.0f;
+            pos_s[tid] = in ? att_div(gr, R) : -1;
         } else if (tid < 2 * ATT_BQ) {
             const int R = R0 + tid - ATT_BQ;
-            first_s[tid - ATT_BQ] = R < RN ? att_doc0(dc, R / G) : 0;
+            first_s[tid - ATT_BQ] = R < RN ? att_doc0(dc, att_div(gr, R)) : 0;
         }
         __syncthreads();
         float s[4][4], dp[4][4];
@@ -334,8 +335,8 @@ __global__ void __launch_bounds__(ATT_NT) att_dq_kernel(const T *__restrict__ q,
     const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
     const int *dc = docs ? docs + (int64_t)b * S : nullptr;
 
-    att_load_rows<T, DP>(Qs, q + qhead0, qstride, G, D, R0, RN);
-    att_load_rows<T, DP>(dOs, dout + qhead0, qstride, G, D, R0, RN);
+    att_load_rows<T, DP>(Qs, q + qhead0, qstride, att_grp_of(G), D, R0, RN);
+    att_load_rows<T, DP>(dOs, dout + qhead0, qstride, att_grp_of(G), D, R0, RN);
     if (tid < ATT_BQ) {
         const int R = R0 + tid;
         const bool in = R < RN;

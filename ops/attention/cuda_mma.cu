@@ -85,14 +85,14 @@ __device__ __forceinline__ void att_tc_load(att_bf16 *sh, const att_bf16 *base, 
 // sh (ROWS, DP + 8) <- rows R0 .. R0 + ROWS - 1 of a group (row R at base + att_row_off(R)); rows at
 // and past RN zero.
 template <int DP, int ROWS, int NT>
-__device__ __forceinline__ void att_tc_load_rows(att_bf16 *sh, const att_bf16 *base, int64_t stride, int G, int D, int R0,
+__device__ __forceinline__ void att_tc_load_rows(att_bf16 *sh, const att_bf16 *base, int64_t stride, att_grp gr, int D, int R0,
                                                  int RN) {
     constexpr int NC8 = DP / 8, LDS = DP + 8;
 #pragma unroll
     for (int idx = threadIdx.x; idx < ROWS * NC8; idx += NT) {
         int r = idx / NC8, c = (idx % NC8) * 8;
         bool ok = R0 + r < RN && c < D;
-        att_cp16(sh + r * LDS + c, base + (ok ? att_row_off(R0 + r, G, stride, D) + c : 0), ok);
+        att_cp16(sh + r * LDS + c, base + (ok ? att_row_off(R0 + r, gr, stride, D) + c : 0), ok);
     }
 }
 
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__r
             first[mt][i] = R < RN ? att_doc0(dc, pos[mt][i]) : 0;
         }
 
-    att_tc_load_rows<DP, BQ, NT>(Qs, q + qhead0, qstride, G, D, q0, RN);
+    att_tc_load_rows<DP, BQ, NT>(Qs, q + qhead0, qstride, att_grp_of(G), D, q0, RN);
     att_tc_load<DP, BK, NT>(Ks, k + khead0 + (int64_t)kt0 * BK * kstride, kstride, S - kt0 * BK, D);
     att_tc_load<DP, BK, NT>(Vs, v + khead0 + (int64_t)kt0 * BK * kstride, kstride, S - kt0 * BK, D);
     att_cp_commit();
@@ -327,6 +327,7 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__res
     const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
     const int *dc = docs ? docs + (int64_t)b * S : nullptr;
     const int RS = k0 * G, RN = (att_doc_end_block<NT>(dc, S, min(k0 + BKB, S) - 1) + 1) * G; // rows that see these keys
+    const att_grp gr = att_grp_of(G); // R / G and R % G in the loop without a division (rows.cuh)
     const int ntiles = (RN - RS + BQ - 1) / BQ;
 
     // Row stats of a stage: lse (inf past RN: p = 0), D, position and first visible key.
@@ -334,16 +335,16 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__res
         for (int i = threadIdx.x; i < BQ; i += NT) {
             const int R = R0 + i;
             const bool in = R < RN;
-            lse_s[st * BQ + i] = in ? lse[att_stat_idx(R, G, b, H, hk, S)] * (float)ATT_LOG2E : INFINITY;
-            D_s[st * BQ + i] = in ? Dsum[att_stat_idx(R, G, b, H, hk, S)] : 0.0f;
-            pos_s[st * BQ + i] = in ? R / G : -1;
-            first_s[st * BQ + i] = in ? att_doc0(dc, R / G) : 0;
+            lse_s[st * BQ + i] = in ? lse[att_stat_idx(R, gr, b, H, hk, S)] * (float)ATT_LOG2E : INFINITY;
+            D_s[st * BQ + i] = in ? Dsum[att_stat_idx(R, gr, b, H, hk, S)] : 0.0f;
+            pos_s[st * BQ + i] = in ? att_div(gr, R) : -1;
+            first_s[st * BQ + i] = in ? att_doc0(dc, att_div(gr, R)) : 0;
         }
     };
     att_tc_load<DP, BKB, NT>(Ks, k + khead0 + (int64_t)k0 * kstride, kstride, S - k0, D);
     att_tc_load<DP, BKB, NT>(Vs, v + khead0 + (int64_t)k0 * kstride, kstride, S - k0, D);
-    att_tc_load_rows<DP, BQ, NT>(Qs, q + qhead0, qstride, G, D, RS, RN);
-    att_tc_load_rows<DP, BQ, NT>(dOs, dout + qhead0, qstride, G, D, RS, RN);
+    att_tc_load_rows<DP, BQ, NT>(Qs, q + qhead0, qstride, gr, D, RS, RN);
+    att_tc_load_rows<DP, BQ, NT>(dOs, dout + qhead0, qstride, gr, D, RS, RN);
     att_cp_commit();
     load_stats(0, RS);
 
@@ -357,8 +358,8 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__res
         const int q0 = RS + t * BQ; // first row of the tile
         if (t + 1 < ntiles) {
             const int st = (t + 1) & 1, qn = q0 + BQ;
-            att_tc_load_rows<DP, BQ, NT>(Qs + st * BQ * LDS, q + qhead0, qstride, G, D, qn, RN);
-            att_tc_load_rows<DP, BQ, NT>(dOs + st * BQ * LDS, dout + qhead0, qstride, G, D, qn, RN);
+            att_tc_load_rows<DP, BQ, NT>(Qs + st * BQ * LDS, q + qhead0, qstride, gr, D, qn, RN);
+            att_tc_load_rows<DP, BQ, NT>(dOs + st * BQ * LDS, dout + qhead0, qstride, gr, D, qn, RN);
             att_cp_commit();
             load_stats(st, qn);
             att_cp_wait<1>();
@@ -367,7 +368,7 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__res
         }
         __syncthreads();
         const int st = t & 1;
-        const int qlast = (min(q0 + BQ, RN) - 1) / G; // the tile's last position
+        const int qlast = att_div(gr, min(q0 + BQ, RN) - 1); // the tile's last position
         // some row of the tile sees some key of the warp (first keys do not decrease along the rows)
         if (qlast >= kw0 && kw0 < S && first_s[st * BQ] <= kw0 + 15) {
             const att_bf16 *Qt = Qs + st * BQ * LDS, *dOt = dOs + st * BQ * LDS;
@@ -477,8 +478,8 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dq_kernel(const att_bf16 *__restr
     const int ntiles = last / BK + 1 - kt0;
     const int wlast = r0 < RN ? (min(r0 + 16, RN) - 1) / G : -1, wfirst = r0 < RN ? att_doc0(dc, r0 / G) : 0;
 
-    att_tc_load_rows<DP, BQ, NT>(Qs, q + qhead0, qstride, G, D, q0, RN);
-    att_tc_load_rows<DP, BQ, NT>(dOs, dout + qhead0, qstride, G, D, q0, RN);
+    att_tc_load_rows<DP, BQ, NT>(Qs, q + qhead0, qstride, att_grp_of(G), D, q0, RN);
+    att_tc_load_rows<DP, BQ, NT>(dOs, dout + qhead0, qstride, att_grp_of(G), D, q0, RN);
     att_tc_load<DP, BK, NT>(Ks, k + khead0 + (int64_t)kt0 * BK * kstride, kstride, S - kt0 * BK, D);
     att_tc_load<DP, BK, NT>(Vs, v + khead0 + (int64_t)kt0 * BK * kstride, kstride, S - kt0 * BK, D);
     att_cp_commit();

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# For the session after 2026-11-28 (twelfth): two changes written and compiled for sm_90a, not run (the
+# device time was spent).
+#  - docs/perf/2026-11-28e-dq-rs.patch: the attention backward's dq blocks load Q and dO once into
+#    registers (ldmatrix from padded shared rows) and run S = Q Kᵀ and dP = dO Vᵀ with A from registers,
+#    so those products read only K or V from shared memory. Per 64 x 64 tile a dq warpgroup read 16 KB for
+#    each SS product at N = 64 (A and B both from shared memory: 4 KB per m64n64k16 of 32 tensor cycles,
+#    the whole 128 B a cycle) plus the K/V stage writes: 56 KB a tile against 384 tensor cycles, so shared
+#    memory bound; after: 40 KB. ptxas: no spills, 238 registers in the fused kernel (unchanged), the
+#    head-dim-128 dq kernel 186 -> 237. Predicted: the fused backward 5-10% faster (dq is about a third of
+#    it), the forward unchanged (it only gains wg_ldsm4, the same instruction).
+#  - docs/perf/2026-11-28e-mma-g1.patch: the mma.sync and CUDA-core loaders keep the plain row at G = 1
+#    (the twelfth session's att_grp change made mma.sync MHA 2.7% slower while GQA went 24% faster).
+# Here: git apply docs/perf/2026-11-28e-dq-rs.patch docs/perf/2026-11-28e-mma-g1.patch; rm -rf .old;
+# mkdir .old; git archive HEAD | tar -x -C .old; then on the GPU machine (carrying .deps, .old, peer):
+#   docs/perf/2026-11-28e-next-run.sh OUT [PARTS]   (PARTS: check,attn,llama; default all, ~9 minutes)
+# Land each only if its check passes and it measures faster.
+set -u
+out=${1:?usage: $0 OUT [check,attn,llama]}; parts=${2:-check,attn,llama}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
+has() { case ",$parts," in *",$1,"*) return 0;; esac; return 1; }
+t0=$(date +%s)
+say() { echo "[$(($(date +%s) - t0)) s] $*"; }
+source .deps/env.sh || exit 2
+grep -q wg_rs_product ops/attention/sm90a/wgmma.cuh || { echo "apply docs/perf/2026-11-28e-dq-rs.patch first"; exit 2; }
+cfg="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"
+if has check; then
+    # shellcheck disable=SC2086 # cfg is a word list
+    (cmake -S . -B build-nowg $cfg -DCMAKE_CUDA_FLAGS=-DSTG_NO_WGMMA_BWD > /dev/null 2>&1 &&
+        cmake --build build-nowg --target stg test_gpu_ops > "$out/l/build_nowg.txt" 2>&1; echo "build-nowg: $?") &
+    if [ -d .old ]; then
+        # shellcheck disable=SC2086
+        (cd .old && cmake -S . -B build-nowg $cfg -DSTG_TESTS=OFF -DCMAKE_CUDA_FLAGS=-DSTG_NO_WGMMA_BWD > /dev/null 2>&1 &&
+            cmake --build build-nowg --target stg > "$out/l/build_old_nowg.txt" 2>&1; echo "old build-nowg: $?") &
+    fi
+fi
+tools/gpu_ab_prelude.sh "$out/l" memcheck:test_gpu_mm_attn:*attention* racecheck:test_gpu_mm_attn:*attention* \
+    racecheck:test_gpu_ops:*gqa_small* || exit 1
+wait
+if has check; then
+    (cd build-nowg && timeout 200 ./test_gpu_ops > "$out/l/ops_nowg.txt" 2>&1; echo "test_gpu_ops (mma.sync backward) exit $?" >> "$out/l/ops_nowg.txt")
+    grep -E "PASSED|FAILED|exit" "$out/l/ops_nowg.txt"
+    for b in .old/build-nowg build-nowg .old/build-nowg build-nowg; do
+        echo "== $b (backward on mma.sync)"
+        $b/stg attn-bench --device cuda --batch 4 --heads 16 --dims 64 --seqs 4096 --iters 10 2>&1 | grep flash
+        $b/stg attn-bench --device cuda --batch 1 --heads 32 --kv-heads 8 --dims 64 --seqs 4096 --iters 10 2>&1 | grep flash
+    done
+    say "check done"
+fi
+if has attn; then
+    for b in .old/build-ab build-gpu .old/build-ab build-gpu; do
+        echo "== $b"
+        $b/stg attn-bench --device cuda --batch 4 --heads 16 --dims 64,128 --seqs 4096,16384 --iters 20 2>&1 | grep flash
+        $b/stg attn-bench --device cuda --batch 1 --heads 32 --kv-heads 8 --dims 64 --seqs 4096 --iters 20 2>&1 | grep flash
+        $b/stg attn-bench --device cuda --batch 4 --heads 32 --dims 80 --seqs 1024 --iters 20 2>&1 | grep flash
+    done
+    PYTHONUNBUFFERED=1 timeout 150 python3 peer/torch_attn.py --batch 4 --heads 16 --dims 64,128 --seqs 4096,16384 --iters 20 2>&1 | grep -v EFFICIENT
+    say "attention done"
+fi
+if has llama; then
+    for b in .old/build-ab build-gpu .old/build-ab build-gpu; do
+        timeout 120 $b/stg bench models/llama3/1B.yaml --set ctx=4096 --set batch=1 --set fused_head=off --precision bf16 --warmup 5 --iters 20 --json > "$out/l/l1b.json" 2> "$out/l/l1b.err"
+        python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[2], 'llama 1B', {k: d[k] for k in ('median_ms','min_ms','mfu')})" "$out/l/l1b.json" $b || tail -3 "$out/l/l1b.err"
+    done
+    PYTHONUNBUFFERED=1 timeout 200 python3 tools/ref/llama3_peer.py --model models/llama3/1B.yaml --ctx 4096 --batch 1 --compile-mode reduce-overhead --warm 5 --iters 20 --out "$out/l/l1b_peer.json" 2>&1 | tail -1
+    say "llama done"
+fi
+tar -czf "$out/logs.tgz" -C "$out" --exclude="*.bin" l

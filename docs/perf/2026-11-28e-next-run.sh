@@ -11,10 +11,19 @@
 #    it), the forward unchanged (it only gains wg_ldsm4, the same instruction).
 #  - docs/perf/2026-11-28e-mma-g1.patch: the mma.sync and CUDA-core loaders keep the plain row at G = 1
 #    (the twelfth session's att_grp change made mma.sync MHA 2.7% slower while GQA went 24% faster).
-# Here: git apply docs/perf/2026-11-28e-dq-rs.patch docs/perf/2026-11-28e-mma-g1.patch; rm -rf .old;
+#  - docs/perf/2026-11-28e-mask-branch.patch: the forward's and the key-tile blocks' causal/document mask
+#    decided once a tile (warp-uniform) with a loop without it for unmasked tiles. The forward's SASS
+#    (2026-11-28e, cuobjdump) had the per-element test if-converted: 155 predicated instructions (ISETP,
+#    FSEL, VIADD) issued by every warp on every tile, of about 560; the key-tile loop the same. Predicted:
+#    the forward 10-20% faster (issue-bound at 57% busy with 4 warps a scheduler), the backward 5-10%.
+#    ptxas: forward 128 registers; fused backward 238 -> 251 (2 blocks a multiprocessor still fit); head
+#    dim 128's key-tile kernel keeps the old loop (both loops spilled 284 bytes there against 176).
+# Here: git apply docs/perf/2026-11-28e-dq-rs.patch docs/perf/2026-11-28e-mma-g1.patch
+# docs/perf/2026-11-28e-mask-branch.patch (they apply together); rm -rf .old;
 # mkdir .old; git archive HEAD | tar -x -C .old; then on the GPU machine (carrying .deps, .old, peer):
 #   docs/perf/2026-11-28e-next-run.sh OUT [PARTS]   (PARTS: check,attn,llama; default all, ~9 minutes)
-# Land each only if its check passes and it measures faster.
+# The A/B below is the three together against the tree before; land them if the checks pass and it measures
+# faster (attribution: tools/attn_tiles.sh-style builds with one patch each, if the device time allows).
 set -u
 out=${1:?usage: $0 OUT [check,attn,llama]}; parts=${2:-check,attn,llama}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
 has() { case ",$parts," in *",$1,"*) return 0;; esac; return 1; }

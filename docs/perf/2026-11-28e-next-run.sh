@@ -18,11 +18,17 @@
 #    the forward 10-20% faster (issue-bound at 57% busy with 4 warps a scheduler), the backward 5-10%.
 #    ptxas: forward 128 registers; fused backward 238 -> 251 (2 blocks a multiprocessor still fit); head
 #    dim 128's key-tile kernel keeps the old loop (both loops spilled 284 bytes there against 176).
+#  - docs/perf/2026-11-28e-desc.patch: a tile's wgmma descriptors as one add each from its base's
+#    (wg_desc_at), the same bits as before while addresses stay below 2^18. The SASS had about six
+#    uniform-datapath instructions per wgmma building each descriptor whole (address, mask, shift, or,
+#    two moves): a quarter of the attention loops' instructions. PTX: the and/shr pairs of the
+#    descriptors 77 -> 18 in the forward's file, 316 -> 60 in the backward's. Predicted: the forward and
+#    the backward 3-8% faster. ptxas: no new spills except head dim 128's key-tile kernel (176 -> 212 bytes).
 # Here: git apply docs/perf/2026-11-28e-dq-rs.patch docs/perf/2026-11-28e-mma-g1.patch
-# docs/perf/2026-11-28e-mask-branch.patch (they apply together); rm -rf .old;
+# docs/perf/2026-11-28e-mask-branch.patch docs/perf/2026-11-28e-desc.patch (they apply together); rm -rf .old;
 # mkdir .old; git archive HEAD | tar -x -C .old; then on the GPU machine (carrying .deps, .old, peer):
 #   docs/perf/2026-11-28e-next-run.sh OUT [PARTS]   (PARTS: check,attn,llama; default all, ~9 minutes)
-# The A/B below is the three together against the tree before; land them if the checks pass and it measures
+# The A/B below is the four together against the tree before; land them if the checks pass and it measures
 # faster (attribution: tools/attn_tiles.sh-style builds with one patch each, if the device time allows).
 set -u
 out=${1:?usage: $0 OUT [check,attn,llama]}; parts=${2:-check,attn,llama}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)

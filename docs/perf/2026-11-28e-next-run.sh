@@ -24,14 +24,21 @@
 #    two moves): a quarter of the attention loops' instructions. PTX: the and/shr pairs of the
 #    descriptors 77 -> 18 in the forward's file, 316 -> 60 in the backward's. Predicted: the forward and
 #    the backward 3-8% faster. ptxas: no new spills except head dim 128's key-tile kernel (176 -> 212 bytes).
+#  - docs/perf/2026-11-28e-decode-kv.patch (issue 26): attention over the cache loads each trip's keys and
+#    values together, raw (the values waited for the scores: two memory round trips a trip, 17.5 us a call
+#    for about 8 MB in the eleventh session's profile, 0.56 of a 2.7B decode step's ms). The same
+#    arithmetic in the same order: the same bits. ptxas: 128 registers (bf16), no spills, as before.
+#    Predicted: the call 17.5 -> ~13 us, the 2.7B batch-1 step 2.59 -> ~2.49 ms.
 # Here: git apply docs/perf/2026-11-28e-dq-rs.patch docs/perf/2026-11-28e-mma-g1.patch
-# docs/perf/2026-11-28e-mask-branch.patch docs/perf/2026-11-28e-desc.patch (they apply together); rm -rf .old;
+# docs/perf/2026-11-28e-mask-branch.patch docs/perf/2026-11-28e-desc.patch docs/perf/2026-11-28e-decode-kv.patch
+# (they apply together); rm -rf .old;
 # mkdir .old; git archive HEAD | tar -x -C .old; then on the GPU machine (carrying .deps, .old, peer):
-#   docs/perf/2026-11-28e-next-run.sh OUT [PARTS]   (PARTS: check,attn,llama; default all, ~9 minutes)
-# The A/B below is the four together against the tree before; land them if the checks pass and it measures
+#   docs/perf/2026-11-28e-next-run.sh OUT [PARTS]   (PARTS: check,attn,llama,decode; default check,attn,llama,
+#   ~9 minutes; decode, ~4 more: old and new alternating, then tools/sample_peer.sh for the ratio)
+# The A/B below is the five together against the tree before; land them if the checks pass and it measures
 # faster (attribution: tools/attn_tiles.sh-style builds with one patch each, if the device time allows).
 set -u
-out=${1:?usage: $0 OUT [check,attn,llama]}; parts=${2:-check,attn,llama}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
+out=${1:?usage: $0 OUT [check,attn,llama,decode]}; parts=${2:-check,attn,llama}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
 has() { case ",$parts," in *",$1,"*) return 0;; esac; return 1; }
 t0=$(date +%s)
 say() { echo "[$(($(date +%s) - t0)) s] $*"; }
@@ -49,7 +56,7 @@ if has check; then
     fi
 fi
 tools/gpu_ab_prelude.sh "$out/l" memcheck:test_gpu_mm_attn:*attention* racecheck:test_gpu_mm_attn:*attention* \
-    racecheck:test_gpu_ops:*gqa_small* || exit 1
+    racecheck:test_gpu_ops:*gqa_small* memcheck:test_gpu_sample racecheck:test_gpu_sample:*attention_cached* || exit 1
 wait
 if has check; then
     (cd build-nowg && timeout 200 ./test_gpu_ops > "$out/l/ops_nowg.txt" 2>&1; echo "test_gpu_ops (mma.sync backward) exit $?" >> "$out/l/ops_nowg.txt")
@@ -78,5 +85,16 @@ if has llama; then
     done
     PYTHONUNBUFFERED=1 timeout 200 python3 tools/ref/llama3_peer.py --model models/llama3/1B.yaml --ctx 4096 --batch 1 --compile-mode reduce-overhead --warm 5 --iters 20 --out "$out/l/l1b_peer.json" 2>&1 | tail -1
     say "llama done"
+fi
+if has decode; then
+    head -c 512 /dev/urandom > "$out/l/p.txt" && build-gpu/stg tokens "$out/l/p.txt" -o "$out/l/p.bin" > /dev/null
+    for b in .old/build-ab build-gpu .old/build-ab build-gpu; do
+        echo "$b decode 2.7B b1: $(timeout 40 $b/stg sample models/cs336/2.7B.yaml --precision bf16 --init fill --json --set ctx=1024 \
+            --prompt-ids "$out/l/p.bin" -n 512 --batch 1 --temperature 0 2>&1 | grep -oE '"(decode_tokens_per_s|steady_ms_per_step)": *[0-9.]+' | tr '\n' ' ')"
+    done
+    timeout 60 build-gpu/stg sample models/cs336/2.7B.yaml --precision bf16 --init fill --set ctx=1024 --prompt-ids "$out/l/p.bin" \
+        -n 64 --batch 1 --temperature 0 --json --profile 2>&1 | grep -E "^  profile|attention_cached" | head -4
+    CHECK=0 timeout 240 tools/sample_peer.sh build-gpu/stg "$out/l/peer" 2>&1 | tail -6
+    say "decode done"
 fi
 tar -czf "$out/logs.tgz" -C "$out" --exclude="*.bin" l

@@ -33,12 +33,14 @@
 # docs/perf/2026-11-28e-mask-branch.patch docs/perf/2026-11-28e-desc.patch docs/perf/2026-11-28e-decode-kv.patch
 # (they apply together); rm -rf .old;
 # mkdir .old; git archive HEAD | tar -x -C .old; then on the GPU machine (carrying .deps, .old, peer):
-#   docs/perf/2026-11-28e-next-run.sh OUT [PARTS]   (PARTS: check,attn,llama,decode; default check,attn,llama,
-#   ~9 minutes; decode, ~4 more: old and new alternating, then tools/sample_peer.sh for the ratio)
+#   docs/perf/2026-11-28e-next-run.sh OUT [PARTS]   (PARTS: check,attn,llama,decode; default check,attn)
+# Two calls of under 10 minutes each: `check,attn` (builds, the GPU suite and sanitizers, the mma.sync A/B, the
+# attention A/B beside torch_attn.py), then `llama,decode` (builds stg only: Llama 3.2-1B A/B and its peer,
+# decoding A/B, its profile and tools/sample_peer.sh for issue 26's ratio).
 # The A/B below is the five together against the tree before; land them if the checks pass and it measures
 # faster (attribution: tools/attn_tiles.sh-style builds with one patch each, if the device time allows).
 set -u
-out=${1:?usage: $0 OUT [check,attn,llama,decode]}; parts=${2:-check,attn,llama}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
+out=${1:?usage: $0 OUT [check,attn,llama,decode]}; parts=${2:-check,attn}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
 has() { case ",$parts," in *",$1,"*) return 0;; esac; return 1; }
 t0=$(date +%s)
 say() { echo "[$(($(date +%s) - t0)) s] $*"; }
@@ -55,9 +57,17 @@ if has check; then
             cmake --build build-nowg --target stg > "$out/l/build_old_nowg.txt" 2>&1; echo "old build-nowg: $?") &
     fi
 fi
-tools/gpu_ab_prelude.sh "$out/l" memcheck:test_gpu_mm_attn:*attention* racecheck:test_gpu_mm_attn:*attention* \
-    racecheck:test_gpu_ops:*gqa_small* memcheck:test_gpu_sample racecheck:test_gpu_sample:*attention_cached* || exit 1
+if has check; then
+    tools/gpu_ab_prelude.sh "$out/l" memcheck:test_gpu_mm_attn:*attention* racecheck:test_gpu_mm_attn:*attention* \
+        racecheck:test_gpu_ops:*gqa_small* memcheck:test_gpu_sample racecheck:test_gpu_sample:*attention_cached* || exit 1
+else # timing only (a second call after the checks passed): stg of both trees, no tests
+    # shellcheck disable=SC2086
+    (cd .old && cmake -S . -B build-ab $cfg -DSTG_TESTS=OFF > /dev/null 2>&1 && cmake --build build-ab --target stg > "$out/l/build_old.txt" 2>&1; echo "old build: $?") &
+    # shellcheck disable=SC2086
+    (cmake -S . -B build-gpu $cfg -DSTG_TESTS=OFF > /dev/null 2>&1 && cmake --build build-gpu --target stg > "$out/l/build.txt" 2>&1; echo "build: $?")
+fi
 wait
+say "built and checked"
 if has check; then
     (cd build-nowg && timeout 200 ./test_gpu_ops > "$out/l/ops_nowg.txt" 2>&1; echo "test_gpu_ops (mma.sync backward) exit $?" >> "$out/l/ops_nowg.txt")
     grep -E "PASSED|FAILED|exit" "$out/l/ops_nowg.txt"

@@ -142,10 +142,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         if (t == 0) {
 #pragma unroll
             for (int kd = 0; kd < KD; kd++) {
-                const wg_bf16 *p = Qs + (16 * (warp) + (lane & 15)) * LDQ + kd * 16 + (lane >> 4) * 8;
-                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                             : "=r"(qf[kd][0]), "=r"(qf[kd][1]), "=r"(qf[kd][2]), "=r"(qf[kd][3])
-                             : "r"(wg_smem(p)));
+                wg_ldsm4(qf[kd], wg_smem(Qs + (16 * warp + (lane & 15)) * LDQ + kd * 16 + (lane >> 4) * 8));
             }
         }
         load_kv(t + PF); // into stage (t - 2) % NST
@@ -178,21 +175,27 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
                 for (int e = 0; e < 32; e++) wg_keep(s[c][e]);
 
             // Online softmax on this thread's rows rwarp + g (i = 0) and rwarp + g + 8 (i = 1).
-            // this thread's rows need masking: a key past a row, past S or before its document
-            const bool mask = k0 + BK - 1 > min(pos[0], pos[1]) || k0 + BK > S || k0 < max(first[0], first[1]);
+            // Some row of the warp needs masking (a key past a row, past S or before its document): decided
+            // once a tile for the warp, so the unmasked tiles run a loop without the mask's instructions (a
+            // test inside the element loop was compiled to predicated code that every tile issued).
+            const bool mask = __any_sync(0xffffffffu, k0 + BK - 1 > min(pos[0], pos[1]) || k0 + BK > S ||
+                                                           k0 < max(first[0], first[1]));
             float mx[2] = {m[0], m[1]};
+            if (mask) {
 #pragma unroll
-            for (int c = 0; c < NSC; c++)
+                for (int c = 0; c < NSC; c++)
 #pragma unroll
-                for (int e = 0; e < 32; e++) {
-                    float x = s[c][e];
-                    if (mask) {
+                    for (int e = 0; e < 32; e++) {
                         const int key = k0 + c * 64 + (e >> 2) * 8 + 2 * t4 + (e & 1), i = (e >> 1) & 1;
-                        if (key > pos[i] || key >= S || key < first[i]) x = -INFINITY;
+                        if (key > pos[i] || key >= S || key < first[i]) s[c][e] = -INFINITY;
+                        mx[i] = fmaxf(mx[i], s[c][e]);
                     }
-                    s[c][e] = x;
-                    mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], x);
-                }
+            } else {
+#pragma unroll
+                for (int c = 0; c < NSC; c++)
+#pragma unroll
+                    for (int e = 0; e < 32; e++) mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], s[c][e]);
+            }
             float alpha[2], base[2];
 #pragma unroll
             for (int i = 0; i < 2; i++) {

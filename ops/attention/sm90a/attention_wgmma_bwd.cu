@@ -18,9 +18,10 @@
 //   dK products); Pᵀ = exp2(scale2 Sᵀ - lse2) in f32, masked where key > query or query >= S; wait
 //   for dPᵀ; dSᵀ = Pᵀ (dPᵀ - D); Pᵀ and dSᵀ to bf16 registers, the A operands of dV += Pᵀ dO and
 //   dK += dSᵀ Q, issued and left running under the next tile's loads and products.
-// dq: one block per 64 NWG rows, the longest rows first. Q and dO of the block stay in shared
-// memory; the block streams the key tiles from the first its document makes visible up to its
-// diagonal (K, V). Per key tile and warpgroup:
+// dq: one block per 64 NWG rows, the longest rows first. Q and dO of the block go to registers once
+// (ldmatrix from padded shared rows: the A operands of S and dP, so those products read only K or V
+// from shared memory); the block streams the key tiles from the first its document makes visible up
+// to its diagonal (K, V). Per key tile and warpgroup:
 //   S = Q Kᵀ and dP = dO Vᵀ issued; P and dS as above with lse and D per row; dQ += dS K issued.
 // Q, dO, K and V tiles are read K-major by the first products and MN-major by the second ones, from
 // one layout (wgmma.cuh): 64-dim panels in the 128-byte swizzle, and at head dim 80 a 16-dim tail
@@ -76,6 +77,7 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
                                                  wg_bf16 *__restrict__ dv, int S, int H, int G, float scale, float scale2,
                                                  int bx, int hk) {
     constexpr int BQ = 64, BKB = 64 * NWG, NT = 128 * NWG, KD = D / 16, NDC = D / 64, TL = D % 64 == 16, PF = NST - 2;
+    constexpr bool WH = D == 128; // descriptors built whole (wgmma.cuh, wg_desc_off)
     constexpr int TILE = BQ * D; // elements of one Q or dO stage (a multiple of 512: stages stay 1024-byte aligned)
     static_assert(NST >= 3, "three stages at least");
     static_assert(D % 64 == 0 || D % 64 == 16, "head dim 64 NP or 64 NP + 16");
@@ -163,12 +165,12 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
         for (int kk = 0; kk < 4; kk++) { // m: keys, n: dims, k: queries
 #pragma unroll
             for (int dc = 0; dc < NDC; dc++) {
-                wg_mma_n64<1>(dva[dc], pa[kk], wg_desc_mnmaj(ds, BQ, kk, dc), 1);
-                wg_mma_n64<1>(dka[dc], sa4[kk], wg_desc_mnmaj(qs, BQ, kk, dc), 1);
+                wg_mma_n64<1>(dva[dc], pa[kk], wg_desc_mnmaj<WH>(ds, BQ, kk, dc), 1);
+                wg_mma_n64<1>(dka[dc], sa4[kk], wg_desc_mnmaj<WH>(qs, BQ, kk, dc), 1);
             }
             if constexpr (TL) {
-                wg_mma_n16<1>(dvt, pa[kk], wg_tdesc<NDC>(ds, BQ, kk));
-                wg_mma_n16<1>(dkt, sa4[kk], wg_tdesc<NDC>(qs, BQ, kk));
+                wg_mma_n16<1>(dvt, pa[kk], wg_tdesc<NDC, WH>(ds, BQ, kk));
+                wg_mma_n16<1>(dkt, sa4[kk], wg_tdesc<NDC, WH>(qs, BQ, kk));
             }
         }
         wg_commit();
@@ -197,8 +199,8 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
         const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE), ds = qs + 2 * TILE;
         const float *lse_s = stat + 2 * s * BQ, *D_s = lse_s + BQ;
         float st[32], dpt[32];
-        wg_ss_product<KD, NDC>(st, Kb, BKB, 64 * wg, qs, BQ);  // m: keys, n: queries, k: dims
-        wg_ss_product<KD, NDC>(dpt, Vb, BKB, 64 * wg, ds, BQ);
+        wg_ss_product<KD, NDC, WH>(st, Kb, BKB, 64 * wg, qs, BQ);  // m: keys, n: queries, k: dims
+        wg_ss_product<KD, NDC, WH>(dpt, Vb, BKB, 64 * wg, ds, BQ);
         if (prev >= 0)
             issue_dkdv(prev);
         else
@@ -217,16 +219,31 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
         wg_keep_all(st);
         // masking: a row before a key of the warpgroup, past the rows, or (first keys do not decrease along
         // the rows) in a document that starts after one of its keys
+        // (uniform over the warpgroup: one branch a tile, so the unmasked tiles do not issue the mask's
+        // instructions, which a test inside the element loop was compiled to; not at head dim 128, whose
+        // two-warpgroup blocks spill more with both loops: 284 bytes against 176)
         const bool mask = kw0 + 63 > p_s[0] || q0 + BQ > RN || f_s[BQ - 1] > kw0;
+        if (D == 128) {
 #pragma unroll
-        for (int e = 0; e < 32; e++) {
-            const int ci = 2 * (e >> 2) + (e & 1);
-            float p = wg_ex2(fmaf(st[e], scale2, nl[ci]));
-            if (mask) {
-                const int key = kwarp + wg_row(e, g), col = wg_col(e, t4);
-                if (key > p_s[col] || key < f_s[col]) p = 0.0f; // rows past RN: position -1
+            for (int e = 0; e < 32; e++) {
+                const int ci = 2 * (e >> 2) + (e & 1);
+                float p = wg_ex2(fmaf(st[e], scale2, nl[ci]));
+                if (mask) {
+                    const int key = kwarp + wg_row(e, g), col = wg_col(e, t4);
+                    if (key > p_s[col] || key < f_s[col]) p = 0.0f;
+                }
+                st[e] = p;
             }
-            st[e] = p;
+        } else if (mask) {
+#pragma unroll
+            for (int e = 0; e < 32; e++) {
+                const int key = kwarp + wg_row(e, g), col = wg_col(e, t4);
+                const float p = wg_ex2(fmaf(st[e], scale2, nl[2 * (e >> 2) + (e & 1)]));
+                st[e] = key > p_s[col] || key < f_s[col] ? 0.0f : p; // rows past RN: position -1
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < 32; e++) st[e] = wg_ex2(fmaf(st[e], scale2, nl[2 * (e >> 2) + (e & 1)]));
         }
         wg_wait<1>(); // dPᵀ is done
         wg_keep_all(dpt);
@@ -256,10 +273,16 @@ __device__ __forceinline__ void att_wg_dkdv_body(const wg_bf16 *__restrict__ q, 
 
 // ---- dq -----------------------------------------------------------------------------------------
 
+// Whether the dq blocks keep Q and dO in registers (the A operands of S and dP): not at head dim 128,
+// where the 64 registers raised the dq kernel from 186 to 237 and that backward measured 2% slower
+// (H200, 2026-11-28f); at 64 and 80 the fused backward was 4-6% faster.
+#define WG_DQ_RS(D) ((D) != 128)
+
 template <int D, int NWG, int NST>
 static size_t wg_dq_smem(void) {
-    // Q and dO of the block, NST stages of K and V (64 rows each)
-    return sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + 1024;
+    // Q and dO of the block (padded rows read once into registers, or swizzled tiles), NST stages of K
+    // and V (64 rows each)
+    return sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * (WG_DQ_RS(D) ? D + 8 : D) + (size_t)2 * NST * 64 * D) + 2048;
 }
 
 // Row tile nbx - 1 - bx (64 NWG of the S G rows; of nbx, the longest rows for bx 0) of kv head
@@ -271,13 +294,17 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
                                                const float *__restrict__ Dsum, wg_bf16 *__restrict__ dq, int S, int H,
                                                int G, float scale, float scale2, int bx, int nbx, int hk) {
     constexpr int BK = 64, BQB = 64 * NWG, NT = 128 * NWG, KD = D / 16, NDC = D / 64, TL = D % 64 == 16, PF = NST - 2;
+    constexpr bool WH = D == 128; // descriptors built whole (wgmma.cuh, wg_desc_off)
     constexpr int TILE = BK * D; // elements of one K or V stage
     static_assert(NST >= 3, "three stages at least");
     static_assert(D % 64 == 0 || D % 64 == 16, "head dim 64 NP or 64 NP + 16");
     extern __shared__ __align__(128) unsigned char wg_smraw[];
     const uint32_t base = (wg_smem(wg_smraw) + 1023u) & ~1023u;
-    // Q at Qb, dO at dOb; stage s: K at st0 + 4 s TILE bytes, V after it
-    const uint32_t Qb = base, dOb = Qb + BQB * D * 2, st0 = dOb + BQB * D * 2;
+    // Q at Qb, dO at dOb (rows of D + 8 elements: ldmatrix without bank conflicts); stage s: K at
+    // st0 + 4 s TILE bytes, V after it
+    constexpr bool RS = WG_DQ_RS(D);
+    constexpr int LDQ = RS ? D + 8 : D;
+    const uint32_t Qb = base, dOb = Qb + BQB * LDQ * 2, st0 = (dOb + BQB * LDQ * 2 + 1023u) & ~1023u;
     const int b = blockIdx.z;
     const int qt = nbx - 1 - bx; // the longest rows first
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
@@ -292,10 +319,21 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
     const int ntiles = last / BK + 1 - kt0;                                        // key tiles of the block
     const int wtiles = rw0 < RN ? (min(rw0 + 63, RN - 1) / G) / BK + 1 - kt0 : 0; // of this warpgroup
 
-    {
+    if constexpr (!RS) {
         const uint32_t dst[2] = {Qb, dOb};
         const wg_bf16 *const src[2] = {q + qhead0, dout + qhead0};
         wg_load_rows_g<D, BQB, NT, 2>(dst, src, qstride, att_grp_of(G), q0, RN);
+    } else { // Q and dO of the block's rows, one row offset for both
+        constexpr int NC8 = D / 8;
+        const att_grp gr = att_grp_of(G);
+        for (int idx = threadIdx.x; idx < BQB * NC8; idx += NT) {
+            const int r = idx / NC8, c = (idx % NC8) * 8;
+            const bool ok = q0 + r < RN;
+            const int64_t o = ok ? att_row_off(q0 + r, gr, qstride, D) + c : 0;
+            const uint32_t so = (uint32_t)((r * LDQ + c) * 2);
+            wg_cp16(Qb + so, q + qhead0 + o, ok);
+            wg_cp16(dOb + so, dout + qhead0 + o, ok);
+        }
     }
     auto load_kv = [&](int t) {
         if (t < ntiles) {
@@ -346,17 +384,25 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) { // m: queries, n: dims, k: keys
 #pragma unroll
-            for (int dc = 0; dc < NDC; dc++) wg_mma_n64<1>(dqa[dc], sa4[kk], wg_desc_mnmaj(ks, BK, kk, dc), 1);
-            if constexpr (TL) wg_mma_n16<1>(dqt, sa4[kk], wg_tdesc<NDC>(ks, BK, kk));
+            for (int dc = 0; dc < NDC; dc++) wg_mma_n64<1>(dqa[dc], sa4[kk], wg_desc_mnmaj<WH>(ks, BK, kk, dc), 1);
+            if constexpr (TL) wg_mma_n16<1>(dqt, sa4[kk], wg_tdesc<NDC, WH>(ks, BK, kk));
         }
         wg_commit();
     };
 
+    uint32_t qf[KD][4], of[KD][4]; // Q and dO of this warp's 16 rows: the A operands of S = Q Kᵀ and dP = dO Vᵀ
     int prev = -1; // stage of the tile whose product waits in sa4
     for (int t = 0; t < ntiles; t++) {
         wg_cp_wait<PF - 1>();
         wg_fence_proxy();
         __syncthreads();
+        if (RS && t == 0) // Q and dO landed with the first tile: into registers once (their shared rows are not read again)
+#pragma unroll
+            for (int kd = 0; kd < KD; kd++) {
+                const uint32_t o = (uint32_t)(((16 * warp + (lane & 15)) * LDQ + kd * 16 + (lane >> 4) * 8) * 2);
+                wg_ldsm4(qf[kd], Qb + o);
+                wg_ldsm4(of[kd], dOb + o);
+            }
         load_kv(t + PF);
         if (t >= wtiles) { // past this warpgroup's diagonal: finish its last tile (its stage is not refilled yet)
             if (prev >= 0) {
@@ -369,8 +415,13 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
         const int k0 = (kt0 + t) * BK, s = t % NST;
         const uint32_t ks = st0 + (uint32_t)(s * 4 * TILE), vs = ks + 2 * TILE;
         float sc[32], dpa[32];
-        wg_ss_product<KD, NDC>(sc, Qb, BQB, 64 * wg, ks, BK);   // m: queries, n: keys, k: dims
-        wg_ss_product<KD, NDC>(dpa, dOb, BQB, 64 * wg, vs, BK);
+        if constexpr (RS) {
+            wg_rs_product<KD, NDC, WH>(sc, qf, ks, BK); // m: queries, n: keys, k: dims
+            wg_rs_product<KD, NDC, WH>(dpa, of, vs, BK);
+        } else {
+            wg_ss_product<KD, NDC, WH>(sc, Qb, BQB, 64 * wg, ks, BK);
+            wg_ss_product<KD, NDC, WH>(dpa, dOb, BQB, 64 * wg, vs, BK);
+        }
         if (prev >= 0)
             issue_dq(prev);
         else

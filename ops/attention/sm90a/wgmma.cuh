@@ -60,6 +60,23 @@ __device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_
     return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) |
            ((uint64_t)layout << 62);
 }
+// The descriptor of base + off from the descriptor d of base: off (a multiple of 16) added to the
+// start-address field, the same bits as wg_desc(base + off, ...) while base + off < 2^18 (the field's
+// 14 bits; shared memory ends below 228 KB). A tile's descriptors are then one add each from its base's,
+// computed once: built whole, each one's address arithmetic (about six uniform-datapath instructions a
+// wgmma) was a quarter of the attention loops' instructions (cuobjdump, twelfth session).
+__device__ __forceinline__ uint64_t wg_desc_at(uint64_t d, uint32_t off) { return d + (uint64_t)(off >> 4); }
+// The descriptor of base + off: one add from base's, or (WH) built whole. Head dim 128's backward kernels
+// build theirs whole: computed once a tile, the bases' descriptors took registers there that ptxas
+// spilled (the key-tile kernel 176 -> 212 bytes of spills), and that backward measured 2-5% slower
+// (H200, 2026-11-28f), while the forward at every head dim and the backward at 64 and 80 were faster.
+template <bool WH>
+__device__ __forceinline__ uint64_t wg_desc_off(uint32_t base, uint32_t off, uint32_t lbo, uint32_t sbo, uint32_t layout) {
+    if constexpr (WH)
+        return wg_desc(base + off, lbo, sbo, layout);
+    else
+        return wg_desc_at(wg_desc(base, lbo, sbo, layout), off);
+}
 
 // d (64 x 64 f32; this thread's 32) (+)= a (64 x 16 bf16, fragments in registers) b (16 x 64, shared,
 // descriptor); TB: b is MN-major (transposed). acc = 0 overwrites d.
@@ -172,26 +189,29 @@ __device__ __forceinline__ void wg_load_rows(uint32_t dst, const wg_bf16 *base, 
 // A or B operand read K-major from a swizzled tile of `rows` rows per panel: k-step kd (elements
 // 16 kd .. 16 kd + 15: panel kd / 4, the start advanced 32 bytes per k-step inside it), rows r0 ..
 // r0 + 63 (r0 a multiple of 8); SBO 1024 between 8-row atoms, LBO unused.
+template <bool WH = false>
 __device__ __forceinline__ uint64_t wg_desc_kmaj(uint32_t base, int rows, int kd, int r0) {
-    return wg_desc(base + (uint32_t)((kd / 4) * rows * 128 + r0 * 128 + (kd % 4) * 32), 16, 1024, 1);
+    return wg_desc_off<WH>(base, (uint32_t)((kd / 4) * rows * 128 + r0 * 128 + (kd % 4) * 32), 16, 1024, 1);
 }
 // B operand read MN-major from a swizzled tile of `rows` rows per panel: k-step kk (rows 16 kk ..
 // 16 kk + 15, two 8-row atoms), n = elements 64 dc .. 64 dc + 63 (panel dc); SBO 1024 between atoms,
 // LBO the panel stride (unused at N = 64).
+template <bool WH = false>
 __device__ __forceinline__ uint64_t wg_desc_mnmaj(uint32_t base, int rows, int kk, int dc) {
-    return wg_desc(base + (uint32_t)(dc * rows * 128 + kk * 2 * 1024), rows * 128, 1024, 1);
+    return wg_desc_off<WH>(base, (uint32_t)(dc * rows * 128 + kk * 2 * 1024), rows * 128, 1024, 1);
 }
 
 // K-major descriptor of k-step kd of a tile of head dim D = 64 NP (+ 16) with `rows` rows: a full
 // panel's, or (kd = 4 NP) the tail panel's (the whole 32-byte row; SBO 256 between 8-row atoms).
-template <int NP>
+template <int NP, bool WH = false>
 __device__ __forceinline__ uint64_t wg_kdesc(uint32_t base, int rows, int kd, int r0) {
-    return kd < 4 * NP ? wg_desc_kmaj(base, rows, kd, r0) : wg_desc(base + (uint32_t)(NP * rows * 128 + r0 * 32), 16, 256, 3);
+    return kd < 4 * NP ? wg_desc_kmaj<WH>(base, rows, kd, r0)
+                       : wg_desc_off<WH>(base, (uint32_t)(NP * rows * 128 + r0 * 32), 16, 256, 3);
 }
 // MN-major descriptor of k-step kk (rows 16 kk ..) of the tail panel (n = its 16 dims).
-template <int NP>
+template <int NP, bool WH = false>
 __device__ __forceinline__ uint64_t wg_tdesc(uint32_t base, int rows, int kk) {
-    return wg_desc(base + (uint32_t)(NP * rows * 128 + kk * 512), 256, 256, 3);
+    return wg_desc_off<WH>(base, (uint32_t)(NP * rows * 128 + kk * 512), 256, 256, 3);
 }
 
 // d (64 x 16 f32; this thread's 8) += a (64 x 16 bf16, registers) b (16 x 16, shared; TB: MN-major).
@@ -238,16 +258,37 @@ __device__ __forceinline__ void wg_mma_ss_n64_set(float (&d)[32], uint64_t da, u
 // d = a b over the KD k-steps of head dim 64 NP (+ 16), both operands read K-major from swizzled
 // tiles: a = rows ar0 .. ar0 + 63 of the tile at abase (arows rows), b = the 64 rows of the tile at
 // bbase (brows rows). Issued as one commit group, not waited for.
-template <int KD, int NP>
+template <int KD, int NP, bool WH = false>
 __device__ __forceinline__ void wg_ss_product(float (&d)[32], uint32_t abase, int arows, int ar0, uint32_t bbase, int brows) {
     wg_arrive();
 #pragma unroll
     for (int kd = 0; kd < KD; kd++)
         if (kd == 0)
-            wg_mma_ss_n64_set<0>(d, wg_kdesc<NP>(abase, arows, kd, ar0), wg_kdesc<NP>(bbase, brows, kd, 0));
+            wg_mma_ss_n64_set<0>(d, wg_kdesc<NP, WH>(abase, arows, kd, ar0), wg_kdesc<NP, WH>(bbase, brows, kd, 0));
         else
-            wg_mma_ss_n64<0>(d, wg_kdesc<NP>(abase, arows, kd, ar0), wg_kdesc<NP>(bbase, brows, kd, 0), 1);
+            wg_mma_ss_n64<0>(d, wg_kdesc<NP, WH>(abase, arows, kd, ar0), wg_kdesc<NP, WH>(bbase, brows, kd, 0), 1);
     wg_commit();
+}
+
+// d = a b over the KD k-steps of head dim 64 NP (+ 16): a in registers (KD A fragments of the warp's 16
+// rows), b = the 64 rows of the tile at bbase (brows rows) read K-major. Issued as one commit group.
+template <int KD, int NP, bool WH = false>
+__device__ __forceinline__ void wg_rs_product(float (&d)[32], const uint32_t (&a)[KD][4], uint32_t bbase, int brows) {
+    wg_arrive();
+#pragma unroll
+    for (int kd = 0; kd < KD; kd++)
+        if (kd == 0)
+            wg_mma_n64_set<0>(d, a[kd], wg_kdesc<NP, WH>(bbase, brows, kd, 0));
+        else
+            wg_mma_n64<0>(d, a[kd], wg_kdesc<NP, WH>(bbase, brows, kd, 0), 1);
+    wg_commit();
+}
+
+// Four 8 x 8 b16 matrices from shared memory (ldmatrix .x4): lane i gives the row address of matrix i / 8.
+__device__ __forceinline__ void wg_ldsm4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
 }
 
 // Row half i (rows g and g + 8 of the warp's 16) of a 64 x D accumulator (NP panels of 64 in acc, the

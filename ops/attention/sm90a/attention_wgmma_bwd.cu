@@ -20,8 +20,9 @@
 //   dK += dSᵀ Q, issued and left running under the next tile's loads and products.
 // dq: one block per 64 NWG rows, the longest rows first. Q and dO of the block go to registers once
 // (ldmatrix from padded shared rows: the A operands of S and dP, so those products read only K or V
-// from shared memory; at head dim 128 they stay in shared memory, WG_DQ_RS); the block streams the key tiles from the first its document makes visible up
-// to its diagonal (K, V). Per key tile and warpgroup:
+// from shared memory; at head dim 128 they stay in shared memory, WG_DQ_RS); the block streams the
+// key tiles from the first its document makes visible up to its diagonal (K, V). Per key tile and
+// warpgroup:
 //   S = Q Kᵀ and dP = dO Vᵀ issued; P and dS as above with lse and D per row; dQ += dS K issued.
 // Q, dO, K and V tiles are read K-major by the first products and MN-major by the second ones, from
 // one layout (wgmma.cuh): 64-dim panels in the 128-byte swizzle, and at head dim 80 a 16-dim tail

@@ -228,6 +228,34 @@ static void test_bench_json(void **s) {
     expect_fail("--what 'forward,'", "bench models/tiny.yaml --device cpu --what %s", "forward,");
 }
 
+// stg attn-bench --attention: the rows of the paths asked for, in order, and nothing else.
+static void attn_rows(const char *opts, const char *const *want, int n) {
+    char out[16384];
+    int rc = tu_stg(out, sizeof out, "attn-bench --device cpu --precision fp32 --batch 1 --heads 2 --kv-heads 1 --dims 16 --seqs 32,48 "
+                                     "--iters 1 --json %s", opts);
+    if (rc != 0) fail_msg("attn-bench %s: exit %d\n%s", opts, rc, out);
+    int k = 0;
+    for (const char *line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, "{\"attention\": \"", 15) != 0) continue;
+        if (k == n) fail_msg("attn-bench %s: more rows than %d\n%s", opts, n, out);
+        if (strncmp(line + 15, want[k], strlen(want[k])) != 0 || line[15 + strlen(want[k])] != '"')
+            fail_msg("attn-bench %s: row %d is not '%s'\n%s", opts, k, want[k], out);
+        if (!strstr(line, "\"forward_ms\": ")) fail_msg("attn-bench %s: row %d has no time\n%s", opts, k, out);
+        k++;
+    }
+    if (k != n) fail_msg("attn-bench %s: %d rows, expected %d\n%s", opts, k, n, out);
+}
+
+static void test_attn_bench_paths(void **s) {
+    attn_rows("", (const char *const[]){"naive", "flash", "naive", "flash"}, 4);
+    attn_rows("--attention both", (const char *const[]){"naive", "flash", "naive", "flash"}, 4);
+    attn_rows("--attention flash", (const char *const[]){"flash", "flash"}, 2);
+    attn_rows("--attention naive", (const char *const[]){"naive", "naive"}, 2);
+    attn_rows("--docs 2 --attention flash", (const char *const[]){"flash", "flash, 2 docs", "flash", "flash, 2 docs"}, 4);
+    expect_fail("--attention 'fused': expected naive, flash or both", "attn-bench --device cpu --attention %s", "fused");
+    expect_fail("--attention naive has no document mask", "attn-bench --device cpu --docs 2 --attention %s", "naive");
+}
+
 // stg memreport --world N --zero K: the per-device section in text and JSON; bad values refused.
 static void test_memreport_world(void **s) {
     char out[1 << 17];
@@ -260,7 +288,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memreport_world),
         cmocka_unit_test(test_bad_command_lines), cmocka_unit_test(test_bad_model_file),
-        cmocka_unit_test(test_output_not_clobbered), cmocka_unit_test(test_happy_paths), cmocka_unit_test(test_bench_json), cmocka_unit_test(test_bench_profile),
+        cmocka_unit_test(test_output_not_clobbered), cmocka_unit_test(test_happy_paths), cmocka_unit_test(test_bench_json), cmocka_unit_test(test_attn_bench_paths), cmocka_unit_test(test_bench_profile),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

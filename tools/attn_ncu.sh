@@ -18,16 +18,16 @@ wait
 for shape in "mha:--batch 4 --heads 16 --dims 64 --seqs 4096" "gqa:--batch 1 --heads 32 --kv-heads 8 --dims 64 --seqs 4096"; do
     n=${shape%%:*}; a=${shape#*:}
     # shellcheck disable=SC2086 # a is a word list
-    timeout 120 ncu --set full -k regex:'att_wg_(bwd|fwd)_kernel' -c 2 build-ncu/stg attn-bench --device cuda $a --iters 1 \
+    timeout 120 ncu --set full -k regex:'att_wg_(bwd|fwd)_kernel' -c 2 build-ncu/stg attn-bench --device cuda --attention flash $a --iters 1 \
         > "$out/ncu-fused-$n.txt" 2>&1; echo "ncu fused $n: $?"
     # shellcheck disable=SC2086
-    timeout 120 ncu --set full -k regex:'att_wg_(dkdv|dq)_kernel' -c 2 build-ncu-unfused/stg attn-bench --device cuda $a --iters 1 \
+    timeout 120 ncu --set full -k regex:'att_wg_(dkdv|dq)_kernel' -c 2 build-ncu-unfused/stg attn-bench --device cuda --attention flash $a --iters 1 \
         > "$out/ncu-unfused-$n.txt" 2>&1; echo "ncu unfused $n: $?"
 done
 {
     echo "== stg attn-bench (fused build)"
-    build-ncu/stg attn-bench --device cuda --batch 4 --heads 16 --dims 64,128 --seqs 4096,16384 --iters 20 2>&1 | grep -E "flash|head"
-    build-ncu/stg attn-bench --device cuda --batch 1 --heads 32 --kv-heads 8 --dims 64 --seqs 4096 --iters 20 2>&1 | grep flash
+    build-ncu/stg attn-bench --device cuda --attention flash --batch 4 --heads 16 --dims 64,128 --seqs 4096,16384 --iters 20 2>&1 | grep -E "flash|head"
+    build-ncu/stg attn-bench --device cuda --attention flash --batch 1 --heads 32 --kv-heads 8 --dims 64 --seqs 4096 --iters 20 2>&1 | grep flash
     echo "== torch_attn.py"
     PYTHONUNBUFFERED=1 timeout 150 python3 peer/torch_attn.py --batch 4 --heads 16 --dims 64,128 --seqs 4096,16384 --iters 20 2>&1 | grep -v EFFICIENT
 } > "$out/rates.txt"

@@ -20,6 +20,6 @@ for v in "$@"; do
   IFS=';' read -r -a shapes <<< "${ATT_SHAPES:---batch 4 --heads 25 --dims 64 --seqs 1024;--batch 4 --heads 32 --dims 80 --seqs 512,1024;--batch 4 --heads 16 --dims 64 --seqs 4096}"
   for a in "${shapes[@]}"; do
     # shellcheck disable=SC2086 # a is a word list
-    build-v-$n/stg attn-bench $a --iters 20 2>&1 | grep flash
+    build-v-$n/stg attn-bench --attention flash $a --iters 20 2>&1 | grep flash
   done
 done

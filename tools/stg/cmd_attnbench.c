@@ -5,6 +5,8 @@
 // --kv-heads: grouped-query attention (k, v with fewer heads; the written-out path repeats them with
 // repeat_kv). --docs N: each row packed with N documents of S / N tokens; the fused attention with
 // its docs input is timed beside the full causal row (the written-out path has no document mask).
+// --attention flash|naive: only one of the two (the written-out path at long sequences takes most of
+// a run's time: S x S scores, and its inputs drawn on the host).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +116,7 @@ int cmd_attnbench(int argc, char **argv) {
             seqs[8] = {256, 1024, 4096, 8192, 16384};
     int nd = 4, ns = 5;
     bool json = false;
+    int only = -1; // --attention: -1 both, 0 naive only, 1 flash only (with --docs both rows are flash)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (strcmp(a, "--json") == 0) json = true;
@@ -132,17 +135,25 @@ int cmd_attnbench(int argc, char **argv) {
             int64_t x;
             if (!(v = cli_value(argc, argv, &i)) || cli_int(a, v, 1, 1 << 20, &x)) return 2;
             *(a[2] == 'k' ? &kv_heads : &ndocs) = x;
+        } else if (strcmp(a, "--attention") == 0) {
+            if (!(v = cli_value(argc, argv, &i))) return 2;
+            if (strcmp(v, "naive") == 0) only = 0;
+            else if (strcmp(v, "flash") == 0) only = 1;
+            else if (strcmp(v, "both") == 0) only = -1;
+            else return fprintf(stderr, "stg attn-bench: --attention '%s': expected naive, flash or both\n", v), 2;
         } else if (strcmp(a, "--dims") == 0) {
             if (!(v = cli_value(argc, argv, &i)) || (nd = parse_list(a, v, dims, 8)) < 1) return 2;
         } else if (strcmp(a, "--seqs") == 0) {
             if (!(v = cli_value(argc, argv, &i)) || (ns = parse_list(a, v, seqs, 8)) < 1) return 2;
         } else {
             fprintf(stderr, "usage: stg attn-bench [--device cuda] [--precision bf16|fp32] [--batch 8] [--heads 1] "
-                            "[--kv-heads N] [--docs N] [--dims 16,32,64,128] [--seqs 256,1024,4096,8192,16384] [--iters 10] "
-                            "[--json]\n");
+                            "[--kv-heads N] [--docs N] [--attention naive|flash|both] [--dims 16,32,64,128] "
+                            "[--seqs 256,1024,4096,8192,16384] [--iters 10] [--json]\n");
             return 2;
         }
     }
+    if (only == 0 && ndocs)
+        return fprintf(stderr, "stg attn-bench: --attention naive has no document mask: leave out --docs\n"), 2;
     if (!kv_heads) kv_heads = heads;
     if (heads % kv_heads)
         return fprintf(stderr, "stg attn-bench: query heads (%lld) must be a multiple of kv heads (%lld)\n", (long long)heads,
@@ -162,6 +173,8 @@ int cmd_attnbench(int argc, char **argv) {
     for (int di = 0; di < nd; di++)
         for (int si = 0; si < ns; si++)
             for (int variant = 0; variant < 2; variant++) { // naive, flash; with --docs: flash, flash over docs
+                if (only == 0 && variant == 1) continue;
+                if (only == 1 && variant == 0 && !ndocs) continue;
                 const bool naive = !ndocs && variant == 0, docs = ndocs && variant == 1;
                 int64_t D = dims[di], S = seqs[si];
                 stg_err err;

@@ -135,6 +135,7 @@ static const opt_usage opts[] = {
     {C_ATTN, "--heads N", "default 1"},
     {C_ATTN, "--kv-heads N", "grouped-query attention: k and v heads (default --heads)"},
     {C_ATTN, "--docs N", "rows packed with N documents of seq / N tokens: flash with and without docs"},
+    {C_ATTN, "--attention naive|flash|both", "the paths timed (default both; naive: written out, without --docs)"},
     {C_ATTN, "--dims A,B,...", "head dims (default 16,32,64,128)"},
     {C_ATTN, "--seqs A,B,...", "sequence lengths (default 256,1024,4096,8192,16384)"},
     {C_ATTN, "--iters N", "timed iterations (default 10)"},

@@ -295,6 +295,22 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #define WG_FWD80_MINB 3
 #endif
 
+// Head dim 128: 2 warpgroups, key tiles of 64, 5 stages, one block a multiprocessor (194 registers; 198 KB of
+// shared memory). Key tiles of 128 in 3 stages fill the 227 KB a block may have to the byte (sweep with
+// tools/attn_tiles.sh: -DWG_FWD128_BK=128 -DWG_FWD128_NST=3).
+#ifndef WG_FWD128_NWG
+#define WG_FWD128_NWG 2
+#endif
+#ifndef WG_FWD128_BK
+#define WG_FWD128_BK 64
+#endif
+#ifndef WG_FWD128_NST
+#define WG_FWD128_NST 5
+#endif
+#ifndef WG_FWD128_MINB
+#define WG_FWD128_MINB 1
+#endif
+
 template <int D, int NWG, int BK, int NST, int MINB>
 static int wg_fwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o,
                          float *lse, int B, int S, int H, int G, float scale2, stg_err *err) {
@@ -325,7 +341,9 @@ int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, 
         return wg_fwd_launch<64, WG_FWD_NWG, WG_FWD_BK64, WG_FWD_NST, WG_FWD_MINB>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
     case 80:
         return wg_fwd_launch<80, WG_FWD80_NWG, 64, WG_FWD80_NST, WG_FWD80_MINB>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
-    case 128: return wg_fwd_launch<128, 2, 64, WG_FWD_NST, 1>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
+    case 128:
+        return wg_fwd_launch<128, WG_FWD128_NWG, WG_FWD128_BK, WG_FWD128_NST, WG_FWD128_MINB>(st, q, k, v, docs, o, lse, B, S, H, G,
+                                                                                         scale2, err);
     }
     return stg_errf(err, "attention forward (wgmma): head dim %d not supported", D);
 }

@@ -11,9 +11,15 @@
 #    tools/ref/llama3_peer.py (reduce-overhead) in one call, and the attention table (stg attn-bench
 #    --attention flash) beside peer/torch_attn.py. The thirteenth session's attention changes predict the step
 #    about 1.4 ms faster than the twelfth's 67.66 ms (forward 0.061 and backward 0.032 ms a layer, 16 layers).
+#  tiles (issue 28): head dim 128's forward with key tiles of 128 in 3 stages (240 registers, no spills, the
+#    227 KB of shared memory to the byte) against the default (64 keys, 5 stages), built side by side, timed at
+#    B4 H16 Dh128 S4096 and 16384 and Llama 3.2-3B's grouped-query 24/8; the variant's attention tests run too
+#    (test_gpu_mm_attn's odd and model shapes at every head dim, test_gpu_ops's grouped-query cases). Predicted:
+#    5-15% on that forward (per 64 keys a thread rescales its 64 O registers once, not twice, and the tile's
+#    barrier and row reductions are paid once for 128 keys).
 # Usage (GPU machine, repository root, carrying .deps, .old, peer): docs/perf/2026-11-28f-next-run.sh OUT PART
 set -u
-out=${1:?usage: $0 OUT decode|llama}; part=${2:?usage: $0 OUT decode|llama}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
+out=${1:?usage: $0 OUT decode|llama|tiles}; part=${2:?usage: $0 OUT decode|llama|tiles}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
 t0=$(date +%s)
 say() { echo "[$(($(date +%s) - t0)) s] $*"; }
 source .deps/env.sh || exit 2
@@ -61,6 +67,24 @@ llama)
     say "torch_attn done"
     PYTHONUNBUFFERED=1 timeout 220 python3 tools/ref/llama3_peer.py --model models/llama3/1B.yaml --ctx 4096 --batch 1 --compile-mode reduce-overhead --warm 5 --iters 20 --out "$out/l/l1b_peer.json" 2>&1 | tail -2
     say "llama peer done" ;;
-*) echo "PART: decode or llama"; exit 2 ;;
+tiles)
+    for v in "base:" "bk128:-DWG_FWD128_BK=128 -DWG_FWD128_NST=3"; do
+        n=${v%%:*} f=${v#*:}
+        # shellcheck disable=SC2086 # cfg is a word list
+        (cmake -S . -B "build-t-$n" $cfg -DCMAKE_CUDA_FLAGS="$f" > /dev/null 2>&1 &&
+            timeout 400 cmake --build "build-t-$n" --target stg test_gpu_mm_attn test_gpu_ops > "$out/l/build_$n.txt" 2>&1; echo "build $n: $?") &
+    done
+    wait
+    say "built"
+    (cd build-t-bk128 && STG_TEST_FILTER='*attention*' timeout 150 ./test_gpu_mm_attn 2>&1 | grep -E "PASSED|FAILED|ERROR" | tail -4;
+        STG_TEST_FILTER='*gqa*' timeout 150 ./test_gpu_ops 2>&1 | grep -E "PASSED|FAILED|ERROR" | tail -4)
+    say "bk128 tests done"
+    for r in 1 2; do for n in base bk128; do
+        echo "== $n round $r"
+        timeout 60 "build-t-$n/stg" attn-bench --device cuda --attention flash --batch 4 --heads 16 --dims 128 --seqs 4096,16384 --iters 20 2>&1 | grep flash
+        timeout 60 "build-t-$n/stg" attn-bench --device cuda --attention flash --batch 1 --heads 24 --kv-heads 8 --dims 128 --seqs 4096 --iters 20 2>&1 | grep flash
+    done; done
+    say "tiles done" ;;
+*) echo "PART: decode, llama or tiles"; exit 2 ;;
 esac
 tar -czf "$out/logs.tgz" -C "$out" --exclude="*.bin" l

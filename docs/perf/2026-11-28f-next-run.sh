@@ -16,7 +16,10 @@
 #    B4 H16 Dh128 S4096 and 16384 and Llama 3.2-3B's grouped-query 24/8; the variant's attention tests run too
 #    (test_gpu_mm_attn's odd and model shapes at every head dim, test_gpu_ops's grouped-query cases). Predicted:
 #    5-15% on that forward (per 64 keys a thread rescales its 64 O registers once, not twice, and the tile's
-#    barrier and row reductions are paid once for 128 keys).
+#    barrier and row reductions are paid once for 128 keys). And w1qa: one warpgroup a block, Q in the last of 3
+#    stages (WG_FWD128_QA), 2 blocks a multiprocessor (202 registers, 97 KB each): the same 2 warpgroups a
+#    multiprocessor, no longer held in step by one block barrier a tile, so one's softmax can run under the
+#    other's products. Predicted: 5-20%, or slower if one tile of prefetch (3 stages) leaves the loads exposed.
 # Usage (GPU machine, repository root, carrying .deps, .old, peer): docs/perf/2026-11-28f-next-run.sh OUT PART
 set -u
 out=${1:?usage: $0 OUT decode|llama|tiles}; part=${2:?usage: $0 OUT decode|llama|tiles}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
@@ -68,7 +71,7 @@ llama)
     PYTHONUNBUFFERED=1 timeout 220 python3 tools/ref/llama3_peer.py --model models/llama3/1B.yaml --ctx 4096 --batch 1 --compile-mode reduce-overhead --warm 5 --iters 20 --out "$out/l/l1b_peer.json" 2>&1 | tail -2
     say "llama peer done" ;;
 tiles)
-    for v in "base:" "bk128:-DWG_FWD128_BK=128 -DWG_FWD128_NST=3"; do
+    for v in "base:" "bk128:-DWG_FWD128_BK=128 -DWG_FWD128_NST=3" "w1qa:-DWG_FWD128_NWG=1 -DWG_FWD128_NST=3 -DWG_FWD128_MINB=2 -DWG_FWD128_QA=1"; do
         n=${v%%:*} f=${v#*:}
         # shellcheck disable=SC2086 # cfg is a word list
         (cmake -S . -B "build-t-$n" $cfg -DCMAKE_CUDA_FLAGS="$f" > /dev/null 2>&1 &&
@@ -76,10 +79,14 @@ tiles)
     done
     wait
     say "built"
-    (cd build-t-bk128 && STG_TEST_FILTER='*attention*' timeout 150 ./test_gpu_mm_attn 2>&1 | grep -E "PASSED|FAILED|ERROR" | tail -4;
-        STG_TEST_FILTER='*gqa*' timeout 150 ./test_gpu_ops 2>&1 | grep -E "PASSED|FAILED|ERROR" | tail -4)
-    say "bk128 tests done"
-    for r in 1 2; do for n in base bk128; do
+    for n in bk128 w1qa; do
+        echo "== $n tests"
+        (cd "build-t-$n" && STG_TEST_FILTER='*attention*' timeout 150 ./test_gpu_mm_attn 2>&1 | grep -E "PASSED|FAILED|ERROR" | tail -4;
+            STG_TEST_FILTER='*gqa*' timeout 150 ./test_gpu_ops 2>&1 | grep -E "PASSED|FAILED|ERROR" | tail -4) &
+    done
+    wait
+    say "variant tests done"
+    for r in 1 2; do for n in base bk128 w1qa; do
         echo "== $n round $r"
         timeout 60 "build-t-$n/stg" attn-bench --device cuda --attention flash --batch 4 --heads 16 --dims 128 --seqs 4096,16384 --iters 20 2>&1 | grep flash
         timeout 60 "build-t-$n/stg" attn-bench --device cuda --attention flash --batch 1 --heads 24 --kv-heads 8 --dims 128 --seqs 4096 --iters 20 2>&1 | grep flash

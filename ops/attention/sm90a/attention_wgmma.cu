@@ -28,15 +28,18 @@
 #include "ops/attention/sm90a/attention_wgmma.h"
 #include "ops/attention/sm90a/wgmma.cuh"
 
-template <int D, int NWG, int BK, int NST>
+// QA: Q's padded rows in the last stage's space (below), not a region of their own.
+template <int D, int NWG, int BK, int NST, bool QA>
 static size_t wg_fwd_smem(void) {
-    return sizeof(wg_bf16) * ((size_t)64 * NWG * (D + 8) + (size_t)2 * NST * BK * D) + 1024; // + alignment
+    return sizeof(wg_bf16) * ((QA ? 0 : (size_t)64 * NWG * (D + 8)) + (size_t)2 * NST * BK * D) + 1024; // + alignment
 }
 
 // Grid (tiles of 64 NWG of the S G rows, H / G, B); block 128 NWG threads; NST shared stages of K and V, the loads
 // running NST - 2 tiles ahead (one stage holds the V of the previous tile, read by its P V product).
-// MINB: blocks per multiprocessor the registers must allow.
-template <int D, int NWG, int BK, int NST, int MINB>
+// MINB: blocks per multiprocessor the registers must allow. QA: Q lands in stage NST - 1, which the first
+// load into it (tile NST - 1, issued at t = 1 after the loop's barrier) overwrites only once every warp has
+// read Q into registers at t = 0; this saves Q's region (a second block on a multiprocessor at head dim 128).
+template <int D, int NWG, int BK, int NST, int MINB, bool QA>
 __global__ void __launch_bounds__(128 * NWG, MINB)
     att_wg_fwd_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
                       const int *__restrict__ docs, wg_bf16 *__restrict__ o, float *__restrict__ lse, int S, int H, int G,
@@ -48,9 +51,11 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     static_assert(NST >= 3, "three stages at least");
     static_assert((D % 64 == 0 || D % 64 == 16) && BK % 64 == 0, "head dim 64 NP (+ 16), key tile in chunks of 64");
     extern __shared__ __align__(128) unsigned char wg_smraw[];
-    wg_bf16 *Qs = (wg_bf16 *)wg_smraw;
+    static_assert(!QA || (BQ * LDQ <= 2 * TILE && NST - 2 >= 1), "Q fits in a stage, which is loaded first at t = 1");
     // stage s: K at kv0 + 2 s TILE, V at kv0 + (2 s + 1) TILE (elements; bytes / 2), 1024-byte aligned
-    const uint32_t kv0 = (wg_smem(Qs + BQ * LDQ) + 1023u) & ~1023u;
+    const uint32_t sm0 = wg_smem(wg_smraw);
+    const uint32_t kv0 = ((QA ? sm0 : wg_smem((wg_bf16 *)wg_smraw + BQ * LDQ)) + 1023u) & ~1023u;
+    wg_bf16 *Qs = QA ? (wg_bf16 *)(wg_smraw + (kv0 - sm0)) + 2 * (NST - 1) * TILE : (wg_bf16 *)wg_smraw;
     const int hk = blockIdx.y, b = blockIdx.z;
     const int tile = gridDim.x - 1 - blockIdx.x; // the longest rows first
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
@@ -282,6 +287,9 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #ifndef WG_FWD_MINB
 #define WG_FWD_MINB 2 // blocks per multiprocessor
 #endif
+#ifndef WG_FWD_QA
+#define WG_FWD_QA 0 // Q in the last stage's space (att_wg_fwd_kernel's QA)
+#endif
 // Head dim 80 (the 2.7B model; STG_NO_WGMMA_FWD80 keeps it on mma.sync, for comparisons). Measured on
 // an H100 at B4 H32 S1024 (docs/PERF.md): one warpgroup, 4 stages, 3 blocks per multiprocessor (154
 // registers) 0.121 ms; 2 warpgroups, 5 stages, one block (144 registers) 0.130; mma.sync 0.156.
@@ -297,7 +305,9 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 
 // Head dim 128: 2 warpgroups, key tiles of 64, 5 stages, one block a multiprocessor (194 registers; 198 KB of
 // shared memory). Key tiles of 128 in 3 stages fill the 227 KB a block may have to the byte (sweep with
-// tools/attn_tiles.sh: -DWG_FWD128_BK=128 -DWG_FWD128_NST=3).
+// tools/attn_tiles.sh: -DWG_FWD128_BK=128 -DWG_FWD128_NST=3); with Q in the last stage (WG_FWD128_QA=1), one
+// warpgroup, 3 stages of 64 keys and 2 blocks a multiprocessor fit (97 KB each: -DWG_FWD128_NWG=1
+// -DWG_FWD128_NST=3 -DWG_FWD128_MINB=2 -DWG_FWD128_QA=1), two blocks whose barriers do not wait for each other.
 #ifndef WG_FWD128_NWG
 #define WG_FWD128_NWG 2
 #endif
@@ -310,16 +320,19 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #ifndef WG_FWD128_MINB
 #define WG_FWD128_MINB 1
 #endif
+#ifndef WG_FWD128_QA
+#define WG_FWD128_QA 0
+#endif
 
-template <int D, int NWG, int BK, int NST, int MINB>
+template <int D, int NWG, int BK, int NST, int MINB, bool QA>
 static int wg_fwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o,
                          float *lse, int B, int S, int H, int G, float scale2, stg_err *err) {
-    const size_t smem = wg_fwd_smem<D, NWG, BK, NST>();
-    CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_fwd_kernel<D, NWG, BK, NST, MINB>,
+    const size_t smem = wg_fwd_smem<D, NWG, BK, NST, QA>();
+    CUDA_CHECK(err, cudaFuncSetAttribute(att_wg_fwd_kernel<D, NWG, BK, NST, MINB, QA>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const int nq = (S * G + 64 * NWG - 1) / (64 * NWG);
     dim3 grid((unsigned)nq, (unsigned)(H / G), (unsigned)B); // H, B <= 65535: checked below
-    att_wg_fwd_kernel<D, NWG, BK, NST, MINB><<<grid, 128 * NWG, smem, st>>>(
+    att_wg_fwd_kernel<D, NWG, BK, NST, MINB, QA><<<grid, 128 * NWG, smem, st>>>(
         (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, (wg_bf16 *)o, lse, S, H, G, scale2);
     CUDA_LAUNCH_CHECK(err, "attention forward (wgmma)");
     return 0;
@@ -338,11 +351,11 @@ int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, 
     if (G < 1 || H % G) return stg_errf(err, "attention forward (wgmma): %d query heads in groups of %d", H, G);
     switch (D) {
     case 64:
-        return wg_fwd_launch<64, WG_FWD_NWG, WG_FWD_BK64, WG_FWD_NST, WG_FWD_MINB>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
+        return wg_fwd_launch<64, WG_FWD_NWG, WG_FWD_BK64, WG_FWD_NST, WG_FWD_MINB, WG_FWD_QA != 0>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
     case 80:
-        return wg_fwd_launch<80, WG_FWD80_NWG, 64, WG_FWD80_NST, WG_FWD80_MINB>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
+        return wg_fwd_launch<80, WG_FWD80_NWG, 64, WG_FWD80_NST, WG_FWD80_MINB, false>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
     case 128:
-        return wg_fwd_launch<128, WG_FWD128_NWG, WG_FWD128_BK, WG_FWD128_NST, WG_FWD128_MINB>(st, q, k, v, docs, o, lse, B, S, H, G,
+        return wg_fwd_launch<128, WG_FWD128_NWG, WG_FWD128_BK, WG_FWD128_NST, WG_FWD128_MINB, WG_FWD128_QA != 0>(st, q, k, v, docs, o, lse, B, S, H, G,
                                                                                          scale2, err);
     }
     return stg_errf(err, "attention forward (wgmma): head dim %d not supported", D);

@@ -254,6 +254,10 @@ static void test_attn_bench_paths(void **s) {
     attn_rows("--docs 2 --attention flash", (const char *const[]){"flash", "flash, 2 docs", "flash", "flash, 2 docs"}, 4);
     expect_fail("--attention 'fused': expected naive, flash or both", "attn-bench --device cpu --attention %s", "fused");
     expect_fail("--attention naive has no document mask", "attn-bench --device cpu --docs 2 --attention %s", "naive");
+    expect_fail("--seqs '1,2,3,4,5,6,7,8,9': at most 8 values", "attn-bench --device cpu --seqs %s", "1,2,3,4,5,6,7,8,9");
+    expect_fail("--dims '16,,32': an empty element", "attn-bench --device cpu --dims %s", "16,,32");
+    expect_fail("--dims '64,': an empty element", "attn-bench --device cpu --dims %s", "64,");
+    expect_fail("--dims 'x' is not an integer", "attn-bench --device cpu --dims %s", "64,x");
 }
 
 // stg memreport --world N --zero K: the per-device section in text and JSON; bad values refused.

@@ -81,15 +81,21 @@ fail:
     return NULL;
 }
 
+// A comma-separated list of at most max integers in [1, 2^22]; -1 (after a message) otherwise.
 static int parse_list(const char *opt, const char *s, int64_t *v, int max) {
-    int n = 0;
     char buf[256];
+    if (strlen(s) >= sizeof buf) return fprintf(stderr, "stg: %s: the list is longer than %zu characters\n", opt, sizeof buf - 1), -1;
     snprintf(buf, sizeof buf, "%s", s);
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (n == max || cli_int(opt, tok, 1, 1 << 22, &v[n])) return -1;
+    int n = 0;
+    for (char *tok = buf, *end;; tok = end + 1) {
+        end = strchr(tok, ',');
+        if (end) *end = '\0';
+        if (!*tok) return fprintf(stderr, "stg: %s '%s': an empty element\n", opt, s), -1;
+        if (n == max) return fprintf(stderr, "stg: %s '%s': at most %d values\n", opt, s, max), -1;
+        if (cli_int(opt, tok, 1, 1 << 22, &v[n])) return -1;
         n++;
+        if (!end) return n;
     }
-    return n;
 }
 
 static int cmp_double(const void *a, const void *b) {

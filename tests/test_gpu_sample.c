@@ -1,9 +1,9 @@
 // Sampling on CUDA (issue 26): the decode ops against the CPU reference on fresh random inputs
-// (attention_cached over a multi-chunk cache with grouped heads, RoPE, head dims 64, 80 and 128;
-// kv_write; sample), outputs poisoned with NaN first; the decode path's logits against the full
-// forward of the same prefix at every position (fp32 1e-4, bf16 2e-2) on the tiny LM and the CS336
-// LM at head dim 80 with a cache of several chunks; the captured decode graph bitwise equal to eager
-// decoding.
+// (attention_cached over a multi-chunk cache with grouped heads, RoPE, head dims 16 to 128, groups of
+// 1 to 8, one split a pair or many; kv_write; sample), outputs poisoned with NaN first; the decode
+// path's logits against the full forward of the same prefix at every position (fp32 1e-4, bf16 2e-2)
+// on the tiny LM and the CS336 LM at head dim 80 with a cache of several chunks; the captured decode
+// graph bitwise equal to eager decoding.
 //
 // Exits 77 (skipped) without CUDA or without a GPU.
 #include "tests/gpu.h"
@@ -120,6 +120,16 @@ static void test_attention_cached(void **state) {
     attention_case(STG_PREC_BF16, 3, 97, 4, 4, 80, 50, 500000);
     attention_case(STG_PREC_BF16, 2, 1030, 4, 1, 128, 1029, 10000);
     attention_case(STG_PREC_BF16, 1, 16, 2, 2, 16, 5, 0);
+    // the kernel's lane layouts (ops/decode/cuda.cu): groups of 3, 5 and 8 (a pass of 4 heads with heads
+    // masked, two passes), chunk slots past the row (head dims 40 and 80), long chunks of one split a pair
+    // (B x Hkv above the blocks that fit at once) and of two
+    attention_case(STG_PREC_BF16, 2, 300, 6, 2, 128, 200, 500000);
+    attention_case(STG_PREC_FP32, 2, 70, 10, 2, 32, 60, 10000);
+    attention_case(STG_PREC_BF16, 1, 100, 16, 2, 64, 99, 10000);
+    attention_case(STG_PREC_BF16, 2, 90, 4, 2, 40, 89, 10000);
+    attention_case(STG_PREC_BF16, 140, 200, 4, 4, 64, 180, 10000);
+    attention_case(STG_PREC_BF16, 64, 200, 4, 4, 80, 150, 10000);
+    attention_case(STG_PREC_FP32, 64, 130, 4, 4, 80, 129, 0);
 }
 
 // ---- sample -------------------------------------------------------------------------------------

@@ -8,8 +8,15 @@
 // (b, kv head) to finish (an atomic count per pair, reset by that block) combines the splits in
 // split order (o = sum_s e^(m_s - M) out_s / sum_s e^(m_s - M) l_s): no float atomics, the same
 // bits in every run and in a captured graph. The block whose chunk holds the current position
-// first rotates (RoPE) and stores the new key and value there. Rows are read with 16-byte loads:
-// R lanes per row (R the power of two >= Dh / (16 / sizeof(T))), 32 / R rows per warp at a time.
+// first rotates (RoPE) and stores the new key and value there.
+// A row of the cache is NC = Dh / (16 / sizeof(T)) 16-byte chunks; R lanes share a row (R a power of
+// two), lane c of them taking chunks c, c + R, ... (CPL of them), so a warp covers 32 / R rows at a
+// time and a lane's score needs log2 R shuffles. A pass over the chunk serves GB query heads at once
+// (each key and value read once for all of them), with at most 32 accumulator floats a lane
+// (GB CPL N <= 32): R is the least power of two that fits the row in that many chunks a lane. The
+// instructions per byte are what the earlier one-chunk-a-lane layout spent (at head dim 80 in bf16
+// it left 6 of 16 lanes idle and took 4 shuffles a row): Nsight Compute had it issue-bound at
+// 2.35 TB/s at batch 64 (docs/perf/2026-11-28g-call4/ncu-dec-b64.txt).
 //
 // sample: one block per sequence, over the last row of its logits: greedy is an argmax; else the
 // k-th largest logit (top-k) and the top-p threshold are found by bisection over the logits' order-
@@ -22,7 +29,7 @@
 
 #define DEC_THREADS 128 // attention_cached: 4 warps
 #define DEC_WARPS (DEC_THREADS / 32)
-#define DEC_U 4 // attention_cached: rows per row group and trip
+#define DEC_MINB 4 // attention_cached: blocks a multiprocessor its registers allow (dec_split counts on it)
 #define SAMPLE_THREADS 512
 
 // ---- RoPE at a position ---------------------------------------------------------------------------
@@ -50,6 +57,7 @@ struct dec_attn_args {
     int *count;            // (B, Hkv)
     int64_t C;
     int Hq, Hkv, Dh, nsplit, chunk;
+    int R;                 // lanes a row (a power of two)
     float scale;
     double log_theta;      // 0: no rotation
 };
@@ -63,18 +71,40 @@ __device__ __forceinline__ void dec_merge(float &m, float &l, float m2, float l2
     m = M;
 }
 
-template <typename T, int R>
-__global__ void __launch_bounds__(DEC_THREADS) attention_cached_kernel(dec_attn_args a) {
+// Chunk slots a lane holds at most: GB heads x CPL chunks x N elements of accumulator <= 32 floats, and
+// at most 6 (7 and 8 spilled in fp32).
+template <typename T, int GB> struct dec_cplmax {
+    enum { W = 32 / (GB * CU_VEC<T>::N), V = W < 1 ? 1 : W > 6 ? 6 : W };
+};
+
+// A 16-byte chunk as N floats.
+template <typename T> __device__ __forceinline__ void dec_unpack(const uint4 &r, float *x) {
+    if constexpr (sizeof(T) == 2) {
+        const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            x[2 * i] = __uint_as_float(w[i] << 16);
+            x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        }
+    } else {
+        x[0] = __uint_as_float(r.x), x[1] = __uint_as_float(r.y), x[2] = __uint_as_float(r.z), x[3] = __uint_as_float(r.w);
+    }
+}
+
+template <typename T, int GB, int CPL>
+__global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel(dec_attn_args a) {
     cu_pdl_trigger(); // the next kernel may be scheduled (ops/cuda/common.cuh)
-    constexpr int N = CU_VEC<T>::N; // elements per 16-byte load
-    constexpr int RPW = 32 / R;     // rows per warp at a time
+    constexpr int N = CU_VEC<T>::N;              // elements per 16-byte load
+    constexpr int E = CPL * N;                   // elements of a row a lane holds
+    constexpr int U = CPL == 1 && GB < 4 ? 4 : CPL <= 3 ? 2 : 1; // rows per row group and trip (2 U CPL loads in flight a lane)
     extern __shared__ float sm[];
-    const int Dh = a.Dh, G = a.Hq / a.Hkv, NC = Dh / N;
-    float *qs = sm;                         // (G, Dh) rotated queries
-    float *wacc = qs + G * Dh;              // (DEC_WARPS, Dh)
-    float *wm = wacc + DEC_WARPS * Dh;      // (DEC_WARPS)
-    float *wl = wm + DEC_WARPS;             // (DEC_WARPS)
-    int *last = (int *)(wl + DEC_WARPS);    // this block combines
+    const int Dh = a.Dh, G = a.Hq / a.Hkv, NC = Dh / N, R = a.R, RPW = 32 / R, STEP = DEC_WARPS * RPW;
+    float *qs = sm;                              // (G, Dh) rotated queries
+    float *wacc = qs + G * Dh;                   // (DEC_WARPS, GB, Dh)
+    float *wm = wacc + DEC_WARPS * GB * Dh;      // (DEC_WARPS, GB)
+    float *wl = wm + DEC_WARPS * GB;             // (DEC_WARPS, GB)
+    float *fs = wl + DEC_WARPS * GB;             // (DEC_WARPS, nsplit): the combining block's split weights
+    int *last = (int *)(fs + DEC_WARPS * a.nsplit); // this block combines
     const int split = blockIdx.x, bh = blockIdx.y, b = bh / a.Hkv, hk = bh % a.Hkv;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int64_t p = *a.pos;
@@ -116,136 +146,172 @@ __global__ void __launch_bounds__(DEC_THREADS) attention_cached_kernel(dec_attn_
     }
     __syncthreads(); // the queries, and the new row for this block's reads
     const int rig = lane / R, c = lane % R;
-    const bool on = c < NC;
+    bool cv[CPL]; // this lane's chunk slots c + R i that lie in the row
+#pragma unroll
+    for (int i = 0; i < CPL; i++) cv[i] = c + R * i < NC;
     float *part_b = a.part + ((int64_t)b * a.Hq + (int64_t)hk * G) * a.nsplit * (Dh + 2);
-    for (int g = 0; g < G; g++) {
-        float qv[N], acc[N];
+    const int64_t rstep = (int64_t)STEP * rs; // between a lane's rows u and u + 1
+    for (int g0 = 0; g0 < G; g0 += GB) { // a pass: heads g0 .. g0 + GB - 1 (those below G)
+        float qv[GB][E], acc[GB][E], m[GB], l[GB];
 #pragma unroll
-        for (int e = 0; e < N; e++) {
-            qv[e] = on ? qs[g * Dh + c * N + e] : 0.f;
-            acc[e] = 0.f;
+        for (int gi = 0; gi < GB; gi++) {
+            m[gi] = -INFINITY, l[gi] = 0.f;
+#pragma unroll
+            for (int i = 0; i < CPL; i++)
+#pragma unroll
+                for (int e = 0; e < N; e++) {
+                    qv[gi][i * N + e] = g0 + gi < G && cv[i] ? qs[(g0 + gi) * Dh + (c + R * i) * N + e] : 0.f;
+                    acc[gi][i * N + e] = 0.f;
+                }
         }
-        float m = -INFINITY, l = 0.f;
-        // every lane of a warp runs the same trips (the shuffles need all 32); rows past j1 score nothing.
-        // A trip takes DEC_U rows per row group: their keys and their values are loaded together, raw
-        // (2 DEC_U 16-byte loads in flight per lane; the values no longer wait for the scores: one memory
-        // round trip a trip instead of two).
-        constexpr int STEP = DEC_WARPS * RPW;
-        for (int64_t jb = j0 + warp * RPW; jb < j1; jb += STEP * DEC_U) {
-            uint4 kr[DEC_U], vr[DEC_U];
-            float kv[DEC_U][N], sc[DEC_U];
+        // every lane of a warp runs the same trips (the shuffles need all 32); rows at or past j1 score nothing
+        const T *kt = kb + (j0 + warp * RPW + rig) * rs + c * N, *vt = vb + (j0 + warp * RPW + rig) * rs + c * N;
+        for (int64_t tb = j0 + warp * RPW; tb < j1; tb += (int64_t)STEP * U, kt += U * rstep, vt += U * rstep) {
+            uint4 kr[U][CPL], vr[U][CPL];
 #pragma unroll
-            for (int u = 0; u < DEC_U; u++) {
-                const int64_t j = jb + u * STEP + rig;
-                sc[u] = 0.f;
-                if (on && j < j1) {
-                    kr[u] = *(const uint4 *)(kb + j * rs + c * N);
-                    vr[u] = *(const uint4 *)(vb + j * rs + c * N);
+            for (int u = 0; u < U; u++) {
+                const bool ok = tb + u * STEP + rig < j1;
+#pragma unroll
+                for (int i = 0; i < CPL; i++) {
+                    kr[u][i] = vr[u][i] = make_uint4(0u, 0u, 0u, 0u);
+                    if (ok && cv[i]) {
+                        kr[u][i] = *(const uint4 *)(kt + u * rstep + R * i * N);
+                        vr[u][i] = *(const uint4 *)(vt + u * rstep + R * i * N);
+                    }
+                }
+            }
+            float sc[GB][U];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                float kf[E];
+#pragma unroll
+                for (int i = 0; i < CPL; i++) dec_unpack<T>(kr[u][i], kf + i * N);
+#pragma unroll
+                for (int gi = 0; gi < GB; gi++) {
+                    float s = 0.f;
+#pragma unroll
+                    for (int e = 0; e < E; e++) s = fmaf(qv[gi][e], kf[e], s);
+                    sc[gi][u] = s;
                 }
             }
 #pragma unroll
-            for (int u = 0; u < DEC_U; u++) {
-                if (on && jb + u * STEP + rig < j1) {
-                    const T *ke = (const T *)&kr[u];
+            for (int u = 0; u < U; u++)
 #pragma unroll
-                    for (int e = 0; e < N; e++) sc[u] += qv[e] * cu_f(ke[e]);
+                for (int gi = 0; gi < GB; gi++)
+                    for (int off = R >> 1; off > 0; off >>= 1) sc[gi][u] += __shfl_xor_sync(0xffffffffu, sc[gi][u], off);
+#pragma unroll
+            for (int gi = 0; gi < GB; gi++) {
+                float mn = m[gi];
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    sc[gi][u] = tb + u * STEP + rig < j1 ? sc[gi][u] * a.scale : -INFINITY;
+                    mn = fmaxf(mn, sc[gi][u]);
+                }
+                if (mn > m[gi]) { // a new maximum: the sums so far scale down (m = -inf: they are 0)
+                    const float c1 = m[gi] == -INFINITY ? 0.f : __expf(m[gi] - mn);
+                    l[gi] *= c1;
+#pragma unroll
+                    for (int e = 0; e < E; e++) acc[gi][e] *= c1;
+                    m[gi] = mn;
                 }
 #pragma unroll
-                for (int off = R / 2; off > 0; off >>= 1) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], off);
-            }
-            float mn = m;
-#pragma unroll
-            for (int u = 0; u < DEC_U; u++) {
-                const int64_t j = jb + u * STEP + rig;
-                sc[u] = j < j1 ? sc[u] * a.scale : -INFINITY;
-                mn = fmaxf(mn, sc[u]);
-                if (on && j < j1) {
-                    const T *ve = (const T *)&vr[u];
-#pragma unroll
-                    for (int e = 0; e < N; e++) kv[u][e] = cu_f(ve[e]);
+                for (int u = 0; u < U; u++) {
+                    const float pe = sc[gi][u] == -INFINITY ? 0.f : __expf(sc[gi][u] - m[gi]);
+                    l[gi] += pe;
+                    sc[gi][u] = pe;
                 }
             }
-            if (mn == -INFINITY) continue; // no row of this group in the trip
-            const float c1 = m == -INFINITY ? 0.f : __expf(m - mn);
-            l *= c1;
 #pragma unroll
-            for (int e = 0; e < N; e++) acc[e] *= c1;
+            for (int u = 0; u < U; u++) {
+                float vf[E];
 #pragma unroll
-            for (int u = 0; u < DEC_U; u++) {
-                if (sc[u] == -INFINITY) continue;
-                const float pe = __expf(sc[u] - mn);
-                l += pe;
-                if (on)
+                for (int i = 0; i < CPL; i++) dec_unpack<T>(vr[u][i], vf + i * N);
 #pragma unroll
-                    for (int e = 0; e < N; e++) acc[e] += pe * kv[u][e];
+                for (int gi = 0; gi < GB; gi++)
+#pragma unroll
+                    for (int e = 0; e < E; e++) acc[gi][e] = fmaf(sc[gi][u], vf[e], acc[gi][e]);
             }
-            m = mn;
         }
-        // the warp's row groups, then the warps
+        // the warp's row groups (lanes c, c + R, ...), then the warps
+        for (int off = R; off < 32; off <<= 1)
 #pragma unroll
-        for (int off = R; off < 32; off <<= 1) {
-            float m2 = __shfl_xor_sync(0xffffffffu, m, off), l2 = __shfl_xor_sync(0xffffffffu, l, off), c1, c2;
-            dec_merge(m, l, m2, l2, c1, c2);
+            for (int gi = 0; gi < GB; gi++) {
+                float m2 = __shfl_xor_sync(0xffffffffu, m[gi], off), l2 = __shfl_xor_sync(0xffffffffu, l[gi], off), c1, c2;
+                dec_merge(m[gi], l[gi], m2, l2, c1, c2);
 #pragma unroll
-            for (int e = 0; e < N; e++) acc[e] = acc[e] * c1 + __shfl_xor_sync(0xffffffffu, acc[e], off) * c2;
-        }
-        if (lane < R && on)
+                for (int e = 0; e < E; e++) acc[gi][e] = acc[gi][e] * c1 + __shfl_xor_sync(0xffffffffu, acc[gi][e], off) * c2;
+            }
+        if (rig == 0)
 #pragma unroll
-            for (int e = 0; e < N; e++) wacc[warp * Dh + c * N + e] = acc[e];
-        if (lane == 0) wm[warp] = m, wl[warp] = l;
+            for (int gi = 0; gi < GB; gi++) {
+#pragma unroll
+                for (int i = 0; i < CPL; i++)
+                    if (cv[i])
+#pragma unroll
+                        for (int e = 0; e < N; e++) wacc[(warp * GB + gi) * Dh + (c + R * i) * N + e] = acc[gi][i * N + e];
+                if (lane == 0) wm[warp * GB + gi] = m[gi], wl[warp * GB + gi] = l[gi];
+            }
         __syncthreads();
-        float M = -INFINITY, Lsum = 0.f, f[DEC_WARPS];
+        for (int x = tid; x < GB * Dh; x += DEC_THREADS) {
+            const int gi = x / Dh, d = x % Dh;
+            if (g0 + gi >= G) break;
+            float M = -INFINITY, Lsum = 0.f, s = 0.f;
 #pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, wm[w]);
+            for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, wm[w * GB + gi]);
 #pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++) {
-            f[w] = wm[w] == -INFINITY ? 0.f : __expf(wm[w] - M);
-            Lsum += wl[w] * f[w];
-        }
-        float *pp = part_b + ((int64_t)g * a.nsplit + split) * (Dh + 2);
-        for (int d = tid; d < Dh; d += DEC_THREADS) {
-            float s = 0.f;
-#pragma unroll
-            for (int w = 0; w < DEC_WARPS; w++) s += wacc[w * Dh + d] * f[w];
+            for (int w = 0; w < DEC_WARPS; w++) {
+                const float f = wm[w * GB + gi] == -INFINITY ? 0.f : __expf(wm[w * GB + gi] - M);
+                Lsum += wl[w * GB + gi] * f;
+                s += wacc[(w * GB + gi) * Dh + d] * f;
+            }
+            float *pp = part_b + ((int64_t)(g0 + gi) * a.nsplit + split) * (Dh + 2);
             pp[d] = s;
+            if (d == 0) pp[Dh] = M, pp[Dh + 1] = Lsum;
         }
-        if (tid == 0) pp[Dh] = M, pp[Dh + 1] = Lsum;
-        __syncthreads(); // wacc, wm, wl reused by the next head
+        __syncthreads(); // wacc, wm, wl reused by the next pass
     }
-    // the last block of this (b, kv head) combines the splits
+    // the last block of this (b, kv head) combines the splits: a warp a head
     __threadfence();
     if (tid == 0) *last = atomicAdd(&a.count[bh], 1) == a.nsplit - 1;
     __syncthreads();
     if (!*last) return;
     __threadfence();
     T *o = (T *)a.o;
-    for (int g = 0; g < G; g++) {
-        const float *pg = part_b + (int64_t)g * a.nsplit * (Dh + 2);
+    const int ns = a.nsplit;
+    float *f = fs + warp * ns;
+    for (int g = warp; g < G; g += DEC_WARPS) {
+        const float *pg = part_b + (int64_t)g * ns * (Dh + 2);
         float M = -INFINITY, Lsum = 0.f;
-        for (int s = 0; s < a.nsplit; s++) M = fmaxf(M, __ldcg(pg + (int64_t)s * (Dh + 2) + Dh));
-        for (int s = 0; s < a.nsplit; s++) {
-            float ms = __ldcg(pg + (int64_t)s * (Dh + 2) + Dh);
-            if (ms != -INFINITY) Lsum += __ldcg(pg + (int64_t)s * (Dh + 2) + Dh + 1) * __expf(ms - M);
+        for (int s = lane; s < ns; s += 32) M = fmaxf(M, __ldcg(pg + (int64_t)s * (Dh + 2) + Dh));
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
+        for (int s = lane; s < ns; s += 32) {
+            const float ms = __ldcg(pg + (int64_t)s * (Dh + 2) + Dh), fw = ms == -INFINITY ? 0.f : __expf(ms - M);
+            f[s] = fw;
+            if (fw != 0.f) Lsum += __ldcg(pg + (int64_t)s * (Dh + 2) + Dh + 1) * fw;
         }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) Lsum += __shfl_xor_sync(0xffffffffu, Lsum, off);
+        __syncwarp(); // f is complete
         T *og = o + ((int64_t)b * a.Hq + (int64_t)hk * G + g) * Dh;
-        for (int d = tid; d < Dh; d += DEC_THREADS) {
+        for (int d = lane; d < Dh; d += 32) {
             float s = 0.f;
-            for (int sp = 0; sp < a.nsplit; sp++) {
-                float ms = __ldcg(pg + (int64_t)sp * (Dh + 2) + Dh);
-                if (ms != -INFINITY) s += __ldcg(pg + (int64_t)sp * (Dh + 2) + d) * __expf(ms - M);
-            }
+            for (int sp = 0; sp < ns; sp++)
+                if (f[sp] != 0.f) s += __ldcg(pg + (int64_t)sp * (Dh + 2) + d) * f[sp];
             cu_st(og, d, s / Lsum);
         }
+        __syncwarp(); // f is reused by this warp's next head
     }
     if (tid == 0) a.count[bh] = 0; // ready for the next step
 }
 
-// The split of the cache: about four blocks per SM over all (b, kv head) pairs, chunks of at least
-// 32 positions (a block's trip covers DEC_WARPS x rows-per-warp x DEC_U of them). The grid is fixed
-// at capture while the length grows, so the split is of the whole cache: the blocks past the
-// current length only mark their split empty.
+// The split of the cache: as many blocks as fit the multiprocessors at once (DEC_MINB each) over all
+// (b, kv head) pairs, rounded down (a 17th split a pair on the 2.7B model's 32 heads made 544 blocks
+// of 528 slots: a second wave for 16 of them), chunks of at least 32 positions. The grid is fixed at
+// capture while the length grows, so the split is of the whole cache: the blocks past the current
+// length only mark their split empty.
 static void dec_split(const stg_cuda *c, int64_t B, int64_t Hkv, int64_t C, int *nsplit, int *chunk) {
-    int64_t pairs = B * Hkv, want = (4 * (int64_t)(c->sm_count > 0 ? c->sm_count : 132) + pairs - 1) / pairs;
+    int64_t pairs = B * Hkv, want = (int64_t)DEC_MINB * (c->sm_count > 0 ? c->sm_count : 132) / pairs;
     int64_t most = (C + 31) / 32;
     if (want > most) want = most;
     if (want < 1) want = 1;
@@ -278,23 +344,49 @@ static int dec_attn_prepare(stg_cuda *c, const stg_graph *g, int op, void *const
     return 0;
 }
 
-template <typename T, int R> static void dec_attn_launch(const dec_attn_args &a, dim3 grid, size_t smem, cudaStream_t s) {
-    attention_cached_kernel<T, R><<<grid, DEC_THREADS, smem, s>>>(a);
+// Heads a pass: all of a group of 1 or 2, else 4 at a time.
+static int dec_gb(int G) { return G <= 2 ? G : 4; }
+
+// The lanes a row (R) and chunk slots a lane (CPL) for NC chunks a row with at most `most` slots a lane.
+static void dec_lanes(int NC, int most, int *R, int *cpl) {
+    int need = (NC + most - 1) / most, r = 1;
+    while (r < need) r <<= 1;
+    *R = r;
+    *cpl = (NC + r - 1) / r;
 }
 
-template <typename T> static int dec_attn_dispatch(const dec_attn_args &a, dim3 grid, size_t smem, cudaStream_t s, stg_err *err) {
-    const int NC = a.Dh / CU_VEC<T>::N;
-    int R = 1;
-    while (R < NC) R <<= 1;
-    switch (R) {
-    case 1: dec_attn_launch<T, 1>(a, grid, smem, s); break;
-    case 2: dec_attn_launch<T, 2>(a, grid, smem, s); break;
-    case 4: dec_attn_launch<T, 4>(a, grid, smem, s); break;
-    case 8: dec_attn_launch<T, 8>(a, grid, smem, s); break;
-    case 16: dec_attn_launch<T, 16>(a, grid, smem, s); break;
-    case 32: dec_attn_launch<T, 32>(a, grid, smem, s); break;
-    default: return stg_errf(err, "attention_cached: head dim %d is too large (at most %d for this dtype)", a.Dh, 32 * CU_VEC<T>::N);
+template <typename T, int GB, int CPL> static void dec_attn_launch(const dec_attn_args &a, dim3 grid, size_t smem, cudaStream_t s) {
+    attention_cached_kernel<T, GB, CPL><<<grid, DEC_THREADS, smem, s>>>(a);
+}
+
+template <typename T, int GB> static void dec_attn_cpl(const dec_attn_args &a, int cpl, dim3 grid, size_t smem, cudaStream_t s) {
+    static_assert(dec_cplmax<T, GB>::V <= 8, "at most 8 chunk slots a lane");
+    switch (cpl) { // cpl <= dec_cplmax<T, GB>::V (dec_lanes)
+    case 1: dec_attn_launch<T, GB, 1>(a, grid, smem, s); break;
+    case 2: if constexpr (dec_cplmax<T, GB>::V >= 2) dec_attn_launch<T, GB, 2>(a, grid, smem, s); break;
+    case 3: if constexpr (dec_cplmax<T, GB>::V >= 3) dec_attn_launch<T, GB, 3>(a, grid, smem, s); break;
+    case 4: if constexpr (dec_cplmax<T, GB>::V >= 4) dec_attn_launch<T, GB, 4>(a, grid, smem, s); break;
+    case 5: if constexpr (dec_cplmax<T, GB>::V >= 5) dec_attn_launch<T, GB, 5>(a, grid, smem, s); break;
+    case 6: if constexpr (dec_cplmax<T, GB>::V >= 6) dec_attn_launch<T, GB, 6>(a, grid, smem, s); break;
+    case 7: if constexpr (dec_cplmax<T, GB>::V >= 7) dec_attn_launch<T, GB, 7>(a, grid, smem, s); break;
+    case 8: if constexpr (dec_cplmax<T, GB>::V >= 8) dec_attn_launch<T, GB, 8>(a, grid, smem, s); break;
     }
+}
+
+// The slots a lane at most for this element type and heads a pass.
+template <typename T> static int dec_most(int gb) {
+    return gb == 1 ? dec_cplmax<T, 1>::V : gb == 2 ? dec_cplmax<T, 2>::V : dec_cplmax<T, 4>::V;
+}
+
+template <typename T> static int dec_attn_dispatch(dec_attn_args a, dim3 grid, size_t smem, cudaStream_t s, stg_err *err) {
+    const int NC = a.Dh / CU_VEC<T>::N, gb = dec_gb(a.Hq / a.Hkv), most = dec_most<T>(gb);
+    int cpl;
+    dec_lanes(NC, most, &a.R, &cpl);
+    if (a.R > 32)
+        return stg_errf(err, "attention_cached: head dim %d is too large (at most %d for this dtype and group)", a.Dh, 32 * most * CU_VEC<T>::N);
+    if (gb == 1) dec_attn_cpl<T, 1>(a, cpl, grid, smem, s);
+    else if (gb == 2) dec_attn_cpl<T, 2>(a, cpl, grid, smem, s);
+    else dec_attn_cpl<T, 4>(a, cpl, grid, smem, s);
     CUDA_LAUNCH_CHECK(err, "attention_cached_kernel");
     return 0;
 }
@@ -320,14 +412,15 @@ extern "C" int cuda_run_attention_cached(stg_cuda *c, const stg_graph *g, int op
     a.part = (float *)c->work;
     a.count = st->count;
     a.C = kc->shape[1];
-    a.Hq = (int)q->shape[2], a.Hkv = (int)k->shape[2], a.Dh = Dh, a.nsplit = st->nsplit, a.chunk = st->chunk;
+    a.Hq = (int)q->shape[2], a.Hkv = (int)k->shape[2], a.Dh = Dh, a.nsplit = st->nsplit, a.chunk = st->chunk, a.R = 1;
     double scale = o->a.attention_cached.scale, theta = o->a.attention_cached.rope_theta;
     a.scale = (float)(scale != 0 ? scale : 1.0 / sqrt((double)Dh));
     a.log_theta = theta > 0 ? log(theta) : 0.0;
     size_t need = (size_t)(q->shape[0] * q->shape[2]) * (size_t)a.nsplit * (size_t)(Dh + 2) * sizeof(float);
     if (!c->work || c->work_bytes < need) return stg_errf(err, "attention_cached: the scratch holds %zu bytes, needs %zu", c->work_bytes, need);
     int G = a.Hq / a.Hkv;
-    size_t smem = (size_t)(G * Dh + DEC_WARPS * Dh + 2 * DEC_WARPS + 4) * sizeof(float);
+    const int gb = dec_gb(G);
+    size_t smem = (size_t)(G * Dh + DEC_WARPS * gb * Dh + 2 * DEC_WARPS * gb + DEC_WARPS * a.nsplit + 4) * sizeof(float);
     if (smem > 48 * 1024) return stg_errf(err, "attention_cached: %d query heads per kv head of dim %d need too much shared memory", G, Dh);
     dim3 grid((unsigned)a.nsplit, (unsigned)(q->shape[0] * a.Hkv));
     return b ? dec_attn_dispatch<bf16>(a, grid, smem, c->stream, err) : dec_attn_dispatch<float>(a, grid, smem, c->stream, err);

@@ -446,6 +446,36 @@ __device__ __forceinline__ void mm_gv_load(uint4 (&wv)[U][R], const uint4 *const
     }
 }
 
+// acc[r][i] += the warp's sum of x_i . w_r over the 16-byte vectors [lo, hi) (i < m): each lane in the
+// vectors' order, then across the warp (fixed shuffles: the same bits every run). wv holds the first
+// trip's W when w_early (loaded before cu_pdl_wait), else it is loaded here.
+template <int M, int R, int U>
+__device__ __forceinline__ void mm_gv_sum(float (&acc)[R][M], uint4 (&wv)[U][R], const uint4 *const (&w)[R], const uint4 *x,
+                                          int64_t kv, int m, int64_t lo, int64_t hi, int lane, bool w_early) {
+    if (!w_early) mm_gv_load<R, U>(wv, w, lo + lane, hi);
+    for (int64_t v0 = lo + lane; v0 < hi; v0 += 32 * U) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int64_t v = v0 + 32 * u;
+            if (v >= hi) break;
+#pragma unroll
+            for (int i = 0; i < M; i++) {
+                if (i >= m) break;
+                const uint4 xv = x[i * kv + v]; // a coherent load: x may have been written while this kernel waited (not ld.global.nc)
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r][i] = mm_gv_dot8(xv, wv[u][r], acc[r][i]);
+            }
+        }
+        if (v0 + 32 * U < hi) mm_gv_load<R, U>(wv, w, v0 + 32 * U, hi); // the next trip's
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int i = 0; i < M; i++)
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], off);
+}
+
 // Grid (ceil(n KS / (MM_GV_WARPS R)), pairs); M >= a.m rows of x (the rows past a.m are not read).
 // KS warps share a group of R rows, warp w of the group taking the w-th of KS consecutive slices of
 // k (split k: enough warps in flight when the rows are few, the 2.7B model's w2 and wo); their sums
@@ -477,30 +507,7 @@ __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_kernel(const mm_gv_arg
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int i = 0; i < M; i++) acc[r][i] = 0.0f;
-    if (live) {
-        if (!a.w_early) mm_gv_load<R, U>(wv, w, lo + lane, hi);
-        for (int64_t v0 = lo + lane; v0 < hi; v0 += 32 * U) {
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int64_t v = v0 + 32 * u;
-                if (v >= hi) break;
-#pragma unroll
-                for (int i = 0; i < M; i++) {
-                    if (i >= a.m) break;
-                    const uint4 xv = x[i * kv + v]; // a coherent load: x may have been written while this kernel waited (not ld.global.nc)
-#pragma unroll
-                    for (int r = 0; r < R; r++) acc[r][i] = mm_gv_dot8(xv, wv[u][r], acc[r][i]);
-                }
-            }
-            if (v0 + 32 * U < hi) mm_gv_load<R, U>(wv, w, v0 + 32 * U, hi); // the next trip's
-        }
-#pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int i = 0; i < M; i++)
-#pragma unroll
-                for (int off = 16; off > 0; off >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], off);
-    }
+    if (live) mm_gv_sum<M, R, U>(acc, wv, w, x, kv, a.m, lo, hi, lane, a.w_early);
     if (KS > 1) { // the group's first warp adds the other slices' sums, in order
         __shared__ float part_sum[MM_GV_WARPS][M];
         if (lane == 0 && part > 0)
@@ -559,30 +566,7 @@ __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_glu_kernel(const mm_gv
     for (int r = 0; r < 2; r++)
 #pragma unroll
         for (int i = 0; i < M; i++) acc[r][i] = 0.0f;
-    if (live) {
-        if (!a.w_early) mm_gv_load<2, U>(wv, w, lo + lane, hi);
-        for (int64_t v0 = lo + lane; v0 < hi; v0 += 32 * U) {
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int64_t v = v0 + 32 * u;
-                if (v >= hi) break;
-#pragma unroll
-                for (int i = 0; i < M; i++) {
-                    if (i >= a.m) break;
-                    const uint4 xv = x[i * kv + v]; // a coherent load (see mm_gv_kernel)
-#pragma unroll
-                    for (int r = 0; r < 2; r++) acc[r][i] = mm_gv_dot8(xv, wv[u][r], acc[r][i]);
-                }
-            }
-            if (v0 + 32 * U < hi) mm_gv_load<2, U>(wv, w, v0 + 32 * U, hi);
-        }
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-#pragma unroll
-            for (int i = 0; i < M; i++)
-#pragma unroll
-                for (int off = 16; off > 0; off >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], off);
-    }
+    if (live) mm_gv_sum<M, 2, U>(acc, wv, w, x, kv, a.m, lo, hi, lane, a.w_early);
     if (KS > 1) { // the group's first warp adds the other slices' sums, in order
         __shared__ float part_sum[MM_GV_WARPS][2][M];
         if (lane == 0 && part > 0)

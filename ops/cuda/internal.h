@@ -52,8 +52,12 @@ extern "C" { // C headers: ops_name, ops_def, ... have C linkage
                             cudaGetErrorString(e_));                                                   \
     } while (0)
 
-// Streams a captured run may spread its ops over (cuda_op_lane says which ops may leave stream 0).
+// Streams a captured run may spread its ops over (cuda_op_lane says which ops may leave stream 0);
+// settable at build time (-DCUDA_STREAMS=N, 1 to 7) for comparisons.
+#ifndef CUDA_STREAMS
 #define CUDA_STREAMS 3
+#endif
+static_assert(CUDA_STREAMS >= 1 && CUDA_STREAMS <= 7, "1 to 7 compute streams (runtime/exec.c: MAX_STREAMS with the communication stream)");
 
 // One cuBLASLt matmul configuration, chosen before capture and reused (ops/matmul/cuda.cu).
 typedef struct cuda_mm_plan cuda_mm_plan;

@@ -368,7 +368,7 @@ static void test_rope_mask_softmax(void **state) {
 
 static void test_embedding_loss_layout(void **state) {
     (void)state;
-    stg_attrs eb = attrs0(), eb2 = attrs0(), eb3 = attrs0(), rs = attrs0(), tr = attrs0(), tr2 = attrs0(), pe = attrs0(),
+    stg_attrs eb = attrs0(), eb2 = attrs0(), eb3 = attrs0(), eb4 = attrs0(), rs = attrs0(), tr = attrs0(), tr2 = attrs0(), pe = attrs0(),
               pe2 = attrs0();
     pe.pos_embedding_bwd.positions = 1024;
     pe.pos_embedding_bwd.grad_out = 1;
@@ -376,6 +376,7 @@ static void test_embedding_loss_layout(void **state) {
     eb.embedding_bwd.vocab = 1000;
     eb2.embedding_bwd.vocab = 10000;
     eb3.embedding_bwd.vocab = 20;
+    eb4.embedding_bwd.vocab = 50000;
     rs.reshape.ndim = 2;
     rs.reshape.shape[0] = 400;
     rs.reshape.shape[1] = 1600;
@@ -395,6 +396,9 @@ static void test_embedding_loss_layout(void **state) {
          {I32(G_TOK, 1000, 2, 200), ACT(G_NORMAL, 1, 2, 200, 1600), GRD(G_NORMAL, 1, 1000, 1600)}, eb},
         {"embedding_bwd + addend (2, 300, 250) V 20", STG_OP_EMBEDDING_BWD, 3,
          {I32(G_TOK, 20, 2, 300), ACT(G_NORMAL, 1, 2, 300, 250), GRD(G_NORMAL, 1, 20, 250)}, eb3},
+        // most rows read by no token (a large vocabulary): they keep the addend
+        {"embedding_bwd + addend (2, 200, 64) V 50000", STG_OP_EMBEDDING_BWD, 3,
+         {I32(G_TOK, 50000, 2, 200), ACT(G_NORMAL, 1, 2, 200, 64), GRD(G_NORMAL, 1, 50000, 64)}, eb4},
         {"cross_entropy (2, 100, 10000)", STG_OP_CROSS_ENTROPY, 2, {ACT(G_NORMAL, 3, 2, 100, 10000), I32(G_TOK, 10000, 2, 100)}, attrs0()},
         {"cross_entropy_bwd (2, 100, 10000)", STG_OP_CROSS_ENTROPY_BWD, 3,
          {ACT(G_NORMAL, 3, 2, 100, 10000), I32(G_TOK, 10000, 2, 100), GRD(G_LSE, 0, 2, 100)}, attrs0()},

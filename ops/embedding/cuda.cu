@@ -109,7 +109,9 @@ __device__ __forceinline__ int64_t emb_lower(const int *keys, int64_t n, int v) 
 }
 
 // One warp per dW row. VEC: D % 4 == 0 and both pointers aligned for 4-element access. acc: add
-// to what dW holds (gradient accumulation) instead of writing it.
+// to what dW holds (gradient accumulation, or a tied head's gradient as the addend) instead of writing
+// it; then the rows no token reads are left alone: with Llama 3's tied 128256 x 2048 head and 4096
+// tokens a step at most 4096 rows change, and reading and writing back the rest was 2.1 GB a step.
 template <typename T, typename TD, bool VEC>
 __global__ void emb_rows_kernel(const int *keys, const int *vals, const T *dy, TD *dW, int64_t n, int64_t V,
                                 int64_t D, bool acc) {
@@ -123,6 +125,7 @@ __global__ void emb_rows_kernel(const int *keys, const int *vals, const T *dy, T
     }
     lo = __shfl_sync(0xffffffffu, lo, 0);
     hi = __shfl_sync(0xffffffffu, hi, 0);
+    if (acc && lo == hi) return; // no token has id v: the row keeps what dW holds (the same bits as adding nothing)
     TD *out = dW + v * D;
     if (VEC) {
         for (int64_t d0 = 0; d0 < D; d0 += 32 * 4 * 4) { // 4 float4-sized groups per lane per pass

@@ -298,9 +298,10 @@ static void test_tokenizer_files(void **s) {
     snprintf(path, sizeof path, "%s/tokenizer.json", d);
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
-    size_t n;
+    size_t n = 0;
     char *got = tu_read_all(f, &n);
     fclose(f);
+    assert_non_null(got);
     assert_int_equal(n, len);
     assert_memory_equal(got, want, len);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", d);

@@ -73,9 +73,9 @@ __device__ __forceinline__ void dec_merge(float &m, float &l, float m2, float l2
 
 // Chunk slots a lane holds at most: GB heads x CPL chunks x N elements of accumulator <= 32 floats, and
 // at most 6 (7 and 8 spilled in fp32).
-template <typename T, int GB> struct dec_cplmax {
-    enum { W = 32 / (GB * CU_VEC<T>::N), V = W < 1 ? 1 : W > 6 ? 6 : W };
-};
+template <typename T, int GB> constexpr int dec_cplmax() {
+    return 32 / (GB * CU_VEC<T>::N) < 1 ? 1 : 32 / (GB * CU_VEC<T>::N) > 6 ? 6 : 32 / (GB * CU_VEC<T>::N);
+}
 
 // A 16-byte chunk as N floats.
 template <typename T> __device__ __forceinline__ void dec_unpack(const uint4 &r, float *x) {
@@ -360,22 +360,20 @@ template <typename T, int GB, int CPL> static void dec_attn_launch(const dec_att
 }
 
 template <typename T, int GB> static void dec_attn_cpl(const dec_attn_args &a, int cpl, dim3 grid, size_t smem, cudaStream_t s) {
-    static_assert(dec_cplmax<T, GB>::V <= 8, "at most 8 chunk slots a lane");
-    switch (cpl) { // cpl <= dec_cplmax<T, GB>::V (dec_lanes)
+    static_assert(dec_cplmax<T, GB>() <= 6, "at most 6 chunk slots a lane");
+    switch (cpl) { // cpl <= dec_cplmax<T, GB>() (dec_lanes)
     case 1: dec_attn_launch<T, GB, 1>(a, grid, smem, s); break;
-    case 2: if constexpr (dec_cplmax<T, GB>::V >= 2) dec_attn_launch<T, GB, 2>(a, grid, smem, s); break;
-    case 3: if constexpr (dec_cplmax<T, GB>::V >= 3) dec_attn_launch<T, GB, 3>(a, grid, smem, s); break;
-    case 4: if constexpr (dec_cplmax<T, GB>::V >= 4) dec_attn_launch<T, GB, 4>(a, grid, smem, s); break;
-    case 5: if constexpr (dec_cplmax<T, GB>::V >= 5) dec_attn_launch<T, GB, 5>(a, grid, smem, s); break;
-    case 6: if constexpr (dec_cplmax<T, GB>::V >= 6) dec_attn_launch<T, GB, 6>(a, grid, smem, s); break;
-    case 7: if constexpr (dec_cplmax<T, GB>::V >= 7) dec_attn_launch<T, GB, 7>(a, grid, smem, s); break;
-    case 8: if constexpr (dec_cplmax<T, GB>::V >= 8) dec_attn_launch<T, GB, 8>(a, grid, smem, s); break;
+    case 2: if constexpr (dec_cplmax<T, GB>() >= 2) dec_attn_launch<T, GB, 2>(a, grid, smem, s); break;
+    case 3: if constexpr (dec_cplmax<T, GB>() >= 3) dec_attn_launch<T, GB, 3>(a, grid, smem, s); break;
+    case 4: if constexpr (dec_cplmax<T, GB>() >= 4) dec_attn_launch<T, GB, 4>(a, grid, smem, s); break;
+    case 5: if constexpr (dec_cplmax<T, GB>() >= 5) dec_attn_launch<T, GB, 5>(a, grid, smem, s); break;
+    case 6: if constexpr (dec_cplmax<T, GB>() >= 6) dec_attn_launch<T, GB, 6>(a, grid, smem, s); break;
     }
 }
 
 // The slots a lane at most for this element type and heads a pass.
 template <typename T> static int dec_most(int gb) {
-    return gb == 1 ? dec_cplmax<T, 1>::V : gb == 2 ? dec_cplmax<T, 2>::V : dec_cplmax<T, 4>::V;
+    return gb == 1 ? dec_cplmax<T, 1>() : gb == 2 ? dec_cplmax<T, 2>() : dec_cplmax<T, 4>();
 }
 
 template <typename T> static int dec_attn_dispatch(dec_attn_args a, dim3 grid, size_t smem, cudaStream_t s, stg_err *err) {

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# For the session after the fourteenth (2026-11-28g): what that session could not run, in calls of under 9 minutes,
+# every command under `timeout` and every step stamped.
+#  decode (issue 26): first `git apply docs/perf/2026-11-28g-nsplit1.patch` here (attention over the cache writes the
+#    output itself when a pair has one split: at batch 64 on the 2.7B model every pair has, and each block then skips
+#    the partials' write, the fence, the atomic count and the combine's read-back); .old = the tree before it
+#    (rm -rf .old; mkdir .old; git archive HEAD | tar -x -C .old). Builds both, runs test_gpu_sample (its B 140 case
+#    has one split a pair), times the 2.7B decode at batch 64 and 1 and Llama 3.2-1B at batch 1 alternating (2 rounds),
+#    then Nsight Compute (--set full) on the cached attention at batch 64 and 1 of the new build: why batch 64 stopped
+#    at 3.2 TB/s in the fourteenth session (its L2 prefetch made it 30% slower: L2 requests are the suspect).
+#    Predicted: batch 64 7.49 -> ~7.2 ms a step (a few microseconds of serial latency a block over 3.9 waves), batch 1
+#    unchanged (17 splits a pair there).
+#  llama (issue 24): Llama 3.2-1B at ctx 4096, batch 1, plain head, with and without --gemm-tune on, alternating
+#    (2 rounds; the fourteenth session had one tuned run at 65.27 ms against 66.25), beside tools/ref/llama3_peer.py
+#    (reduce-overhead) in the same call.
+# Usage (GPU machine, repository root, carrying .deps, .old, peer): docs/perf/2026-11-28g-next-run.sh OUT PART
+set -u
+out=${1:?usage: $0 OUT decode|llama}; part=${2:?usage: $0 OUT decode|llama}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
+t0=$(date +%s)
+say() { echo "[$(($(date +%s) - t0)) s] $*"; }
+source .deps/env.sh || exit 2
+cfg="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+tps() { grep -oE '"(decode_tokens_per_s|steady_ms_per_step)": *[0-9.]+' | tr '\n' ' '; }
+case $part in
+decode)
+    grep -q "the pair's only split" ops/decode/cuda.cu || say "warning: is docs/perf/2026-11-28g-nsplit1.patch applied?"
+    [ -d .old ] || { echo "no .old"; exit 2; }
+    # shellcheck disable=SC2086 # cfg is a word list
+    (cd .old && cmake -S . -B build-ab $cfg -DSTG_TESTS=OFF > /dev/null 2>&1 && timeout 300 cmake --build build-ab --target stg > "$out/l/build_old.txt" 2>&1; echo "old build: $?") &
+    # shellcheck disable=SC2086
+    (cmake -S . -B build-gpu $cfg > /dev/null 2>&1 && timeout 300 cmake --build build-gpu --target stg test_gpu_sample > "$out/l/build.txt" 2>&1; echo "build: $?")
+    wait
+    say "built"
+    (cd build-gpu && timeout 120 ./test_gpu_sample 2>&1 | grep -E "^\[  (PASSED|FAILED)|ERROR" | head -4)
+    head -c 512 /dev/urandom > "$out/l/p.txt" && build-gpu/stg tokens "$out/l/p.txt" -o "$out/l/p.bin" > /dev/null
+    for r in 1 2; do for b in .old/build-ab build-gpu; do
+        for n in 64 1; do
+            echo "$b 2.7B b$n round $r: $(timeout 90 $b/stg sample models/cs336/2.7B.yaml --precision bf16 --init fill --json --set ctx=1024 \
+                --prompt-ids "$out/l/p.bin" -n 512 --batch $n --temperature 0 2>&1 | tps)"
+        done
+        echo "$b llama 1B b1 round $r: $(timeout 90 $b/stg sample models/llama3/1B.yaml --precision bf16 --init fill --json --set ctx=1024 \
+            --prompt-ids "$out/l/p.bin" -n 512 --batch 1 --temperature 0 2>&1 | tps)"
+    done; done
+    say "A/B done"
+    for n in 64 1; do
+        timeout 150 ncu --set full -k regex:attention_cached -s 40 -c 1 build-gpu/stg sample models/cs336/2.7B.yaml --precision bf16 \
+            --init fill --set ctx=1024 --prompt-ids "$out/l/p.bin" -n 256 --batch $n --temperature 0 --json > "$out/l/ncu-dec-b$n.txt" 2>&1
+        say "ncu b$n: $?"
+        grep -E "^\s+(Duration|DRAM Throughput|L2 Cache Throughput|Issue Slots Busy|Achieved Active Warps Per SM|Warp Cycles Per Issued Instruction) " "$out/l/ncu-dec-b$n.txt"
+    done ;;
+llama)
+    # shellcheck disable=SC2086 # cfg is a word list
+    (cmake -S . -B build-gpu $cfg -DSTG_TESTS=OFF > /dev/null 2>&1 && timeout 300 cmake --build build-gpu --target stg > "$out/l/build.txt" 2>&1; echo "build: $?")
+    say "built"
+    for r in 1 2; do for t in off on; do
+        timeout 90 build-gpu/stg bench models/llama3/1B.yaml --set ctx=4096 --set batch=1 --set fused_head=off --precision bf16 --gemm-tune $t \
+            --warmup 5 --iters 20 --json > "$out/l/l1b.json" 2> "$out/l/l1b.err"
+        python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('llama 1B gemm-tune', sys.argv[2], {k: d[k] for k in ('median_ms','min_ms','mfu')})" "$out/l/l1b.json" $t || tail -3 "$out/l/l1b.err"
+    done; done
+    say "stg done"
+    PYTHONUNBUFFERED=1 timeout 220 python3 tools/ref/llama3_peer.py --model models/llama3/1B.yaml --ctx 4096 --batch 1 --compile-mode reduce-overhead \
+        --warm 5 --iters 20 --out "$out/l/l1b_peer.json" 2>&1 | tail -1
+    say "peer done" ;;
+*) echo "PART: decode or llama"; exit 2 ;;
+esac
+tar -czf "$out/logs.tgz" -C "$out" --exclude="*.bin" l

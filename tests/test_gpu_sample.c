@@ -130,6 +130,7 @@ static void test_attention_cached(void **state) {
     attention_case(STG_PREC_BF16, 140, 200, 4, 4, 64, 180, 10000);
     attention_case(STG_PREC_BF16, 64, 200, 4, 4, 80, 150, 10000);
     attention_case(STG_PREC_FP32, 64, 130, 4, 4, 80, 129, 0);
+    attention_case(STG_PREC_FP32, 2, 120, 4, 4, 48, 100, 10000); // 6 chunk slots a lane (fp32, head dim 48)
 }
 
 // ---- sample -------------------------------------------------------------------------------------

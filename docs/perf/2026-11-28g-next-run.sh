@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # For the session after the fourteenth (2026-11-28g): what that session could not run, in calls of under 9 minutes,
 # every command under `timeout` and every step stamped.
-#  decode (issue 26): first `git apply docs/perf/2026-11-28g-nsplit1.patch` here (attention over the cache writes the
-#    output itself when a pair has one split: at batch 64 on the 2.7B model every pair has, and each block then skips
-#    the partials' write, the fence, the atomic count and the combine's read-back); .old = the tree before it
-#    (rm -rf .old; mkdir .old; git archive HEAD | tar -x -C .old). Builds both, runs test_gpu_sample (its B 140 case
-#    has one split a pair), times the 2.7B decode at batch 64 and 1 and Llama 3.2-1B at batch 1 alternating (2 rounds),
-#    then Nsight Compute (--set full) on the cached attention at batch 64 and 1 of the new build: why batch 64 stopped
-#    at 3.2 TB/s in the fourteenth session (its L2 prefetch made it 30% slower: L2 requests are the suspect).
-#    Predicted: batch 64 7.49 -> ~7.2 ms a step (a few microseconds of serial latency a block over 3.9 waves), batch 1
-#    unchanged (17 splits a pair there).
+#  decode (issue 26): first `git apply docs/perf/2026-11-28g-nsplit1.patch docs/perf/2026-11-28g-bulk-prefetch.patch`
+#    here, after `rm -rf .old; mkdir .old; git archive HEAD | tar -x -C .old` (the tree before them). nsplit1: attention
+#    over the cache writes the output itself when a pair has one split (at batch 64 on the 2.7B model every pair has):
+#    each block skips the partials' write, the fence, the atomic count and the combine's read-back. bulk-prefetch: the
+#    rows two trips ahead go to L2 by one `cp.async.bulk.prefetch.L2` a row from the row group's first lane (the
+#    fourteenth session's per-lane prefetch of every 16-byte chunk issued 4-8 requests a row and measured 30% slower;
+#    not at 4 heads a pass, where it spilled). Builds .old, build-gpu (both patches) and build-np (-DDEC_PFD=0: nsplit1
+#    alone), runs test_gpu_sample on build-gpu, times the 2.7B decode at batch 64 and 1 and Llama 3.2-1B at batch 1
+#    alternating (2 rounds), then Nsight Compute (--set full) on the cached attention at batch 64 and 1 of build-gpu.
+#    Predicted: nsplit1 batch 64 7.49 -> ~7.2 ms a step, batch 1 unchanged; the prefetch batch 64 -> ~6.8 ms if the
+#    loads wait on memory latency (ncu then shows fewer long-scoreboard stalls), nothing or worse if L2 requests limit.
 #  llama (issue 24): Llama 3.2-1B at ctx 4096, batch 1, plain head, with and without --gemm-tune on, alternating
 #    (2 rounds; the fourteenth session had one tuned run at 65.27 ms against 66.25), beside tools/ref/llama3_peer.py
 #    (reduce-overhead) in the same call.
@@ -24,17 +26,20 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 tps() { grep -oE '"(decode_tokens_per_s|steady_ms_per_step)": *[0-9.]+' | tr '\n' ' '; }
 case $part in
 decode)
-    grep -q "the pair's only split" ops/decode/cuda.cu || say "warning: is docs/perf/2026-11-28g-nsplit1.patch applied?"
+    { grep -q "the pair's only split" ops/decode/cuda.cu && grep -q dec_prefetch_row ops/decode/cuda.cu; } || say "warning: are the two patches applied?"
     [ -d .old ] || { echo "no .old"; exit 2; }
     # shellcheck disable=SC2086 # cfg is a word list
     (cd .old && cmake -S . -B build-ab $cfg -DSTG_TESTS=OFF > /dev/null 2>&1 && timeout 300 cmake --build build-ab --target stg > "$out/l/build_old.txt" 2>&1; echo "old build: $?") &
+    # shellcheck disable=SC2086
+    (cmake -S . -B build-np $cfg -DSTG_TESTS=OFF -DCMAKE_CUDA_FLAGS=-DDEC_PFD=0 > /dev/null 2>&1 && timeout 300 cmake --build build-np --target stg > "$out/l/build_np.txt" 2>&1; echo "np build: $?") &
     # shellcheck disable=SC2086
     (cmake -S . -B build-gpu $cfg > /dev/null 2>&1 && timeout 300 cmake --build build-gpu --target stg test_gpu_sample > "$out/l/build.txt" 2>&1; echo "build: $?")
     wait
     say "built"
     (cd build-gpu && timeout 120 ./test_gpu_sample 2>&1 | grep -E "^\[  (PASSED|FAILED)|ERROR" | head -4)
+    timeout 200 tools/sanitize_gpu.sh build-gpu "$out/l/san" 190 memcheck:test_gpu_sample:'*attention_cached*'
     head -c 512 /dev/urandom > "$out/l/p.txt" && build-gpu/stg tokens "$out/l/p.txt" -o "$out/l/p.bin" > /dev/null
-    for r in 1 2; do for b in .old/build-ab build-gpu; do
+    for r in 1 2; do for b in .old/build-ab build-np build-gpu; do
         for n in 64 1; do
             echo "$b 2.7B b$n round $r: $(timeout 90 $b/stg sample models/cs336/2.7B.yaml --precision bf16 --init fill --json --set ctx=1024 \
                 --prompt-ids "$out/l/p.bin" -n 512 --batch $n --temperature 0 2>&1 | tps)"

@@ -14,7 +14,8 @@
 #    loads wait on memory latency (ncu then shows fewer long-scoreboard stalls), nothing or worse if L2 requests limit.
 #  llama (issue 24): Llama 3.2-1B at ctx 4096, batch 1, plain head, with and without --gemm-tune on, alternating
 #    (2 rounds; the fourteenth session had one tuned run at 65.27 ms against 66.25), beside tools/ref/llama3_peer.py
-#    (reduce-overhead) in the same call.
+#    (reduce-overhead) in the same call, and the tuned step's profile (which products the tuning changes: a rule that
+#    picks those algorithms without timing would make it the default, deterministic across processes).
 # Usage (GPU machine, repository root, carrying .deps, .old, peer): docs/perf/2026-11-28g-next-run.sh OUT PART
 set -u
 out=${1:?usage: $0 OUT decode|llama}; part=${2:?usage: $0 OUT decode|llama}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
@@ -64,6 +65,9 @@ llama)
         python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('llama 1B gemm-tune', sys.argv[2], {k: d[k] for k in ('median_ms','min_ms','mfu')})" "$out/l/l1b.json" $t || tail -3 "$out/l/l1b.err"
     done; done
     say "stg done"
+    timeout 120 build-gpu/stg bench models/llama3/1B.yaml --set ctx=4096 --set batch=1 --set fused_head=off --precision bf16 --gemm-tune on \
+        --warmup 3 --iters 5 --profile > "$out/l/l1b-tuned-profile.txt" 2>&1 # which shapes the tuning changed, and by how much
+    say "tuned profile done"
     PYTHONUNBUFFERED=1 timeout 220 python3 tools/ref/llama3_peer.py --model models/llama3/1B.yaml --ctx 4096 --batch 1 --compile-mode reduce-overhead \
         --warm 5 --iters 20 --out "$out/l/l1b_peer.json" 2>&1 | tail -1
     say "peer done" ;;

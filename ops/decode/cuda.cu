@@ -13,10 +13,11 @@
 // two), lane c of them taking chunks c, c + R, ... (CPL of them), so a warp covers 32 / R rows at a
 // time and a lane's score needs log2 R shuffles. A pass over the chunk serves GB query heads at once
 // (each key and value read once for all of them), with at most 32 accumulator floats a lane
-// (GB CPL N <= 32): R is the least power of two that fits the row in that many chunks a lane. The
-// instructions per byte are what the earlier one-chunk-a-lane layout spent (at head dim 80 in bf16
-// it left 6 of 16 lanes idle and took 4 shuffles a row): Nsight Compute had it issue-bound at
-// 2.35 TB/s at batch 64 (docs/perf/2026-11-28g-call4/ncu-dec-b64.txt).
+// (GB CPL N <= 32, CPL <= 6): R is the least power of two that fits the row in that many chunks a
+// lane. It replaced one chunk a lane, which at head dim 80 in bf16 left 6 of 16 lanes idle and took
+// 4 shuffles a row: Nsight Compute had that kernel half issue-bound at 2.35 TB/s at batch 64
+// (docs/perf/2026-11-28g-call4/ncu-dec-b64.txt); this one is 6% faster there a step, and reads a
+// group's cache once where that one read it once a query head (Llama 3.2-1B decoding 1.47 -> 1.03 ms).
 //
 // sample: one block per sequence, over the last row of its logits: greedy is an argmax; else the
 // k-th largest logit (top-k) and the top-p threshold are found by bisection over the logits' order-

@@ -27,25 +27,12 @@
 // then advances the position (after every block has read it).
 #include "ops/cuda/common.cuh"
 #include "ops/decode/uniform.h"
+#include "ops/rope/angle.cuh" // the rotation with the rope op's bits
 
 #define DEC_THREADS 128 // attention_cached: 4 warps
 #define DEC_WARPS (DEC_THREADS / 32)
 #define DEC_MINB 4 // attention_cached: blocks a multiprocessor its registers allow (dec_split counts on it)
 #define SAMPLE_THREADS 512
-
-// ---- RoPE at a position ---------------------------------------------------------------------------
-
-// (cos, sin) of position p, pair i: the angle formed and reduced modulo 2 pi in double, then sincosf
-// (as ops/rope/cuda.cu's table, so a rotation here has the rope op's bits).
-__device__ __forceinline__ float2 dec_cos_sin(int64_t p, int i, int Dh, double log_theta) {
-    double a = (double)p * exp(-2.0 * (double)i / (double)Dh * log_theta);
-    const double two_pi = 6.283185307179586476925286766559;
-    double n = rint(a * (1.0 / two_pi));
-    float r = (float)fma(-n, two_pi, a);
-    float sn, co;
-    sincosf(r, &sn, &co);
-    return make_float2(co, sn);
-}
 
 // ---- attention over the cache ---------------------------------------------------------------------
 
@@ -121,7 +108,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
         const T *qr = q + ((int64_t)b * a.Hq + (int64_t)hk * G + g) * Dh;
         float x0 = cu_ld(qr, 2 * e), x1 = cu_ld(qr, 2 * e + 1);
         if (a.log_theta != 0) {
-            float2 cs = dec_cos_sin(p, e, Dh, a.log_theta);
+            float2 cs = rope_cos_sin(p, e, Dh, a.log_theta);
             float y0 = x0 * cs.x - x1 * cs.y, y1 = x0 * cs.y + x1 * cs.x;
             x0 = cu_f(cu_t<T>(y0));
             x1 = cu_f(cu_t<T>(y1));
@@ -135,7 +122,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
         for (int e = tid; e < Dh / 2; e += DEC_THREADS) {
             float x0 = cu_ld(kn, 2 * e), x1 = cu_ld(kn, 2 * e + 1);
             if (a.log_theta != 0) {
-                float2 cs = dec_cos_sin(p, e, Dh, a.log_theta);
+                float2 cs = rope_cos_sin(p, e, Dh, a.log_theta);
                 float y0 = x0 * cs.x - x1 * cs.y, y1 = x0 * cs.y + x1 * cs.x;
                 x0 = y0, x1 = y1;
             }

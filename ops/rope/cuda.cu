@@ -5,6 +5,7 @@
 // in shared memory, then rotates every pair of the row. Each thread reads a pair before writing it,
 // so y may alias x (in place); the same holds for the vectorised kernel below.
 #include "ops/cuda/common.cuh"
+#include "ops/rope/angle.cuh"
 
 template <typename T>
 __global__ void rope_kernel(const T *x, T *y, int64_t S, int64_t H, int64_t Dh, double log_theta, double sign) {
@@ -29,19 +30,6 @@ __global__ void rope_kernel(const T *x, T *y, int64_t S, int64_t H, int64_t Dh, 
         cu_st(yr, 2 * q, x0 * co - x1 * s);
         cu_st(yr, 2 * q + 1, x0 * s + x1 * co);
     }
-}
-
-// The angle p theta^(-2k/Dh) is formed and reduced modulo 2 pi in double, then sincosf (full-range
-// fp32, ~1 ulp) of the reduced angle: the same accuracy as double sincos rounded to float, at a
-// fraction of the cost.
-__device__ __forceinline__ float2 rope_cos_sin(int64_t s, int k, int Dh, double log_theta) {
-    double a = (double)s * exp(-2.0 * (double)k / (double)Dh * log_theta);
-    const double two_pi = 6.283185307179586476925286766559;
-    double n = rint(a * (1.0 / two_pi));
-    float r = (float)fma(-n, two_pi, a);
-    float sn, co;
-    sincosf(r, &sn, &co);
-    return make_float2(co, sn);
 }
 
 // tab[s][k] = (cos, sin) of position s, pair k: one table per (S, Dh, theta), built once when the

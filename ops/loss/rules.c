@@ -36,14 +36,18 @@ static int check_targets(stg_graph *g, int id, stg_err *err) {
     return 0;
 }
 
-static int infer_cross_entropy(stg_graph *g, int id, stg_err *err) {
-    if (check_targets(g, id, err)) return -1;
-    const stg_tensor *x = OPS_IN(g, id, 0);
-    ops_set_shape(OPS_OUT(g, id, 0), 0, NULL, g->grad_dtype);
+// Outputs 0 and 1 of a loss over x's rows: the loss (a scalar) and each row's log-sum-exp.
+static void set_loss_lse(stg_graph *g, int id) {
     int nd;
     int64_t s[STG_MAX_DIMS];
-    ops_rows_shape(x, &nd, s);
+    ops_set_shape(OPS_OUT(g, id, 0), 0, NULL, g->grad_dtype);
+    ops_rows_shape(OPS_IN(g, id, 0), &nd, s);
     ops_set_shape(OPS_OUT(g, id, 1), nd, s, g->grad_dtype);
+}
+
+static int infer_cross_entropy(stg_graph *g, int id, stg_err *err) {
+    if (check_targets(g, id, err)) return -1;
+    set_loss_lse(g, id);
     return 0;
 }
 
@@ -157,12 +161,7 @@ static void set_chunk_out(stg_graph *g, int id, const char *base, const char *wh
 // -> loss (), lse (rows), chunk logits (chunk, V)
 static int infer_lce(stg_graph *g, int id, stg_err *err) {
     if (check_lce(g, id, err)) return -1;
-    const stg_tensor *x = OPS_IN(g, id, 0);
-    ops_set_shape(OPS_OUT(g, id, 0), 0, NULL, g->grad_dtype);
-    int nd;
-    int64_t s[STG_MAX_DIMS];
-    ops_rows_shape(x, &nd, s);
-    ops_set_shape(OPS_OUT(g, id, 1), nd, s, g->grad_dtype);
+    set_loss_lse(g, id);
     set_chunk_out(g, id, OPS_OUT(g, id, 0)->name, "logits_chunk");
     return 0;
 }

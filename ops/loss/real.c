@@ -19,6 +19,16 @@ static int check_targets(const int32_t *tgt, int64_t rows, int64_t V, int64_t *k
     return 0;
 }
 
+// log sum_j exp(x[j]) of one row, in double (the row's max taken out first).
+static double row_lse(const real *x, int64_t V) {
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < V; j++)
+        if ((double)x[j] > mx) mx = (double)x[j];
+    double sum = 0.0;
+    for (int64_t j = 0; j < V; j++) sum += exp((double)x[j] - mx);
+    return mx + log(sum);
+}
+
 // logits (rows, V), tgt (rows) -> loss (1) = mean over kept rows (lse - logit[tgt]), lse (rows)
 int RFN(cpu_cross_entropy_fwd)(const real *logits, const int32_t *tgt, real *loss, real *lse,
                                int64_t rows, int64_t V, stg_err *err) {
@@ -30,12 +40,7 @@ int RFN(cpu_cross_entropy_fwd)(const real *logits, const int32_t *tgt, real *los
         double acc = 0.0;
         for (int64_t r = rows * c / CPU_CHUNKS; r < rows * (c + 1) / CPU_CHUNKS; r++) {
             const real *x = logits + r * V;
-            double mx = -INFINITY;
-            for (int64_t j = 0; j < V; j++)
-                if ((double)x[j] > mx) mx = (double)x[j];
-            double sum = 0.0;
-            for (int64_t j = 0; j < V; j++) sum += exp((double)x[j] - mx);
-            double l = mx + log(sum);
+            double l = row_lse(x, V);
             lse[r] = (real)l;
             if (tgt[r] >= 0) acc += l - (double)x[tgt[r]];
         }
@@ -113,12 +118,7 @@ int RFN(cpu_lce_fwd)(const real *x, const real *w, const int32_t *tgt, real *los
         CPU_PARALLEL_FOR(c * V)
         for (int64_t i = 0; i < c; i++) {
             const real *l = logits + i * V;
-            double mx = -INFINITY;
-            for (int64_t j = 0; j < V; j++)
-                if ((double)l[j] > mx) mx = (double)l[j];
-            double sum = 0.0;
-            for (int64_t j = 0; j < V; j++) sum += exp((double)l[j] - mx);
-            double ls = mx + log(sum);
+            double ls = row_lse(l, V);
             lse[r0 + i] = (real)ls;
             term[i] = tgt[r0 + i] == -1 ? 0.0 : ls - (double)l[tgt[r0 + i]];
         }

@@ -113,6 +113,34 @@ __device__ __forceinline__ void att_frag_b(uint32_t b[4], const att_bf16 *sh, in
     att_ldm4t(b, sh + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + n0 + (lane >> 4) * 8);
 }
 
+// s = A1 B1ᵀ and dp = A2 B2ᵀ over KD k-steps of 16 (the backward's two score products: Sᵀ and dPᵀ in
+// the dk/dv blocks, S and dP in the dq blocks), the warp's 16 rows of A1 and A2 from row 16 warp,
+// NB n-blocks of 8 of B1 and B2; s and dp are zeroed first.
+template <int LDS, int KD, int NB>
+__device__ __forceinline__ void att_two_products(float (&s)[NB][4], float (&dp)[NB][4], const att_bf16 *A1, const att_bf16 *A2,
+                                                 const att_bf16 *B1, const att_bf16 *B2, int warp, int lane) {
+#pragma unroll
+    for (int n = 0; n < NB; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+#pragma unroll
+    for (int kd = 0; kd < KD; kd++) {
+        uint32_t a1[4], a2[4];
+        att_frag_a<LDS>(a1, A1, 16 * warp, kd * 16, lane);
+        att_frag_a<LDS>(a2, A2, 16 * warp, kd * 16, lane);
+#pragma unroll
+        for (int n2 = 0; n2 < NB / 2; n2++) {
+            uint32_t bb[4];
+            att_frag_bt<LDS>(bb, B1, n2 * 16, kd * 16, lane);
+            att_mma(s[2 * n2], a1, bb[0], bb[1]);
+            att_mma(s[2 * n2 + 1], a1, bb[2], bb[3]);
+            att_frag_bt<LDS>(bb, B2, n2 * 16, kd * 16, lane);
+            att_mma(dp[2 * n2], a2, bb[0], bb[1]);
+            att_mma(dp[2 * n2 + 1], a2, bb[2], bb[3]);
+        }
+    }
+}
+
 template <int DP, int NW, int MT, int BK>
 static size_t att_tc_fwd_smem(void) {
     return sizeof(att_bf16) * (size_t)(DP + 8) * (16 * MT * NW + 4 * BK);
@@ -375,26 +403,7 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__res
             const float *ls = lse_s + st * BQ, *Ds = D_s + st * BQ;
             const int *ps = pos_s + st * BQ, *fs = first_s + st * BQ;
             float s[NB][4], dp[NB][4];
-#pragma unroll
-            for (int n = 0; n < NB; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
-#pragma unroll
-            for (int kd = 0; kd < KD; kd++) {
-                uint32_t ka[4], va[4];
-                att_frag_a<LDS>(ka, Ks, 16 * warp, kd * 16, lane);
-                att_frag_a<LDS>(va, Vs, 16 * warp, kd * 16, lane);
-#pragma unroll
-                for (int n2 = 0; n2 < NB / 2; n2++) {
-                    uint32_t bb[4];
-                    att_frag_bt<LDS>(bb, Qt, n2 * 16, kd * 16, lane);
-                    att_mma(s[2 * n2], ka, bb[0], bb[1]);
-                    att_mma(s[2 * n2 + 1], ka, bb[2], bb[3]);
-                    att_frag_bt<LDS>(bb, dOt, n2 * 16, kd * 16, lane);
-                    att_mma(dp[2 * n2], va, bb[0], bb[1]);
-                    att_mma(dp[2 * n2 + 1], va, bb[2], bb[3]);
-                }
-            }
+            att_two_products<LDS, KD, NB>(s, dp, Ks, Vs, Qt, dOt, warp, lane); // Sᵀ = K Qᵀ, dPᵀ = V dOᵀ
             // masking: a row before a key of the warp, past the rows, or (first keys do not decrease along the
             // rows) in a document that starts after one of its keys
             const bool mask = ps[0] < kw0 + 15 || q0 + BQ > RN || fs[BQ - 1] > kw0;
@@ -512,26 +521,7 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dq_kernel(const att_bf16 *__restr
         if (k0 <= wlast && k0 + BK > wfirst) {
             const att_bf16 *Kt = Ks + (t & 1) * BK * LDS, *Vt = Vs + (t & 1) * BK * LDS;
             float s[NB][4], dp[NB][4];
-#pragma unroll
-            for (int n = 0; n < NB; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
-#pragma unroll
-            for (int kd = 0; kd < KD; kd++) {
-                uint32_t qa[4], da[4];
-                att_frag_a<LDS>(qa, Qs, 16 * warp, kd * 16, lane);
-                att_frag_a<LDS>(da, dOs, 16 * warp, kd * 16, lane);
-#pragma unroll
-                for (int n2 = 0; n2 < NB / 2; n2++) {
-                    uint32_t bb[4];
-                    att_frag_bt<LDS>(bb, Kt, n2 * 16, kd * 16, lane);
-                    att_mma(s[2 * n2], qa, bb[0], bb[1]);
-                    att_mma(s[2 * n2 + 1], qa, bb[2], bb[3]);
-                    att_frag_bt<LDS>(bb, Vt, n2 * 16, kd * 16, lane);
-                    att_mma(dp[2 * n2], da, bb[0], bb[1]);
-                    att_mma(dp[2 * n2 + 1], da, bb[2], bb[3]);
-                }
-            }
+            att_two_products<LDS, KD, NB>(s, dp, Qs, dOs, Kt, Vt, warp, lane); // S = Q Kᵀ, dP = dO Vᵀ
             const bool mask = k0 + BK - 1 > min(pos[0], pos[1]) || k0 + BK > S || k0 < max(first[0], first[1]);
 #pragma unroll
             for (int n = 0; n < NB; n++)

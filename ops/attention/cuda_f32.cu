@@ -76,6 +76,25 @@ __device__ __forceinline__ void att_dot_tile(const float *A, const float *B, int
     }
 }
 
+// acc[a][c] += sum_j P[ty + 16a][j] X[j][tx + 16c] over the ATT_BK columns of the (64, ATT_SLD) tile P
+// and the rows of X ((ATT_BK, DP + 1)): the forward's O += P V and the dq blocks' dQ += dS K.
+template <int DP>
+__device__ __forceinline__ void att_acc_px(float (&acc)[4][DP / 16], const float *P, const float *X, int ty, int tx) {
+    constexpr int LD = DP + 1, NC = DP / 16;
+#pragma unroll 4
+    for (int j = 0; j < ATT_BK; j++) {
+        float p[4], x[NC];
+#pragma unroll
+        for (int a = 0; a < 4; a++) p[a] = P[(ty + 16 * a) * ATT_SLD + j];
+#pragma unroll
+        for (int c = 0; c < NC; c++) x[c] = X[j * LD + tx + 16 * c];
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int c = 0; c < NC; c++) acc[a][c] = fmaf(p[a], x[c], acc[a][c]);
+    }
+}
+
 __device__ __forceinline__ float att_warp_max(float x) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
@@ -175,18 +194,7 @@ __global__ void __launch_bounds__(ATT_NT) att_fwd_kernel(const T *__restrict__ q
 #pragma unroll
             for (int c = 0; c < NC; c++) acc_o[a][c] *= al[a];
         }
-#pragma unroll 4
-        for (int j = 0; j < ATT_BK; j++) {
-            float p[4], x[NC];
-#pragma unroll
-            for (int a = 0; a < 4; a++) p[a] = Ss[(ty + 16 * a) * ATT_SLD + j];
-#pragma unroll
-            for (int c = 0; c < NC; c++) x[c] = Vs[j * LD + tx + 16 * c];
-#pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int c = 0; c < NC; c++) acc_o[a][c] = fmaf(p[a], x[c], acc_o[a][c]);
-        }
+        att_acc_px<DP>(acc_o, Ss, Vs, ty, tx); // O += P V
     }
 #pragma unroll
     for (int a = 0; a < 4; a++) {
@@ -373,18 +381,7 @@ __global__ void __launch_bounds__(ATT_NT) att_dq_kernel(const T *__restrict__ q,
                 dSs[i * ATT_SLD + j] = p * (dp[a][c] - D_s[i]);
             }
         __syncthreads();
-#pragma unroll 4
-        for (int j = 0; j < ATT_BK; j++) {
-            float ds[4], x[NC];
-#pragma unroll
-            for (int a = 0; a < 4; a++) ds[a] = dSs[(ty + 16 * a) * ATT_SLD + j];
-#pragma unroll
-            for (int c = 0; c < NC; c++) x[c] = Ks[j * LD + tx + 16 * c];
-#pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int c = 0; c < NC; c++) acc_q[a][c] = fmaf(ds[a], x[c], acc_q[a][c]);
-        }
+        att_acc_px<DP>(acc_q, dSs, Ks, ty, tx); // dQ += dS K
     }
 #pragma unroll
     for (int a = 0; a < 4; a++) {

@@ -21,7 +21,7 @@ from the architecture, not from stg: the check is that stg's export (which permu
 rows from stg's adjacent-pair RoPE) gives this model stg's numbers. --dtype float64 runs it in
 double. Exit status 77: PyTorch or NumPy is missing (the test reports itself skipped).
 """
-import argparse, json, math, os, struct, sys
+import argparse, json, math, os, sys
 
 try:
     import numpy as np
@@ -30,25 +30,8 @@ except ImportError as e:  # the test skips
     print(f"skipped: {e}", file=sys.stderr)
     sys.exit(77)
 
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    data = raw[8 + n:]
-    out = {}
-    for name, d in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = d["data_offsets"]
-        buf, dt = data[a:b], d["dtype"]
-        if dt == "BF16":  # bfloat16: the high half of a float32
-            v = (np.frombuffer(buf, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
-        else:
-            v = np.frombuffer(buf, dtype={"F32": np.float32, "F64": np.float64, "F16": np.float16, "I32": np.int32}[dt])
-        out[name] = v.reshape(d["shape"]).copy()
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from refcommon import read_safetensors  # noqa: E402
 
 
 def load_hf(path, dtype):

@@ -7,11 +7,11 @@ import argparse, json, math, struct, sys
 import numpy as np
 import torch
 
-SAFETENSORS_TYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "BF16": None}
+SAFETENSORS_TYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I32": np.int32, "BF16": None}
 
 
 def read_safetensors(path):
-    """name -> numpy array (float32, float64 or int32; bf16 widened to float32)."""
+    """name -> numpy array (float32, float64, float16 or int32; bf16 widened to float32)."""
     with open(path, "rb") as f:
         raw = f.read()
     n = struct.unpack("<Q", raw[:8])[0]

@@ -8,24 +8,13 @@ Reads the parameters by their stg names, runs one forward and backward on the ba
 tokens, targets) and compares the loss, the logits and every gradient with what `stg step` wrote.
 Prints the worst relative error (max |a - b| / max |ref| per tensor) and exits 1 above --tol.
 """
-import argparse, json, math, struct, sys
+import argparse, math, os, sys
 import numpy as np
 import torch
 
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    data = raw[8 + n:]
-    types = {"F32": np.float32, "F64": np.float64, "I32": np.int32}
-    out = {}
-    for name, d in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = d["data_offsets"]
-        out[name] = np.frombuffer(data[a:b], dtype=types[d["dtype"]]).reshape(d["shape"]).copy()
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from refcommon import read_safetensors  # noqa: E402
+
 
 def rmsnorm(x, w, eps=1e-5):
     return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w

@@ -123,6 +123,16 @@ static const char *precision_story(stg_precision p) {
 }
 
 // One sentence per difference over 1% between formula and plan.
+// The formula's bytes by class (0 where it has no term: temporaries, workspace).
+static void formula_by_class(const stg_formula *fm, int64_t fc[STG_CLASS_COUNT]) {
+    for (int c = 0; c < STG_CLASS_COUNT; c++) fc[c] = 0;
+    fc[STG_CLASS_PARAM] = fm->param;
+    fc[STG_CLASS_GRAD] = fm->grad;
+    fc[STG_CLASS_OPTIMIZER] = fm->optimizer;
+    fc[STG_CLASS_INPUT] = fm->input;
+    fc[STG_CLASS_ACTIVATION] = fm->activation;
+}
+
 static int explain(wr *w, bool md, const stg_graph *g, const stg_plan *p, const stg_formula *fm, const analysis *a) {
     char b1[64], b2[64], b3[64], b4[64], c1[40];
     const char *li = md ? "- " : "  - ";
@@ -225,12 +235,8 @@ static int explain(wr *w, bool md, const stg_graph *g, const stg_plan *p, const 
         n++;
         pr(w, "%stotal: the planned peak %s is %+.1f%% from the formula's %s. At the peak, per class (plan - formula):", li,
            gib(b1, sizeof b1, p->peak_bytes), pct(p->peak_bytes, fm->total), gib(b2, sizeof b2, fm->total));
-        int64_t fc[STG_CLASS_COUNT] = {0};
-        fc[STG_CLASS_PARAM] = fm->param;
-        fc[STG_CLASS_GRAD] = fm->grad;
-        fc[STG_CLASS_OPTIMIZER] = fm->optimizer;
-        fc[STG_CLASS_INPUT] = fm->input;
-        fc[STG_CLASS_ACTIVATION] = fm->activation;
+        int64_t fc[STG_CLASS_COUNT];
+        formula_by_class(fm, fc);
         for (int c = 0; c < STG_CLASS_COUNT; c++) {
             int64_t pv = a->at_peak[c];
             if (c == STG_CLASS_TEMPORARY) continue;
@@ -353,13 +359,7 @@ int report_write_text(wr *w, bool md, const stg_graph *g, const stg_plan *p, con
     t->ncols = 4;
     tab_row(t, "class", "formula", "plan (all tensors)", "live at peak");
     int64_t fc[STG_CLASS_COUNT] = {0};
-    if (hf) {
-        fc[STG_CLASS_PARAM] = fm->param;
-        fc[STG_CLASS_GRAD] = fm->grad;
-        fc[STG_CLASS_OPTIMIZER] = fm->optimizer;
-        fc[STG_CLASS_INPUT] = fm->input;
-        fc[STG_CLASS_ACTIVATION] = fm->activation;
-    }
+    if (hf) formula_by_class(fm, fc);
     for (int c = 0; c < STG_CLASS_COUNT; c++) {
         const char *fs = "-";
         if (hf && c != STG_CLASS_TEMPORARY && c != STG_CLASS_WORKSPACE) fs = gib(b1, sizeof b1, fc[c]);

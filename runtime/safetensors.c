@@ -247,17 +247,28 @@ static int dtype_from_name(const char *s, rt_dtype *dt) {
 }
 
 // {"dtype": ..., "shape": [...], "data_offsets": [b, e]}
+// A key and its ':' (after white space): *k allocated, *at where the key starts (for messages that
+// point at it).
+static int jkey(jcur *c, char **k, size_t *at) {
+    jws(c);
+    *at = c->i;
+    if (jstring(c, k) != 0) return -1;
+    if (jexpect(c, ':', "expected ':' after a key") != 0) {
+        free(*k);
+        return -1;
+    }
+    return 0;
+}
+
 static int jtensor(jcur *c, rt_st_tensor *t) {
     int have_dt = 0, have_shape = 0, have_off = 0;
     int64_t off[2] = {0, 0};
     if (jexpect(c, '{', "expected '{' starting a tensor entry") != 0) return -1;
     if (jpeek(c, '}')) return jfail(c, "empty tensor entry (needs dtype, shape, data_offsets)");
     for (;;) {
-        jws(c);
-        size_t key_at = c->i;
+        size_t key_at;
         char *k;
-        if (jstring(c, &k) != 0) return -1;
-        if (jexpect(c, ':', "expected ':' after a key") != 0) { free(k); return -1; }
+        if (jkey(c, &k, &key_at) != 0) return -1;
         int dup = 0;
         if (strcmp(k, "dtype") == 0) {
             if (!(dup = have_dt)) {
@@ -361,11 +372,9 @@ static int jheader(jcur *c, rt_st *st) {
         c->i++;
     } else {
         for (;;) {
-            jws(c);
-            size_t key_at = c->i;
+            size_t key_at;
             char *k;
-            if (jstring(c, &k) != 0) return -1;
-            if (jexpect(c, ':', "expected ':' after a key") != 0) { free(k); return -1; }
+            if (jkey(c, &k, &key_at) != 0) return -1;
             if (strcmp(k, "__metadata__") == 0) {
                 free(k);
                 if (have_meta) {

@@ -70,6 +70,15 @@ __device__ __forceinline__ uint32_t att_pack(float lo, float hi) {
     return *(uint32_t *)&h;
 }
 
+// The A fragment (16 x 16, bf16) of k-step kk from accumulators x of n-blocks 2 kk and 2 kk + 1 (the
+// m16n8 accumulator layout is the A operand's: a P or dS tile feeds the next product from registers).
+template <int NB> __device__ __forceinline__ void att_a_of(uint32_t (&a)[4], const float (&x)[NB][4], int kk) {
+    a[0] = att_pack(x[2 * kk][0], x[2 * kk][1]);
+    a[1] = att_pack(x[2 * kk][2], x[2 * kk][3]);
+    a[2] = att_pack(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+    a[3] = att_pack(x[2 * kk + 1][2], x[2 * kk + 1][3]);
+}
+
 // sh (ROWS, DP + 8) <- rows [0, valid) of the tile at base (row stride `stride`); zeros below.
 template <int DP, int ROWS, int NT>
 __device__ __forceinline__ void att_tc_load(att_bf16 *sh, const att_bf16 *base, int64_t stride, int valid, int D) {
@@ -285,12 +294,7 @@ __global__ void __launch_bounds__(NW * 32) att_tc_fwd_kernel(const att_bf16 *__r
             for (int kk = 0; kk < BK / 16; kk++) {
                 uint32_t a[MT][4];
 #pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    a[mt][0] = att_pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                    a[mt][1] = att_pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                    a[mt][2] = att_pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                    a[mt][3] = att_pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-                }
+                for (int mt = 0; mt < MT; mt++) att_a_of(a[mt], s[mt], kk);
 #pragma unroll
                 for (int d2 = 0; d2 < KD; d2++) {
                     uint32_t bb[4];
@@ -420,12 +424,9 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dkdv_kernel(const att_bf16 *__res
                 }
 #pragma unroll
             for (int kk = 0; kk < BQ / 16; kk++) {
-                uint32_t pa[4] = {att_pack(s[2 * kk][0], s[2 * kk][1]), att_pack(s[2 * kk][2], s[2 * kk][3]),
-                                  att_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                  att_pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-                uint32_t da[4] = {att_pack(dp[2 * kk][0], dp[2 * kk][1]), att_pack(dp[2 * kk][2], dp[2 * kk][3]),
-                                  att_pack(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
-                                  att_pack(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+                uint32_t pa[4], da[4];
+                att_a_of(pa, s, kk);
+                att_a_of(da, dp, kk);
 #pragma unroll
                 for (int d2 = 0; d2 < KD; d2++) {
                     uint32_t bb[4];
@@ -536,8 +537,8 @@ __global__ void ATT_BWD_BOUNDS(NW * 32) att_tc_dq_kernel(const att_bf16 *__restr
                 }
 #pragma unroll
             for (int kk = 0; kk < BK / 16; kk++) {
-                uint32_t a[4] = {att_pack(s[2 * kk][0], s[2 * kk][1]), att_pack(s[2 * kk][2], s[2 * kk][3]),
-                                 att_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]), att_pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                uint32_t a[4];
+                att_a_of(a, s, kk);
 #pragma unroll
                 for (int d2 = 0; d2 < KD; d2++) {
                     uint32_t bb[4];

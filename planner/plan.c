@@ -443,35 +443,33 @@ int plan_build(const stg_graph *g, const stg_plan_opts *o, stg_plan **out, stg_e
         placed *pl = malloc(sizeof(placed) * (size_t)(nused ? nused : 1));
         int64_t *off = malloc(sizeof(int64_t) * (size_t)(nused ? nused : 1));
         int64_t *best_off = malloc(sizeof(int64_t) * (size_t)(nused ? nused : 1));
-        if (!ui || !keys || !pl || !off || !best_off) {
-            free(ui);
-            free(keys);
-            free(pl);
-            free(off);
-            free(best_off);
-            free(used_idx);
-            stg_errf(err, "plan: out of memory");
-            goto fail;
-        }
-        for (int i = 0; i < nused; i++) ui[i] = it[used_idx[i]];
-        int64_t best = -1;
-        for (int ord = 0; ord < ORDER_COUNT; ord++) {
-            order_items(ui, nused, ord, keys);
-            int64_t a = assign_offsets(ui, nused, keys, pl, off);
-            if (best < 0 || a < best) {
-                best = a;
-                memcpy(best_off, off, sizeof(int64_t) * (size_t)nused);
-                snprintf(p->strategy, sizeof p->strategy, "%s", order_names[ord]);
+        const bool ok = ui && keys && pl && off && best_off;
+        if (ok) {
+            for (int i = 0; i < nused; i++) ui[i] = it[used_idx[i]];
+            int64_t best = -1;
+            for (int ord = 0; ord < ORDER_COUNT; ord++) {
+                order_items(ui, nused, ord, keys);
+                int64_t a = assign_offsets(ui, nused, keys, pl, off);
+                if (best < 0 || a < best) {
+                    best = a;
+                    memcpy(best_off, off, sizeof(int64_t) * (size_t)nused);
+                    snprintf(p->strategy, sizeof p->strategy, "%s", order_names[ord]);
+                }
             }
+            p->arena_bytes = best < 0 ? 0 : best;
+            for (int i = 0; i < nused; i++) it[used_idx[i]].off = best_off[i];
+            p->n_storages = nused;
         }
-        p->arena_bytes = best < 0 ? 0 : best;
-        for (int i = 0; i < nused; i++) it[used_idx[i]].off = best_off[i];
-        p->n_storages = nused;
         free(ui);
         free(keys);
         free(pl);
         free(off);
         free(best_off);
+        if (!ok) {
+            free(used_idx);
+            stg_errf(err, "plan: out of memory");
+            goto fail;
+        }
     }
     free(used_idx);
 

@@ -557,16 +557,6 @@ static void hf_shape(const stg_tensor *t, int x, int64_t *shape) {
 
 // ---- files and directories ----------------------------------------------------------------------
 
-static int write_text(const char *path, const char *text, size_t n, stg_err *err) {
-    stg_afile *f;
-    if (stg_afile_open(path, &f, err)) return -1;
-    if (stg_afile_write(f, text, n, err)) {
-        stg_afile_abort(f);
-        return -1;
-    }
-    return stg_afile_commit(f, err);
-}
-
 static const char *const export_files[] = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"};
 
 // Removes the temporary export directory and what this program put in it.
@@ -700,12 +690,12 @@ int rt_hf_export(const stg_graph *g, const char *init, const rt_tok *tok, const 
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     if (rt_st_writer_write(w, path, err)) goto out;
     snprintf(path, sizeof path, "%s/config.json", tmp);
-    if (write_text(path, cfg.p, cfg.n, err)) goto out;
+    if (stg_afile_write_all(path, cfg.p, cfg.n, err)) goto out;
     if (tok) {
         snprintf(path, sizeof path, "%s/tokenizer.json", tmp);
-        if (write_text(path, tokjson, toklen, err)) goto out;
+        if (stg_afile_write_all(path, tokjson, toklen, err)) goto out;
         snprintf(path, sizeof path, "%s/tokenizer_config.json", tmp);
-        if (write_text(path, tcfg.p, tcfg.n, err)) goto out;
+        if (stg_afile_write_all(path, tcfg.p, tcfg.n, err)) goto out;
     }
     if (rename(tmp, dir) != 0) {
         stg_errf(err, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));

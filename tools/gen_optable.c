@@ -207,10 +207,13 @@ static int run_target(const char *dir, const target *t, bool write, stg_err *err
     if (nold != gen.n || memcmp(from, gen.s, gen.n) != 0) {
         if (write) {
             stg_afile *f = NULL;
-            if (stg_afile_open(path, &f, err) || stg_afile_write(f, text, (size_t)(from - text), err) ||
-                stg_afile_write(f, gen.s, gen.n, err) || stg_afile_write(f, to, len - (size_t)(to - text), err) ||
-                stg_afile_commit(f, err)) {
-                if (f) stg_afile_abort(f);
+            if (stg_afile_open(path, &f, err)) {
+                rc = -1;
+            } else if (stg_afile_write(f, text, (size_t)(from - text), err) || stg_afile_write(f, gen.s, gen.n, err) ||
+                       stg_afile_write(f, to, len - (size_t)(to - text), err)) {
+                stg_afile_abort(f);
+                rc = -1;
+            } else if (stg_afile_commit(f, err)) { // (commit frees f, failing or not)
                 rc = -1;
             } else {
                 printf("gen_optable: wrote %s\n", path);

@@ -124,6 +124,16 @@ void stg_afile_abort(stg_afile *f) {
     afile_release(f);
 }
 
+int stg_afile_write_all(const char *path, const void *p, size_t n, stg_err *err) {
+    stg_afile *f;
+    if (stg_afile_open(path, &f, err)) return -1;
+    if (stg_afile_write(f, p, n, err)) {
+        stg_afile_abort(f);
+        return -1;
+    }
+    return stg_afile_commit(f, err);
+}
+
 // fsyncs the directory holding `path` so that the rename itself is durable. Filesystems that
 // cannot fsync a directory answer EINVAL: that is not an error.
 static int fsync_parent(const char *path, stg_err *err) {

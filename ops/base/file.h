@@ -43,6 +43,9 @@ int stg_afile_write(stg_afile *f, const void *p, size_t n, stg_err *err);
 int stg_afile_commit(stg_afile *f, stg_err *err);
 // Gives up: closes and unlinks the temporary file, frees f (NULL is fine).
 void stg_afile_abort(stg_afile *f);
+// PATH replaced by the n bytes at p, atomically (open, write, commit; the temporary file removed on
+// any error, PATH then untouched).
+int stg_afile_write_all(const char *path, const void *p, size_t n, stg_err *err);
 
 // ---- outputs never overwrite inputs ---------------------------------------------------------
 

@@ -937,13 +937,7 @@ int rt_tok_load(const char *path, rt_tok **out, stg_err *err) {
 
 static int write_file(const char *path, const char *text, size_t n, const char *const *inputs, int n_inputs, stg_err *err) {
     if (stg_check_output(path, "output", inputs, NULL, n_inputs, err)) return -1;
-    stg_afile *f;
-    if (stg_afile_open(path, &f, err)) return -1;
-    if (stg_afile_write(f, text, n, err)) {
-        stg_afile_abort(f);
-        return -1;
-    }
-    return stg_afile_commit(f, err);
+    return stg_afile_write_all(path, text, n, err);
 }
 
 int rt_tok_save(const rt_tok *t, const char *path, const char *const *inputs, int n_inputs, stg_err *err) {

@@ -16,9 +16,13 @@
 #    (2 rounds; the fourteenth session had one tuned run at 65.27 ms against 66.25), beside tools/ref/llama3_peer.py
 #    (reduce-overhead) in the same call, and the tuned step's profile (which products the tuning changes: a rule that
 #    picks those algorithms without timing would make it the default, deterministic across processes).
+#  attn (issue 28): the attention table at head dims 64, 80 and 128 (seq 4096 and 16384, batch 4, 16 heads) beside
+#    peer/torch_attn.py (cuDNN, FlashAttention-2) in one call: the issue's head-dim-80 row (at least 90% of head dim
+#    64's rate) has not been measured at these lengths; then tools/attn_ncu.sh's profiles of today's backward (the last
+#    ones predate the division fix and the thirteenth session's changes).
 # Usage (GPU machine, repository root, carrying .deps, .old, peer): docs/perf/2026-11-28g-next-run.sh OUT PART
 set -u
-out=${1:?usage: $0 OUT decode|llama}; part=${2:?usage: $0 OUT decode|llama}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
+out=${1:?usage: $0 OUT decode|llama|attn}; part=${2:?usage: $0 OUT decode|llama|attn}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
 t0=$(date +%s)
 say() { echo "[$(($(date +%s) - t0)) s] $*"; }
 source .deps/env.sh || exit 2
@@ -71,6 +75,16 @@ llama)
     PYTHONUNBUFFERED=1 timeout 220 python3 tools/ref/llama3_peer.py --model models/llama3/1B.yaml --ctx 4096 --batch 1 --compile-mode reduce-overhead \
         --warm 5 --iters 20 --out "$out/l/l1b_peer.json" 2>&1 | tail -1
     say "peer done" ;;
-*) echo "PART: decode or llama"; exit 2 ;;
+attn)
+    # shellcheck disable=SC2086 # cfg is a word list
+    (cmake -S . -B build-gpu $cfg -DSTG_TESTS=OFF > /dev/null 2>&1 && timeout 300 cmake --build build-gpu --target stg > "$out/l/build.txt" 2>&1; echo "build: $?")
+    say "built"
+    timeout 90 build-gpu/stg attn-bench --device cuda --attention flash --batch 4 --heads 16 --dims 64,80,128 --seqs 4096,16384 --iters 20 2>&1 | grep -E "flash|head"
+    say "stg attention done"
+    PYTHONUNBUFFERED=1 timeout 180 python3 peer/torch_attn.py --batch 4 --heads 16 --dims 64,80,128 --seqs 4096,16384 --iters 20 2>&1 | grep -v EFFICIENT
+    say "torch_attn done"
+    timeout 300 tools/attn_ncu.sh "$out/l/ncu" > "$out/l/attn_ncu.txt" 2>&1
+    say "attn_ncu: $?" ;;
+*) echo "PART: decode, llama or attn"; exit 2 ;;
 esac
 tar -czf "$out/logs.tgz" -C "$out" --exclude="*.bin" l

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # For the session after the fourteenth (2026-11-28g): what that session could not run, in calls of under 9 minutes,
-# every command under `timeout` and every step stamped.
+# every command under `timeout` and every step stamped. The three patches touch different files and apply together:
+#   rm -rf .old; mkdir .old; git archive HEAD | tar -x -C .old
+#   git apply docs/perf/2026-11-28g-nsplit1.patch docs/perf/2026-11-28g-bulk-prefetch.patch docs/perf/2026-11-28g-dq-mask.patch
+# and .old then serves every part's A/B. Run the whole GPU suite first (ctest -L gpu): the fourteenth session's last
+# refactors (its note, section 4) came after its last GPU run.
 #  decode (issue 26): first `git apply docs/perf/2026-11-28g-nsplit1.patch docs/perf/2026-11-28g-bulk-prefetch.patch`
 #    here, after `rm -rf .old; mkdir .old; git archive HEAD | tar -x -C .old` (the tree before them). nsplit1: attention
 #    over the cache writes the output itself when a pair has one split (at batch 64 on the 2.7B model every pair has):
@@ -20,9 +24,19 @@
 #    peer/torch_attn.py (cuDNN, FlashAttention-2) in one call: the issue's head-dim-80 row (at least 90% of head dim
 #    64's rate) has not been measured at these lengths; then tools/attn_ncu.sh's profiles of today's backward (the last
 #    ones predate the division fix and the thirteenth session's changes).
+#  dqmask (issues 24, 28): first `git apply docs/perf/2026-11-28g-dq-mask.patch` (after .old = the tree before it, as
+#    for decode). The backward's dq blocks decide their mask once a tile for the whole warp (__any_sync) and run a loop
+#    without the per-element test on unmasked tiles, as the forward and the key-tile blocks have since the thirteenth
+#    session (there it was a per-thread condition inside the element loop, which ptxas if-converts: the forward's
+#    SASS had 155 predicated instructions a tile from the same pattern). ptxas: the fused kernels keep 251 / 254
+#    registers at head dims 64 / 80, no spills; head dim 128's dq kernel 186 -> 199 (one block a multiprocessor
+#    either way). Runs the attention tests of test_gpu_mm_attn and the grouped-query ones of test_gpu_ops, then the
+#    backward at B4 H16 Dh64 S4096 and 16384, Llama 3.2-1B's GQA 32/8, B4 H32 Dh80 S1024 and B4 H16 Dh128 S4096,
+#    old and new alternating (2 rounds). Predicted: the backward 2-6% faster (the dq blocks are about 3/7 of its
+#    products).
 # Usage (GPU machine, repository root, carrying .deps, .old, peer): docs/perf/2026-11-28g-next-run.sh OUT PART
 set -u
-out=${1:?usage: $0 OUT decode|llama|attn}; part=${2:?usage: $0 OUT decode|llama|attn}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
+out=${1:?usage: $0 OUT decode|llama|attn|dqmask}; part=${2:?usage: $0 OUT decode|llama|attn|dqmask}; mkdir -p "$out/l" && out=$(cd "$out" && pwd)
 t0=$(date +%s)
 say() { echo "[$(($(date +%s) - t0)) s] $*"; }
 source .deps/env.sh || exit 2
@@ -85,6 +99,27 @@ attn)
     say "torch_attn done"
     timeout 300 tools/attn_ncu.sh "$out/l/ncu" > "$out/l/attn_ncu.txt" 2>&1
     say "attn_ncu: $?" ;;
-*) echo "PART: decode, llama or attn"; exit 2 ;;
+dqmask)
+    grep -q "__any_sync(0xffffffffu, k0 + BK - 1" ops/attention/sm90a/attention_wgmma_bwd.cu || say "warning: is docs/perf/2026-11-28g-dq-mask.patch applied?"
+    [ -d .old ] || { echo "no .old"; exit 2; }
+    # shellcheck disable=SC2086 # cfg is a word list
+    (cd .old && cmake -S . -B build-ab $cfg -DSTG_TESTS=OFF > /dev/null 2>&1 && timeout 300 cmake --build build-ab --target stg > "$out/l/build_old.txt" 2>&1; echo "old build: $?") &
+    # shellcheck disable=SC2086
+    (cmake -S . -B build-gpu $cfg > /dev/null 2>&1 && timeout 300 cmake --build build-gpu --target stg test_gpu_mm_attn test_gpu_ops > "$out/l/build.txt" 2>&1; echo "build: $?")
+    wait
+    say "built"
+    (cd build-gpu && STG_TEST_FILTER='*attention*' timeout 150 ./test_gpu_mm_attn 2>&1 | grep -E "^\[  (PASSED|FAILED)|ERROR" | head -3;
+        STG_TEST_FILTER='*gqa*' timeout 150 ./test_gpu_ops 2>&1 | grep -E "^\[  (PASSED|FAILED)|ERROR" | head -3)
+    say "tests done"
+    for r in 1 2; do for b in .old/build-ab build-gpu; do
+        echo "== $b round $r"
+        for a in "--batch 4 --heads 16 --dims 64 --seqs 4096,16384" "--batch 1 --heads 32 --kv-heads 8 --dims 64 --seqs 4096" \
+            "--batch 4 --heads 32 --dims 80 --seqs 1024" "--batch 4 --heads 16 --dims 128 --seqs 4096"; do
+            # shellcheck disable=SC2086 # a is a word list
+            timeout 60 $b/stg attn-bench --device cuda --attention flash $a --iters 20 2>&1 | grep flash
+        done
+    done; done
+    say "timing done" ;;
+*) echo "PART: decode, llama, attn or dqmask"; exit 2 ;;
 esac
 tar -czf "$out/logs.tgz" -C "$out" --exclude="*.bin" l

@@ -43,20 +43,6 @@ extern "C" int cuda_same_float(const stg_graph *g, const stg_op *op, int t, int 
     return b;
 }
 
-extern "C" int cuda_all_like_in0(const stg_graph *g, const stg_op *op, stg_err *err) {
-    int b = cuda_is_bf16(g, op, op->in[0], err);
-    if (b < 0) return -1;
-    int64_t n = cuda_numel(&g->t[op->in[0]]);
-    for (int i = 0; i < op->n_in + op->n_out; i++) {
-        int t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
-        if (cuda_same_float(g, op, t, op->in[0], err) < 0) return -1;
-        if (cuda_numel(&g->t[t]) != n)
-            return stg_errf(err, "tensor %s has %lld elements, %s has %lld", g->t[t].name, (long long)cuda_numel(&g->t[t]),
-                            g->t[op->in[0]].name, (long long)n);
-    }
-    return b;
-}
-
 extern "C" unsigned cuda_blocks(const stg_cuda *c, int64_t n, int per_block) {
     int64_t b = (n + per_block - 1) / per_block;
     int64_t cap = (int64_t)(c->sm_count > 0 ? c->sm_count : 132) * 16;

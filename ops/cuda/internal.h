@@ -128,9 +128,6 @@ int64_t cuda_last(const stg_tensor *t);  // the last dim (1 for a scalar)
 int cuda_is_bf16(const stg_graph *g, const stg_op *op, int t, stg_err *err);
 // Same, and the tensor must have the dtype of tensor `like`.
 int cuda_same_float(const stg_graph *g, const stg_op *op, int t, int like, stg_err *err);
-// Every input and output of op has input 0's float dtype and element count: 1 for bf16, 0 for f32,
-// -1 with a message naming the tensor otherwise.
-int cuda_all_like_in0(const stg_graph *g, const stg_op *op, stg_err *err);
 // Blocks for a grid-stride loop over n items of `per_block` each, capped to a few waves.
 unsigned cuda_blocks(const stg_cuda *c, int64_t n, int per_block);
 // The state group gr's plan made for the prepared graph; NULL when the graph has no op of its kinds

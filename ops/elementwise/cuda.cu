@@ -132,10 +132,25 @@ static int ew_launch(stg_cuda *c, F f, void *const *in, void *const *out, int64_
     return 0;
 }
 
+// Checks that every tensor of the op has input 0's dtype and element count; returns bf16 or -1.
+static int ew_check(const stg_graph *g, const stg_op *o, stg_err *err) {
+    int b = cuda_is_bf16(g, o, o->in[0], err);
+    if (b < 0) return -1;
+    int64_t n = cuda_numel(&g->t[o->in[0]]);
+    for (int i = 0; i < o->n_in + o->n_out; i++) {
+        int t = i < o->n_in ? o->in[i] : o->out[i - o->n_in];
+        if (cuda_same_float(g, o, t, o->in[0], err) < 0) return -1;
+        if (cuda_numel(&g->t[t]) != n)
+            return stg_errf(err, "tensor %s has %lld elements, expected %lld", g->t[t].name,
+                            (long long)cuda_numel(&g->t[t]), (long long)n);
+    }
+    return b;
+}
+
 template <int NI, int NO, typename F>
 static int ew_run(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, F f, stg_err *err) {
     const stg_op *o = &g->ops[op];
-    int b = cuda_all_like_in0(g, o, err);
+    int b = ew_check(g, o, err);
     if (b < 0) return -1;
     void *in[3] = {NULL, NULL, NULL}, *out[2] = {NULL, NULL};
     for (int i = 0; i < NI; i++) in[i] = ptr[o->in[i]];
@@ -175,7 +190,7 @@ extern "C" int cuda_run_mul(stg_cuda *c, const stg_graph *g, int op, void *const
 template <int NI, typename F>
 static int ew_run_acc(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, F f, stg_err *err) {
     const stg_op *o = &g->ops[op];
-    int b = cuda_all_like_in0(g, o, err);
+    int b = ew_check(g, o, err);
     if (b < 0) return -1;
     void *in[3] = {NULL, NULL, NULL}, *out[2] = {ptr[o->out[0]], NULL};
     for (int i = 0; i < NI; i++) in[i] = ptr[o->in[i]];

@@ -66,9 +66,21 @@ template <typename T> __global__ void softmax_bwd_kernel(const T *y, const T *dy
     for (int64_t j = threadIdx.x; j < N; j += blockDim.x) cu_st(dxr, j, cu_ld(yr, j) * (cu_ld(dyr, j) - dot));
 }
 
+static int softmax_check(const stg_graph *g, const stg_op *o, stg_err *err) {
+    int b = cuda_is_bf16(g, o, o->in[0], err);
+    if (b < 0) return -1;
+    int64_t n = cuda_numel(&g->t[o->in[0]]);
+    for (int i = 0; i < o->n_in + o->n_out; i++) {
+        int t = i < o->n_in ? o->in[i] : o->out[i - o->n_in];
+        if (cuda_same_float(g, o, t, o->in[0], err) < 0) return -1;
+        if (cuda_numel(&g->t[t]) != n) return stg_errf(err, "tensor %s does not match %s", g->t[t].name, g->t[o->in[0]].name);
+    }
+    return b;
+}
+
 extern "C" int cuda_run_softmax(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     const stg_op *o = &g->ops[op];
-    int b = cuda_all_like_in0(g, o, err);
+    int b = softmax_check(g, o, err);
     if (b < 0) return -1;
     const stg_tensor *x = &g->t[o->in[0]];
     int64_t rows = cuda_rows(x), N = cuda_last(x);
@@ -86,7 +98,7 @@ extern "C" int cuda_run_softmax(stg_cuda *c, const stg_graph *g, int op, void *c
 
 extern "C" int cuda_run_softmax_bwd(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     const stg_op *o = &g->ops[op];
-    int b = cuda_all_like_in0(g, o, err);
+    int b = softmax_check(g, o, err);
     if (b < 0) return -1;
     const stg_tensor *y = &g->t[o->in[0]];
     int64_t rows = cuda_rows(y), N = cuda_last(y);

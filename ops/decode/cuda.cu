@@ -252,12 +252,18 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
                 Lsum += wl[w * GB + gi] * f;
                 s += wacc[(w * GB + gi) * Dh + d] * f;
             }
+            if (a.nsplit == 1) { // the block is the pair's only split: the output directly (the combine's bits: its
+                                 // weight e^(m - M) is 1)
+                cu_st((T *)a.o + ((int64_t)b * a.Hq + (int64_t)hk * G + g0 + gi) * Dh, d, s / Lsum);
+                continue;
+            }
             float *pp = part_b + ((int64_t)(g0 + gi) * a.nsplit + split) * (Dh + 2);
             pp[d] = s;
             if (d == 0) pp[Dh] = M, pp[Dh + 1] = Lsum;
         }
         __syncthreads(); // wacc, wm, wl reused by the next pass
     }
+    if (a.nsplit == 1) return; // no partials, no combine (the whole grid: nsplit is the launch's)
     // the last block of this (b, kv head) combines the splits: a warp a head
     __threadfence();
     if (tid == 0) *last = atomicAdd(&a.count[bh], 1) == a.nsplit - 1;

@@ -429,16 +429,20 @@ __device__ __forceinline__ void att_wg_dq_body(const wg_bf16 *__restrict__ q, co
             wg_commit(); // an empty group: the waits below count three groups either way
         wg_wait<2>(); // S is done
         wg_keep_all(sc);
-        const bool mask = k0 + BK - 1 > min(pos[0], pos[1]) || k0 + BK > S || k0 < max(first[0], first[1]);
+        // the mask decided once a tile for the whole warp (any of its 16 rows, as the forward does), so the
+        // unmasked tiles run a loop without the per-element test, which a test inside the loop is
+        // compiled to on every tile
+        const bool mask = __any_sync(0xffffffffu, k0 + BK - 1 > min(pos[0], pos[1]) || k0 + BK > S || k0 < max(first[0], first[1]));
+        if (mask) {
 #pragma unroll
-        for (int e = 0; e < 32; e++) {
-            const int i = (e >> 1) & 1;
-            float p = wg_ex2(fmaf(sc[e], scale2, nl[i]));
-            if (mask) {
-                const int key = k0 + wg_col(e, t4);
-                if (key > pos[i] || key >= S || key < first[i]) p = 0.0f;
+            for (int e = 0; e < 32; e++) {
+                const int i = (e >> 1) & 1, key = k0 + wg_col(e, t4);
+                const float p = wg_ex2(fmaf(sc[e], scale2, nl[i]));
+                sc[e] = key > pos[i] || key >= S || key < first[i] ? 0.0f : p;
             }
-            sc[e] = p;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 32; e++) sc[e] = wg_ex2(fmaf(sc[e], scale2, nl[(e >> 1) & 1]));
         }
         wg_wait<1>(); // dP is done
         wg_keep_all(dpa);

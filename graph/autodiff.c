@@ -55,8 +55,6 @@ static int materialize(stg_graph *g, int src, stg_loc loc, const char *name, stg
     return out[0];
 }
 
-static int view_root_of(const stg_graph *g, int t);
-
 void graph_classify(stg_graph *g) {
     int nf = g->n_fwd_ops;
     for (int i = 0; i < g->nt; i++) {
@@ -229,11 +227,10 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
         goto done;
     }
     if (oc->dp_world >= 1 && graph_data_parallel(g, oc, err) < 0) goto done;
-    // optimizer: global norm over all gradients (each gradient's norm, then theirs), then AdamW per
-    // parameter. In backward: no global norm op; each AdamW op clips by the previous step's norm (a
-    // persistent scalar, 0 before the first step: no clipping) and writes its gradient's sum of
-    // squares into its own slot; slot_norm sums the slots in order into that scalar at the end of
-    // the step.
+    // optimizer: global norm over all gradients, then AdamW per parameter. In backward: no global
+    // norm op; each AdamW op clips by the previous step's norm (a persistent scalar, 0 before the
+    // first step: no clipping) and writes its gradient's sum of squares into its own slot; slot_norm
+    // sums the slots in order into that scalar at the end of the step.
     stg_loc none = {NULL, 0, 0};
     int norm[STG_MAX_OUT];
     int slots = -1;
@@ -249,49 +246,10 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
             stg_errf(err, "out of host memory in autodiff");
             goto done;
         }
-        // a chain of norms, one link a gradient: link k = global_norm(link k-1, gradient k) =
-        // sqrt(link k-1 ^ 2 + the gradient's sum of squares), the last link the global norm.
-        // global_norm is placed early (stg_op_def.early): each link runs as soon as its gradient
-        // (and the link before) is final, beside the rest of the backward, so that only the last
-        // gradients' links stay between the backward and AdamW; a chain keeps one running scalar
-        // live, where a norm per gradient kept them all until a final sum. Links go in the order
-        // the gradients become final: by the last op writing each (by creation, which the schedule
-        // follows), ops placed late (stg_op_def.late) after all others.
-        int *key = malloc(sizeof(int) * (size_t)(g->nt ? g->nt : 1));
-        if (!key) {
-            free(grads);
-            stg_errf(err, "out of host memory in autodiff");
-            goto done;
-        }
-        for (int t = 0; t < g->nt; t++) key[t] = -1;
-        for (int o = nf; o < g->nops; o++) {
-            const stg_op *op = &g->ops[o];
-            const stg_op_def *d = ops_def(op->kind);
-            int k = d->late ? g->nops + o : o;
-            for (int i = 0; i < op->n_in; i++)
-                if (ops_bit(d->mutates_in, i) && k > key[view_root_of(g, op->in[i])]) key[view_root_of(g, op->in[i])] = k;
-            for (int j = 0; j < op->n_out; j++)
-                if (k > key[view_root_of(g, op->out[j])]) key[view_root_of(g, op->out[j])] = k;
-        }
         int ng = 0;
-        for (int p = 0; p < ntf; p++) { // insertion sort by key, parameter order among equals
-            if (g->t[p].cls != STG_CLASS_PARAM) continue;
-            int gt = g->t[p].grad, k = key[view_root_of(g, gt)], j = ng++;
-            for (; j > 0 && key[view_root_of(g, grads[j - 1])] > k; j--) grads[j] = grads[j - 1];
-            grads[j] = gt;
-        }
-        free(key);
-        int nid = 0, link = -1;
-        for (int j = 0; j < ng && nid >= 0; j++) {
-            const int p = g->t[grads[j]].param;
-            char nm[STG_NAME_MAX + 16];
-            snprintf(nm, sizeof nm, "%s.grad_norm_so_far", g->t[p].name);
-            nm[STG_NAME_MAX - 1] = 0;
-            int in[2] = {link, grads[j]};
-            nid = graph_add_op(g, STG_OP_GLOBAL_NORM, link < 0 ? in + 1 : in, link < 0 ? 1 : 2, NULL, STG_PHASE_OPTIMIZER,
-                               j == ng - 1 ? "grad_norm" : nm, g->t[p].loc, norm, err);
-            link = norm[0];
-        }
+        for (int p = 0; p < ntf; p++)
+            if (g->t[p].cls == STG_CLASS_PARAM) grads[ng++] = g->t[p].grad;
+        int nid = graph_add_op(g, STG_OP_GLOBAL_NORM, grads, ng, NULL, STG_PHASE_OPTIMIZER, "grad_norm", none, norm, err);
         free(grads);
         if (nid < 0) goto done;
     }
@@ -511,69 +469,6 @@ out:
     return rc;
 }
 
-// Ops of the kinds marked early (stg_op_def.early): each right after the last op before it in the
-// schedule that writes the bytes of one of its inputs (an op writing the input's view root or a
-// view of it: its producer, in-place updates), in schedule order among those placed at one point.
-// Nothing is moved past an op that writes what it reads, so every op still reads what it did.
-static int place_early(stg_graph *g, stg_err *err) {
-    int n = g->nsched, ne = 0;
-    for (int s = 0; s < n; s++) ne += ops_def(g->ops[g->schedule[s]].kind)->early;
-    if (!ne) return 0;
-    int *base = malloc(sizeof(int) * (size_t)n), *key = malloc(sizeof(int) * (size_t)n);
-    int *lastw = malloc(sizeof(int) * (size_t)(g->nt ? g->nt : 1)), *early = malloc(sizeof(int) * (size_t)n);
-    int *head = malloc(sizeof(int) * ((size_t)n + 1)), *next = malloc(sizeof(int) * (size_t)n);
-    int rc = -1;
-    if (!base || !key || !lastw || !early || !head || !next) {
-        stg_errf(err, "out of host memory in the scheduler");
-        goto out;
-    }
-    for (int t = 0; t < g->nt; t++) lastw[t] = -1;
-    int nb = 0;
-    ne = 0;
-    for (int s = 0; s < n; s++) {
-        const stg_op *op = &g->ops[g->schedule[s]];
-        const stg_op_def *d = ops_def(op->kind);
-        int k = nb; // a base op's key: its index among the base ops
-        if (d->early) {
-            k = -1;
-            for (int i = 0; i < op->n_in; i++) {
-                int w = lastw[view_root_of(g, op->in[i])];
-                if (w > k) k = w;
-            }
-            key[ne] = k;
-            early[ne++] = g->schedule[s];
-        } else {
-            base[nb++] = g->schedule[s];
-        }
-        for (int i = 0; i < op->n_in; i++)
-            if (ops_bit(d->mutates_in, i)) lastw[view_root_of(g, op->in[i])] = k;
-        for (int j = 0; j < op->n_out; j++) lastw[view_root_of(g, op->out[j])] = k;
-    }
-    for (int j = 0; j <= nb; j++) head[j] = -1;
-    for (int e = ne - 1; e >= 0; e--) { // bucket by key, schedule order within one
-        next[e] = head[key[e] + 1];
-        head[key[e] + 1] = e;
-    }
-    int s = 0;
-    for (int j = -1; j < nb; j++) {
-        if (j >= 0) g->schedule[s++] = base[j];
-        for (int e = head[j + 1]; e >= 0; e = next[e]) g->schedule[s++] = early[e];
-    }
-    if (s != n) {
-        stg_errf(err, "internal: placing the early ops kept %d of %d ops", s, n);
-        goto out;
-    }
-    rc = 0;
-out:
-    free(base);
-    free(key);
-    free(lastw);
-    free(early);
-    free(head);
-    free(next);
-    return rc;
-}
-
 int graph_schedule(stg_graph *g, stg_err *err) {
     free(g->schedule);
     g->schedule = malloc(sizeof(int) * (size_t)(g->nops ? g->nops : 1));
@@ -590,7 +485,6 @@ int graph_schedule(stg_graph *g, stg_err *err) {
     for (int o = 0; o < g->nops; o++) // late ops nothing reads (a gradient with no optimizer after it)
         if (g->ops[o].recompute_of < 0 && ops_def(g->ops[o].kind)->late && emit(g, o, state, err)) goto out;
     if (graph_optim_in_backward(g) && place_optimizer(g, err)) goto out;
-    if (place_early(g, err)) goto out;
     for (int s = 0; s < g->nsched; s++) pos[g->schedule[s]] = s;
     for (int o = 0; o < g->nops; o++) {
         const stg_op *op = &g->ops[o];

@@ -83,11 +83,6 @@ typedef struct stg_op_def {
     // end of the schedule when none does), not where it was made: an op whose output is large and
     // needed late (the fused head's late weight gradient) so that it is not held meanwhile.
     bool late;
-    // The scheduler places the op right after the last op that writes one of its inputs, not where
-    // it was made: a reduction over gradients (global_norm: each gradient's norm) then runs as soon
-    // as its gradient is final, beside the rest of the backward (on another stream where the
-    // backend has them), instead of after all of it.
-    bool early;
     // The op makes a loss: its gradient rule takes STG_GRAD_SEED (the model's loss must be its output
     // itself; autodiff refuses a loss made by any other op, e.g. a sum of losses).
     bool loss;

@@ -135,11 +135,7 @@ static void test_budget(void **s) {
     if (!plain) fail_msg("%s", err.msg);
     int64_t peak = plain->p->peak_bytes, pers = plain->p->persistent_bytes;
     stg_step_free(plain);
-    // about three quarters of the way from the persistent bytes to the peak (the greedy search is
-    // not monotone in the budget: at this model's size a kilobyte more or less can decide whether
-    // it stops at a fitting plan, so the target sits where it does; the running gradient norm's
-    // 256-byte scalar, live through the backward, moved the exact three quarters off it)
-    c.budget = pers + (peak - pers) * 3 / 4 + 1024;
+    c.budget = pers + (peak - pers) * 3 / 4;
     stg_step *fit = build(&c, &err);
     if (!fit) fail_msg("budget %lld: %s", (long long)c.budget, err.msg);
     print_message("budget %lld of %lld: %d recomputed, peak %lld\n", (long long)c.budget, (long long)peak, fit->budget.n_recomputed,

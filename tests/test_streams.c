@@ -103,11 +103,10 @@ static int m_run(rt_backend *b, const stg_graph *g, int op, void *const *ptr, st
 static int m_streams(rt_backend *b) { return NS; }
 
 // The mock's own lane policy, the same as the CUDA records' (ops/<family>/cuda.cu): ops that would use
-// shared scratch stay on stream 0, AdamW's multi-tensor op waits for everything, communication has
-// its own stream, the rest (the gradient norms among them: each has its own partials) may go
-// anywhere. A table (1 + lane; 0: ANY).
+// shared scratch stay on stream 0, the optimizer's multi-tensor ops wait for everything,
+// communication has its own stream, the rest may go anywhere. A table (1 + lane; 0: ANY).
 static const int m_lanes[STG_OP_COUNT] = {
-    [STG_OP_ADAMW] = 1 + RT_LANE_BARRIER,
+    [STG_OP_GLOBAL_NORM] = 1 + RT_LANE_BARRIER, [STG_OP_ADAMW] = 1 + RT_LANE_BARRIER,
     [STG_OP_LR_SCHEDULE] = 1 + RT_LANE_BARRIER, [STG_OP_RMSNORM_BWD] = 1 + RT_LANE_MAIN,
     [STG_OP_LAYERNORM_BWD] = 1 + RT_LANE_MAIN,  [STG_OP_ATTENTION_BWD] = 1 + RT_LANE_MAIN,
     [STG_OP_CROSS_ENTROPY] = 1 + RT_LANE_MAIN,  [STG_OP_CROSS_ENTROPY_BWD] = 1 + RT_LANE_MAIN,

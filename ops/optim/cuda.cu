@@ -8,8 +8,7 @@
 //
 // global_norm: one multi-tensor launch over all of the op's inputs (the op's own table, built by its
 // record's prepare), one block per CUDA_NORM_CHUNK elements writing its sum of squares into a
-// partial (the op's own, after its table: norms of several gradients may run at once), then one
-// block adding the partials in a fixed order (deterministic: no atomics).
+// partial, then one block adding the partials in a fixed order (deterministic: no atomics).
 // adamw: one multi-tensor launch for every parameter (one table over every ADAMW op of the graph:
 // a cuda_group), made by the first ADAMW op of the schedule; the other ADAMW ops do nothing.
 // Clipping by the global norm and the step / learning rate are read from device memory, so the
@@ -114,7 +113,6 @@ static int64_t optim_blocks(int64_t n, int64_t chunk) { return (n + chunk - 1) /
 typedef struct optim_norm_tab {
     cuda_norm_entry *host; // (n)
     const cuda_norm_entry *dev;
-    double *part;          // (blocks) the partial sums, in the op's table after the entries
     int n;
 } optim_norm_tab;
 
@@ -124,21 +122,11 @@ static void optim_norm_free(void *state) {
     free(t);
 }
 
-// Blocks of a global_norm op's launch: one per CUDA_NORM_CHUNK elements of each input.
-static int64_t optim_norm_blocks(const stg_graph *g, int op) {
-    int64_t nb = 0;
-    for (int j = 0; j < g->ops[op].n_in; j++) nb += optim_blocks(cuda_numel(&g->t[g->ops[op].in[j]]), CUDA_NORM_CHUNK);
-    return nb;
-}
-
-// The entries, then the partials (one double per block): the op's own, so that norms of different
-// gradients can run at once on different streams (the record's lane: any).
 static size_t optim_norm_table_bytes(const stg_graph *g, int op) {
-    size_t entries = (sizeof(cuda_norm_entry) * (size_t)g->ops[op].n_in + 255) & ~(size_t)255;
-    return entries + (((size_t)optim_norm_blocks(g, op) * sizeof(double) + 255) & ~(size_t)255);
+    return (sizeof(cuda_norm_entry) * (size_t)g->ops[op].n_in + 255) & ~(size_t)255;
 }
 
-// The op's inputs in order, blocks counted from 0; its partials after them in its table.
+// The op's inputs in order, blocks counted from 0; its partials (one double per block) in c->work.
 static int prep_global_norm(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state,
                             size_t *work, stg_err *err) {
     const stg_op *o = &g->ops[op];
@@ -163,13 +151,10 @@ static int prep_global_norm(stg_cuda *c, const stg_graph *g, int op, void *const
         e->vec = cu_aligned(ptr[k], 16);
         blocks += optim_blocks(e->n, CUDA_NORM_CHUNK);
     }
-    if (blocks != optim_norm_blocks(g, op)) return stg_errf(err, "global_norm: %lld blocks, its table has room for %lld", (long long)blocks,
-                                                            (long long)optim_norm_blocks(g, op));
     t->n = o->n_in;
     t->dev = (const cuda_norm_entry *)table;
-    t->part = (double *)((char *)table + ((sizeof(cuda_norm_entry) * (size_t)o->n_in + 255) & ~(size_t)255));
     if (o->n_in) CUDA_CHECK(err, cudaMemcpy(table, t->host, sizeof(cuda_norm_entry) * (size_t)o->n_in, cudaMemcpyHostToDevice));
-    *work = 0;
+    *work = (size_t)blocks * sizeof(double);
     return 0;
 }
 
@@ -443,7 +428,7 @@ extern "C" int cuda_run_global_norm(stg_cuda *c, const stg_graph *g, int op, voi
         if (h[j].p != ptr[o->in[j]])
             return stg_errf(err, "tensor %s moved since cuda_prepare: call cuda_prepare again", g->t[o->in[j]].name);
     int64_t nb = o->n_in ? h[o->n_in - 1].block0 + optim_blocks(h[o->n_in - 1].n, CUDA_NORM_CHUNK) : 0;
-    double *part = nt->part;
+    double *part = (double *)c->work;
     const cuda_norm_entry *tab = nt->dev;
     if (nb > 0) {
         norm_partial_kernel<NORM_UNROLL, NORM_CS><<<(unsigned)nb, CUDA_OPTIM_THREADS, 0, c->stream>>>(tab, o->n_in, CUDA_NORM_CHUNK, part);
@@ -976,6 +961,6 @@ static int adamw_lane(const stg_graph *g, int op) { return g->ops[op].a.adamw.sl
 
 const cuda_rec stg_cuda_adamw = {cuda_run_adamw, NULL, NULL, NULL, CUDA_REC_BARRIER, adamw_lane, &optim_adamw_group};
 const cuda_rec stg_cuda_global_norm = {cuda_run_global_norm, prep_global_norm, optim_norm_free, optim_norm_table_bytes,
-                                       CUDA_REC_ANY, NULL, NULL};
+                                       CUDA_REC_BARRIER, NULL, NULL};
 const cuda_rec stg_cuda_lr_schedule = {cuda_run_lr_schedule, NULL, NULL, NULL, CUDA_REC_BARRIER, NULL};
 const cuda_rec stg_cuda_slot_norm = {cuda_run_slot_norm, NULL, NULL, NULL, CUDA_REC_MAIN, NULL};

@@ -82,8 +82,7 @@ static const stg_attr_def attrs_adamw[] = {
     ATTR(adamw, max_norm, STG_ATTR_FLOAT, 1.0, 0),     ATTR(adamw, slot, STG_ATTR_INT, 0, 0),
 };
 
-const stg_op_def stg_rule_global_norm = {"global_norm", 1, -1, 1, NULL, 0, infer_global_norm, NULL, flops_global_norm, .inplace_in = -1,
-                                           .early = true};
+const stg_op_def stg_rule_global_norm = {"global_norm", 1, -1, 1, NULL, 0, infer_global_norm, NULL, flops_global_norm, .inplace_in = -1};
 
 const stg_op_def stg_rule_lr_schedule = {"lr_schedule", 1, 1, 0, NULL, 0, infer_lr_schedule, NULL, ops_flops_zero, .mutates_in = OPS_BIT(0),
                              .inplace_in = -1};

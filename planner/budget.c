@@ -24,15 +24,77 @@ static double step_flops(const stg_graph *g) {
     return f;
 }
 
-// The search proper, on g, which belongs to the step being fitted. On "cannot fit" returns -1 with
-// *smallest_p the plan of everything recomputed (NULL on other errors).
-static int fit(stg_graph *g, int64_t budget, const stg_plan_opts *o, stg_plan **out, stg_budget_report *rep,
+// The activations of g that can be dropped (ids below nt0, not set aside), best bytes per FLOP first,
+// into c (room for g->nt); returns how many.
+static int candidates(const stg_graph *g, int nt0, const char *aside, cand *c) {
+    int n = 0;
+    for (int t = 0; t < g->nt && t < nt0; t++) {
+        double f;
+        if ((aside && aside[t]) || !graph_recompute_cost(g, t, &f)) continue;
+        c[n].t = t;
+        c[n].score = (double)stg_bytes(&g->t[t]) / (f > 1 ? f : 1);
+        n++;
+    }
+    qsort(c, (size_t)n, sizeof *c, by_score);
+    return n;
+}
+
+// Drops activation t (graph_recompute) and counts it in rep.
+static int drop_one(stg_graph *g, int t, stg_budget_report *rep, stg_err *err) {
+    int kind = g->ops[g->t[t].producer].kind;
+    int64_t bytes = stg_bytes(&g->t[t]);
+    int nops0 = g->nops;
+    if (graph_recompute(g, t, err)) return -1;
+    for (int k = nops0; k < g->nops; k++) rep->extra_flops += graph_op_flops(g, k);
+    rep->bytes_dropped += bytes;
+    rep->by_kind[kind]++;
+    rep->n_recomputed++;
+    return 0;
+}
+
+// Builds the step x describes afresh into *s (freeing the one there), drops drops[0, nd) in that
+// order and plans it into *p. The build is deterministic, so the tensor ids of drops name the same
+// activations in every build.
+static int rebuild(const stg_step_opts *x, const stg_plan_opts *o, const int *drops, int nd, stg_step **s, stg_plan **p,
+                   stg_budget_report *rep, stg_err *err) {
+    plan_free(*p);
+    *p = NULL;
+    stg_step_free(*s);
+    *s = NULL;
+    if (stg_step_build(x, s, err)) return -1;
+    rep->n_recomputed = 0;
+    rep->bytes_dropped = 0;
+    rep->extra_flops = 0;
+    memset(rep->by_kind, 0, sizeof rep->by_kind);
+    for (int i = 0; i < nd; i++)
+        if (drop_one((*s)->g, drops[i], rep, err)) return -1;
+    if (nd && graph_schedule((*s)->g, err)) return -1;
+    return plan_build((*s)->g, o, p, err);
+}
+
+// At most this many rounds undone (each a rebuild of the step) before the search settles for the best
+// plan it has (a test model needs a few; each costs a build and a plan).
+#define MAX_UNDO 64
+
+// The search proper, on the step *sp (built from x), which belongs to the search: on success *out is
+// its plan. Drop in rounds, the best bytes-per-FLOP first, re-planning after each round: cheap norms
+// and elementwise results go first, matmul chains last. A round drops candidates until their bytes
+// add up to what the plan is over budget (at least one), since a dropped activation frees at most its
+// own bytes at the peak. Recomputing can also raise the peak (a copy made in the backward pass lives
+// beside what is live there), so a round that raises it is undone (the step rebuilt with the rounds
+// kept so far) and its candidates are set aside until the peak next falls; after the first undone
+// round the rounds drop one candidate each. The peak never rises from round to round: the greedy
+// that kept every round said "cannot fit" at budgets above ones it fitted (its last drops raised the
+// peak past them). On "cannot fit" returns -1 with *smallest_p the plan of the lowest peak reached
+// (NULL on other errors); *sp then holds its step.
+static int fit(const stg_step_opts *x, stg_step **sp, int64_t budget, const stg_plan_opts *o, stg_plan **out, stg_budget_report *rep,
                stg_plan **smallest_p, stg_err *err) {
     memset(rep, 0, sizeof *rep);
     rep->budget = budget;
     *out = NULL;
     *smallest_p = NULL;
     stg_plan *p = NULL;
+    stg_graph *g = (*sp)->g;
     if (plan_build(g, o, &p, err)) return -1;
     rep->peak_before = rep->peak_after = p->peak_bytes;
     rep->step_flops = step_flops(g);
@@ -40,69 +102,71 @@ static int fit(stg_graph *g, int64_t budget, const stg_plan_opts *o, stg_plan **
         *out = p;
         return 0;
     }
-    // Drop in rounds, the best bytes-per-FLOP first, re-planning after each round: cheap norms and
-    // elementwise results go first, matmul chains last. A round drops candidates until their bytes
-    // add up to what the plan is over budget (at least one), since a dropped activation frees at most
-    // its own bytes at the peak.
+    const int nt0 = g->nt; // candidates are forward tensors: ids below nt0 in every build
     cand *c = NULL;
+    int *drops = malloc(sizeof(int) * (size_t)nt0);
+    char *aside = calloc((size_t)nt0, 1);
+    int nd = 0, undone = 0, rc = -1;
+    bool single = false;
+    if (!drops || !aside) {
+        stg_errf(err, "budget: out of host memory");
+        goto out;
+    }
     for (;;) {
         cand *nc = realloc(c, sizeof *c * (size_t)g->nt); // recomputation adds tensors
         if (!nc) {
-            free(c);
-            plan_free(p);
-            return stg_errf(err, "budget: out of host memory");
+            stg_errf(err, "budget: out of host memory");
+            goto out;
         }
         c = nc;
-        int n = 0;
-        for (int t = 0; t < g->nt; t++) {
-            double f;
-            if (!graph_recompute_cost(g, t, &f)) continue;
-            c[n].t = t;
-            c[n].score = (double)stg_bytes(&g->t[t]) / (f > 1 ? f : 1);
-            n++;
-        }
+        int n = candidates(g, nt0, aside, c);
         if (n == 0) break;
-        qsort(c, (size_t)n, sizeof *c, by_score);
-        int64_t need = p->peak_bytes - budget, got = 0;
-        for (int i = 0; i < n && (i == 0 || got < need); i++) {
+        const int64_t before = p->peak_bytes, need = before - budget;
+        const int r0 = nd;
+        int64_t got = 0;
+        for (int i = 0; i < n && (i == 0 || (!single && got < need)); i++) {
             int t = c[i].t;
             double f;
             if (!graph_recompute_cost(g, t, &f)) continue; // an earlier drop in this round changed it
-            int kind = g->ops[g->t[t].producer].kind;
-            int64_t bytes = stg_bytes(&g->t[t]);
-            int nops0 = g->nops;
-            if (graph_recompute(g, t, err)) {
-                free(c);
-                plan_free(p);
-                return -1;
-            }
-            double added = 0;
-            for (int k = nops0; k < g->nops; k++) added += graph_op_flops(g, k);
-            rep->extra_flops += added;
-            rep->bytes_dropped += bytes;
-            rep->by_kind[kind]++;
-            rep->n_recomputed++;
-            got += bytes;
+            got += stg_bytes(&g->t[t]);
+            if (drop_one(g, t, rep, err)) goto out;
+            drops[nd++] = t;
         }
         plan_free(p);
         p = NULL;
-        if (graph_schedule(g, err) || plan_build(g, o, &p, err)) {
-            free(c);
-            return -1;
-        }
+        if (graph_schedule(g, err) || plan_build(g, o, &p, err)) goto out;
         rep->peak_after = p->peak_bytes;
         if (p->peak_bytes <= budget) {
-            free(c);
             *out = p;
-            return 0;
+            p = NULL;
+            rc = 0;
+            goto out;
         }
+        if (p->peak_bytes <= before) { // kept: a peak the round left where it was may take more rounds to fall
+            if (p->peak_bytes < before) memset(aside, 0, (size_t)nt0); // set aside against the old peak
+            continue;
+        }
+        if (!single && nd - r0 > 1)
+            single = true; // the round's candidates again, one at a time
+        else
+            for (int k = r0; k < nd; k++) aside[drops[k]] = 1;
+        nd = r0;
+        if (rebuild(x, o, drops, nd, sp, &p, rep, err)) goto out;
+        g = (*sp)->g;
+        rep->peak_after = p->peak_bytes;
+        if (++undone == MAX_UNDO) break;
     }
-    free(c);
-    int64_t reached = p->peak_bytes;
     *smallest_p = p;
-    return stg_errf(err, "the step cannot fit in %.2f GiB: with every recomputable activation recomputed (%d of them) the smallest "
-                         "planned peak is %.2f GiB (%lld bytes)",
-                    (double)budget / (1 << 30), rep->n_recomputed, (double)reached / (1 << 30), (long long)reached);
+    stg_errf(err, "the step cannot fit in %.2f GiB: the smallest planned peak the search found is %.2f GiB (%lld bytes), with %d "
+                  "activations recomputed",
+             (double)budget / (1 << 30), (double)p->peak_bytes / (1 << 30), (long long)p->peak_bytes, rep->n_recomputed);
+    p = NULL;
+out:
+    plan_free(p);
+    free(c);
+    free(drops);
+    free(aside);
+    return rc;
 }
 
 // Whether g trains a fused LM head whose weight gradient is made early (the late_dw lever is left).
@@ -127,7 +191,10 @@ static int try_fit(const stg_step_opts *plain, bool late, int64_t budget, const 
     stg_step_opts x = *plain;
     x.late_head_dw = late || plain->late_head_dw;
     if (stg_step_build(&x, &t->s, &t->err)) return t->rc = -2; // not a budget failure: stop
-    t->rc = fit(t->s->g, budget, o->plan.alignment ? &o->plan : NULL, &t->s->p, &t->rep, &t->least, &t->err);
+    stg_plan *p = NULL; // the search may rebuild t->s: its plan is set once the search is over
+    t->rc = fit(&x, &t->s, budget, o->plan.alignment ? &o->plan : NULL, &p, &t->rep, &t->least, &t->err);
+    if (t->rc == 0) t->s->p = p;
+    if (t->rc && !t->s) t->rc = -2; // a rebuild failed: not a budget failure either
     return t->rc;
 }
 
@@ -195,4 +262,49 @@ int plan_fit_budget(const stg_step_opts *o, int64_t budget, stg_step **out, stg_
     a.s->budget = *rep;
     *out = a.s;
     return 0;
+}
+
+int plan_recompute_all(const stg_step_opts *o, stg_step **out, stg_budget_report *rep, stg_err *err) {
+    *out = NULL;
+    memset(rep, 0, sizeof *rep);
+    stg_step_opts x = *o;
+    x.budget = 0;
+    x.no_plan = true;
+    stg_step *s = NULL;
+    stg_plan *p = NULL;
+    cand *c = NULL;
+    int rc = -1;
+    if (stg_step_build(&x, &s, err) || plan_build(s->g, o->plan.alignment ? &o->plan : NULL, &p, err)) goto out;
+    rep->peak_before = p->peak_bytes;
+    rep->step_flops = step_flops(s->g);
+    const int nt0 = s->g->nt;
+    for (;;) {
+        cand *nc = realloc(c, sizeof *c * (size_t)s->g->nt);
+        if (!nc) {
+            stg_errf(err, "budget: out of host memory");
+            goto out;
+        }
+        c = nc;
+        int n = candidates(s->g, nt0, NULL, c);
+        if (n == 0) break;
+        for (int i = 0; i < n; i++) {
+            double f;
+            if (graph_recompute_cost(s->g, c[i].t, &f) && drop_one(s->g, c[i].t, rep, err)) goto out;
+        }
+    }
+    plan_free(p);
+    p = NULL;
+    if (graph_schedule(s->g, err) || plan_build(s->g, o->plan.alignment ? &o->plan : NULL, &p, err)) goto out;
+    rep->peak_after = p->peak_bytes;
+    s->p = p;
+    p = NULL;
+    s->budget = *rep;
+    *out = s;
+    s = NULL;
+    rc = 0;
+out:
+    plan_free(p);
+    stg_step_free(s);
+    free(c);
+    return rc;
 }

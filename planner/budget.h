@@ -1,6 +1,7 @@
 // Fitting a step into a memory budget: the planner chooses saved activations to drop and
 // recompute in the backward pass (graph_recompute), cheapest bytes first, re-plans, and repeats
-// until the plan fits or nothing more can be dropped.
+// until the plan fits or nothing more can be dropped without raising the peak (a round that raises
+// it is undone).
 #ifndef STG_BUDGET_H
 #define STG_BUDGET_H
 
@@ -30,11 +31,17 @@ typedef struct stg_budget_report {
 // Builds the step o describes (planner/step.h; o->budget and o->no_plan are not read) and plans it
 // within `budget` bytes (peak_bytes <= budget), adding recomputation ops and a new schedule to that
 // step's own graph only when the plain plan does not fit: no graph of the caller's is rewritten.
-// On success *out is the fitted step (its `budget` field a copy of *rep). When even everything
-// recomputable recomputed does not fit, returns -1 saying the smallest peak it reached and, when
+// On success *out is the fitted step (its `budget` field a copy of *rep). When the search finds no
+// plan that fits, returns -1 saying the smallest peak it reached and, when
 // `smallest` is non-NULL, hands that step (planned) over in *smallest for callers that want to run it
 // anyway; on any other error *smallest is NULL.
 int plan_fit_budget(const struct stg_step_opts *o, int64_t budget, struct stg_step **out, stg_budget_report *rep,
                     struct stg_step **smallest, stg_err *err);
+
+// Builds the step o describes and recomputes every activation that can be (the search's order, round
+// after round until none is left), then plans it (*out; rep as plan_fit_budget's). The most
+// recomputation there is, which is not always the lowest peak (a copy can live beside the peak):
+// for tests of recomputation's numerics and for comparison.
+int plan_recompute_all(const struct stg_step_opts *o, struct stg_step **out, stg_budget_report *rep, stg_err *err);
 
 #endif

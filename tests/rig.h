@@ -117,20 +117,14 @@ static inline stg_step *rig_step_of(stg_graph *g) {
     return s;
 }
 
-// The step of o with every recomputable activation recomputed (an impossible memory budget, which
-// plan_fit_budget refuses with "cannot fit"), then planned plainly and verified; rep (when
-// non-NULL) gets the budget search's report.
+// The step of o with every recomputable activation recomputed (plan_recompute_all), planned and
+// verified; rep (when non-NULL) gets its report.
 static inline stg_step *rig_recomputed(const stg_step_opts *o, stg_budget_report *rep) {
     stg_err err;
-    stg_step *fitted = NULL, *s = NULL;
+    stg_step *s = NULL;
     stg_budget_report r;
-    assert_int_equal(plan_fit_budget(o, 1, &fitted, &r, &s, &err), -1);
-    assert_null(fitted);
-    assert_non_null(s);
-    if (!strstr(err.msg, "cannot fit")) fail_msg("the impossible budget was refused with: %s", err.msg);
-    plan_free(s->p);
-    s->p = NULL;
-    if (plan_build(s->g, NULL, &s->p, &err) || plan_verify(s->g, s->p, &err)) fail_msg("%s", err.msg);
+    if (plan_recompute_all(o, &s, &r, &err)) fail_msg("%s", err.msg);
+    if (plan_verify(s->g, s->p, &err)) fail_msg("%s", err.msg);
     if (rep) *rep = r;
     return s;
 }

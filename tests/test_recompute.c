@@ -89,7 +89,7 @@ static void test_budgets(void **s) {
                 stg_step_free(st);
                 fits++;
             } else {
-                assert_non_null(strstr(err.msg, "the smallest planned peak is"));
+                assert_non_null(strstr(err.msg, "the smallest planned peak the search found is"));
                 assert_null(st);
                 fails++;
             }
@@ -143,12 +143,57 @@ static void test_budget_late_head(void **s) {
     }
 }
 
+// Whether a budget fits must not depend on the path the search takes: a budget above one that fits
+// fits too. The tiny LM with 4 micro-batches (its gradients persistent, the activations most of the
+// arena) at budgets from its plain peak down in steps of 1/64 of the arena: the greedy that kept
+// every round fitted 443,648 bytes and refused 450,000 (its last drops raised the peak past it).
+static void test_budget_monotone(void **s) {
+    (void)s;
+    const char *sets[] = {RIG_TINY, "batch=2", "ctx=16", "fused_head=off"};
+    stg_step_opts o = opts(sets);
+    o.optim.max_norm = 0.05;
+    o.optim.grad_accum = 4;
+    o.ungrouped = false; // as stg builds it (matmul_group ops)
+    stg_step *st = rig_step(&o);
+    const int64_t plain = st->p->peak_bytes, pers = st->p->persistent_bytes;
+    stg_step_free(st);
+    int fits = 0, last_fit = -1, first_fail = -1;
+    for (int k = 0; k <= 40; k++) {
+        const int64_t budget = plain - (plain - pers) * k / 64;
+        stg_budget_report rep;
+        stg_err err;
+        if (plan_fit_budget(&o, budget, &st, &rep, NULL, &err) == 0) {
+            assert_true(st->p->peak_bytes <= budget);
+            if (plan_verify(st->g, st->p, &err)) fail_msg("%s", err.msg);
+            stg_step_free(st);
+            fits++;
+            last_fit = k;
+        } else {
+            assert_non_null(strstr(err.msg, "cannot fit"));
+            if (first_fail < 0) first_fail = k;
+        }
+    }
+    print_message("plain peak %lld, persistent %lld: budgets 0..%d of 40 fit, the first refused %d\n", (long long)plain, (long long)pers,
+                  last_fit, first_fail);
+    assert_true(fits > 10);
+    if (first_fail >= 0 && last_fit > first_fail)
+        fail_msg("budget step %d fits but the larger step %d did not", last_fit, first_fail);
+    // the two budgets of the report that found it
+    for (int k = 0; k < 2; k++) {
+        stg_budget_report rep;
+        stg_err err;
+        if (plan_fit_budget(&o, k ? 450000 : 443648, &st, &rep, NULL, &err)) fail_msg("%lld: %s", (long long)(k ? 450000 : 443648), err.msg);
+        stg_step_free(st);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bitwise_flash),
         cmocka_unit_test(test_bitwise_naive),
         cmocka_unit_test(test_budgets),
         cmocka_unit_test(test_budget_late_head),
+        cmocka_unit_test(test_budget_monotone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,6 +29,7 @@ typedef struct {
     double temperature, top_p;
     uint64_t seed;
     bool json, top_k_given, profile;
+    bool tune; // --gemm-tune on: the decode step's products by timing cuBLASLt's candidates
 } sample_args;
 
 static double now_s(void) {
@@ -71,6 +72,7 @@ static int sample_arg(sample_args *a, int argc, char **argv, int *i) {
         a->temperature = d;
         return 1;
     }
+    if (strcmp(o, "--gemm-tune") == 0) return cli_gemm_tune_arg(argc, argv, i, &a->tune);
     if (strcmp(o, "--exec") == 0) {
         if (!VAL()) return -1;
         if (strcmp(v, "graph") && strcmp(v, "eager")) return fprintf(stderr, "stg: --exec '%s': expected graph or eager\n", v), -1;
@@ -306,7 +308,8 @@ int cmd_sample(int argc, char **argv) {
         free(prompt);
         goto bad;
     }
-    rt_backend *bp = cli_open_backend(a.device, m.precision, 0), *bd = bp ? cli_open_backend(a.device, m.precision, 0) : NULL;
+    const unsigned cf = a.tune ? CLI_CUDA_GEMM_TUNE : 0u;
+    rt_backend *bp = cli_open_backend(a.device, m.precision, cf), *bd = bp ? cli_open_backend(a.device, m.precision, cf) : NULL;
     if (!bp || !bd) {
         if (bp) bp->ops->destroy(bp);
         free(prompt);

@@ -66,7 +66,7 @@ static const opt_usage opts[] = {
     {C_STEP, "--device cpu|cuda", "the backend (default: cuda when a GPU is present, else cpu)"},
     {C_TRAIN | C_BENCH, "--exec graph|eager", "cuda: capture the step once and replay it (graph, the default) or launch every op; not on the cpu"},
     {C_TRAIN | C_BENCH, "--tf32", "cuda: TF32 tensor cores for fp32 matmuls"},
-    {C_TRAIN | C_BENCH, "--gemm-tune on|off", "cuda: time each matmul shape's cuBLASLt algorithms among the heuristic's first 8 (default off)"},
+    {C_TRAIN | C_BENCH | C_SAMPLE, "--gemm-tune on|off", "cuda: time each matmul shape's cuBLASLt algorithms among the heuristic's first 8 (default off)"},
     {C_TRAIN | C_BENCH, "--bucket-mb X", "under stg launch: gradient all-reduce buckets of X MiB (default 25)"},
     {C_TRAIN | C_BENCH | C_MEMREPORT, "--zero 0|1", "under stg launch: 1 shards the AdamW state over the ranks (memreport: 0 to 3 with --world)"},
     {C_TRAIN, "--data FILE.bin|.npy", "training tokens (uint16 .bin, or int32/uint16 .npy); default: the synthetic Markov source"},

@@ -7,7 +7,8 @@
 # first 8 answers (none split k) found nothing (call 6: 7.152 -> 7.144 ms). Builds build-gpu (the patch) and
 # build-nosk (-DMM_TUNE_SPLITK=0: the tuner as before); the GPU suite on build-gpu (test_matmul_tuned runs the
 # tuner); the 2.7B decode at batch 64 and 1 with --gemm-tune off / on in both builds, 2 rounds at batch 64; the
-# tuned batch-64 step's profile (which shapes took a split-K form: stg sample --profile prints algo/tile/splitK);
+# tuned batch-64 step's profile (stg sample --profile: device time per product and the weights' TB/s; it does not
+# print the algorithms, stg bench --profile does);
 # Llama 3.2-1B's training step tuned in both builds. Predicted: batch 64 7.15 -> ~6.8 ms a step if the few-row
 # products reach ~3.5 TB/s (the issue's 1.2x of the peer's 7778 tokens/s is 6.86 ms); batch 1 unchanged (the
 # few-rows kernel runs it); Llama unchanged (its products fill the device).
@@ -42,7 +43,7 @@ say "decode A/B done"
 timeout 90 build-gpu/stg sample models/cs336/2.7B.yaml --precision bf16 --init fill --json --set ctx=1024 --prompt-ids "$out/l/p.bin" \
     -n 256 --batch 64 --temperature 0 --gemm-tune on --profile > /dev/null 2> "$out/l/b64-tuned-profile.txt"
 say "profile: $?"
-grep -iE "gemm|split|pick" "$out/l/b64-tuned-profile.txt" | head -12
+grep -E "matmul_group|linear|params" "$out/l/b64-tuned-profile.txt" | head -12
 for b in build-nosk build-gpu; do
     timeout 90 $b/stg bench models/llama3/1B.yaml --set ctx=4096 --set batch=1 --set fused_head=off --precision bf16 --gemm-tune on \
         --warmup 5 --iters 20 --json > "$out/l/l1b.json" 2> "$out/l/l1b.err"

@@ -42,6 +42,7 @@ static void test_bad_command_lines(void **s) {
     expect_fail("--device 'tpu'", "train models/tiny.yaml --device %s", "tpu");
     expect_fail("--gemm-tune 'fast': expected on or off", "train models/tiny.yaml --device cpu --gemm-tune %s", "fast");
     expect_fail("--gemm-tune '1': expected on or off", "bench models/tiny.yaml --device cpu --gemm-tune %s", "1");
+    expect_fail("--gemm-tune 'maybe': expected on or off", "sample models/tiny.yaml --init random --prompt hi --device cpu --gemm-tune %s", "maybe");
     expect_fail("--group-matmuls 'yes': expected on or off", "memreport models/tiny.yaml --group-matmuls %s", "yes");
     expect_fail("--group-matmuls needs a value", "train models/tiny.yaml --device cpu --group-matmuls%s", "");
     expect_fail("cannot open the model file", "check %s", "/nonexistent.yaml");

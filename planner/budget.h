@@ -1,7 +1,8 @@
 // Fitting a step into a memory budget: the planner chooses saved activations to drop and
-// recompute in the backward pass (graph_recompute), cheapest bytes first, re-plans, and repeats
-// until the plan fits or nothing more can be dropped without raising the peak (a round that raises
-// it is undone).
+// recompute in the backward pass (graph_recompute), those live at the peak and cheapest bytes
+// first, re-planning after each round, along one path that does not depend on the budget (so a
+// budget above one that fits fits too), until the plan fits or nothing more can be dropped without
+// raising the peak.
 #ifndef STG_BUDGET_H
 #define STG_BUDGET_H
 

@@ -152,12 +152,19 @@ static int fit(const stg_step_opts *x, stg_step **sp, int64_t budget, const stg_
         if (p->peak_bytes <= before) { // kept: a peak the round left where it was may take more rounds to fall
             if (p->peak_bytes < before) memset(aside, 0, (size_t)nt0); // set aside against the old peak
             if (p->peak_bytes > budget) continue;
-            // the first plan of the path within the budget: the fewest of this round's drops that fit
-            for (int k = r0 + 1; k < nd; k++) {
-                if (rebuild(x, o, drops, k, sp, &p, rep, err)) goto out;
-                if (p->peak_bytes <= budget) break;
+            // the first plan of the path within the budget: the fewest of this round's drops that fit,
+            // replayed one at a time from the round's start (the whole round fits)
+            if (nd - r0 > 1) {
+                if (rebuild(x, o, drops, r0, sp, &p, rep, err)) goto out;
+                g = (*sp)->g;
+                for (int k = r0; k < nd; k++) {
+                    if (drop_one(g, drops[k], rep, err)) goto out;
+                    plan_free(p);
+                    p = NULL;
+                    if (graph_schedule(g, err) || plan_build(g, o, &p, err)) goto out;
+                    if (p->peak_bytes <= budget) break;
+                }
             }
-            if (p->peak_bytes > budget && nd - r0 > 1 && rebuild(x, o, drops, nd, sp, &p, rep, err)) goto out;
             rep->peak_after = p->peak_bytes;
             *out = p;
             p = NULL;

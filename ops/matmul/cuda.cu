@@ -41,6 +41,15 @@
 
 #define MM_WORKSPACE_BYTES ((size_t)32 << 20) // Hopper: at least 32 MiB
 #define MM_TUNE_CANDIDATES 8
+// With tuning, split-K forms of the heuristic's first answer are candidates too (k cut in 2, 4, 8 and
+// 16, the parts added in a separate step in the compute type: no atomics, the same bits each run):
+// few-row products (batch-64 decoding: 64 rows, 2560 x 2560 weights) make too few output tiles to
+// fill the device, and none of the heuristic's first 8 answers splits k. -DMM_TUNE_SPLITK=0: none.
+#ifndef MM_TUNE_SPLITK
+#define MM_TUNE_SPLITK 1
+#endif
+#define MM_SPLITK_FORMS 4
+#define MM_TUNE_MAX (MM_TUNE_CANDIDATES + MM_SPLITK_FORMS)
 #define MM_TUNE_ROUNDS 5
 #define MM_TUNE_MARGIN 0.01
 #define MM_TUNE_CACHE 512
@@ -280,8 +289,8 @@ static int mm_time(stg_cuda *c, const cuda_mm_plan *p, const cublasLtMatmulAlgo_
 static int mm_tune(stg_cuda *c, cuda_mm_plan *p, const cublasLtMatmulHeuristicResult_t *res, int n, const void *x,
                    const void *w, const void *add, void *y, stg_err *err) {
     cudaEvent_t ev[2] = {NULL, NULL};
-    float best[MM_TUNE_CANDIDATES];
-    bool ok[MM_TUNE_CANDIDATES];
+    float best[MM_TUNE_MAX];
+    bool ok[MM_TUNE_MAX];
     int pick = -1, l2 = 0;
     void *fl = NULL;
     size_t flush = 0;
@@ -338,6 +347,40 @@ out:
     return pick;
 }
 
+// Appends to res[0, n) (room for MM_TUNE_MAX) the split-K forms of res[0] that cuBLASLt accepts for p
+// within ws bytes of workspace; returns the new count.
+static int mm_splitk_forms(stg_cuda *c, const cuda_mm_plan *p, cublasLtMatmulHeuristicResult_t *res, int n, size_t ws) {
+    int32_t sup = 0;
+    uint32_t mask = 0;
+    size_t w = 0;
+    if (n < 1 || cublasLtMatmulAlgoCapGetAttribute(&res[0].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &sup, sizeof sup, &w) !=
+                     CUBLAS_STATUS_SUCCESS || !sup ||
+        cublasLtMatmulAlgoCapGetAttribute(&res[0].algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &mask, sizeof mask, &w) !=
+            CUBLAS_STATUS_SUCCESS ||
+        !(mask & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE))
+        return n;
+    const int32_t splits[MM_SPLITK_FORMS] = {2, 4, 8, 16};
+    const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    for (int i = 0; i < MM_SPLITK_FORMS && n < MM_TUNE_MAX; i++) {
+        if ((int64_t)splits[i] * 256 > p->key.k) break; // parts of at least 256 of k
+        cublasLtMatmulHeuristicResult_t r;
+        memset(&r, 0, sizeof r);
+        r.algo = res[0].algo;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits[i], sizeof splits[i]) !=
+                CUBLAS_STATUS_SUCCESS ||
+            cublasLtMatmulAlgoConfigSetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme) !=
+                CUBLAS_STATUS_SUCCESS)
+            continue;
+        const cublasLtMatmulAlgo_t a = r.algo;
+        if (cublasLtMatmulAlgoCheck(c->lt, p->desc, p->la, p->lb, p->lc, p->lc, &a, &r) != CUBLAS_STATUS_SUCCESS ||
+            r.state != CUBLAS_STATUS_SUCCESS || r.workspaceSize > ws)
+            continue;
+        r.algo = a; // the check never writes it
+        res[n++] = r;
+    }
+    return n;
+}
+
 // Chooses the algorithm of p (descriptors built): the heuristic's first answer, or with
 // c->gemm_tune and the op's tensors (x, w, add, y; add may be NULL) the fastest candidate.
 static int mm_search(stg_cuda *c, cuda_mm_plan *p, const void *x, const void *w, const void *add, void *y, stg_err *err) {
@@ -364,7 +407,7 @@ static int mm_search(stg_cuda *c, cuda_mm_plan *p, const void *x, const void *w,
         s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align);
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align);
-    cublasLtMatmulHeuristicResult_t res[MM_TUNE_CANDIDATES];
+    cublasLtMatmulHeuristicResult_t res[MM_TUNE_MAX];
     int found = 0;
     memset(res, 0, sizeof res);
     if (s == CUBLAS_STATUS_SUCCESS)
@@ -379,6 +422,7 @@ static int mm_search(stg_cuda *c, cuda_mm_plan *p, const void *x, const void *w,
         return stg_errf(err, "cuBLASLt has no algorithm for (%lld x %lld x %lld, batch %lld, types %d/%d, compute %d)",
                         (long long)p->key.m, (long long)p->key.n, (long long)p->key.k, (long long)p->key.batch,
                         p->key.a_type, p->key.c_type, p->key.compute);
+    if (tune && MM_TUNE_SPLITK) n = mm_splitk_forms(c, p, res, n, ws);
     int pick = 0;
     if (tune && n > 1 && (pick = mm_tune(c, p, res, n, x, w, add, y, err)) < 0) return -1;
     p->ch.algo = res[pick].algo;

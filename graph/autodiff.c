@@ -72,6 +72,36 @@ void graph_classify(stg_graph *g) {
     }
 }
 
+// bf16_grads: each parameter gradient that one product writes whole (a matmul with two operands and
+// no addend, the gradient its only output, read by no other backward op) becomes a bf16 output of
+// that product (grad_out 2), as autocast rounds dW. Everything else keeps grad_dtype.
+static int bf16_gradients(stg_graph *g, const stg_optim_config *oc, int ntf, stg_err *err) {
+    if (g->precision != STG_PREC_BF16)
+        return stg_errf(err, "bf16 gradients (--grad-dtype bf16) need --precision bf16: in %s the products write %s gradients",
+                        stg_precision_name(g->precision), stg_dtype_name(g->grad_dtype));
+    if (oc->grad_accum > 1)
+        return stg_errf(err, "bf16 gradients (--grad-dtype bf16) cannot combine with gradient accumulation (%d micro-batches): "
+                             "the sum over micro-batches needs fp32 gradients",
+                        oc->grad_accum);
+    for (int p = 0; p < ntf; p++) {
+        if (g->t[p].cls != STG_CLASS_PARAM || g->t[p].grad < 0) continue;
+        int gt = g->t[p].grad, pr = g->t[gt].producer;
+        if (pr < 0 || g->ops[pr].kind != STG_OP_MATMUL || g->ops[pr].n_in != 2 || g->ops[pr].n_out != 1 ||
+            g->ops[pr].out[0] != gt || !g->ops[pr].a.matmul.grad_out || g->ops[pr].accum || g->t[gt].base >= 0)
+            continue;
+        bool read = false; // by a backward op (a sum that is not the final gradient was excluded above)
+        for (int o = g->n_fwd_ops; o < g->nops && !read; o++)
+            for (int i = 0; i < g->ops[o].n_in && !read; i++) read = g->ops[o].in[i] == gt || g->t[g->ops[o].in[i]].base == gt;
+        if (read) continue;
+        g->ops[pr].a.matmul.grad_out = 2;
+        if (ops_def(g->ops[pr].kind)->infer(g, pr, err) < 0) return stg_err_prefix(err, "bf16 gradient of '%s'", g->t[p].name);
+        if (g->t[gt].dtype != STG_BF16)
+            return stg_errf(err, "internal: the gradient of '%s' is %s, not bf16", g->t[p].name, stg_dtype_name(g->t[gt].dtype));
+    }
+    g->bf16_grads = 1;
+    return 0;
+}
+
 // The backward pass from `out` with gradient `seed` (STG_GRAD_SEED for the loss), parameter
 // gradients, and (when oc is given) the global norm and AdamW.
 static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config *oc, stg_err *err) {
@@ -221,6 +251,7 @@ static int differentiate(stg_graph *g, int out, int seed, const stg_optim_config
         g->t[gt].param = p;
         g->t[p].grad = gt;
     }
+    if (oc && oc->bf16_grads && bf16_gradients(g, oc, ntf, err)) goto done;
     if (!oc) { // a backward pass only
         graph_classify(g);
         rc = 0;

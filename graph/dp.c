@@ -50,7 +50,9 @@ int graph_data_parallel(stg_graph *g, const stg_optim_config *oc, stg_err *err) 
         int64_t cap = nb == 0 && oc->dp_first_bucket_bytes > 0 ? oc->dp_first_bucket_bytes : oc->dp_bucket_bytes;
         int64_t bytes = 0;
         int n = 0;
-        while (i < np && (n == 0 || cap == 0 || bytes + stg_bytes(&g->t[it[i].grad]) <= cap)) {
+        // one dtype a bucket (bf16 gradients beside fp32 ones: one allreduce each)
+        while (i < np && (n == 0 || ((cap == 0 || bytes + stg_bytes(&g->t[it[i].grad]) <= cap) &&
+                                     g->t[it[i].grad].dtype == g->t[in[0]].dtype))) {
             bytes += stg_bytes(&g->t[it[i].grad]);
             g->t[it[i].grad].group = group;
             in[n++] = it[i++].grad;

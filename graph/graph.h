@@ -101,6 +101,12 @@ typedef struct stg_optim_config {
     // stg_op.accum bit, or a copy op that does) and refuses in_backward (a gradient is dead as soon
     // as its update runs, so it cannot be summed over micro-batches).
     int grad_accum;
+    // bf16 precision only: each parameter gradient that one product writes whole (the weight of a
+    // linear or matmul, used once) is stored in bf16, the rounding autocast gives dW, and read so by
+    // the norm and AdamW (2 bytes a parameter less for each); tied weights, embeddings, norm gains,
+    // biases and the fused head's weight keep fp32 gradients. Refused with grad_accum > 1 (the sum
+    // over micro-batches needs fp32).
+    bool bf16_grads;
 } stg_optim_config;
 
 stg_optim_config graph_optim_defaults(void);

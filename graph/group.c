@@ -37,7 +37,7 @@ static bool as_product(const stg_graph *g, int o, stg_matmul_attrs *a) {
         *a = op->a.matmul;
         a->ta = a->ta != 0;
         a->tb = a->tb != 0;
-        a->grad_out = a->grad_out != 0;
+        a->grad_out = a->grad_out == 2 ? 2 : a->grad_out != 0; // 2: a bf16 parameter gradient
         return true;
     }
     if (op->kind == STG_OP_LINEAR && g->t[op->in[0]].ndim >= 2) {

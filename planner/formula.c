@@ -106,7 +106,18 @@ int formula_compute(const stg_graph *g, bool train, stg_formula *f, stg_err *err
     if (g->precision == STG_PREC_BF16) {
         f->param = 2 * P;
         add_term(f, "param", f->param, "2 B x P = 2 x %lld (bf16 working weights)", (long long)P);
-        if (train) {
+        if (train && g->bf16_grads) {
+            // the products' weights (every linear of the blocks; the head too when it is a plain
+            // untied linear) have bf16 gradients, the rest (embeddings, norms, biases, the fused or
+            // tied head) fp32
+            const int64_t Pw = (gpt2 ? L * (4 * D * D + 2 * D * F) : L * (2 * D * D + 2 * D * Dkv + 3 * D * F)) +
+                               (!tied && !f->fused_head ? V * D : 0);
+            f->grad = 2 * Pw + 4 * (P - Pw);
+            f->optimizer = 12 * P;
+            add_term(f, "grad", f->grad, "2 B x %lld (bf16: the products' weights) + 4 B x %lld (fp32: the rest)", (long long)Pw,
+                     (long long)(P - Pw));
+            add_term(f, "optimizer", f->optimizer, "12 B x P = 12 x %lld (fp32 master weights, AdamW m and v)", (long long)P);
+        } else if (train) {
             f->grad = 4 * P;
             f->optimizer = 12 * P;
             add_term(f, "grad", f->grad, "4 B x P = 4 x %lld (fp32 gradients)", (long long)P);

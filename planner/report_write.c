@@ -114,9 +114,12 @@ static void tab_write(wr *w, const table *t, bool md) {
 
 // ---- text and Markdown ------------------------------------------------------------------------
 
-static const char *precision_story(stg_precision p) {
-    switch (p) {
-    case STG_PREC_BF16: return "bf16 working weights and activations; fp32 master weights, gradients and AdamW state";
+static const char *precision_story(const stg_graph *g) {
+    switch (g->precision) {
+    case STG_PREC_BF16:
+        return g->bf16_grads ? "bf16 working weights, activations and the products' weight gradients; fp32 master weights, the "
+                               "other gradients and AdamW state"
+                             : "bf16 working weights and activations; fp32 master weights, gradients and AdamW state";
     case STG_PREC_FP64: return "everything float64 (CPU reference)";
     default: return "everything float32";
     }
@@ -261,12 +264,12 @@ int report_write_text(wr *w, bool md, const stg_graph *g, const stg_plan *p, con
     if (md) {
         if (x && x->model_path) pr(w, "- model file: `%s`\n", x->model_path);
         if (x && x->command) pr(w, "- command: `%s`\n", x->command);
-        pr(w, "- precision: **%s** (%s)\n", stg_precision_name(g->precision), precision_story(g->precision));
+        pr(w, "- precision: **%s** (%s)\n", stg_precision_name(g->precision), precision_story(g));
         pr(w, "- mode: **%s**\n", a->mode);
     } else {
         if (x && x->model_path) pr(w, "model file:  %s\n", x->model_path);
         if (x && x->command) pr(w, "command:     %s\n", x->command);
-        pr(w, "precision:   %s (%s)\n", stg_precision_name(g->precision), precision_story(g->precision));
+        pr(w, "precision:   %s (%s)\n", stg_precision_name(g->precision), precision_story(g));
         pr(w, "mode:        %s\n", a->mode);
     }
     if (graph_optim_in_backward(g))

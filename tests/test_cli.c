@@ -44,6 +44,10 @@ static void test_bad_command_lines(void **s) {
     expect_fail("--gemm-tune '1': expected on or off", "bench models/tiny.yaml --device cpu --gemm-tune %s", "1");
     expect_fail("--gemm-tune 'maybe': expected on or off", "sample models/tiny.yaml --init random --prompt hi --device cpu --gemm-tune %s", "maybe");
     expect_fail("--group-matmuls 'yes': expected on or off", "memreport models/tiny.yaml --group-matmuls %s", "yes");
+    expect_fail("--grad-dtype 'fp16': expected fp32 or bf16", "memreport models/tiny.yaml --precision bf16 --grad-dtype %s", "fp16");
+    expect_fail("--grad-dtype bf16 needs --precision bf16", "memreport models/tiny.yaml --grad-dtype %s", "bf16");
+    expect_fail("--grad-dtype bf16 cannot combine with gradient accumulation",
+                "memreport models/tiny.yaml --precision bf16 --grad-accum 2 --grad-dtype %s", "bf16");
     expect_fail("--group-matmuls needs a value", "train models/tiny.yaml --device cpu --group-matmuls%s", "");
     expect_fail("cannot open the model file", "check %s", "/nonexistent.yaml");
     expect_fail("bf16 needs --device cuda", "train models/tiny.yaml --device cpu --precision %s", "bf16");

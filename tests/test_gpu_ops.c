@@ -583,8 +583,11 @@ typedef struct {
 } opt_graph;
 
 // master_form: bf16 working weights with fp32 masters (7-input adamw); else the 6-input form with
-// parameters of the graph's act dtype.
-static void build_opt(opt_graph *o, stg_precision prec, int master_form) {
+// parameters of the graph's act dtype. grad_bf16: the even parameters' gradients are bf16 (--grad-dtype
+// bf16: one norm and one AdamW table over both dtypes).
+static bool opt_grad_bf16(int grad_bf16, int i) { return grad_bf16 && i % 2 == 0; }
+
+static void build_opt(opt_graph *o, stg_precision prec, int master_form, int grad_bf16) {
     stg_err err = {{0}};
     o->g = graph_new(prec, &err);
     stg_graph *g = o->g;
@@ -604,7 +607,8 @@ static void build_opt(opt_graph *o, stg_precision prec, int master_form) {
         snprintf(nm, sizeof nm, "g%d", i);
         // INPUT, not GRAD: here nothing writes the gradients, and the scheduler accepts unwritten
         // tensors only of the persistent classes.
-        o->gr[i] = graph_add_tensor(g, nm, 1, &n, g->grad_dtype, STG_CLASS_INPUT, (stg_loc){0}, &err);
+        o->gr[i] = graph_add_tensor(g, nm, 1, &n, opt_grad_bf16(grad_bf16, i) ? STG_BF16 : g->grad_dtype, STG_CLASS_INPUT,
+                                    (stg_loc){0}, &err);
         snprintf(nm, sizeof nm, "m%d", i);
         o->m[i] = graph_add_tensor(g, nm, 1, &n, g->grad_dtype, STG_CLASS_OPTIMIZER, (stg_loc){0}, &err);
         snprintf(nm, sizeof nm, "v%d", i);
@@ -632,11 +636,11 @@ static void build_opt(opt_graph *o, stg_precision prec, int master_form) {
     if (graph_schedule(g, &err)) fail_msg("schedule: %s", err.msg);
 }
 
-static void run_optim(stg_precision prec) {
+static void run_optim(stg_precision prec, int grad_bf16) {
     int mf = prec == STG_PREC_BF16;
     opt_graph od, orf;
-    build_opt(&od, prec, mf);
-    build_opt(&orf, STG_PREC_FP32, 0);
+    build_opt(&od, prec, mf, grad_bf16);
+    build_opt(&orf, STG_PREC_FP32, 0, 0);
     stg_graph *gd = od.g, *gr = orf.g;
 
     gk_dev d;
@@ -649,6 +653,7 @@ static void run_optim(stg_precision prec) {
     for (int i = 0; i < NP; i++) {
         for (int64_t k = 0; k < opt_sizes[i]; k++) {
             float w = 0.05f * nrand(), gg = 0.3f * nrand(), m = 0.01f * nrand(), v = 1e-3f * (float)urand() + 1e-6f;
+            if (opt_grad_bf16(grad_bf16, i)) gg = round_bf(gg); // the reference reads the values the device holds
             if (mf) {
                 d.host[od.master[i]][k] = w;
                 d.host[od.p[i]][k] = round_bf(w);
@@ -719,12 +724,17 @@ static void run_optim(stg_precision prec) {
 
 static void test_optimizer_fp32(void **state) {
     (void)state;
-    run_optim(STG_PREC_FP32);
+    run_optim(STG_PREC_FP32, 0);
 }
 
 static void test_optimizer_bf16_master(void **state) {
     (void)state;
-    run_optim(STG_PREC_BF16);
+    run_optim(STG_PREC_BF16, 0);
+}
+
+static void test_optimizer_bf16_grads(void **state) {
+    (void)state;
+    run_optim(STG_PREC_BF16, 1);
 }
 
 static void test_context(void **state) {
@@ -755,6 +765,7 @@ int main(void) {
         cmocka_unit_test(test_global_norm_single),
         cmocka_unit_test(test_optimizer_fp32),
         cmocka_unit_test(test_optimizer_bf16_master),
+        cmocka_unit_test(test_optimizer_bf16_grads),
         cmocka_unit_test(test_matmul_attention),
         cmocka_unit_test(test_attention_gqa),
         cmocka_unit_test(test_attention_gqa_small),

@@ -29,12 +29,25 @@
 static const char *lm_sets[] = {"d_model=64", "d_ff=160", "n_layers=2", "n_heads=2", "vocab=256", "batch=2", "ctx=40", NULL};
 #define NLM 7
 
+// --grad-dtype bf16 for the GPU steps opened while set (the products' weight gradients in bf16)
+static bool g_bf16_grads;
+
 static void open_sets(rig *r, bool cuda, stg_precision prec, const char **sets, int nsets, const rt_exec_opts *eo) {
     stg_step_opts o = rig_opts(MODEL("tiny.yaml"), prec, sets, nsets);
     o.optim = rig_optim(1e-2, 1e-3, 1, 5);
+    o.optim.bf16_grads = g_bf16_grads && cuda;
     // the GPU graph with grouped products, as `stg` builds it; the CPU reference without
     o.ungrouped = !cuda;
     rig_open(r, rig_step(&o), &(rig_cfg){.cuda = cuda, .eo = eo, .init_seed = 3, .feed_seed = 9, .rng_seed = 17});
+    if (o.optim.bf16_grads) { // the products' weight gradients are bf16, the rest fp32
+        int nb = 0, nf = 0;
+        for (int t = 0; t < r->s->g->nt; t++)
+            if (r->s->g->t[t].cls == STG_CLASS_GRAD) {
+                nb += r->s->g->t[t].dtype == STG_BF16;
+                nf += r->s->g->t[t].dtype == STG_F32;
+            }
+        assert_true(nb > 0 && nf > 0);
+    }
 }
 
 static void open_lm(rig *r, bool cuda, stg_precision prec, const char *attention, const rt_exec_opts *eo) {
@@ -135,6 +148,16 @@ static void modes_bitwise(stg_precision prec) {
 static void test_graph_equals_eager_fp32(void **s) { modes_bitwise(STG_PREC_FP32); }
 static void test_graph_equals_eager_bf16(void **s) { modes_bitwise(STG_PREC_BF16); }
 
+// --grad-dtype bf16: 3 steps and 20 steps against the CPU (fp32) to 2e-2, and graph replay bitwise
+// equal to eager launch.
+static void test_bf16_grads(void **s) {
+    g_bf16_grads = true;
+    against_cpu(STG_PREC_BF16, "attention=flash", 2e-2);
+    bf16_steps_head_dim(64);
+    modes_bitwise(STG_PREC_BF16);
+    g_bf16_grads = false;
+}
+
 // What `stg step` dumps: loss and every gradient after one forward and backward, GPU vs CPU.
 static void test_step_against_cpu(void **s) {
     rig c, g;
@@ -152,7 +175,7 @@ int main(void) {
         cmocka_unit_test(test_fp32_flash),         cmocka_unit_test(test_fp32_naive),
         cmocka_unit_test(test_bf16_flash),         cmocka_unit_test(test_bf16_naive),
         cmocka_unit_test(test_graph_equals_eager_fp32), cmocka_unit_test(test_graph_equals_eager_bf16),
-        cmocka_unit_test(test_step_against_cpu),
+        cmocka_unit_test(test_step_against_cpu),   cmocka_unit_test(test_bf16_grads),
         cmocka_unit_test(test_bf16_20_steps_head_dim_64), cmocka_unit_test(test_bf16_20_steps_head_dim_80),
     };
     return GPU_RUN(tests);

@@ -13,6 +13,7 @@
 #include "graph/graph.h"
 #include "graph/loader.h"
 #include "ops/registry.h"
+#include "planner/formula.h"
 #include "tests/rig.h"
 
 // The model's graph after the passes (ungrouped), without a plan.
@@ -174,6 +175,88 @@ static void test_bf16_dtypes(void **state) {
     assert_int_equal(g->t[graph_find_tensor(g, "logits")].dtype, STG_BF16);
     assert_int_equal(g->t[g->loss].dtype, STG_F32);
     graph_free(g);
+}
+
+// --grad-dtype bf16: exactly the gradients a product writes whole are bf16 (the blocks' weights; the
+// plain untied head; not a tied embedding, norm gains or the fused head's weight), grouped products
+// keep them so, the formula's gradient bytes equal the graph's, data-parallel buckets hold one dtype
+// each, and fp32 precision or gradient accumulation is refused with a message.
+static int64_t grad_bytes(const stg_graph *g, int *nbf16, int *nf32) {
+    int64_t b = 0;
+    *nbf16 = *nf32 = 0;
+    for (int t = 0; t < g->nt; t++) {
+        const stg_tensor *x = &g->t[t];
+        if (x->cls != STG_CLASS_GRAD) continue;
+        b += stg_bytes(x);
+        int pr = x->producer;
+        bool product = pr >= 0 && (g->ops[pr].kind == STG_OP_MATMUL || g->ops[pr].kind == STG_OP_MATMUL_GROUP) &&
+                       g->ops[pr].n_in == 2 * g->ops[pr].n_out;
+        assert_int_equal(x->dtype, product ? STG_BF16 : STG_F32);
+        if (product) assert_int_equal(g->ops[pr].a.matmul.grad_out, 2);
+        *nbf16 += x->dtype == STG_BF16;
+        *nf32 += x->dtype == STG_F32;
+    }
+    return b;
+}
+
+static void test_bf16_grads(void **state) {
+    static const struct {
+        const char *model, *set;
+        int bf16, f32; // gradients of each dtype
+    } cases[] = {
+        {MODEL("cs336/small.yaml"), "fused_head=off", 12 * 7 + 1, 1 + 12 * 2 + 1}, // + lm_head; tok_emb, ln1, ln2, ln_f
+        {MODEL("cs336/small.yaml"), "fused_head=on", 12 * 7, 2 + 12 * 2 + 1},     // lm_head's from the fused op
+        {MODEL("llama3/1B.yaml"), "fused_head=off", 16 * 7, 1 + 16 * 2 + 1},        // the tied embedding: a sum
+        {MODEL("gpt2/124M.yaml"), "fused_head=on", 12 * 4, 2 + 12 * 8 + 2},         // wte, wpe; biases and norms
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int grouped = 0; grouped < 2; grouped++) {
+            const char *sets[] = {cases[c].set};
+            stg_step_opts o = rig_opts(cases[c].model, STG_PREC_BF16, sets, 1);
+            o.optim.bf16_grads = true;
+            o.ungrouped = !grouped;
+            stg_graph *g = rig_graph(&o);
+            int nb, nf;
+            int64_t bytes = grad_bytes(g, &nb, &nf);
+            print_message("%s %s%s: %d bf16 and %d fp32 gradients, %lld bytes\n", cases[c].model, cases[c].set,
+                          grouped ? " grouped" : "", nb, nf, (long long)bytes);
+            assert_int_equal(nb, cases[c].bf16);
+            assert_int_equal(nf, cases[c].f32);
+            assert_true(g->bf16_grads);
+            stg_formula f;
+            stg_err err;
+            if (formula_compute(g, true, &f, &err)) fail_msg("formula: %s", err.msg);
+            assert_true(f.available);
+            assert_int_equal(f.grad, bytes);
+            graph_free(g);
+        }
+    // data parallel: every bucket's allreduce reads one dtype
+    stg_step_opts o = rig_opts(MODEL("cs336/small.yaml"), STG_PREC_BF16, NULL, 0);
+    o.optim.bf16_grads = true;
+    o.optim.dp_world = 2;
+    o.optim.dp_bucket_bytes = 8 << 20;
+    stg_graph *g = rig_graph(&o);
+    int buckets[2] = {0, 0};
+    for (int i = 0; i < g->nops; i++) {
+        const stg_op *op = &g->ops[i];
+        if (op->kind != STG_OP_ALLREDUCE || op->in[0] == g->loss) continue;
+        for (int k = 1; k < op->n_in; k++) assert_int_equal(g->t[op->in[k]].dtype, g->t[op->in[0]].dtype);
+        buckets[g->t[op->in[0]].dtype == STG_BF16]++;
+    }
+    assert_true(buckets[0] > 0 && buckets[1] > 0);
+    graph_free(g);
+    // refused: fp32 precision, gradient accumulation
+    for (int k = 0; k < 2; k++) {
+        stg_step_opts b = rig_opts(MODEL("tiny.yaml"), k == 0 ? STG_PREC_FP32 : STG_PREC_BF16, NULL, 0);
+        b.optim.bf16_grads = true;
+        b.optim.grad_accum = k == 0 ? 0 : 2;
+        b.no_plan = true;
+        stg_step *s = NULL;
+        stg_err err;
+        assert_int_not_equal(stg_step_build(&b, &s, &err), 0);
+        assert_null(strstr(err.msg, "internal"));
+        assert_non_null(strstr(err.msg, k == 0 ? "need --precision bf16" : "gradient accumulation"));
+    }
 }
 
 // Weight decay everywhere by default; with the exemption, none on norm gains and embeddings.
@@ -417,6 +500,7 @@ int main(void) {
         cmocka_unit_test(test_param_counts),       cmocka_unit_test(test_autodiff_invariants),
         cmocka_unit_test(test_shapes_and_names),   cmocka_unit_test(test_naive_keeps_probabilities),
         cmocka_unit_test(test_toy),                cmocka_unit_test(test_bf16_dtypes),
+        cmocka_unit_test(test_bf16_grads),
         cmocka_unit_test(test_bad_input),          cmocka_unit_test(test_fold_add),
         cmocka_unit_test(test_missing_file),       cmocka_unit_test(test_group_matmuls),
         cmocka_unit_test(test_include_error_position), cmocka_unit_test(test_weight_decay_exemption),

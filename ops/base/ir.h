@@ -136,6 +136,9 @@ typedef struct stg_graph {
     // gradients persist across them (the planner puts them in the persistent region) and sum the
     // passes' gradients, the loss gradient is 1/grad_accum (the mean), and the optimizer runs once.
     int grad_accum;
+    // Parameter gradients stored in bf16 where a bf16 product writes them whole (graph_autodiff with
+    // bf16_grads: the weights of linear and matmul, as autocast rounds dW); the others stay grad_dtype.
+    int bf16_grads;
 
     int *schedule;         // op ids in execution order (graph_schedule)
     int nsched;

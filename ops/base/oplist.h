@@ -20,6 +20,8 @@ typedef struct { int grad_out; } stg_sum_rows_attrs;               // output in 
 typedef struct { int64_t positions; int grad_out; } stg_pos_embedding_bwd_attrs; // rows of the table
 typedef struct { int ta, tb, grad_out; } stg_matmul_attrs;          // op(A) op(B), op = transpose if set;
                                                                     // grad_out: output in the graph's grad dtype
+                                                                    // (1), or a parameter gradient kept in the
+                                                                    // activation dtype (2: bf16_grads)
 typedef struct { double eps; } stg_norm_attrs;
 typedef struct { double theta; int inverse; } stg_rope_attrs;       // inverse: rotate by -angle (the backward)
 typedef struct { double fill; } stg_mask_attrs;                     // value written above the diagonal

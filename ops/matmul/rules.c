@@ -77,7 +77,7 @@ static int infer_product(stg_graph *g, int id, int ia, int ib, int o, const stg_
     for (int i = 0; i + 2 < A->ndim; i++) s[i] = A->shape[i];
     s[A->ndim - 2] = m;
     s[A->ndim - 1] = n;
-    ops_set_shape(OPS_OUT(g, id, o), A->ndim, s, a->grad_out ? g->grad_dtype : A->dtype);
+    ops_set_shape(OPS_OUT(g, id, o), A->ndim, s, a->grad_out && a->grad_out != 2 ? g->grad_dtype : A->dtype);
     return 0;
 }
 

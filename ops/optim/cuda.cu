@@ -466,11 +466,12 @@ __device__ __forceinline__ float4 adamw_elem4(const adamw_k &k, float4 gr, float
 // The update of elements [start, end) of one entry by this thread's share: the vectors of 4
 // q0, q0 + bt, q0 + 2 bt, ... (then the last < 4 elements the same way), U vectors in flight per
 // trip; returns the sum of squares of the raw gradient when SUMSQ (else 0).
-template <int U, bool CS, bool MASTER, bool PBF16, bool SUMSQ>
+template <int U, bool CS, bool MASTER, bool PBF16, bool GBF16, bool SUMSQ>
 __device__ __forceinline__ double adamw_span(const cuda_adamw_entry &e, const adamw_k &k, int64_t start, int64_t end, int64_t q0,
                                              int64_t bt) {
     typedef typename std::conditional<PBF16, bf16, float>::type PT;
-    const float *__restrict__ gr = (const float *)e.grad;
+    typedef typename std::conditional<GBF16, bf16, float>::type GT;
+    const GT *__restrict__ gr = (const GT *)e.grad;
     float *__restrict__ mm = e.m;
     float *__restrict__ vv = e.v;
     float *__restrict__ ms = e.master;
@@ -511,7 +512,7 @@ __device__ __forceinline__ double adamw_span(const cuda_adamw_entry &e, const ad
         st4<CS>(pw + i, p);
     }
     for (int64_t i = start + 4 * nv + q0; i < end; i += bt) {
-        float g = gr[i], m = mm[i], v = vv[i];
+        float g = cu_f(gr[i]), m = mm[i], v = vv[i];
         float p = MASTER ? ms[i] : cu_f(pw[i]);
         if (SUMSQ) acc += (double)(g * g);
         p = adamw_elem(k, g, m, v, p);
@@ -523,7 +524,7 @@ __device__ __forceinline__ double adamw_span(const cuda_adamw_entry &e, const ad
     return acc;
 }
 
-// Any layout (unaligned pointers, bf16 gradients): one element at a time.
+// Any layout (unaligned pointers): one element at a time.
 template <bool SUMSQ>
 __device__ double adamw_span_any(const cuda_adamw_entry &e, const adamw_k &k, int64_t start, int64_t end, int64_t q0, int64_t bt) {
     double acc = 0.0;
@@ -558,12 +559,15 @@ __device__ adamw_k adamw_consts(const cuda_adamw_entry *e, const void *norm, int
 template <int U, bool CS, bool SUMSQ>
 __device__ __forceinline__ double adamw_any_span(const cuda_adamw_entry &e, const adamw_k &k, int64_t start, int64_t end, int64_t q0,
                                                  int64_t bt) {
-    if (!e.vec || e.grad_bf16) return adamw_span_any<SUMSQ>(e, k, start, end, q0, bt);
+    if (!e.vec) return adamw_span_any<SUMSQ>(e, k, start, end, q0, bt);
+    if (e.grad_bf16) // bf16 gradients come with bf16 working weights and fp32 masters (bf16 precision)
+        return e.master && e.param_bf16 ? adamw_span<U, CS, true, true, true, SUMSQ>(e, k, start, end, q0, bt)
+                                        : adamw_span_any<SUMSQ>(e, k, start, end, q0, bt);
     if (e.master)
-        return e.param_bf16 ? adamw_span<U, CS, true, true, SUMSQ>(e, k, start, end, q0, bt)
-                            : adamw_span<U, CS, true, false, SUMSQ>(e, k, start, end, q0, bt);
-    return e.param_bf16 ? adamw_span<U, CS, false, true, SUMSQ>(e, k, start, end, q0, bt)
-                        : adamw_span<U, CS, false, false, SUMSQ>(e, k, start, end, q0, bt);
+        return e.param_bf16 ? adamw_span<U, CS, true, true, false, SUMSQ>(e, k, start, end, q0, bt)
+                            : adamw_span<U, CS, true, false, false, SUMSQ>(e, k, start, end, q0, bt);
+    return e.param_bf16 ? adamw_span<U, CS, false, true, false, SUMSQ>(e, k, start, end, q0, bt)
+                        : adamw_span<U, CS, false, false, false, SUMSQ>(e, k, start, end, q0, bt);
 }
 
 // The multi-tensor form: blocks blk0 + blockIdx.x of the table's numbering (entries tab[0, ne)),

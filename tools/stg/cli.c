@@ -135,6 +135,16 @@ int cli_model_arg(cli_model_opts *m, int argc, char **argv, int *i) {
         m->optim.in_backward = true;
         return 1;
     }
+    if (strcmp(a, "--grad-dtype") == 0) {
+        const char *v = cli_value(argc, argv, i);
+        if (!v) return -1;
+        if (strcmp(v, "fp32") != 0 && strcmp(v, "bf16") != 0) {
+            fprintf(stderr, "stg: --grad-dtype '%s': expected fp32 or bf16\n", v);
+            return -1;
+        }
+        m->optim.bf16_grads = strcmp(v, "bf16") == 0;
+        return 1;
+    }
     bool on;
     int r = cli_on_off(argc, argv, i, "--group-matmuls", &on);
     if (r) {
@@ -296,6 +306,16 @@ int cli_resolve_accum(cli_model_opts *m, int world, const char *cmd) {
     }
     if (m->optim.grad_accum > 1 && !m->train) {
         fprintf(stderr, "stg %s: --grad-accum and --total-batch-tokens shape the training step; the forward mode has no gradients to accumulate\n", cmd);
+        return -1;
+    }
+    if (m->optim.bf16_grads && m->precision != STG_PREC_BF16) {
+        fprintf(stderr, "stg %s: --grad-dtype bf16 needs --precision bf16 (the products' weight gradients rounded to bf16 as "
+                        "autocast rounds them; fp32 and fp64 steps keep gradients in their own precision)\n", cmd);
+        return -1;
+    }
+    if (m->optim.bf16_grads && m->optim.grad_accum > 1) {
+        fprintf(stderr, "stg %s: --grad-dtype bf16 cannot combine with gradient accumulation (%d micro-batches): the sum over "
+                        "micro-batches needs fp32 gradients\n", cmd, m->optim.grad_accum);
         return -1;
     }
     if (m->optim.grad_accum > 1 && m->optim.in_backward) {

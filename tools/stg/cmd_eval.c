@@ -56,9 +56,9 @@ int cmd_eval(int argc, char **argv) {
         return 2;
     }
     if (cli_resolve_accum(&m, 1, "eval")) return 2;
-    if (m.optim.in_backward || m.budget) {
+    if (m.optim.in_backward || m.budget || m.optim.bf16_grads) {
         fprintf(stderr, "stg eval: %s is for training steps; evaluation runs the forward pass alone\n",
-                m.optim.in_backward ? "--optimizer-in-backward" : "--memory-budget");
+                m.optim.in_backward ? "--optimizer-in-backward" : m.budget ? "--memory-budget" : "--grad-dtype");
         return 2;
     }
     stg_err err;

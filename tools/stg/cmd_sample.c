@@ -250,8 +250,8 @@ int cmd_sample(int argc, char **argv) {
         fprintf(stderr, "stg sample: decoding runs the fused attention's cached form; drop --attention naive\n");
         goto bad;
     }
-    if (m.budget || m.optim.in_backward || m.optim.dp_zero) {
-        fprintf(stderr, "stg sample: --memory-budget, --optimizer-in-backward and --zero are training options\n");
+    if (m.budget || m.optim.in_backward || m.optim.dp_zero || m.optim.bf16_grads) {
+        fprintf(stderr, "stg sample: --memory-budget, --optimizer-in-backward, --grad-dtype and --zero are training options\n");
         goto bad;
     }
     bool random_init = strcmp(a.init, "random") == 0, fill_init = strcmp(a.init, "fill") == 0;

@@ -264,14 +264,14 @@ static void run_description(const stg_graph *g, const cli_model_opts *m, const t
              "--cosine-steps=%lld\n--weight-decay=%.17g\n--clip=%.17g\n--beta1=%.17g\n--beta2=%.17g\n--no-decay-norms-embeddings=%d\n"
              "--steps=%lld\n--seed=%llu\n--markov-k=%d\n--data=%s\n--val=%s\n--val-every=%lld\n--ckpt-every=%lld\n--resume=%d\n"
              "--zero=%d\n--bucket-mb=%.17g\n--optimizer-in-backward=%d\n--group-matmuls=%s\n--grad-accum=%d\n--schedule=%s\n--wsd-shape=%s\n"
-             "--wsd-decay-frac=%.17g\n--val-full=%d\n--doc-sep=%lld\n--doc-loss-mask=%d\n",
+             "--wsd-decay-frac=%.17g\n--val-full=%d\n--doc-sep=%lld\n--doc-loss-mask=%d\n--grad-dtype=%s\n",
              g->name, dims, stg_precision_name(g->precision), (long long)graph_param_count(g), o->lr, o->min_lr, (long long)o->warmup,
              (long long)o->cosine_steps, o->weight_decay, o->max_norm, o->beta1, o->beta2, (int)o->decay_exempt_norms_embeddings,
              (long long)f->steps, (unsigned long long)f->seed, f->markov_k, f->data ? "a file" : "the synthetic source",
              f->val ? "a file" : "none", (long long)f->val_every, (long long)f->ckpt_every, (int)f->resume, o->dp_zero,
              (double)o->dp_bucket_bytes / (1 << 20), (int)o->in_backward, m->ungrouped ? "off" : "on", o->grad_accum > 1 ? o->grad_accum : 1,
              schedule_names[o->lr_kind], wsd_shape_names[o->wsd_shape], o->wsd_decay_frac, (int)c->val_full, (long long)f->doc_sep,
-             (int)f->doc_loss_mask);
+             (int)f->doc_loss_mask, o->bf16_grads ? "bf16" : "fp32");
 }
 
 // --val-full: forward executors of the model (the model's batch, and the short last batch's rows)

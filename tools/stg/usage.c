@@ -59,6 +59,7 @@ static const opt_usage opts[] = {
     {C_STEP, "--precision fp32|fp64", "the step's precision (cpu)"},
     {C_PLAN, "--memory-budget BYTES|auto", "recompute activations or make the fused head's weight gradient late, whichever adds fewer FLOPs, so the step fits (e.g. 60G; auto: the device's free memory)"},
     {C_PLAN, "--optimizer-in-backward", "each AdamW update as soon as its gradient is final (clipping by the previous step's norm)"},
+    {C_PLAN, "--grad-dtype fp32|bf16", "with --precision bf16: bf16 keeps the products' weight gradients in bf16 (autocast's rounding; 2 bytes a parameter less to write, norm and update) (default fp32)"},
     {C_PLAN, "--group-matmuls on|off", "products of equal shapes sharing an operand as one batched call (default on)"},
     {C_PLAN, "--grad-accum N", "micro-batches per optimizer step: gradients summed over N forward-backward passes, mean loss, one AdamW (default 1)"},
     {C_PLAN, "--total-batch-tokens T", "tokens per optimizer step: --grad-accum T / (batch x ctx x ranks), refused unless it divides"},

@@ -223,11 +223,19 @@ static void test_bench_json(void **s) {
         double a = v[2], b = v[3], c = v[4];
         double med = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
         assert_true(fabs(strtod(md + 20, NULL) - med) <= 1e-4);
+        // the record says the gradients' dtype (fp32 here: --grad-dtype bf16 needs --precision bf16)
+        const char *gd = strstr(line, "\"precision\": \"fp32\", \"grad_dtype\": \"fp32\"");
+        assert_non_null(gd);
+        assert_true(!nl || gd < nl);
         // the CPU backend holds nothing beside the plan: an empty, well-formed list closes the record
         const char *w = strstr(line, "\"workspace_bytes\": 0, \"workspaces\": {}}");
         assert_non_null(w);
         assert_true(!nl || w < nl);
     }
+    // memreport names bf16 weight gradients in its precision line
+    rc = tu_stg(out, sizeof out, "memreport models/tiny.yaml --precision bf16 --grad-dtype bf16");
+    if (rc != 0) fail_msg("%s", out);
+    assert_non_null(strstr(out, "bf16 working weights, activations and the products' weight gradients"));
     expect_fail("'step' is named twice", "bench models/tiny.yaml --device cpu --what %s", "step,step");
     expect_fail("--what 'backward'", "bench models/tiny.yaml --device cpu --what %s", "backward");
     expect_fail("--what 'forward,'", "bench models/tiny.yaml --device cpu --what %s", "forward,");

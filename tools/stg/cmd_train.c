@@ -451,8 +451,8 @@ int cmd_train(int argc, char **argv) {
         goto out;
     }
     if (dist.rank == 0)
-        printf("stg train: %s, %lld parameters, %s on %s; step memory %.1f MiB (plan)%s\n", g->name, (long long)graph_param_count(g),
-               stg_precision_name(g->precision), b->ops->name, (double)p->peak_bytes / (1 << 20),
+        printf("stg train: %s, %lld parameters, %s%s on %s; step memory %.1f MiB (plan)%s\n", g->name, (long long)graph_param_count(g),
+               stg_precision_name(g->precision), g->bf16_grads ? " with bf16 weight gradients" : "", b->ops->name, (double)p->peak_bytes / (1 << 20),
                dist.world > 1 ? "; data parallel" : "");
     if (dist.rank == 0 && m.optim.dp_world >= 1)
         printf("data parallel: %d ranks, global batch = %d x the model's batch, gradients averaged in buckets of %.1f MiB\n", dist.world,

@@ -189,6 +189,37 @@ static void test_bench_profile(void **s) {
 
 // stg bench on the CPU: several --what values in one process, one JSON line each, with every
 // iteration's time (warm-up ones first) in times_ms.
+// The smallest peak `stg memreport ARGS --memory-budget 1000` reports (it cannot fit), in bytes.
+static long long smallest_peak(const char *args) {
+    char out[16384];
+    int rc = tu_stg(out, sizeof out, "memreport models/tiny.yaml --precision bf16 --memory-budget 1000 %s", args);
+    assert_int_not_equal(rc, 0);
+    const char *at = strstr(out, "the smallest planned peak the search found is");
+    if (!at) fail_msg("%s", out);
+    const char *paren = strchr(at, '(');
+    assert_non_null(paren);
+    return strtoll(paren + 1, NULL, 10);
+}
+
+// A budget the search cannot fit says which lever left off would fit it: --grad-dtype bf16 between the
+// two smallest peaks; nothing below both.
+static void test_budget_levers(void **s) {
+    long long f32 = smallest_peak(""), b16 = smallest_peak("--grad-dtype bf16");
+    print_message("tiny bf16: the smallest peaks %lld (fp32 gradients), %lld (bf16)\n", f32, b16);
+    assert_true(b16 < f32);
+    char out[16384], cmd[256];
+    int rc;
+    snprintf(cmd, sizeof cmd, "memreport models/tiny.yaml --precision bf16 --memory-budget %lld", (b16 + f32) / 2);
+    rc = tu_stg(out, sizeof out, "%s", cmd);
+    assert_int_not_equal(rc, 0);
+    assert_non_null(strstr(out, "cannot fit"));
+    if (!strstr(out, "with --grad-dtype bf16 (the products' weight gradients in bf16) the step fits")) fail_msg("%s\n%s", cmd, out);
+    snprintf(cmd, sizeof cmd, "memreport models/tiny.yaml --precision bf16 --memory-budget %lld", b16 - 1);
+    rc = tu_stg(out, sizeof out, "%s", cmd);
+    assert_int_not_equal(rc, 0);
+    assert_null(strstr(out, "--grad-dtype bf16 ("));
+}
+
 static void test_bench_json(void **s) {
     char out[65536];
     int rc = tu_stg(out, sizeof out, "bench models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --what forward,step --warmup 2 --iters 3 --json");
@@ -305,7 +336,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memreport_world),
         cmocka_unit_test(test_bad_command_lines), cmocka_unit_test(test_bad_model_file),
-        cmocka_unit_test(test_output_not_clobbered), cmocka_unit_test(test_happy_paths), cmocka_unit_test(test_bench_json), cmocka_unit_test(test_attn_bench_paths), cmocka_unit_test(test_bench_profile),
+        cmocka_unit_test(test_output_not_clobbered), cmocka_unit_test(test_happy_paths), cmocka_unit_test(test_bench_json), cmocka_unit_test(test_budget_levers), cmocka_unit_test(test_attn_bench_paths), cmocka_unit_test(test_bench_profile),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

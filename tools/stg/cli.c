@@ -515,6 +515,33 @@ int cli_check_fit(const cli_model_opts *m, const stg_graph *g, const stg_plan *p
     return -1;
 }
 
+// After a budget the search could not fit: the levers of a training step the user left off that change what
+// the step keeps (bf16 weight gradients in bf16 precision; the optimizer in backward), each tried alone with
+// the same budget, and a line for each that fits (these change numerics or clipping, so stg never picks them).
+static void cli_other_levers(const stg_step_opts *o, int64_t budget) {
+    if (!o->train || o->optim.grad_accum > 1) return;
+    for (int k = 0; k < 2; k++) {
+        stg_step_opts q = *o;
+        const char *flag, *what;
+        if (k == 0) {
+            if (q.precision != STG_PREC_BF16 || q.optim.bf16_grads) continue;
+            q.optim.bf16_grads = true;
+            flag = "--grad-dtype bf16", what = "the products' weight gradients in bf16";
+        } else {
+            if (q.optim.in_backward || q.optim.dp_world >= 1) continue;
+            q.optim.in_backward = true;
+            flag = "--optimizer-in-backward", what = "each gradient freed by its update; clipping by the previous step's norm";
+        }
+        stg_budget_report r;
+        stg_step *s = NULL;
+        stg_err e;
+        if (plan_fit_budget(&q, budget, &s, &r, NULL, &e) == 0)
+            fprintf(stderr, "stg: with %s (%s) the step fits: planned peak %.2f GiB (%lld bytes), %d activations recomputed\n", flag,
+                    what, (double)s->p->peak_bytes / (1 << 30), (long long)s->p->peak_bytes, r.n_recomputed);
+        stg_step_free(s);
+    }
+}
+
 int cli_plan(const cli_model_opts *m, stg_graph **g, rt_backend *b, stg_plan **p, stg_budget_report *rep) {
     stg_err err;
     memset(rep, 0, sizeof *rep);
@@ -541,6 +568,7 @@ int cli_plan(const cli_model_opts *m, stg_graph **g, rt_backend *b, stg_plan **p
     stg_step *s;
     if (plan_fit_budget(&o, budget, &s, rep, NULL, &err)) {
         fprintf(stderr, "stg: %s\n", err.msg);
+        cli_other_levers(&o, budget);
         return -1;
     }
     graph_free(*g);

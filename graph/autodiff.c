@@ -95,8 +95,10 @@ static int bf16_gradients(stg_graph *g, const stg_optim_config *oc, int ntf, stg
         if (read) continue;
         g->ops[pr].a.matmul.grad_out = 2;
         if (ops_def(g->ops[pr].kind)->infer(g, pr, err) < 0) return stg_err_prefix(err, "bf16 gradient of '%s'", g->t[p].name);
-        if (g->t[gt].dtype != STG_BF16)
-            return stg_errf(err, "internal: the gradient of '%s' is %s, not bf16", g->t[p].name, stg_dtype_name(g->t[gt].dtype));
+        if (g->t[gt].dtype != STG_BF16) { // a product of operands that are not bf16 keeps its grad_dtype output
+            g->ops[pr].a.matmul.grad_out = 1;
+            if (ops_def(g->ops[pr].kind)->infer(g, pr, err) < 0) return stg_err_prefix(err, "gradient of '%s'", g->t[p].name);
+        }
     }
     g->bf16_grads = 1;
     return 0;

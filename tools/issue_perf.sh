@@ -3,7 +3,8 @@
 # rows, each pair in this one call. Usage: tools/issue_perf.sh OUT [PARTS]
 # PARTS (comma-separated, default all): gpt2 (GPT-2 124M, batch 4, ctx 1024, against llm.c's
 # train_gpt2cu built without cuDNN from .peers/llm.c), accum (2.7B, ctx 1024, micro-batch 4, 8
-# micro-batches, against torch_lm.py --sdpa cudnn --accum 8 from .peers/), head (the fused head at
+# micro-batches, against torch_lm.py --flash --sdpa cudnn --accum 8 from .peers/; before 2026-11-28's sixteenth session
+# the peer ran without --flash, so with written-out attention), head (the fused head at
 # Llama 3.2-1B, ctx 4096, batch 1: planned and measured peak and step, plain and fused), small_accum
 # (small, ctx 512, micro-batch 4, 8 micro-batches, against the peer with default compile and with
 # reduce-overhead: the shared peer as is, and .peers/torch_lm_markstep.py, the same file with
@@ -41,7 +42,7 @@ if has accum; then
   echo "== 2.7B, ctx 1024, micro-batch 4, 8 micro-batches, bf16"
   $stg bench models/cs336/2.7B.yaml --set ctx=1024 --precision bf16 --grad-accum 8 --warmup 2 --iters 5 --json > "$out/accum_stg.json" 2> "$out/accum_stg.err"
   tail -c 1500 "$out/accum_stg.json"; echo
-  timeout 400 python3 .peers/torch_lm.py --sdpa cudnn --sizes 2.7B --ctx 1024 --modes bf16c --accum 8 --warm 2 --iters 3 --out "$out/accum_peer.json" 2>&1 | tail -3
+  timeout 400 python3 .peers/torch_lm.py --flash --sdpa cudnn --sizes 2.7B --ctx 1024 --modes bf16c --accum 8 --warm 2 --iters 3 --out "$out/accum_peer.json" 2>&1 | tail -3
 fi
 if has head; then
   echo "== fused head, Llama 3.2-1B, ctx 4096, batch 1, bf16"
@@ -56,16 +57,16 @@ if has small_accum; then
     $stg bench models/cs336/small.yaml --set ctx=512 --set batch=4 --precision bf16 --grad-accum 8 --warmup 5 --iters 30 --json > "$out/sacc_stg$i.json" 2> "$out/sacc_stg$i.err"
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('stg run $i', {k: d[k] for k in ('median_ms','min_ms','max_ms','grad_accum','mfu','tflops','measured_bytes')})" "$out/sacc_stg$i.json" || tail -3 "$out/sacc_stg$i.err"
   done
-  timeout 300 python3 .peers/torch_lm.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --warm 5 --iters 20 --out "$out/sacc_peer_default.json" 2>&1 | tail -2
-  timeout 300 python3 .peers/torch_lm.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --compile-mode reduce-overhead --warm 5 --iters 20 --out "$out/sacc_peer_ro.json" 2>&1 | tail -2
+  timeout 300 python3 .peers/torch_lm.py --flash --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --warm 5 --iters 20 --out "$out/sacc_peer_default.json" 2>&1 | tail -2
+  timeout 300 python3 .peers/torch_lm.py --flash --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --compile-mode reduce-overhead --warm 5 --iters 20 --out "$out/sacc_peer_ro.json" 2>&1 | tail -2
   # the shared peer with torch.compiler.cudagraph_mark_step_begin() before each micro-batch, made here when missing
   [ -f .peers/torch_lm_markstep.py ] || sed 's/^\( *\)for _ in range(ACCUM):.*$/&\n\1    torch.compiler.cudagraph_mark_step_begin()/' \
     .peers/torch_lm.py > .peers/torch_lm_markstep.py
-  timeout 300 python3 .peers/torch_lm_markstep.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --compile-mode reduce-overhead --warm 5 --iters 20 --out "$out/sacc_peer_ro_markstep.json" 2>&1 | tail -2
+  timeout 300 python3 .peers/torch_lm_markstep.py --flash --sdpa cudnn --sizes small --ctx 512 --modes bf16c --accum 8 --compile-mode reduce-overhead --warm 5 --iters 20 --out "$out/sacc_peer_ro_markstep.json" 2>&1 | tail -2
   echo "== small, ctx 512, batch 4, one micro-batch (the issue-28 row, same lease)"
   $stg bench models/cs336/small.yaml --set ctx=512 --set batch=4 --precision bf16 --warmup 5 --iters 50 --json > "$out/s1_stg.json" 2> "$out/s1_stg.err"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('stg', {k: d[k] for k in ('median_ms','min_ms','max_ms','mfu','tflops')})" "$out/s1_stg.json" || tail -3 "$out/s1_stg.err"
-  timeout 300 python3 .peers/torch_lm.py --sdpa cudnn --sizes small --ctx 512 --modes bf16c --compile-mode reduce-overhead --warm 5 --iters 30 --out "$out/s1_peer_ro.json" 2>&1 | tail -1
+  timeout 300 python3 .peers/torch_lm.py --flash --sdpa cudnn --sizes small --ctx 512 --modes bf16c --compile-mode reduce-overhead --warm 5 --iters 30 --out "$out/s1_peer_ro.json" 2>&1 | tail -1
 fi
 if has llama1b; then
   echo "== Llama 3.2-1B, ctx 4096, batch 1, bf16"

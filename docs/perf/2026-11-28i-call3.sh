@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Found afterwards: its torch_lm.py peer ran without --flash, so with written-out attention (torch_lm.py calls SDPA only with
+# --flash); kept as it ran. For the strongest peer add --flash (tools/speed_run.sh does).
 # Sixteenth session (2026-11-28i), call 3: --grad-dtype bf16 on the CS336 sizes of issue 28's rows: small (ctx 512, batch 4)
 # and 2.7B (ctx 1024, batch 4), gradients fp32 / bf16 alternating, 2 rounds; the small peer (torch.compile
 # reduce-overhead, cuDNN attention) in the same call. Predicted: small 85M of 128.6M parameters get bf16 gradients:

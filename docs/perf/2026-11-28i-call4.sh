@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Found afterwards: its torch_lm.py peer ran without --flash, so with written-out attention (torch_lm.py calls SDPA only with
+# --flash); kept as it ran. For the strongest peer add --flash (tools/speed_run.sh does).
 # Sixteenth session (2026-11-28i), call 4: small (ctx 512, batch 4) with --grad-dtype bf16 was 0.608 of the peer in call 3
 # (issue 28 asks 0.6): --gemm-tune off / on alternating, 2 rounds; the step's profile (critical path); the peer
 # (torch.compile reduce-overhead, cuDNN attention) in the same call.

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Found afterwards: its torch_lm.py peer ran without --flash, so with written-out attention (torch_lm.py calls SDPA only with
+# --flash); kept as it ran. For the strongest peer add --flash (tools/speed_run.sh does).
 # Sixteenth session (2026-11-28i), call 6: issue 28's 2.7B rows beside the peer (torch_lm.py, whole-model torch.compile with
 # cuDNN attention, default mode: the faster one at 2.7B in earlier tables): ctx 1024 batch 4 and ctx 4096 batch 1, stg
 # by default and with --grad-dtype bf16 --gemm-tune on (call 5: 147.2 ms, 60.4% MFU at ctx 1024).

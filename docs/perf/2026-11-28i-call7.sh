@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Found afterwards: its torch_lm.py peer ran without --flash, so with written-out attention (torch_lm.py calls SDPA only with
+# --flash); kept as it ran. For the strongest peer add --flash (tools/speed_run.sh does).
 # Sixteenth session (2026-11-28i), call 7: the 2.7B at ctx 4096, batch 1 beside the peer with PyTorch's flash SDPA (call 6's
 # cuDNN-SDPA peer took 321 ms with a 123 GiB peak, which says its attention was not the fused kernel there), and stg by
 # default and with --grad-dtype bf16 --gemm-tune on, in the same call.

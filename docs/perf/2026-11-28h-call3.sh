@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Found in the sixteenth session: its torch_lm.py peer ran without --flash, so with written-out attention (torch_lm.py calls
+# SDPA only with --flash); kept as it ran. For the strongest peer add --flash (tools/speed_run.sh does).
 # Fifteenth session (2026-11-28h), call 3: the gradient norm as a chain of per-gradient links placed
 # as soon as each gradient is final (global_norm early, lane any, partials in its own table) in the
 # working tree; .old = HEAD before it. Builds both; the whole GPU suite; memcheck and racecheck of

@@ -25,9 +25,10 @@ def find_stg(size, ctx, batch):
     return rs[-1] if rs else None
 
 def find_peer(size, ctx, batch):
-    """The faster of the peer's compile modes for this row."""
+    """The faster of the peer's compile modes for this row. Only fused-attention runs count: torch_lm.py calls
+    scaled_dot_product_attention only with --flash (its record's "flash"); without it attention is written out."""
     rs = [r for r in peer if r["size"] == size and r["ctx"] == ctx and r.get("batch", 4) == batch and r["mode"] == "bf16c"
-          and "error" not in r]
+          and "error" not in r and r.get("flash") is True]
     return min(rs, key=lambda r: r["step_ms_median"]) if rs else None
 
 print("| size | ctx | batch | stg bf16 graph ms | strongest peer ms (mode) | stg / peer | stg TFLOP/s (MFU) | planned / measured GiB | peer peak GiB |")

@@ -349,6 +349,7 @@ int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, 
                   int B, int S, int H, int G, int D, float scale2, stg_err *err) {
     if (B > 65535 || H > 65535) return stg_errf(err, "attention forward (wgmma): B %d or H %d over 65535", B, H);
     if (G < 1 || H % G) return stg_errf(err, "attention forward (wgmma): %d query heads in groups of %d", H, G);
+    if (att_ws_fwd_supported(D, k, v)) return att_ws_fwd(st, q, k, v, docs, o, lse, B, S, H, G, D, scale2, err);
     switch (D) {
     case 64:
         return wg_fwd_launch<64, WG_FWD_NWG, WG_FWD_BK64, WG_FWD_NST, WG_FWD_MINB, WG_FWD_QA != 0>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);

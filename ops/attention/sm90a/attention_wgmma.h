@@ -20,6 +20,14 @@ bool att_wgmma_fwd_supported(int D, float scale);
 int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o, float *lse,
                   int B, int S, int H, int G, int D, float scale2, stg_err *err);
 
+// The same forward, warp-specialised (attention_ws.cu: a producer warp's tensor copies, consumer warpgroups
+// taking turns on the tensor cores): whether it handles head dim D with k and v where they are (16-byte
+// aligned), and it is not turned off (STG_ATT_WS=0 in the environment, for A/B runs); then att_ws_fwd as
+// att_wgmma_fwd.
+bool att_ws_fwd_supported(int D, const void *k, const void *v);
+int att_ws_fwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o, float *lse, int B,
+               int S, int H, int G, int D, float scale2, stg_err *err);
+
 // Whether att_wgmma_bwd handles head dim D (64, 80 or 128).
 bool att_wgmma_bwd_supported(int D);
 

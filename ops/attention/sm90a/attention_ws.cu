@@ -1,0 +1,441 @@
+// Causal flash attention forward, bf16, warp-specialised (sm_90a only, CMakeLists.txt): the function of
+// att_wg_fwd_kernel (attention_wgmma.cu; grouped-query rows and packed documents as in ../rows.cuh),
+// with FlashAttention-3's scheduling (Shah et al., 2024, sections 3.1-3.2):
+//   - a producer warp streams the K and V tiles into NST shared stages with tensor copies (TMA), one
+//     elected thread issuing a few copies a tile; a stage's "full" barrier completes when its bytes
+//     have landed, its "empty" barrier when every consumer warp is done reading it. The consumer
+//     warpgroups issue no loads and never wait at a block barrier, so they drift apart freely;
+//   - NWG consumer warpgroups (64 query rows each) take turns on the tensor cores (ping-pong): a
+//     warpgroup issues its products, S(t) = Q K(t)^T and O += P(t-1) V(t-1), only after the previous
+//     warpgroup of the ring has issued its own, so one warpgroup's softmax runs while another's
+//     products run (named barriers 1..NWG);
+//   - inside a warpgroup, as in att_wg_fwd_kernel, the softmax of S(t) overlaps the P V product of
+//     the previous tile.
+// Shared layout per stage as att_wg_fwd_kernel's (wgmma.cuh): D / 64 panels of BK rows x 128 bytes in
+// the 128-byte swizzle, at head dim 80 a tail panel of 16 dims in the 32-byte swizzle; the tensor maps
+// name the same swizzles, so each panel is one copy. Q: cp.async by each warpgroup for its own rows,
+// then registers (ldmatrix), the A operand of every S product.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cuda/internal.h"
+#include "ops/attention/sm90a/attention_wgmma.h"
+#include "ops/attention/sm90a/tma.cuh"
+#include "ops/attention/sm90a/wgmma.cuh"
+
+// Shared bytes: 16 barriers' worth of header (NST full and NST empty barriers), Q's padded rows, the
+// stages (1024-byte aligned).
+template <int D, int NWG, int BK, int NST>
+static size_t ws_fwd_smem(void) {
+    return 128 + sizeof(wg_bf16) * ((size_t)64 * NWG * (D + 8) + (size_t)2 * NST * BK * D) + 1024;
+}
+
+// Grid (tiles of 64 NWG of the S G rows, H / G, B), the longest rows first; block 128 NWG + 32 PW threads:
+// warpgroups 0 .. NWG - 1 consume, warp 4 NWG produces. A multiprocessor's registers are four files, one
+// per quarter, and a block's warps are dealt round-robin to them, so a block of 9 warps is held to the
+// registers of 12 (168 a thread for 288 threads). With RG > 0 the producer is a whole warpgroup (PW = 4)
+// that gives its registers back (setmaxnreg: 24 a thread) and the consumers raise theirs to RG. tk, tv: K and V as 4-D maps (D, H / G, S, B)
+// with 64 x 1 x BK x 1 boxes in the 128-byte swizzle; tkt, tvt (head dim 64 NP + 16 only): 16 x 1 x BK
+// x 1 boxes in the 32-byte swizzle for the tail panel.
+template <int D, int NWG, int BK, int NST, int MINB, int PW, int RG>
+__global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
+    att_ws_fwd_kernel(const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+                      const __grid_constant__ CUtensorMap tkt, const __grid_constant__ CUtensorMap tvt,
+                      const wg_bf16 *__restrict__ q, const int *__restrict__ docs, wg_bf16 *__restrict__ o,
+                      float *__restrict__ lse, int S, int H, int G, float scale2) {
+    constexpr int BQ = 64 * NWG, LDQ = D + 8, KD = D / 16, NSC = BK / 64, NDC = D / 64;
+    constexpr bool TL = D % 64 == 16; // head dim 80: a 16-dim tail panel (wgmma.cuh)
+    constexpr int TILE = BK * D;      // elements of one K or V stage
+    constexpr uint32_t TXB = 2u * TILE * (uint32_t)sizeof(wg_bf16); // bytes a tile (K and V)
+    static_assert(NST >= 2 && NST <= 8, "2 to 8 stages (the header holds 16 barriers)");
+    static_assert(NWG >= 2 && 2 * NWG + 1 <= 15, "a ring of at least two warpgroups; named barriers 1 .. 2 NWG");
+    static_assert((D % 64 == 0 || D % 64 == 16) && BK % 64 == 0 && BK <= 256, "head dim 64 NP (+ 16), key tile in chunks of 64");
+    extern __shared__ __align__(128) unsigned char ws_smraw[];
+    const uint32_t sm0 = wg_smem(ws_smraw);
+    const uint32_t full0 = sm0, empty0 = sm0 + 8u * NST; // barrier s at + 8 s
+    wg_bf16 *Qs = (wg_bf16 *)(ws_smraw + 128);
+    const uint32_t kv0 = (wg_smem(Qs + BQ * LDQ) + 1023u) & ~1023u; // stage s: K at kv0 + 2 s TILE, V after it
+    const int hk = blockIdx.y, b = blockIdx.z;
+    const int tile = gridDim.x - 1 - blockIdx.x; // the longest rows first
+    const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x / 32, 0), lane = threadIdx.x % 32; // warp-uniform
+    const int RN = S * G, q0 = tile * BQ;
+    const int *dc = docs ? docs + (int64_t)b * S : nullptr;
+    const int last = (min(q0 + BQ, RN) - 1) / G; // the block's last position
+    const int kt0 = att_doc0(dc, q0 / G) / BK;   // its first visible key tile
+    const int ntiles = last / BK + 1 - kt0;      // key tiles of the block
+
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < NST; s++) {
+            tm_mb_init(full0 + 8u * s, 1);           // the producer's arrival (with the bytes)
+            tm_mb_init(empty0 + 8u * s, 4 * NWG);    // every consumer warp's
+        }
+        tm_mb_init_fence();
+    }
+    __syncthreads(); // the only block-wide barrier
+
+    static_assert((PW == 1 && RG == 0) || (PW == 4 && RG % 8 == 0 && 128 * (NWG * RG + 24) <= 65536), "producer warps, registers");
+    if (warp >= 4 * NWG) { // the producer: tile t into stage t % NST once every warp has released it
+        if constexpr (RG > 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+        if (warp == 4 * NWG && lane == 0) {
+            tm_prefetch_map(&tk);
+            tm_prefetch_map(&tv);
+            for (int t = 0; t < ntiles; t++) {
+                const int s = t % NST;
+                if (t >= NST) tm_mb_wait(empty0 + 8u * s, (uint32_t)((t / NST - 1) & 1));
+                const uint32_t fb = full0 + 8u * s, st = kv0 + (uint32_t)(2 * s * TILE * 2);
+                const int kn = (kt0 + t) * BK;
+                tm_mb_expect_tx(fb, TXB);
+#pragma unroll
+                for (int p = 0; p < NDC; p++) {
+                    tm_load4(st + (uint32_t)(p * BK * 128), &tk, 64 * p, hk, kn, b, fb);
+                    tm_load4(st + (uint32_t)(TILE * 2 + p * BK * 128), &tv, 64 * p, hk, kn, b, fb);
+                }
+                if constexpr (TL) {
+                    tm_load4(st + (uint32_t)(NDC * BK * 128), &tkt, 64 * NDC, hk, kn, b, fb);
+                    tm_load4(st + (uint32_t)(TILE * 2 + NDC * BK * 128), &tvt, 64 * NDC, hk, kn, b, fb);
+                }
+            }
+        }
+        return;
+    }
+
+    // The consumers.
+    if constexpr (RG > 0) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(RG) : "memory");
+    const int g = lane >> 2, t4 = lane & 3;
+    const int wg = warp / 4; // provably warp-uniform (warp is): wgmma is not serialized
+    const int rw0 = q0 + 64 * wg, rwarp = rw0 + 16 * (warp % 4); // rows
+    const int64_t qstride = (int64_t)H * D;
+    const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D; // row 0 of the group
+    const int wtiles = rw0 < RN ? (min(rw0 + 63, RN - 1) / G) / BK + 1 - kt0 : 0; // key tiles of this warpgroup
+    int pos[2], first[2]; // this thread's rows rwarp + g + 8 i: position (-1 past the end), first visible key
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int R = rwarp + g + 8 * i;
+        pos[i] = R < RN ? R / G : -1;
+        first[i] = R < RN ? att_doc0(dc, pos[i]) : 0;
+    }
+
+    // This warpgroup's 64 rows of Q (padded, for ldmatrix), then registers.
+    uint32_t qf[KD][4];
+    {
+        constexpr int NC8 = D / 8;
+        const int tw = threadIdx.x % 128;
+        for (int idx = tw; idx < 64 * NC8; idx += 128) {
+            const int r = idx / NC8, c = (idx % NC8) * 8;
+            const bool ok = rw0 + r < RN;
+            wg_cp16(wg_smem(Qs + (64 * wg + r) * LDQ + c), q + qhead0 + (ok ? att_row_off(rw0 + r, G, qstride, D) + c : 0), ok);
+        }
+        wg_cp_commit();
+        wg_cp_wait<0>();
+        tm_bar_sync<128>(1 + NWG + wg);
+#pragma unroll
+        for (int kd = 0; kd < KD; kd++)
+            wg_ldsm4(qf[kd], wg_smem(Qs + (16 * warp + (lane & 15)) * LDQ + kd * 16 + (lane >> 4) * 8));
+    }
+
+    float oacc[NDC][32], otl[8]; // otl: the tail panel's 16 dims (head dim 80)
+    uint32_t pf[BK / 16][4];     // P of the previous tile: the A operand of its P V product
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int c = 0; c < NDC; c++)
+#pragma unroll
+        for (int e = 0; e < 32; e++) oacc[c][e] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) otl[e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; kk++) pf[kk][0] = pf[kk][1] = pf[kk][2] = pf[kk][3] = 0u;
+
+    auto stage = [&](int t) { return kv0 + (uint32_t)(2 * (t % NST) * TILE * 2); };
+    // O += P(t) V(t) (issued, not waited for).
+    auto issue_pv = [&](int t) {
+        wg_arrive();
+        const uint32_t vb = stage(t) + (uint32_t)(TILE * 2);
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++) {
+#pragma unroll
+            for (int dc = 0; dc < NDC; dc++) // k: keys, n: dims
+                wg_mma_n64<1>(oacc[dc], pf[kk], wg_desc_mnmaj(vb, BK, kk, dc), 1);
+            if constexpr (TL) wg_mma_n16<1>(otl, pf[kk], wg_tdesc<NDC>(vb, BK, kk));
+        }
+    };
+    auto keep_o = [&]() {
+#pragma unroll
+        for (int c = 0; c < NDC; c++)
+#pragma unroll
+            for (int e = 0; e < 32; e++) wg_keep(oacc[c][e]);
+        if constexpr (TL)
+#pragma unroll
+            for (int e = 0; e < 8; e++) wg_keep(otl[e]);
+    };
+    auto keep_p = [&]() {
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) wg_keep(pf[kk][e]);
+    };
+    auto release = [&](int t) { // this warp is done reading tile t's stage
+        if (lane == 0) tm_mb_arrive(empty0 + 8u * (uint32_t)(t % NST));
+    };
+
+    // The ring: warpgroup w issues after w - 1 (warpgroup 0 after NWG - 1, which lets it go first).
+    const int turn = 1 + wg, next = 1 + (wg + 1) % NWG;
+    if (wg == NWG - 1) tm_bar_arrive<256>(1);
+    // Iteration t: S(t) for t < wtiles, P V of tile t - 1 for 0 < t <= wtiles; every warpgroup takes
+    // ntiles + 1 turns (the ring's arrivals balance: the last warpgroup's last one is left out).
+    auto pass = [&](int t) { // hand the tensor cores to the next warpgroup
+        if (!(wg == NWG - 1 && t == ntiles)) tm_bar_arrive<256>(next);
+    };
+    for (int t = 0; t <= ntiles; t++) {
+        if (t < wtiles) {
+            tm_mb_wait(full0 + 8u * (uint32_t)(t % NST), (uint32_t)((t / NST) & 1));
+        } else if (t < ntiles) { // a tile past this warpgroup's diagonal: released once it has landed
+            tm_mb_wait(full0 + 8u * (uint32_t)(t % NST), (uint32_t)((t / NST) & 1));
+            release(t);
+        }
+        tm_bar_sync<256>(turn);
+        if (t >= wtiles) {
+            if (t == wtiles && t > 0) { // this warpgroup's last P V product
+                keep_o();
+                keep_p();
+                issue_pv(t - 1);
+                wg_commit();
+                pass(t);
+                wg_wait<0>();
+                keep_o();
+                release(t - 1);
+            } else {
+                pass(t);
+            }
+            continue;
+        }
+        const uint32_t kb = stage(t);
+        float s[NSC][32];
+        wg_arrive();
+#pragma unroll
+        for (int kd = 0; kd < KD; kd++)
+#pragma unroll
+            for (int c = 0; c < NSC; c++) // k: dims, n: keys
+                if (kd == 0)
+                    wg_mma_n64_set<0>(s[c], qf[kd], wg_kdesc<NDC>(kb, BK, kd, 64 * c));
+                else
+                    wg_mma_n64<0>(s[c], qf[kd], wg_kdesc<NDC>(kb, BK, kd, 64 * c), 1);
+        wg_commit();
+        if (t > 0) {
+            keep_o();
+            keep_p();
+            issue_pv(t - 1);
+            wg_commit();
+            pass(t);
+            wg_wait<1>();
+        } else {
+            pass(t);
+            wg_wait<0>();
+        }
+#pragma unroll
+        for (int c = 0; c < NSC; c++)
+#pragma unroll
+            for (int e = 0; e < 32; e++) wg_keep(s[c][e]);
+
+        // Online softmax on this thread's rows rwarp + g (i = 0) and rwarp + g + 8 (i = 1); the mask
+        // decided once a tile for the warp (att_wg_fwd_kernel).
+        const int k0 = (kt0 + t) * BK;
+        const bool mask = __any_sync(0xffffffffu, k0 + BK - 1 > min(pos[0], pos[1]) || k0 + BK > S ||
+                                                       k0 < max(first[0], first[1]));
+        float mx[2] = {m[0], m[1]};
+        if (mask) {
+#pragma unroll
+            for (int c = 0; c < NSC; c++)
+#pragma unroll
+                for (int e = 0; e < 32; e++) {
+                    const int key = k0 + c * 64 + (e >> 2) * 8 + 2 * t4 + (e & 1), i = (e >> 1) & 1;
+                    if (key > pos[i] || key >= S || key < first[i]) s[c][e] = -INFINITY;
+                    mx[i] = fmaxf(mx[i], s[c][e]);
+                }
+        } else {
+#pragma unroll
+            for (int c = 0; c < NSC; c++)
+#pragma unroll
+                for (int e = 0; e < 32; e++) mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], s[c][e]);
+        }
+        float alpha[2], base[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+            base[i] = mx[i] == -INFINITY ? 0.0f : mx[i] * scale2;
+            alpha[i] = wg_ex2(fmaf(m[i], scale2, -base[i])); // 0 on the first tile (m = -inf)
+            m[i] = mx[i];
+        }
+        float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int c = 0; c < NSC; c++)
+#pragma unroll
+            for (int e = 0; e < 32; e++) {
+                const float p = wg_ex2(fmaf(s[c][e], scale2, -base[(e >> 1) & 1]));
+                s[c][e] = p;
+                sum[(e >> 1) & 1] += p;
+            }
+#pragma unroll
+        for (int i = 0; i < 2; i++) l[i] = l[i] * alpha[i] + sum[i];
+        // The P V product must be complete before its A registers (pf) and O are written.
+        wg_wait<0>();
+        keep_o();
+        keep_p();
+        if (t > 0) release(t - 1);
+#pragma unroll
+        for (int c = 0; c < NDC; c++)
+#pragma unroll
+            for (int e = 0; e < 32; e++) oacc[c][e] *= alpha[(e >> 1) & 1];
+        if constexpr (TL)
+#pragma unroll
+            for (int e = 0; e < 8; e++) otl[e] *= alpha[(e >> 1) & 1];
+#pragma unroll
+        for (int c = 0; c < NSC; c++)
+#pragma unroll
+            for (int e = 0; e < 32; e += 2) {
+                // n8 block j = 8 c + e / 4 of the keys: k-step j / 2, A register (row half i, j % 2).
+                const int j = c * 8 + (e >> 2), i = (e >> 1) & 1;
+                pf[j >> 1][(j & 1) * 2 + i] = wg_pack(s[c][e], s[c][e + 1]);
+            }
+    }
+
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        float li = l[i];
+        li += __shfl_xor_sync(0xffffffffu, li, 1);
+        li += __shfl_xor_sync(0xffffffffu, li, 2);
+        const int row = rwarp + g + 8 * i;
+        if (row >= RN) continue;
+        const float inv = 1.0f / li;
+        wg_store_row<NDC, TL>(o + qhead0 + att_row_off(row, G, qstride, D), oacc, otl, i, t4, inv);
+        if (t4 == 0) lse[att_stat_idx(row, G, b, H, hk, S)] = (m[i] * scale2 + log2f(li)) * (float)WG_LN2;
+    }
+}
+
+// Shapes (overridable for sweeps: tools/attn_tiles.sh). NWG consumer warpgroups, key tiles of BK, NST stages,
+// MINB blocks a multiprocessor.
+#ifndef WS_FWD64_NWG
+#define WS_FWD64_NWG 3
+#endif
+#ifndef WS_FWD64_MINB
+#define WS_FWD64_MINB 1
+#endif
+#ifndef WS_FWD64_RG
+#define WS_FWD64_RG 0 // > 0: a producer warpgroup, the consumers' registers raised to this (att_ws_fwd_kernel)
+#endif
+#ifndef WS_FWD64_BK
+#define WS_FWD64_BK 64
+#endif
+#ifndef WS_FWD64_NST
+#define WS_FWD64_NST 5
+#endif
+#ifndef WS_FWD80_NWG
+#define WS_FWD80_NWG 2
+#endif
+#ifndef WS_FWD80_MINB
+#define WS_FWD80_MINB 1
+#endif
+#ifndef WS_FWD80_RG
+#define WS_FWD80_RG 0
+#endif
+#ifndef WS_FWD80_NST
+#define WS_FWD80_NST 5
+#endif
+#ifndef WS_FWD128_NWG
+#define WS_FWD128_NWG 2
+#endif
+#ifndef WS_FWD128_BK
+#define WS_FWD128_BK 64
+#endif
+#ifndef WS_FWD128_NST
+#define WS_FWD128_NST 5
+#endif
+#ifndef WS_FWD128_RG
+#define WS_FWD128_RG 240 // the consumers' registers (a producer warpgroup of 24)
+#endif
+
+// cuTensorMapEncodeTiled from the driver (no link against libcuda: the runtime hands out the entry point).
+static PFN_cuTensorMapEncodeTiled_v12000 ws_encode_fn(stg_err *err) {
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+    PFN_cuTensorMapEncodeTiled_v12000 f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
+    if (f) return f;
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult qr = cudaDriverEntryPointSymbolNotFound;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &qr);
+    if (e != cudaSuccess || qr != cudaDriverEntryPointSuccess || !p) {
+        stg_errf(err, "attention forward (TMA): cuTensorMapEncodeTiled not available from the driver (%s, query %d)",
+                 cudaGetErrorString(e), (int)qr);
+        return nullptr;
+    }
+    f = (PFN_cuTensorMapEncodeTiled_v12000)p;
+    __atomic_store_n(&fn, f, __ATOMIC_RELEASE);
+    return f;
+}
+
+// The map of a (B, S, Hkv, D) bf16 tensor at base as (D, Hkv, S, B), boxes of box0 x 1 x BK x 1.
+static int ws_map(CUtensorMap *m, const void *base, int B, int S, int Hkv, int D, int box0, int BK, CUtensorMapSwizzle sw,
+                  stg_err *err) {
+    PFN_cuTensorMapEncodeTiled_v12000 enc = ws_encode_fn(err);
+    if (!enc) return -1;
+    const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)Hkv, (cuuint64_t)S, (cuuint64_t)B};
+    const cuuint64_t strides[3] = {(cuuint64_t)D * 2, (cuuint64_t)Hkv * D * 2, (cuuint64_t)S * Hkv * D * 2}; // bytes
+    const cuuint32_t box[4] = {(cuuint32_t)box0, 1, (cuuint32_t)BK, 1}, estr[4] = {1, 1, 1, 1};
+    CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, (void *)base, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                     sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return stg_errf(err, "attention forward (TMA): cuTensorMapEncodeTiled failed (error %d) for (%d, %d, %d, %d), box %d x %d",
+                        (int)r, B, S, Hkv, D, box0, BK);
+    return 0;
+}
+
+template <int D, int NWG, int BK, int NST, int MINB, int PW, int RG>
+static int ws_fwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o, float *lse,
+                         int B, int S, int H, int G, float scale2, stg_err *err) {
+    const int Hkv = H / G;
+    CUtensorMap tk, tv, tkt, tvt;
+    memset(&tkt, 0, sizeof tkt);
+    memset(&tvt, 0, sizeof tvt);
+    if (ws_map(&tk, k, B, S, Hkv, D, 64, BK, CU_TENSOR_MAP_SWIZZLE_128B, err) ||
+        ws_map(&tv, v, B, S, Hkv, D, 64, BK, CU_TENSOR_MAP_SWIZZLE_128B, err))
+        return -1;
+    if (D % 64 == 16 && (ws_map(&tkt, k, B, S, Hkv, D, 16, BK, CU_TENSOR_MAP_SWIZZLE_32B, err) ||
+                         ws_map(&tvt, v, B, S, Hkv, D, 16, BK, CU_TENSOR_MAP_SWIZZLE_32B, err)))
+        return -1;
+    const size_t smem = ws_fwd_smem<D, NWG, BK, NST>();
+    CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_fwd_kernel<D, NWG, BK, NST, MINB, PW, RG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem));
+    const int nq = (S * G + 64 * NWG - 1) / (64 * NWG);
+    dim3 grid((unsigned)nq, (unsigned)Hkv, (unsigned)B);
+    att_ws_fwd_kernel<D, NWG, BK, NST, MINB, PW, RG><<<grid, 128 * NWG + 32 * PW, smem, st>>>(tk, tv, tkt, tvt, (const wg_bf16 *)q, docs,
+                                                                               (wg_bf16 *)o, lse, S, H, G, scale2);
+    CUDA_LAUNCH_CHECK(err, "attention forward (warp-specialised, TMA)");
+    return 0;
+}
+
+bool att_ws_fwd_supported(int D, const void *k, const void *v) {
+    static int off = -1; // STG_ATT_WS=0 in the environment: the cp.async kernel (att_wg_fwd_kernel), for A/B runs
+    if (off < 0) {
+        const char *e = getenv("STG_ATT_WS");
+        off = e && strcmp(e, "0") == 0;
+    }
+    return !off && (D == 64 || D == 80 || D == 128) && ((uintptr_t)k % 16 == 0) && ((uintptr_t)v % 16 == 0);
+}
+
+int att_ws_fwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o, float *lse, int B, int S,
+               int H, int G, int D, float scale2, stg_err *err) {
+    switch (D) {
+    case 64:
+        return ws_fwd_launch<64, WS_FWD64_NWG, WS_FWD64_BK, WS_FWD64_NST, WS_FWD64_MINB, WS_FWD64_RG ? 4 : 1, WS_FWD64_RG>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
+    case 80:
+        return ws_fwd_launch<80, WS_FWD80_NWG, 64, WS_FWD80_NST, WS_FWD80_MINB, WS_FWD80_RG ? 4 : 1, WS_FWD80_RG>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
+    case 128:
+        return ws_fwd_launch<128, WS_FWD128_NWG, WS_FWD128_BK, WS_FWD128_NST, 1, 4, WS_FWD128_RG>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
+    }
+    return stg_errf(err, "attention forward (warp-specialised): head dim %d not supported", D);
+}

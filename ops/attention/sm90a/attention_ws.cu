@@ -319,30 +319,35 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
 }
 
 // Shapes (overridable for sweeps: tools/attn_tiles.sh). NWG consumer warpgroups, key tiles of BK, NST stages,
-// MINB blocks a multiprocessor.
+// MINB blocks a multiprocessor, RG the consumers' registers with a producer warpgroup (0: a producer warp).
+// Chosen on an H200 (docs/perf/LOG.md, seventeenth session, call 3: three builds alternating, 2 rounds, B4 H16
+// S 4096 / 16384 TFLOP/s): head dim 64, 2 warpgroups with 128-key tiles and 240 registers 340 / 447 (3 warpgroups
+// of 64-key tiles 333-343 / 434-438); head dim 80, 3 warpgroups at 160 registers 375-380 / 470 (2 warpgroups
+// 336-347 / 413); head dim 128, 4 stages 469-484 / 584 (5 stages 463-473 / 565-570; 128-key tiles in 2 stages
+// 369-372 / 440).
 #ifndef WS_FWD64_NWG
-#define WS_FWD64_NWG 3
+#define WS_FWD64_NWG 2
 #endif
 #ifndef WS_FWD64_MINB
 #define WS_FWD64_MINB 1
 #endif
 #ifndef WS_FWD64_RG
-#define WS_FWD64_RG 0 // > 0: a producer warpgroup, the consumers' registers raised to this (att_ws_fwd_kernel)
+#define WS_FWD64_RG 240 // > 0: a producer warpgroup, the consumers' registers raised to this (att_ws_fwd_kernel)
 #endif
 #ifndef WS_FWD64_BK
-#define WS_FWD64_BK 64
+#define WS_FWD64_BK 128
 #endif
 #ifndef WS_FWD64_NST
 #define WS_FWD64_NST 5
 #endif
 #ifndef WS_FWD80_NWG
-#define WS_FWD80_NWG 2
+#define WS_FWD80_NWG 3
 #endif
 #ifndef WS_FWD80_MINB
 #define WS_FWD80_MINB 1
 #endif
 #ifndef WS_FWD80_RG
-#define WS_FWD80_RG 0
+#define WS_FWD80_RG 160
 #endif
 #ifndef WS_FWD80_NST
 #define WS_FWD80_NST 5
@@ -354,7 +359,7 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
 #define WS_FWD128_BK 64
 #endif
 #ifndef WS_FWD128_NST
-#define WS_FWD128_NST 5
+#define WS_FWD128_NST 4
 #endif
 #ifndef WS_FWD128_RG
 #define WS_FWD128_RG 240 // the consumers' registers (a producer warpgroup of 24)

@@ -10,23 +10,24 @@ extern "C" {
 #include "ops/base/err.h" // C: stg_errf has C linkage
 }
 
-// Whether att_wgmma_fwd handles head dim D with this scale (D 64, 80 or 128, scale > 0).
+// Whether att_wgmma_fwd (attention_ws.cu: warp-specialised, tensor copies) handles head dim D with this scale
+// (D 64, 80 or 128, scale > 0), and it is not turned off (STG_ATT_WS=0 in the environment: mma.sync, for A/B runs).
 bool att_wgmma_fwd_supported(int D, float scale);
 
 // q (B, S, H, D), k, v (B, S, H / G, D) bf16 [, docs (B, S) i32 or NULL: packed documents,
 // ops/attention/rows.cuh] -> o (B, S, H, D) bf16, lse (B, H, S) f32 (natural log), causal; query
-// head h reads kv head h / G; scale2 = scale log2(e). Pointers 16-byte aligned (docs 4). Returns 0,
+// head h reads kv head h / G; scale2 = scale log2(e). Pointers 16-byte aligned (docs 4; k, v checked). Returns 0,
 // or -1 with err set.
 int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o, float *lse,
                   int B, int S, int H, int G, int D, float scale2, stg_err *err);
 
-// The same forward, warp-specialised (attention_ws.cu: a producer warp's tensor copies, consumer warpgroups
-// taking turns on the tensor cores): whether it handles head dim D with k and v where they are (16-byte
-// aligned), and it is not turned off (STG_ATT_WS=0 in the environment, for A/B runs); then att_ws_fwd as
-// att_wgmma_fwd.
-bool att_ws_fwd_supported(int D, const void *k, const void *v);
-int att_ws_fwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o, float *lse, int B,
-               int S, int H, int G, int D, float scale2, stg_err *err);
+// The same backward, warp-specialised (attention_ws_bwd.cu): whether it handles head dim D with k, v where they are
+// (head dims 64 and 80; 128 only with STG_ATT_WS_BWD=all, slower there; none with STG_ATT_WS_BWD=0); then
+// att_ws_bwd as att_wgmma_bwd.
+bool att_ws_bwd_supported(int D, const void *k, const void *v);
+int att_ws_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse, const void *dout,
+               const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G, int D, float scale, float scale2,
+               stg_err *err);
 
 // Whether att_wgmma_bwd handles head dim D (64, 80 or 128).
 bool att_wgmma_bwd_supported(int D);

@@ -1,6 +1,9 @@
 // Causal flash attention forward, bf16, warp-specialised (sm_90a only, CMakeLists.txt): the function of
-// att_wg_fwd_kernel (attention_wgmma.cu; grouped-query rows and packed documents as in ../rows.cuh),
-// with FlashAttention-3's scheduling (Shah et al., 2024, sections 3.1-3.2):
+// att_tc_fwd_kernel (../cuda_mma.cu, the mma.sync kernel that runs on other GPUs and when this one is turned
+// off), o_i = sum_j softmax_j(scale q_i . k_j) v_j over j <= i, lse_i = log sum_j exp(scale q_i . k_j), with
+// grouped-query rows and packed documents as in ../rows.cuh: the rows of a block are S G rows of the G query
+// heads sharing kv head hk, so one K/V tile serves the group; the key loop starts at the first tile the
+// block's first document makes visible. FlashAttention-3's scheduling (Shah et al., 2024, sections 3.1-3.2):
 //   - a producer warp streams the K and V tiles into NST shared stages with tensor copies (TMA), one
 //     elected thread issuing a few copies a tile; a stage's "full" barrier completes when its bytes
 //     have landed, its "empty" barrier when every consumer warp is done reading it. The consumer
@@ -9,9 +12,11 @@
 //     warpgroup issues its products, S(t) = Q K(t)^T and O += P(t-1) V(t-1), only after the previous
 //     warpgroup of the ring has issued its own, so one warpgroup's softmax runs while another's
 //     products run (named barriers 1..NWG);
-//   - inside a warpgroup, as in att_wg_fwd_kernel, the softmax of S(t) overlaps the P V product of
-//     the previous tile.
-// Shared layout per stage as att_wg_fwd_kernel's (wgmma.cuh): D / 64 panels of BK rows x 128 bytes in
+//   - inside a warpgroup, the softmax of S(t) overlaps the P V product of the previous tile: S(t) and
+//     O += P(t-1) V(t-1) are issued together, S(t) awaited, its online softmax computed in f32 (row max,
+//     exp2 with the scale folded into one FMA, row sums, the rescale factor), then the P V product
+//     awaited, O rescaled and P(t) packed to bf16 registers, the A operand of the next P V product.
+// Shared layout per stage (wgmma.cuh): D / 64 panels of BK rows x 128 bytes in
 // the 128-byte swizzle, at head dim 80 a tail panel of 16 dims in the 32-byte swizzle; the tensor maps
 // name the same swizzles, so each panel is one copy. Q: cp.async by each warpgroup for its own rows,
 // then registers (ldmatrix), the A operand of every S product.
@@ -26,6 +31,7 @@
 #include "ops/cuda/internal.h"
 #include "ops/attention/sm90a/attention_wgmma.h"
 #include "ops/attention/sm90a/tma.cuh"
+#include "ops/attention/sm90a/tma_map.h"
 #include "ops/attention/sm90a/wgmma.cuh"
 
 // Shared bytes: 16 barriers' worth of header (NST full and NST empty barriers), Q's padded rows, the
@@ -51,7 +57,6 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
     constexpr int BQ = 64 * NWG, LDQ = D + 8, KD = D / 16, NSC = BK / 64, NDC = D / 64;
     constexpr bool TL = D % 64 == 16; // head dim 80: a 16-dim tail panel (wgmma.cuh)
     constexpr int TILE = BK * D;      // elements of one K or V stage
-    constexpr uint32_t TXB = 2u * TILE * (uint32_t)sizeof(wg_bf16); // bytes a tile (K and V)
     static_assert(NST >= 2 && NST <= 8, "2 to 8 stages (the header holds 16 barriers)");
     static_assert(NWG >= 2 && 2 * NWG + 1 <= 15, "a ring of at least two warpgroups; named barriers 1 .. 2 NWG");
     static_assert((D % 64 == 0 || D % 64 == 16) && BK % 64 == 0 && BK <= 256, "head dim 64 NP (+ 16), key tile in chunks of 64");
@@ -79,29 +84,10 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
     }
     __syncthreads(); // the only block-wide barrier
 
-    static_assert((PW == 1 && RG == 0) || (PW == 4 && RG % 8 == 0 && 128 * (NWG * RG + 24) <= 65536), "producer warps, registers");
+    static_assert((PW == 1 && RG == 0) || (PW == 4 && RG % 8 == 0 && tm_regs_fit(NWG, RG, 24)), "producer warps, registers");
     if (warp >= 4 * NWG) { // the producer: tile t into stage t % NST once every warp has released it
         if constexpr (RG > 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-        if (warp == 4 * NWG && lane == 0) {
-            tm_prefetch_map(&tk);
-            tm_prefetch_map(&tv);
-            for (int t = 0; t < ntiles; t++) {
-                const int s = t % NST;
-                if (t >= NST) tm_mb_wait(empty0 + 8u * s, (uint32_t)((t / NST - 1) & 1));
-                const uint32_t fb = full0 + 8u * s, st = kv0 + (uint32_t)(2 * s * TILE * 2);
-                const int kn = (kt0 + t) * BK;
-                tm_mb_expect_tx(fb, TXB);
-#pragma unroll
-                for (int p = 0; p < NDC; p++) {
-                    tm_load4(st + (uint32_t)(p * BK * 128), &tk, 64 * p, hk, kn, b, fb);
-                    tm_load4(st + (uint32_t)(TILE * 2 + p * BK * 128), &tv, 64 * p, hk, kn, b, fb);
-                }
-                if constexpr (TL) {
-                    tm_load4(st + (uint32_t)(NDC * BK * 128), &tkt, 64 * NDC, hk, kn, b, fb);
-                    tm_load4(st + (uint32_t)(TILE * 2 + NDC * BK * 128), &tvt, 64 * NDC, hk, kn, b, fb);
-                }
-            }
-        }
+        if (warp == 4 * NWG && lane == 0) tm_kv_producer<D, BK, NST>(&tk, &tv, &tkt, &tvt, full0, empty0, kv0, kt0, ntiles, hk, b);
         return;
     }
 
@@ -242,8 +228,10 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
 #pragma unroll
             for (int e = 0; e < 32; e++) wg_keep(s[c][e]);
 
-        // Online softmax on this thread's rows rwarp + g (i = 0) and rwarp + g + 8 (i = 1); the mask
-        // decided once a tile for the warp (att_wg_fwd_kernel).
+        // Online softmax on this thread's rows rwarp + g (i = 0) and rwarp + g + 8 (i = 1). Some row of the
+        // warp needs masking (a key past a row, past S or before its document): decided once a tile for the
+        // warp, so the unmasked tiles run a loop without the mask's instructions (a test inside the element
+        // loop was compiled to predicated code that every tile issued).
         const int k0 = (kt0 + t) * BK;
         const bool mask = __any_sync(0xffffffffu, k0 + BK - 1 > min(pos[0], pos[1]) || k0 + BK > S ||
                                                        k0 < max(first[0], first[1]));
@@ -399,19 +387,25 @@ static int ws_map(CUtensorMap *m, const void *base, int B, int S, int Hkv, int D
     return 0;
 }
 
+int tm_kv_maps(CUtensorMap *tk, CUtensorMap *tv, CUtensorMap *tkt, CUtensorMap *tvt, const void *k, const void *v, int B,
+               int S, int Hkv, int D, int BK, stg_err *err) {
+    memset(tkt, 0, sizeof *tkt);
+    memset(tvt, 0, sizeof *tvt);
+    if (ws_map(tk, k, B, S, Hkv, D, 64, BK, CU_TENSOR_MAP_SWIZZLE_128B, err) ||
+        ws_map(tv, v, B, S, Hkv, D, 64, BK, CU_TENSOR_MAP_SWIZZLE_128B, err))
+        return -1;
+    if (D % 64 == 16 && (ws_map(tkt, k, B, S, Hkv, D, 16, BK, CU_TENSOR_MAP_SWIZZLE_32B, err) ||
+                         ws_map(tvt, v, B, S, Hkv, D, 16, BK, CU_TENSOR_MAP_SWIZZLE_32B, err)))
+        return -1;
+    return 0;
+}
+
 template <int D, int NWG, int BK, int NST, int MINB, int PW, int RG>
 static int ws_fwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o, float *lse,
                          int B, int S, int H, int G, float scale2, stg_err *err) {
     const int Hkv = H / G;
     CUtensorMap tk, tv, tkt, tvt;
-    memset(&tkt, 0, sizeof tkt);
-    memset(&tvt, 0, sizeof tvt);
-    if (ws_map(&tk, k, B, S, Hkv, D, 64, BK, CU_TENSOR_MAP_SWIZZLE_128B, err) ||
-        ws_map(&tv, v, B, S, Hkv, D, 64, BK, CU_TENSOR_MAP_SWIZZLE_128B, err))
-        return -1;
-    if (D % 64 == 16 && (ws_map(&tkt, k, B, S, Hkv, D, 16, BK, CU_TENSOR_MAP_SWIZZLE_32B, err) ||
-                         ws_map(&tvt, v, B, S, Hkv, D, 16, BK, CU_TENSOR_MAP_SWIZZLE_32B, err)))
-        return -1;
+    if (tm_kv_maps(&tk, &tv, &tkt, &tvt, k, v, B, S, Hkv, D, BK, err)) return -1;
     const size_t smem = ws_fwd_smem<D, NWG, BK, NST>();
     CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_fwd_kernel<D, NWG, BK, NST, MINB, PW, RG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem));
@@ -423,17 +417,21 @@ static int ws_fwd_launch(cudaStream_t st, const void *q, const void *k, const vo
     return 0;
 }
 
-bool att_ws_fwd_supported(int D, const void *k, const void *v) {
-    static int off = -1; // STG_ATT_WS=0 in the environment: the cp.async kernel (att_wg_fwd_kernel), for A/B runs
+bool att_wgmma_fwd_supported(int D, float scale) {
+    static int off = -1; // STG_ATT_WS=0 in the environment: the mma.sync kernel (../cuda_mma.cu), for A/B runs
     if (off < 0) {
         const char *e = getenv("STG_ATT_WS");
         off = e && strcmp(e, "0") == 0;
     }
-    return !off && (D == 64 || D == 80 || D == 128) && ((uintptr_t)k % 16 == 0) && ((uintptr_t)v % 16 == 0);
+    return !off && (D == 64 || D == 80 || D == 128) && scale > 0.0f;
 }
 
-int att_ws_fwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o, float *lse, int B, int S,
-               int H, int G, int D, float scale2, stg_err *err) {
+int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o, float *lse, int B,
+                  int S, int H, int G, int D, float scale2, stg_err *err) {
+    if (B > 65535 || H > 65535) return stg_errf(err, "attention forward (wgmma): B %d or H %d over 65535", B, H);
+    if (G < 1 || H % G) return stg_errf(err, "attention forward (wgmma): %d query heads in groups of %d", H, G);
+    if ((uintptr_t)k % 16 || (uintptr_t)v % 16)
+        return stg_errf(err, "attention forward (wgmma): k and v must be 16-byte aligned for tensor copies");
     switch (D) {
     case 64:
         return ws_fwd_launch<64, WS_FWD64_NWG, WS_FWD64_BK, WS_FWD64_NST, WS_FWD64_MINB, WS_FWD64_RG ? 4 : 1, WS_FWD64_RG>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
@@ -442,5 +440,5 @@ int att_ws_fwd(cudaStream_t st, const void *q, const void *k, const void *v, con
     case 128:
         return ws_fwd_launch<128, WS_FWD128_NWG, WS_FWD128_BK, WS_FWD128_NST, 1, 4, WS_FWD128_RG>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
     }
-    return stg_errf(err, "attention forward (warp-specialised): head dim %d not supported", D);
+    return stg_errf(err, "attention forward (wgmma): head dim %d not supported", D);
 }

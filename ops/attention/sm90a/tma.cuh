@@ -59,4 +59,42 @@ template <int N> __device__ __forceinline__ void tm_bar_arrive(int id) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(N) : "memory");
 }
 
+// setmaxnreg moves registers between the warpgroups of a block but never past what the block was launched
+// with: ptxas gives each of its threads the launch bound's share of the 64 Ki registers (rounded down to 8),
+// and a setmaxnreg.inc that asks for more than the other warpgroups gave back waits forever. True when
+// NC consumer warpgroups at RC registers and one producer warpgroup at RP fit the block's launch share.
+constexpr bool tm_regs_fit(int NC, int RC, int RP) {
+    return NC * RC + RP <= (NC + 1) * ((65536 / (128 * (NC + 1))) & ~7);
+}
+
+// The producer of the K and V key tiles of a block (one thread): key tile kt0 + t of kv head hk, batch b into
+// stage t % NST (stage s holds K at kv0 + 4 s BK D bytes and V after it, each D / 64
+// panels of BK rows x 128 bytes and at head dim 64 NP + 16 a tail panel), once every consumer warp has released the
+// stage (its empty barrier, at empty0 + 8 s); the stage's full barrier (full0 + 8 s) completes with the bytes.
+template <int D, int BK, int NST>
+__device__ __forceinline__ void tm_kv_producer(const void *tk, const void *tv, const void *tkt, const void *tvt, uint32_t full0,
+                                               uint32_t empty0, uint32_t kv0, int kt0, int ntiles, int hk, int b) {
+    constexpr int TILE = BK * D, NDC = D / 64;
+    constexpr bool TL = D % 64 == 16;
+    constexpr uint32_t TXB = 4u * TILE; // bytes of K and V (bf16) a tile
+    tm_prefetch_map(tk);
+    tm_prefetch_map(tv);
+    for (int t = 0; t < ntiles; t++) {
+        const int s = t % NST;
+        if (t >= NST) tm_mb_wait(empty0 + 8u * s, (uint32_t)((t / NST - 1) & 1));
+        const uint32_t fb = full0 + 8u * s, st = kv0 + (uint32_t)(4 * s * TILE);
+        const int kn = (kt0 + t) * BK;
+        tm_mb_expect_tx(fb, TXB);
+#pragma unroll
+        for (int p = 0; p < NDC; p++) {
+            tm_load4(st + (uint32_t)(p * BK * 128), tk, 64 * p, hk, kn, b, fb);
+            tm_load4(st + (uint32_t)(2 * TILE + p * BK * 128), tv, 64 * p, hk, kn, b, fb);
+        }
+        if constexpr (TL) {
+            tm_load4(st + (uint32_t)(NDC * BK * 128), tkt, 64 * NDC, hk, kn, b, fb);
+            tm_load4(st + (uint32_t)(2 * TILE + NDC * BK * 128), tvt, 64 * NDC, hk, kn, b, fb);
+        }
+    }
+}
+
 #endif

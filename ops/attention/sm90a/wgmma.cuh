@@ -116,11 +116,11 @@ __device__ __forceinline__ void wg_mma_n64_set(float (&d)[32], const uint32_t (&
 // offset is computed once for both tensors.
 template <int DP, int ROWS, int NT, int NB, class Off>
 __device__ __forceinline__ void wg_load_tile_x(const uint32_t (&dst)[NB], const wg_bf16 *const (&base)[NB], Off off, int R0,
-                                               int RN) {
+                                               int RN, int tid) {
     constexpr int NC8 = DP / 8;
 #pragma unroll
     for (int i0 = 0; i0 < ROWS * NC8; i0 += NT) {
-        const int idx = i0 + (int)threadIdx.x;
+        const int idx = i0 + tid;
         if (ROWS * NC8 % NT == 0 || idx < ROWS * NC8) {
             const int cc = idx & 7, r = (idx >> 3) % ROWS, pn = (idx >> 3) / ROWS;
             const bool ok = R0 + r < RN;
@@ -138,10 +138,10 @@ __device__ __forceinline__ void wg_load_tile_x(const uint32_t (&dst)[NB], const 
 // wg_load_tile_x) into tail[i], zero-filling rows at and past RN.
 template <int ROWS, int NT, int NB, class Off>
 __device__ __forceinline__ void wg_load_tail_x(const uint32_t (&tail)[NB], const wg_bf16 *const (&base)[NB], Off off, int R0,
-                                               int RN) {
+                                               int RN, int tid) {
 #pragma unroll
     for (int i0 = 0; i0 < ROWS * 2; i0 += NT) {
-        const int idx = i0 + (int)threadIdx.x;
+        const int idx = i0 + tid;
         if (ROWS * 2 % NT == 0 || idx < ROWS * 2) {
             const int c = idx & 1, r = idx >> 1;
             const bool ok = R0 + r < RN;
@@ -155,18 +155,19 @@ __device__ __forceinline__ void wg_load_tail_x(const uint32_t (&tail)[NB], const
 
 // A tile of ROWS rows R0 .. (rows at and past RN zero) of head dim D (64 NP, or 64 NP + 16 with a tail
 // panel) at dst[i] from base[i]: D * 2 bytes a row.
+// tid: this thread's index among the NT that load (threadIdx.x unless a block's warps split the work).
 template <int D, int ROWS, int NT, int NB, class Off>
 __device__ __forceinline__ void wg_load_rows_x(const uint32_t (&dst)[NB], const wg_bf16 *const (&base)[NB], Off off, int R0,
-                                               int RN) {
+                                               int RN, int tid = (int)threadIdx.x) {
     constexpr int NP = D / 64;
     static_assert(D % 64 == 0 || D % 64 == 16, "head dim 64 NP or 64 NP + 16");
-    if constexpr (NP > 0) wg_load_tile_x<64 * NP, ROWS, NT, NB>(dst, base, off, R0, RN);
+    if constexpr (NP > 0) wg_load_tile_x<64 * NP, ROWS, NT, NB>(dst, base, off, R0, RN, tid);
     if constexpr (D % 64 == 16) {
         uint32_t tl[NB];
         const wg_bf16 *tb[NB];
 #pragma unroll
         for (int b = 0; b < NB; b++) tl[b] = dst[b] + NP * ROWS * 128, tb[b] = base[b] + 64 * NP;
-        wg_load_tail_x<ROWS, NT, NB>(tl, tb, off, R0, RN);
+        wg_load_tail_x<ROWS, NT, NB>(tl, tb, off, R0, RN, tid);
     }
 }
 
@@ -174,16 +175,16 @@ __device__ __forceinline__ void wg_load_rows_x(const uint32_t (&dst)[NB], const 
 // stride, D)), of one tensor or (NB = 2) two with the same layout (Q and dO).
 template <int D, int ROWS, int NT, int NB>
 __device__ __forceinline__ void wg_load_rows_g(const uint32_t (&dst)[NB], const wg_bf16 *const (&base)[NB], int64_t stride,
-                                               att_grp gr, int R0, int RN) {
-    wg_load_rows_x<D, ROWS, NT, NB>(dst, base, [=](int R) { return att_row_off(R, gr, stride, D); }, R0, RN);
+                                               att_grp gr, int R0, int RN, int tid = (int)threadIdx.x) {
+    wg_load_rows_x<D, ROWS, NT, NB>(dst, base, [=](int R) { return att_row_off(R, gr, stride, D); }, R0, RN, tid);
 }
 
 // Plain rows [0, valid) at base + r stride.
 template <int D, int ROWS, int NT>
-__device__ __forceinline__ void wg_load_rows(uint32_t dst, const wg_bf16 *base, int64_t stride, int valid) {
+__device__ __forceinline__ void wg_load_rows(uint32_t dst, const wg_bf16 *base, int64_t stride, int valid, int tid = (int)threadIdx.x) {
     const uint32_t d[1] = {dst};
     const wg_bf16 *const b[1] = {base};
-    wg_load_rows_x<D, ROWS, NT, 1>(d, b, [=](int R) { return (int64_t)R * stride; }, 0, valid);
+    wg_load_rows_x<D, ROWS, NT, 1>(d, b, [=](int R) { return (int64_t)R * stride; }, 0, valid, tid);
 }
 
 // A or B operand read K-major from a swizzled tile of `rows` rows per panel: k-step kd (elements

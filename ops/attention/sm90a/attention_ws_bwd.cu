@@ -1,0 +1,588 @@
+// Causal flash attention backward, bf16, warp-specialised (sm_90a only): the function of att_wg_dkdv_body and
+// att_wg_dq_body (attention_wgmma_bwd.cu; their comments hold the products and the masks), scheduled as the
+// warp-specialised forward (attention_ws.cu) is:
+//   - dq blocks (64 NWG query rows): a producer thread streams the K and V key tiles by tensor copy (TMA) into
+//     mbarrier stages (tm_kv_producer, as the forward);
+//   - dk/dv blocks (64 NWG keys): a producer warpgroup streams the query tiles (Q and dO rows of the group, lse,
+//     D, the rows' positions and first visible keys) with cp.async, which handles any group size (a tile of the
+//     S G rows of a group is a tensor box only when G divides 64); each producer thread awaits its copies of a
+//     tile one tile later, fences them to the async proxy and arrives on the stage's full barrier;
+//   - the NWG consumer warpgroups of a block take turns issuing their products (named barriers 1 .. NWG, a ring),
+//     and release a stage on its empty barrier once their last product reading it is done; no block barrier
+//     inside the loops.
+// The producer is a whole warpgroup that gives its registers back (setmaxnreg 24), so the consumers have RG.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cuda/internal.h"
+#include "ops/attention/sm90a/attention_wgmma.h"
+#include "ops/attention/sm90a/tma.cuh"
+#include "ops/attention/sm90a/tma_map.h"
+#include "ops/attention/sm90a/wgmma.cuh"
+
+#define WS_LOG2E 1.4426950408889634f
+
+namespace {
+
+// The accumulator x (a 64 x 64 f32 tile, this thread's 32) as the bf16 A operand of four k-steps.
+__device__ __forceinline__ void ws_to_a(uint32_t (&af)[4][4], const float (&x)[32]) {
+#pragma unroll
+    for (int e = 0; e < 32; e += 2) {
+        const int j = e >> 2, i = (e >> 1) & 1;
+        af[j >> 1][(j & 1) * 2 + i] = wg_pack(x[e], x[e + 1]);
+    }
+}
+template <int N> __device__ __forceinline__ void ws_keep_all(float (&x)[N]) {
+#pragma unroll
+    for (int e = 0; e < N; e++) wg_keep(x[e]);
+}
+__device__ __forceinline__ void ws_keep_a(uint32_t (&a)[4][4]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) wg_keep(a[kk][e]);
+}
+
+// The ring of consumer warpgroups (named barriers 1 .. NWG): warpgroup w issues its products after w - 1 has
+// issued its own; every warpgroup takes `turns` turns, and the ring's arrivals balance (the last warpgroup's last
+// pass is left out).
+template <int NWG> struct ws_ring {
+    int wg, turns;
+    __device__ __forceinline__ void start() const {
+        if (wg == NWG - 1) tm_bar_arrive<256>(1);
+    }
+    __device__ __forceinline__ void wait() const { tm_bar_sync<256>(1 + wg); }
+    __device__ __forceinline__ void pass(int turn) const {
+        if (!(wg == NWG - 1 && turn == turns - 1)) tm_bar_arrive<256>(1 + (wg + 1) % NWG);
+    }
+};
+
+} // namespace
+
+// ---- dq -----------------------------------------------------------------------------------------
+
+// Q and dO of the block in registers (RS: the A operands of S and dP, from padded rows) or, at head dim 128,
+// in swizzled tiles (a 64-row tile per warpgroup) read from shared memory by the products.
+#define WS_DQ_RS(D) ((D) != 128)
+
+template <int D, int NWG, int NST>
+static size_t ws_dq_smem(void) {
+    constexpr int LDQ = WS_DQ_RS(D) ? D + 8 : D;
+    return 2048 + sizeof(wg_bf16) * ((size_t)2 * NST * 64 * D + (size_t)2 * 64 * NWG * LDQ); // barriers, stages, Q and dO
+}
+
+// Grid (row tiles of 64 NWG of the S G rows, H / G, B), or (H / G, row tiles, B) when hminor; the longest rows
+// first. Block 128 NWG consumers + a producer warpgroup.
+template <int D, int NWG, int NST, int RG>
+__global__ void __launch_bounds__(128 * NWG + 128, 1)
+    att_ws_dq_kernel(const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
+                     const __grid_constant__ CUtensorMap tkt, const __grid_constant__ CUtensorMap tvt,
+                     const wg_bf16 *__restrict__ q, const int *__restrict__ docs, const float *__restrict__ lse,
+                     const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum, wg_bf16 *__restrict__ dq, int S,
+                     int H, int G, int hminor, float scale, float scale2) {
+    constexpr int BK = 64, BQB = 64 * NWG, KD = D / 16, NDC = D / 64, TILE = BK * D;
+    constexpr bool TL = D % 64 == 16, WH = D == 128, RSQ = WS_DQ_RS(D);
+    constexpr int LDQ = RSQ ? D + 8 : D;
+    static_assert(NST >= 2 && NST <= 8 && NWG >= 2 && 2 * NWG + 1 <= 15, "stages, warpgroups");
+    static_assert(RG % 8 == 0 && tm_regs_fit(NWG, RG, 24), "registers: within the launch share (tm_regs_fit)");
+    static_assert(RSQ || D % 64 == 0, "Q in tiles: head dim 64 NP");
+    extern __shared__ __align__(128) unsigned char ws_smraw[];
+    const uint32_t base = (wg_smem(ws_smraw) + 1023u) & ~1023u;
+    const uint32_t full0 = base, empty0 = base + 8u * NST, st0 = base + 1024u; // stage s: K at st0 + 4 s TILE bytes, V after
+    const uint32_t Qb = st0 + (uint32_t)(4 * NST * TILE), dOb = Qb + (uint32_t)(BQB * LDQ * 2);
+    const int x = hminor ? (int)blockIdx.y : (int)blockIdx.x, hk = hminor ? (int)blockIdx.x : (int)blockIdx.y;
+    const int nbx = (int)(hminor ? gridDim.y : gridDim.x), b = blockIdx.z;
+    const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x / 32, 0), lane = threadIdx.x % 32; // warp-uniform
+    const int RN = S * G, q0 = (nbx - 1 - x) * BQB; // the longest rows first
+    const int *dc = docs ? docs + (int64_t)b * S : nullptr;
+    const int last = (min(q0 + BQB, RN) - 1) / G;
+    const int kt0 = att_doc0(dc, q0 / G) / BK; // first visible key tile
+    const int ntiles = last / BK + 1 - kt0;    // key tiles of the block
+
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < NST; s++) {
+            tm_mb_init(full0 + 8u * s, 1);
+            tm_mb_init(empty0 + 8u * s, 4 * NWG);
+        }
+        tm_mb_init_fence();
+    }
+    __syncthreads(); // the only block-wide barrier
+
+    if (warp >= 4 * NWG) { // the producer warpgroup: one thread issues the copies
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+        if (warp == 4 * NWG && lane == 0) tm_kv_producer<D, BK, NST>(&tk, &tv, &tkt, &tvt, full0, empty0, st0, kt0, ntiles, hk, b);
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(RG) : "memory");
+
+    const int g = lane >> 2, t4 = lane & 3, wg = warp / 4, tw = threadIdx.x % 128;
+    const int rw0 = q0 + 64 * wg, rwarp = rw0 + 16 * (warp % 4);
+    const int64_t qstride = (int64_t)H * D, qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D;
+    const att_grp gr = att_grp_of(G);
+    const int wtiles = rw0 < RN ? (min(rw0 + 63, RN - 1) / G) / BK + 1 - kt0 : 0; // key tiles of this warpgroup
+    // This warpgroup's rows of Q and dO (one row offset for both).
+    const uint32_t Qw = Qb + (uint32_t)(RSQ ? 0 : 64 * wg * D * 2), dOw = dOb + (uint32_t)(RSQ ? 0 : 64 * wg * D * 2);
+    if constexpr (RSQ) {
+        constexpr int NC8 = D / 8;
+        for (int idx = tw; idx < 64 * NC8; idx += 128) {
+            const int r = idx / NC8, c = (idx % NC8) * 8;
+            const bool ok = rw0 + r < RN;
+            const int64_t o = ok ? att_row_off(rw0 + r, gr, qstride, D) + c : 0;
+            const uint32_t so = (uint32_t)(((64 * wg + r) * LDQ + c) * 2);
+            wg_cp16(Qb + so, q + qhead0 + o, ok);
+            wg_cp16(dOb + so, dout + qhead0 + o, ok);
+        }
+    } else {
+        const uint32_t dst[2] = {Qw, dOw};
+        const wg_bf16 *const src[2] = {q + qhead0, dout + qhead0};
+        wg_load_rows_g<D, 64, 128, 2>(dst, src, qstride, gr, rw0, RN, tw);
+    }
+    wg_cp_commit();
+    wg_cp_wait<0>();
+    wg_fence_proxy();
+    tm_bar_sync<128>(1 + NWG + wg);
+    uint32_t qf[RSQ ? KD : 1][4], of[RSQ ? KD : 1][4];
+    if constexpr (RSQ)
+#pragma unroll
+        for (int kd = 0; kd < KD; kd++) {
+            const uint32_t o = (uint32_t)(((16 * warp + (lane & 15)) * LDQ + kd * 16 + (lane >> 4) * 8) * 2);
+            wg_ldsm4(qf[kd], Qb + o);
+            wg_ldsm4(of[kd], dOb + o);
+        }
+
+    float nl[2], dr[2]; // -lse log2 e and D of this thread's rows rwarp + g, rwarp + g + 8
+    int pos[2], first[2]; // their positions (-1 past the end) and first visible keys
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = rwarp + g + 8 * i;
+        nl[i] = row < RN ? -lse[att_stat_idx(row, gr, b, H, hk, S)] * WS_LOG2E : -INFINITY;
+        dr[i] = row < RN ? Dsum[att_stat_idx(row, gr, b, H, hk, S)] : 0.0f;
+        pos[i] = row < RN ? att_div(gr, row) : -1;
+        first[i] = row < RN ? att_doc0(dc, pos[i]) : 0;
+    }
+    float dqa[NDC][32], dqt[8]; // dqt: the tail panel's 16 dims (head dim 80)
+#pragma unroll
+    for (int c = 0; c < NDC; c++)
+#pragma unroll
+        for (int e = 0; e < 32; e++) dqa[c][e] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) dqt[e] = 0.0f;
+    auto keep_acc = [&]() {
+#pragma unroll
+        for (int c = 0; c < NDC; c++) ws_keep_all(dqa[c]);
+        if constexpr (TL) ws_keep_all(dqt);
+    };
+    uint32_t sa4[4][4]; // dS of the last tile (bf16): the A operand of dQ += dS K
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) sa4[kk][e] = 0u;
+    auto stage = [&](int t) { return st0 + (uint32_t)(4 * (t % NST) * TILE); };
+    auto release = [&](int t) { // this warp is done reading tile t's stage
+        if (lane == 0) tm_mb_arrive(empty0 + 8u * (uint32_t)(t % NST));
+    };
+    // dQ += dS K of tile t (dS in sa4), issued as one commit group, not waited for.
+    auto issue_dq = [&](int t) {
+        const uint32_t ks = stage(t);
+        keep_acc();
+        ws_keep_a(sa4);
+        wg_arrive();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) { // m: queries, n: dims, k: keys
+#pragma unroll
+            for (int dc2 = 0; dc2 < NDC; dc2++) wg_mma_n64<1>(dqa[dc2], sa4[kk], wg_desc_mnmaj<WH>(ks, BK, kk, dc2), 1);
+            if constexpr (TL) wg_mma_n16<1>(dqt, sa4[kk], wg_tdesc<NDC, WH>(ks, BK, kk));
+        }
+        wg_commit();
+    };
+
+    const ws_ring<NWG> ring{wg, ntiles + 1};
+    ring.start();
+    for (int t = 0; t <= ntiles; t++) {
+        if (t < ntiles) {
+            tm_mb_wait(full0 + 8u * (uint32_t)(t % NST), (uint32_t)((t / NST) & 1));
+            if (t >= wtiles) release(t); // past this warpgroup's diagonal: not read
+        }
+        ring.wait();
+        if (t >= wtiles) {
+            if (t == wtiles && t > 0) { // this warpgroup's last dQ product
+                issue_dq(t - 1);
+                ring.pass(t);
+                wg_wait<0>();
+                keep_acc();
+                release(t - 1);
+            } else {
+                ring.pass(t);
+            }
+            continue;
+        }
+        const int k0 = (kt0 + t) * BK;
+        const uint32_t ks = stage(t), vs = ks + (uint32_t)(2 * TILE);
+        float sc[32], dpa[32];
+        if constexpr (RSQ) {
+            wg_rs_product<KD, NDC, WH>(sc, qf, ks, BK); // m: queries, n: keys, k: dims
+            wg_rs_product<KD, NDC, WH>(dpa, of, vs, BK);
+        } else {
+            wg_ss_product<KD, NDC, WH>(sc, Qw, 64, 0, ks, BK);
+            wg_ss_product<KD, NDC, WH>(dpa, dOw, 64, 0, vs, BK);
+        }
+        if (t > 0)
+            issue_dq(t - 1);
+        else
+            wg_commit(); // an empty group: the waits below count three groups either way
+        ring.pass(t);
+        wg_wait<2>(); // S is done
+        ws_keep_all(sc);
+        const bool mask = __any_sync(0xffffffffu, k0 + BK - 1 > min(pos[0], pos[1]) || k0 + BK > S || k0 < max(first[0], first[1]));
+        if (mask) {
+#pragma unroll
+            for (int e = 0; e < 32; e++) {
+                const int i = (e >> 1) & 1, key = k0 + wg_col(e, t4);
+                const float p = wg_ex2(fmaf(sc[e], scale2, nl[i]));
+                sc[e] = key > pos[i] || key >= S || key < first[i] ? 0.0f : p;
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < 32; e++) sc[e] = wg_ex2(fmaf(sc[e], scale2, nl[(e >> 1) & 1]));
+        }
+        wg_wait<1>(); // dP is done
+        ws_keep_all(dpa);
+#pragma unroll
+        for (int e = 0; e < 32; e++) dpa[e] = sc[e] * (dpa[e] - dr[(e >> 1) & 1]);
+        wg_wait<0>(); // the last tile's product is done: sa4, dQ and its stage are free
+        keep_acc();
+        ws_keep_a(sa4);
+        if (t > 0) release(t - 1);
+        ws_to_a(sa4, dpa);
+    }
+    keep_acc();
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = rwarp + g + 8 * i;
+        if (row >= RN) continue;
+        wg_store_row<NDC, TL>(dq + qhead0 + att_row_off(row, gr, qstride, D), dqa, dqt, i, t4, scale);
+    }
+}
+
+// ---- dk, dv -------------------------------------------------------------------------------------
+
+template <int D, int NWG, int NST>
+static size_t ws_dkdv_smem(void) {
+    // 1 KiB to align the swizzled tiles; K and V of the block (a 64-row tile per warpgroup each); NST stages of Q
+    // and dO (64 rows each); per stage lse, D, first visible keys and positions of the 64 rows
+    return 1024 + sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + (size_t)16 * NST * 64;
+}
+
+// Grid (key tiles of 64 NWG, H / G, B), or (H / G, key tiles, B) when hminor; key tile 0 (the most row tiles)
+// first. Block 128 NWG consumers + a producer warpgroup.
+template <int D, int NWG, int NST, int RG, int PR>
+__global__ void __launch_bounds__(128 * NWG + 128, 1)
+    att_ws_dkdv_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
+                       const int *__restrict__ docs, const float *__restrict__ lse, const wg_bf16 *__restrict__ dout,
+                       const float *__restrict__ Dsum, wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, int S, int H,
+                       int G, int hminor, float scale, float scale2) {
+    constexpr int BQ = 64, BKB = 64 * NWG, NT = 128 * NWG + 128, KD = D / 16, NDC = D / 64, TILE = BQ * D;
+    constexpr bool TL = D % 64 == 16, WH = D == 128;
+    // NST >= 3: the producer publishes tile t - 1 after waiting for tile t's stage (tile t - NST), which the
+    // consumers release while working on tile t - NST + 1, published by then only when t - NST + 1 <= t - 2
+    static_assert(NST >= 3 && NWG >= 2 && 2 * NWG + 2 * NST <= 15, "stages, warpgroups: named barriers 1 .. 2 NWG + 2 NST");
+    static_assert(RG % 8 == 0 && PR % 8 == 0 && PR >= 24 && tm_regs_fit(NWG, RG, PR), "registers: within the launch share (tm_regs_fit)");
+    extern __shared__ __align__(128) unsigned char ws_smraw[];
+    const uint32_t raw = wg_smem(ws_smraw), base = (raw + 1023u) & ~1023u;
+    // Stage s is published to the consumers by named barrier FB + s (the producer warpgroup arrives, every consumer
+    // warp waits) and released by EB + s (every consumer warp arrives, the producer waits): barriers whose
+    // ordering of the statistics' plain stores racecheck follows, where it flagged them with mbarriers.
+    constexpr int FB = 2 * NWG + 1, EB = FB + NST;
+    // K, V: a 64-row tile per warpgroup; stage s: Q at st0 + 4 s TILE bytes, dO after it; then the stats
+    const uint32_t Kb = base, Vb = Kb + (uint32_t)(BKB * D * 2), st0 = Vb + (uint32_t)(BKB * D * 2);
+    float *stat = (float *)(ws_smraw + (st0 + NST * 4 * TILE - raw)); // stage s: lse at 2 s BQ, D at (2 s + 1) BQ
+    int *fstat = (int *)(stat + 2 * NST * BQ), *pstat = fstat + NST * BQ;
+    const int x = hminor ? (int)blockIdx.y : (int)blockIdx.x, hk = hminor ? (int)blockIdx.x : (int)blockIdx.y;
+    const int b = blockIdx.z, k0 = x * BKB;
+    const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x / 32, 0), lane = threadIdx.x % 32; // warp-uniform
+    const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
+    const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D;
+    const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
+    const int *dc = docs ? docs + (int64_t)b * S : nullptr;
+    const att_grp gr = att_grp_of(G);
+    // rows that may see these keys (every thread of the block takes part)
+    const int RS = k0 * G, RN = (att_doc_end_block<NT>(dc, S, min(k0 + BKB, S) - 1) + 1) * G;
+    const int ntiles = (RN - RS + BQ - 1) / BQ; // row tiles RS, RS + BQ, ... below RN
+
+
+    if (warp >= 4 * NWG) { // the producer warpgroup: row tile t into stage t % NST once every warp has released it
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PR) : "memory");
+        const int tp = (int)threadIdx.x - 128 * NWG;
+        // Tile t's copies are issued, then tile t - 1's awaited: this thread's writes to its stage (copies and
+        // stores) are made visible to the products (async proxy) and published by this thread's arrival, with
+        // two tiles' copies in flight.
+        auto publish = [&](int t) {
+            wg_fence_proxy();
+            tm_bar_arrive<NT>(FB + t % NST);
+        };
+        for (int t = 0; t < ntiles; t++) {
+            const int s = t % NST, qn = RS + t * BQ;
+            if (t >= NST) tm_bar_sync<NT>(EB + s); // tile t - NST released
+            const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE);
+            const uint32_t dst[2] = {qs, qs + (uint32_t)(2 * TILE)};
+            const wg_bf16 *const src[2] = {q + qhead0, dout + qhead0};
+            wg_load_rows_g<D, BQ, 128, 2>(dst, src, qstride, gr, qn, RN, tp); // Q and dO: one row offset for both
+            for (int j = tp; j < 2 * BQ; j += 128) { // lse by j 0 .. 63, D by 64 .. 127
+                const int i = j % BQ;
+                const bool ok = qn + i < RN;
+                const float *sp = (j < BQ ? lse : Dsum) + (ok ? att_stat_idx(qn + i, gr, b, H, hk, S) : 0);
+                wg_cp4(wg_smem(stat + (2 * s + j / BQ) * BQ + i), sp, ok);
+            }
+            if (tp < BQ) { // the rows' positions (-1 past the rows) and first visible keys
+                const bool ok = qn + tp < RN;
+                const int p = ok ? att_div(gr, qn + tp) : -1;
+                pstat[s * BQ + tp] = p;
+                fstat[s * BQ + tp] = ok ? att_doc0(dc, p) : 0;
+            }
+            wg_cp_commit();
+            if (t > 0) {
+                wg_cp_wait<1>();
+                publish(t - 1);
+            }
+        }
+        if (ntiles > 0) {
+            wg_cp_wait<0>();
+            publish(ntiles - 1);
+        }
+        for (int t = max(ntiles - NST, 0); t < ntiles; t++) tm_bar_sync<NT>(EB + t % NST); // the last releases: every arrival met
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(RG) : "memory");
+
+    const int g = lane >> 2, t4 = lane & 3, wg = warp / 4, tw = threadIdx.x % 128;
+    const int kw0 = k0 + 64 * wg, kwarp = kw0 + 16 * (warp % 4);
+    const uint32_t Kw = Kb + (uint32_t)(64 * wg * D * 2), Vw = Vb + (uint32_t)(64 * wg * D * 2);
+    wg_load_rows<D, 64, 128>(Kw, k + khead0 + (int64_t)kw0 * kstride, kstride, S - kw0, tw);
+    wg_load_rows<D, 64, 128>(Vw, v + khead0 + (int64_t)kw0 * kstride, kstride, S - kw0, tw);
+    wg_cp_commit();
+    wg_cp_wait<0>();
+    wg_fence_proxy();
+    tm_bar_sync<128>(1 + NWG + wg);
+
+    float dka[NDC][32], dva[NDC][32], dkt[8], dvt[8]; // dkt, dvt: the tail panel's 16 dims (head dim 80)
+#pragma unroll
+    for (int c = 0; c < NDC; c++)
+#pragma unroll
+        for (int e = 0; e < 32; e++) dka[c][e] = dva[c][e] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; e++) dkt[e] = dvt[e] = 0.0f;
+    uint32_t pa[4][4], sa4[4][4]; // Pᵀ and dSᵀ of the last tile (bf16): A operands, k-steps of 16 queries
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) pa[kk][e] = sa4[kk][e] = 0u;
+    auto keep_acc = [&]() {
+#pragma unroll
+        for (int c = 0; c < NDC; c++) {
+            ws_keep_all(dka[c]);
+            ws_keep_all(dva[c]);
+        }
+        if constexpr (TL) {
+            ws_keep_all(dkt);
+            ws_keep_all(dvt);
+        }
+    };
+    auto release = [&](int t) { // this warp is done reading row tile t's stage
+        tm_bar_arrive<NT>(EB + t % NST);
+    };
+    // dV += Pᵀ dO and dK += dSᵀ Q of row tile t (Pᵀ, dSᵀ in pa, sa4), issued as one commit group.
+    auto issue_dkdv = [&](int t) {
+        const uint32_t qs = st0 + (uint32_t)((t % NST) * 4 * TILE), ds = qs + (uint32_t)(2 * TILE);
+        keep_acc();
+        ws_keep_a(pa);
+        ws_keep_a(sa4);
+        wg_arrive();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) { // m: keys, n: dims, k: queries
+#pragma unroll
+            for (int dc2 = 0; dc2 < NDC; dc2++) {
+                wg_mma_n64<1>(dva[dc2], pa[kk], wg_desc_mnmaj<WH>(ds, BQ, kk, dc2), 1);
+                wg_mma_n64<1>(dka[dc2], sa4[kk], wg_desc_mnmaj<WH>(qs, BQ, kk, dc2), 1);
+            }
+            if constexpr (TL) {
+                wg_mma_n16<1>(dvt, pa[kk], wg_tdesc<NDC, WH>(ds, BQ, kk));
+                wg_mma_n16<1>(dkt, sa4[kk], wg_tdesc<NDC, WH>(qs, BQ, kk));
+            }
+        }
+        wg_commit();
+    };
+
+    const ws_ring<NWG> ring{wg, ntiles + 1};
+    ring.start();
+    int prev = -1; // the row tile whose products wait in pa, sa4
+    for (int t = 0; t <= ntiles; t++) {
+        if (t < ntiles) tm_bar_sync<NT>(FB + t % NST);
+        ring.wait();
+        const int q0 = RS + t * BQ, s = t % NST;
+        const int *f_s = fstat + s * BQ, *p_s = pstat + s * BQ;
+        // past the last tile, or every row of the tile before every key of the warpgroup, or (docs) in
+        // documents after them: the previous tile's products, if any, are issued and finished now
+        if (t == ntiles || att_div(gr, min(q0 + BQ, RN) - 1) < kw0 || kw0 >= S || f_s[0] > kw0 + 63) {
+            if (prev >= 0) {
+                issue_dkdv(prev);
+                ring.pass(t);
+                wg_wait<0>();
+                keep_acc();
+                release(prev);
+                prev = -1;
+            } else {
+                ring.pass(t);
+            }
+            if (t < ntiles) release(t);
+            continue;
+        }
+        const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE), ds = qs + (uint32_t)(2 * TILE);
+        const float *lse_s = stat + 2 * s * BQ, *D_s = lse_s + BQ;
+        float st[32], dpt[32];
+        wg_ss_product<KD, NDC, WH>(st, Kw, 64, 0, qs, BQ); // m: keys, n: queries, k: dims
+        wg_ss_product<KD, NDC, WH>(dpt, Vw, 64, 0, ds, BQ);
+        if (prev >= 0)
+            issue_dkdv(prev);
+        else
+            wg_commit(); // an empty group: three groups after Sᵀ's either way
+        ring.pass(t);
+        // -lse log2 e and D of this thread's 16 query columns: in registers, or at head dim 128 (whose consumers
+        // are short of registers: dK and dV alone are 128) read from shared memory where used
+        constexpr bool NLR = D != 128;
+        float nl[NLR ? 16 : 1], dd[NLR ? 16 : 1];
+        if constexpr (NLR)
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float2 l2 = *(const float2 *)(lse_s + j * 8 + 2 * t4), d2 = *(const float2 *)(D_s + j * 8 + 2 * t4);
+                nl[2 * j] = -l2.x * WS_LOG2E;
+                nl[2 * j + 1] = -l2.y * WS_LOG2E;
+                dd[2 * j] = d2.x;
+                dd[2 * j + 1] = d2.y;
+            }
+        auto nlc = [&](int e) { return NLR ? nl[NLR ? 2 * (e >> 2) + (e & 1) : 0] : -lse_s[wg_col(e, t4)] * WS_LOG2E; };
+        auto ddc = [&](int e) { return NLR ? dd[NLR ? 2 * (e >> 2) + (e & 1) : 0] : D_s[wg_col(e, t4)]; };
+        wg_wait<2>(); // Sᵀ is done
+        ws_keep_all(st);
+        const bool mask = kw0 + 63 > p_s[0] || q0 + BQ > RN || f_s[BQ - 1] > kw0;
+        if (mask) {
+#pragma unroll
+            for (int e = 0; e < 32; e++) {
+                const int key = kwarp + wg_row(e, g), col = wg_col(e, t4);
+                const float p = wg_ex2(fmaf(st[e], scale2, nlc(e)));
+                st[e] = key > p_s[col] || key < f_s[col] ? 0.0f : p; // rows past RN: position -1
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < 32; e++) st[e] = wg_ex2(fmaf(st[e], scale2, nlc(e)));
+        }
+        wg_wait<1>(); // dPᵀ is done
+        ws_keep_all(dpt);
+#pragma unroll
+        for (int e = 0; e < 32; e++) dpt[e] = st[e] * (dpt[e] - ddc(e));
+        wg_wait<0>(); // the previous tile's products are done: pa, sa4, dK, dV and its stage are free
+        keep_acc();
+        ws_keep_a(pa);
+        ws_keep_a(sa4);
+        if (prev >= 0) release(prev);
+        ws_to_a(pa, st);
+        ws_to_a(sa4, dpt);
+        prev = t;
+    }
+    keep_acc();
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = kwarp + g + 8 * i;
+        if (row >= S) continue;
+        wg_store_row<NDC, TL>(dk + khead0 + (int64_t)row * kstride, dka, dkt, i, t4, scale);
+        wg_store_row<NDC, TL>(dv + khead0 + (int64_t)row * kstride, dva, dvt, i, t4, 1.0f);
+    }
+}
+
+// ---- host side ----------------------------------------------------------------------------------
+
+// Shapes (overridable for sweeps): consumer warpgroups, stages, the consumers' registers.
+#ifndef WS_DKDV_NWG
+#define WS_DKDV_NWG 2
+#endif
+#ifndef WS_DKDV_NST
+#define WS_DKDV_NST 3
+#endif
+#ifndef WS_DQ_NWG
+#define WS_DQ_NWG 2
+#endif
+#ifndef WS_DQ_NST
+#define WS_DQ_NST 4
+#endif
+#define WS_BWD_RG(NWG) ((NWG) == 2 ? 240 : 160) // the dq consumers' registers (its producer keeps 24)
+// The dk/dv producer computes its rows' addresses (cp.async), so it keeps PR registers and the consumers RG.
+// Head dim 128's consumers need the most (dK and dV are 128 registers): 240, and the producer the least the
+// launch share leaves, 24 (tm_regs_fit: 2 x 240 + 32 is past the 3 x 168 a block of 384 threads has, and the
+// consumers' setmaxnreg.inc then waited forever).
+#ifndef WS_DKDV_PR
+#define WS_DKDV_PR(D) ((D) == 128 ? 24 : 56)
+#endif
+#ifndef WS_DKDV_RG
+#define WS_DKDV_RG(D) ((D) == 128 ? 240 : 224)
+#endif
+
+template <int D>
+static int ws_bwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse,
+                         const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G,
+                         float scale, float scale2, stg_err *err) {
+    constexpr int KW = WS_DKDV_NWG, KS = WS_DKDV_NST, QW = WS_DQ_NWG, QS = WS_DQ_NST;
+    const int hkv = H / G;
+    {
+        const int nk = (S + 64 * KW - 1) / (64 * KW), hminor = G > 1 && nk <= 65535;
+        const size_t smem = ws_dkdv_smem<D, KW, KS>();
+        CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D)>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        dim3 grid(hminor ? (unsigned)hkv : (unsigned)nk, hminor ? (unsigned)nk : (unsigned)hkv, (unsigned)B);
+        att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D)><<<grid, 128 * KW + 128, smem, st>>>(
+            (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dk,
+            (wg_bf16 *)dv, S, H, G, hminor, scale, scale2);
+        CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv; warp-specialised)");
+    }
+    {
+        CUtensorMap tk, tv, tkt, tvt;
+        if (tm_kv_maps(&tk, &tv, &tkt, &tvt, k, v, B, S, hkv, D, 64, err)) return -1;
+        const int nq = (S * G + 64 * QW - 1) / (64 * QW), hminor = G > 1 && nq <= 65535;
+        const size_t smem = ws_dq_smem<D, QW, QS>();
+        CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dq_kernel<D, QW, QS, WS_BWD_RG(QW)>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        dim3 grid(hminor ? (unsigned)hkv : (unsigned)nq, hminor ? (unsigned)nq : (unsigned)hkv, (unsigned)B);
+        att_ws_dq_kernel<D, QW, QS, WS_BWD_RG(QW)><<<grid, 128 * QW + 128, smem, st>>>(
+            tk, tv, tkt, tvt, (const wg_bf16 *)q, docs, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dq, S, H, G, hminor,
+            scale, scale2);
+        CUDA_LAUNCH_CHECK(err, "attention backward (dq; warp-specialised)");
+    }
+    return 0;
+}
+
+bool att_ws_bwd_supported(int D, const void *k, const void *v) {
+    // STG_ATT_WS_BWD in the environment: 0 runs the cp.async kernels (attention_wgmma_bwd.cu) at every head dim,
+    // "all" these kernels at head dim 128 too. By default head dim 128 stays on the cp.async kernels: these were
+    // measured slower there (H200, 2026-11-29 call 2: 203 / 231 against 269 / 314 TFLOP/s at 4096 / 16384;
+    // docs/perf/LOG.md), 64 and 80 faster (2-9%).
+    static int mode = -1; // 0 off, 1 head dims 64 and 80, 2 all
+    if (mode < 0) {
+        const char *e = getenv("STG_ATT_WS_BWD");
+        mode = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "all") == 0 ? 2 : 1;
+    }
+    return mode > 0 && (D == 64 || D == 80 || (D == 128 && mode == 2)) && ((uintptr_t)k % 16 == 0) && ((uintptr_t)v % 16 == 0);
+}
+
+int att_ws_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse, const void *dout,
+               const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G, int D, float scale, float scale2,
+               stg_err *err) {
+    switch (D) {
+    case 64: return ws_bwd_launch<64>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
+    case 80: return ws_bwd_launch<80>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
+    case 128: return ws_bwd_launch<128>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
+    }
+    return stg_errf(err, "attention backward (warp-specialised): head dim %d not supported", D);
+}

@@ -1,6 +1,7 @@
 // Fused causal attention, flash style. bf16 storage runs on tensor cores: the forward on wgmma, warp-specialised
-// (ops/attention/sm90a/attention_ws.cu), and the backward on wgmma (ops/attention/sm90a/attention_wgmma_bwd.cu)
-// at head dims 64, 80 and 128 on compute capability 9.0, else the
+// (ops/attention/sm90a/attention_ws.cu), and the backward on wgmma, warp-specialised at head dims 64 and 80
+// (ops/attention/sm90a/attention_ws_bwd.cu) and not at 128 (ops/attention/sm90a/attention_wgmma_bwd.cu), at head
+// dims 64, 80 and 128 on compute capability 9.0, else the
 // att_tc_* kernels of cuda_mma.cu (mma.sync m16n8k16, f32 accumulation and softmax, the same three-launch
 // deterministic backward; head dims that are multiples of 8 but not 16 are padded with zeros to the
 // next multiple of 16 inside the kernels). f32 storage runs the CUDA-core kernels of cuda_f32.cu.

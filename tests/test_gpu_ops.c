@@ -535,6 +535,9 @@ static void test_attention_gqa(void **state) {
         {"attention_bwd docs (2, 300, 4, 64)", STG_OP_ATTENTION_BWD, 7, {ATT_BWD_IN(2, 300, 4, 4, 64), I32(G_DOCS, 40, 2, 300)}, at},
         {"attention_bwd docs gqa 4:1 (1, 1024, 8/2, 128)", STG_OP_ATTENTION_BWD, 7,
          {ATT_BWD_IN(1, 1024, 8, 2, 128), I32(G_DOCS, 100, 1, 1024)}, at},
+        // many key blocks whose dQ shares meet in each row tile, in documents (sm_90a: the single pass's order)
+        {"attention_bwd docs gqa 4:1 (1, 1024, 8/2, 64)", STG_OP_ATTENTION_BWD, 7,
+         {ATT_BWD_IN(1, 1024, 8, 2, 64), I32(G_DOCS, 100, 1, 1024)}, at},
         {"attention_bwd docs gqa 8:1 (1, 333, 8/1, 64)", STG_OP_ATTENTION_BWD, 7,
          {ATT_BWD_IN(1, 333, 8, 1, 64), I32(G_DOCS, 30, 1, 333)}, at},
         {"attention_bwd docs gqa 4:1 (1, 333, 8/2, 80)", STG_OP_ATTENTION_BWD, 7,

@@ -73,6 +73,8 @@ static int att_shape_of(const stg_graph *g, int id, void *const *ptr, att_shape 
         if (i != docs_in && (uintptr_t)ptr[op->in[i]] % 16)
             return stg_errf_at(err, op->loc, "%s: '%s' is not 16-byte aligned", ops_name(op->kind), g->t[op->in[i]].name);
     sh->docs = NULL;
+    sh->ws = NULL;
+    sh->ws_bytes = 0;
     if (docs_in >= 0) {
         const stg_tensor *d = &g->t[op->in[docs_in]];
         if (d->dtype != STG_I32 || d->ndim != 2 || d->shape[0] != q->shape[0] || d->shape[1] != q->shape[1])
@@ -199,6 +201,11 @@ extern "C" int cuda_attention_bwd_run(stg_cuda *c, const stg_graph *g, int op, v
     if (att_shape_of(g, op, ptr, &s, err)) return -1;
     if (!scratch) return stg_errf(err, "cuda attention backward: op %d has no scratch", op);
     float *Dsum = (float *)scratch;
+    const size_t dbytes = cuda_attention_scratch_bytes(g, op); // D's part; the workspace after it
+    if (c->work_bytes > dbytes) {
+        s.ws = (char *)scratch + dbytes;
+        s.ws_bytes = c->work_bytes - dbytes;
+    }
     ATT_DISPATCH(att_bwd_launch, &s, c, &s, ptr, o, Dsum, err);
 }
 
@@ -207,6 +214,14 @@ extern "C" int cuda_attention_bwd_run(stg_cuda *c, const stg_graph *g, int op, v
 static int prep_attention(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
                    stg_err *err) {
     *work = cuda_attention_scratch_bytes(g, op);
+    if (g->ops[op].kind == STG_OP_ATTENTION_BWD) {
+        att_shape s;
+        int fail = 0;
+        if (att_shape_of(g, op, ptr, &s, err)) return -1;
+        const size_t ws = att_tc_bwd_ws_bytes(c, &s, err, &fail);
+        if (fail) return -1;
+        *work += ws;
+    }
     return 0;
 }
 

@@ -23,6 +23,8 @@ typedef struct att_shape {
     int B, S, H, G, D, bf16; // G: query heads per kv head (H / Hkv)
     float scale;
     const int *docs; // (B, S) document starts, or NULL
+    void *ws;        // the backward's workspace after D (B, H, S), ws_bytes of it (att_ws_bwd_ws_bytes); else NULL, 0
+    size_t ws_bytes;
 } att_shape;
 
 // ---- loads and stores of 8 consecutive elements ----------------------------------------------
@@ -63,6 +65,9 @@ int att_f32_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const 
 // ---- cuda_mma.cu: bf16; PAD when the head dim is below DP (padded with zeros in the kernels) -----
 template <int DP, bool PAD>
 int att_tc_fwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const stg_op *op, stg_err *err);
+// Workspace bytes the bf16 backward wants beyond D (the warp-specialised single pass's dQ sum on sm_90a; 0 else);
+// *fail = 1 with err set when the device could not be queried.
+size_t att_tc_bwd_ws_bytes(stg_cuda *c, const att_shape *s, stg_err *err, int *fail);
 // dk, dv and dq launches (after the D kernel).
 template <int DP, bool PAD>
 int att_tc_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const stg_op *op, const float *Dsum,

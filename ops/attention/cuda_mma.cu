@@ -591,6 +591,23 @@ static int att_on_sm90(stg_cuda *c, bool *yes, stg_err *err) {
 }
 #endif
 
+size_t att_tc_bwd_ws_bytes(stg_cuda *c, const att_shape *s, stg_err *err, int *fail) {
+    *fail = 0;
+#ifdef STG_ATT_WGMMA
+    if (s->bf16 && att_wgmma_bwd_supported(s->D)) {
+        bool sm90 = false;
+        if (att_on_sm90(c, &sm90, err)) {
+            *fail = 1;
+            return 0;
+        }
+        if (sm90) return att_ws_bwd_ws_bytes(s->B, s->S, s->H, s->G, s->D);
+    }
+#else
+    (void)c, (void)s, (void)err;
+#endif
+    return 0;
+}
+
 template <int DP, bool PAD>
 int att_tc_fwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const stg_op *op, stg_err *err) {
 #ifdef STG_ATT_WGMMA
@@ -630,7 +647,7 @@ int att_tc_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const s
         if (att_on_sm90(c, &sm90, err)) return -1;
         if (sm90)
             return att_wgmma_bwd(c->stream, q, k, v, s->docs, lse, dout, Dsum, dq, dk, dv, s->B, s->S, s->H, s->G, s->D,
-                                 s->scale, scale2, err);
+                                 s->scale, scale2, s->ws, s->ws_bytes, err);
     }
 #endif
     const unsigned hkv = (unsigned)(s->H / s->G), nk = (unsigned)((s->S + 16 * NW - 1) / (16 * NW));

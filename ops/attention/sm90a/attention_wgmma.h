@@ -23,20 +23,24 @@ int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, 
 
 // The same backward, warp-specialised (attention_ws_bwd.cu): whether it handles head dim D with k, v where they are
 // (head dims 64 and 80; 128 only with STG_ATT_WS_BWD=all, slower there; none with STG_ATT_WS_BWD=0); then
-// att_ws_bwd as att_wgmma_bwd.
+// att_ws_bwd as att_wgmma_bwd. With att_ws_bwd_ws_bytes of workspace at ws (ws_bytes at least that; it may be
+// more than 0 only at head dims 64 and 80), dq comes from the dk/dv blocks in a single pass; else from a launch of
+// its own.
 bool att_ws_bwd_supported(int D, const void *k, const void *v);
 int att_ws_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse, const void *dout,
                const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G, int D, float scale, float scale2,
-               stg_err *err);
+               void *ws, size_t ws_bytes, stg_err *err);
+size_t att_ws_bwd_ws_bytes(int B, int S, int H, int G, int D);
 
 // Whether att_wgmma_bwd handles head dim D (64, 80 or 128).
 bool att_wgmma_bwd_supported(int D);
 
 // dq (B, S, H, D), dk, dv (B, S, H / G, D) bf16 of the causal attention above (dk, dv summed over each
 // kv head's group of query heads, no atomics), from q, k, v, docs, lse, dout and Dsum (B, H, S) f32 =
-// sum_d dout . o (computed before); scale2 = scale log2(e). Returns 0, or -1 with err set.
+// sum_d dout . o (computed before); scale2 = scale log2(e); ws, ws_bytes: workspace (att_ws_bwd's). Returns 0,
+// or -1 with err set.
 int att_wgmma_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse,
                   const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G, int D,
-                  float scale, float scale2, stg_err *err);
+                  float scale, float scale2, void *ws, size_t ws_bytes, stg_err *err);
 
 #endif

@@ -11,6 +11,10 @@
 //     and release a stage on its empty barrier once their last product reading it is done; no block barrier
 //     inside the loops.
 // The producer is a whole warpgroup that gives its registers back (setmaxnreg 24), so the consumers have RG.
+// At head dims 64 and 80, given the workspace, one pass instead: the dk/dv blocks also take dQ = dS K and add it
+// into an f32 sum in a fixed order (att_ws_dkdv_kernel's DQ1), so no dq block recomputes S and dP (7 tile
+// products a tile pair become 5), then one pass writes dq in bf16.
+#include <algorithm>
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <math.h>
@@ -60,6 +64,11 @@ template <int NWG> struct ws_ring {
         if (!(wg == NWG - 1 && turn == turns - 1)) tm_bar_arrive<256>(1 + (wg + 1) % NWG);
     }
 };
+
+// The single pass's f32 dQ tiles (64 rows x D, in shared memory and, copied as they are, in the workspace): the
+// 16-byte chunk c of row r (dims 4 c .. 4 c + 3) at chunk c ^ (r % 8) among the first 16 (dims 0 .. 63), in place
+// past them (head dim 80's tail), so that a warp's stores of its accumulator rows fall on distinct banks.
+__host__ __device__ __forceinline__ int ws_dq_chunk(int c, int r) { return c < 16 ? c ^ (r & 7) : c; }
 
 } // namespace
 
@@ -271,39 +280,56 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
 
 // ---- dk, dv -------------------------------------------------------------------------------------
 
-template <int D, int NWG, int NST>
+template <int D, int NWG, int NST, bool DQ1>
 static size_t ws_dkdv_smem(void) {
     // 1 KiB to align the swizzled tiles; K and V of the block (a 64-row tile per warpgroup each); NST stages of Q
-    // and dO (64 rows each); per stage lse, D, first visible keys and positions of the 64 rows
-    return 1024 + sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + (size_t)16 * NST * 64;
+    // and dO (64 rows each); per stage lse, D, first visible keys and positions of the 64 rows; with DQ1, 1 KiB to
+    // align, then per warpgroup its dS tile (64 rows x 64 keys, bf16) and its dQ tile (64 rows x D, f32)
+    return 1024 + sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + (size_t)16 * NST * 64 +
+           (DQ1 ? 1024 + (size_t)NWG * (64 * 64 * 2 + 64 * D * 4) : 0);
 }
 
-// Grid (key tiles of 64 NWG, H / G, B), or (H / G, key tiles, B) when hminor; key tile 0 (the most row tiles)
-// first. Block 128 NWG consumers + a producer warpgroup.
-template <int D, int NWG, int NST, int RG, int PR>
+// Grid (key tiles of 64 NWG, H / G, B), or (H / G, key tiles, B) when hminor, or (H / G, B, key tiles) when hminor
+// is 2; key tile 0 (the most row tiles) first. Block 128 NWG consumers + a producer warpgroup.
+//
+// DQ1 (single pass): the block also adds its share of dQ, dS K over its keys, into dqacc (B, H / G, RT 64, D) f32
+// (the S G rows of a kv head in row tiles of 64; zeroed before), so no dq launch recomputes S and dP. Each warpgroup
+// stages its dS tile (bf16) in shared memory, takes dQ = dS K_w with its own 64 keys, writes it to its f32 tile and
+// adds that tile into dqacc with one bulk reduction. The additions into a row tile are made in a fixed order, so
+// the sum is the same bits every run (graph replay equal to eager): counter cnt[(b, hk, r)] names the next turn,
+// and warpgroup w of key block x takes turn NWG (x - x0) + w, x0 the first key block that can reach the tile's
+// rows (the block holding the first key of the first row's document; 0 without documents), after waiting for the
+// counter to reach it. Blocks visit their row tiles from the last one down, so every key block of a head starts
+// at the same tile; turns are passed on a tile late (dq_turn), so warpgroup w + 1 trails w by a tile. The grid
+// launches every head's key block x before any head's x + 1: a head's blocks that start together are few.
+template <int D, int NWG, int NST, int RG, int PR, bool DQ1>
 __global__ void __launch_bounds__(128 * NWG + 128, 1)
     att_ws_dkdv_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
                        const int *__restrict__ docs, const float *__restrict__ lse, const wg_bf16 *__restrict__ dout,
-                       const float *__restrict__ Dsum, wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, int S, int H,
-                       int G, int hminor, float scale, float scale2) {
+                       const float *__restrict__ Dsum, wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, float *dqacc,
+                       unsigned *cnt, int RT, int S, int H, int G, int hminor, int defer, unsigned ns, float scale, float scale2) {
     constexpr int BQ = 64, BKB = 64 * NWG, NT = 128 * NWG + 128, KD = D / 16, NDC = D / 64, TILE = BQ * D;
     constexpr bool TL = D % 64 == 16, WH = D == 128;
     // NST >= 3: the producer publishes tile t - 1 after waiting for tile t's stage (tile t - NST), which the
     // consumers release while working on tile t - NST + 1, published by then only when t - NST + 1 <= t - 2
-    static_assert(NST >= 3 && NWG >= 2 && 2 * NWG + 2 * NST <= 15, "stages, warpgroups: named barriers 1 .. 2 NWG + 2 NST");
+    static_assert(NST >= 3 && NWG >= 2 && 2 * NWG + (NWG + 1) * NST <= 15, "stages, warpgroups: named barriers 1 .. 2 NWG + (NWG + 1) NST");
     static_assert(RG % 8 == 0 && PR % 8 == 0 && PR >= 24 && tm_regs_fit(NWG, RG, PR), "registers: within the launch share (tm_regs_fit)");
     extern __shared__ __align__(128) unsigned char ws_smraw[];
     const uint32_t raw = wg_smem(ws_smraw), base = (raw + 1023u) & ~1023u;
-    // Stage s is published to the consumers by named barrier FB + s (the producer warpgroup arrives, every consumer
-    // warp waits) and released by EB + s (every consumer warp arrives, the producer waits): barriers whose
+    // Stage s is published to consumer warpgroup w by named barrier FB + NWG s + w (the producer warpgroup arrives
+    // on each, the warpgroup's warps wait: no consumer warpgroup waits for another at a stage, which DQ1's turns
+    // need) and released by EB + s (every consumer warp arrives, the producer waits): barriers whose
     // ordering of the statistics' plain stores racecheck follows, where it flagged them with mbarriers.
-    constexpr int FB = 2 * NWG + 1, EB = FB + NST;
+    constexpr int FB = 2 * NWG + 1, EB = FB + NWG * NST;
     // K, V: a 64-row tile per warpgroup; stage s: Q at st0 + 4 s TILE bytes, dO after it; then the stats
     const uint32_t Kb = base, Vb = Kb + (uint32_t)(BKB * D * 2), st0 = Vb + (uint32_t)(BKB * D * 2);
     float *stat = (float *)(ws_smraw + (st0 + NST * 4 * TILE - raw)); // stage s: lse at 2 s BQ, D at (2 s + 1) BQ
     int *fstat = (int *)(stat + 2 * NST * BQ), *pstat = fstat + NST * BQ;
-    const int x = hminor ? (int)blockIdx.y : (int)blockIdx.x, hk = hminor ? (int)blockIdx.x : (int)blockIdx.y;
-    const int b = blockIdx.z, k0 = x * BKB;
+    const uint32_t xb = (wg_smem(pstat + NST * BQ) + 1023u) & ~1023u; // DQ1: the dS tiles, then the dQ tiles
+    // hminor 2 (DQ1): grid (H / G, B, key tiles), every head's key block x before any head's x + 1
+    const int x = hminor == 2 ? (int)blockIdx.z : hminor ? (int)blockIdx.y : (int)blockIdx.x;
+    const int hk = hminor ? (int)blockIdx.x : (int)blockIdx.y, b = hminor == 2 ? (int)blockIdx.y : (int)blockIdx.z;
+    const int k0 = x * BKB;
     const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x / 32, 0), lane = threadIdx.x % 32; // warp-uniform
     const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
     const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D;
@@ -313,6 +339,8 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     // rows that may see these keys (every thread of the block takes part)
     const int RS = k0 * G, RN = (att_doc_end_block<NT>(dc, S, min(k0 + BKB, S) - 1) + 1) * G;
     const int ntiles = (RN - RS + BQ - 1) / BQ; // row tiles RS, RS + BQ, ... below RN
+    // the first row of the t-th tile visited: upwards, or with DQ1 from the last tile down
+    auto row0 = [&](int t) { return RS + (DQ1 ? ntiles - 1 - t : t) * BQ; };
 
 
     if (warp >= 4 * NWG) { // the producer warpgroup: row tile t into stage t % NST once every warp has released it
@@ -323,10 +351,11 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
         // two tiles' copies in flight.
         auto publish = [&](int t) {
             wg_fence_proxy();
-            tm_bar_arrive<NT>(FB + t % NST);
+#pragma unroll
+            for (int w = 0; w < NWG; w++) tm_bar_arrive<256>(FB + NWG * (t % NST) + w);
         };
         for (int t = 0; t < ntiles; t++) {
-            const int s = t % NST, qn = RS + t * BQ;
+            const int s = t % NST, qn = row0(t);
             if (t >= NST) tm_bar_sync<NT>(EB + s); // tile t - NST released
             const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE);
             const uint32_t dst[2] = {qs, qs + (uint32_t)(2 * TILE)};
@@ -395,6 +424,46 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     auto release = [&](int t) { // this warp is done reading row tile t's stage
         tm_bar_arrive<NT>(EB + t % NST);
     };
+    // DQ1: this warpgroup's dS tile (64 rows x 64 keys, the 128-byte swizzle: a K-major A operand) and dQ tile
+    const uint32_t dSw = xb + (uint32_t)(wg * 64 * 64 * 2), Pw = xb + (uint32_t)(NWG * 64 * 64 * 2 + wg * 64 * D * 4);
+    const int64_t cbase = ((int64_t)b * (H / G) + hk) * RT;
+    // This warpgroup's turn at row tile q0 / 64 (one thread). The turn is passed on one tile late, so that no
+    // warpgroup waits for its own addition to reach the L2: dq_turn first finishes the pending turn (waits for its
+    // bulk reduction to be complete, or for a turn that had nothing to add to come), then, when `add`, waits for
+    // this tile's turn and issues the reduction; dq_flush finishes the last. Blocks before x0 see none of the
+    // tile's documents: not in the order, nothing to add. No wait is endless: a turn waits only for turns of
+    // lower (key block, warpgroup) at the same tile, and each warpgroup passes its turn at its next tile, which
+    // needs only its ring turn and its stage (both given before the other warpgroup's dQ step; a stage published
+    // to all consumer warps at once by one barrier made warpgroup 0 wait for warpgroup 1, which waited for its
+    // turn: a hang). docs/perf/2026-11-29b-dq1-protocol.py models these waits and finds no cycle.
+    unsigned *pc = nullptr, pturn = 0u;
+    bool pbulk = false;
+    auto dq_flush = [&]() {
+        if (!pc) return;
+        if (pbulk) {
+            tm_bulk_wait_all();
+            tm_fence_proxy_global();
+        } else {
+            while (tm_ld_acquire(pc) != pturn) __nanosleep(ns);
+        }
+        tm_st_release(pc, pturn + 1u);
+        pc = nullptr;
+    };
+    auto dq_turn = [&](int q0, bool add) {
+        dq_flush();
+        const int r = q0 / 64, x0 = att_doc0(dc, att_div(gr, q0)) / BKB;
+        if (x < x0) return;
+        pturn = (unsigned)(NWG * (x - x0) + wg);
+        pc = cnt + cbase + r;
+        pbulk = add;
+        if (add) {
+            while (tm_ld_acquire(pc) != pturn) __nanosleep(ns);
+            tm_fence_proxy_global();
+            tm_bulk_add_f32(dqacc + (cbase + r) * 64 * D, Pw, 64u * D * 4u);
+            tm_bulk_commit();
+        }
+        if (!defer) dq_flush(); // STG_ATT_DQ_DEFER=0: the turn passed at once (for A/B runs)
+    };
     // dV += Pᵀ dO and dK += dSᵀ Q of row tile t (Pᵀ, dSᵀ in pa, sa4), issued as one commit group.
     auto issue_dkdv = [&](int t) {
         const uint32_t qs = st0 + (uint32_t)((t % NST) * 4 * TILE), ds = qs + (uint32_t)(2 * TILE);
@@ -421,9 +490,9 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     ring.start();
     int prev = -1; // the row tile whose products wait in pa, sa4
     for (int t = 0; t <= ntiles; t++) {
-        if (t < ntiles) tm_bar_sync<NT>(FB + t % NST);
+        if (t < ntiles) tm_bar_sync<256>(FB + NWG * (t % NST) + wg);
         ring.wait();
-        const int q0 = RS + t * BQ, s = t % NST;
+        const int q0 = row0(t), s = t % NST;
         const int *f_s = fstat + s * BQ, *p_s = pstat + s * BQ;
         // past the last tile, or every row of the tile before every key of the warpgroup, or (docs) in
         // documents after them: the previous tile's products, if any, are issued and finished now
@@ -439,6 +508,11 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
                 ring.pass(t);
             }
             if (t < ntiles) release(t);
+            if constexpr (DQ1)
+                if (t < ntiles) {
+                    if (tw == 0) dq_turn(q0, false);
+                    __syncwarp(); // warp 0 whole again before the next barrier and products (they are .aligned)
+                }
             continue;
         }
         const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE), ds = qs + (uint32_t)(2 * TILE);
@@ -492,7 +566,60 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
         ws_to_a(pa, st);
         ws_to_a(sa4, dpt);
         prev = t;
+        if constexpr (DQ1) {
+            // dS (rows x this warpgroup's keys) into its tile: element e is key 16 (warp % 4) + wg_row(e, g), row
+            // wg_col(e, t4); 16-byte chunk key / 8 of a row at chunk (key / 8) ^ (row % 8)
+#pragma unroll
+            for (int e = 0; e < 32; e++) {
+                const int kl = 16 * (warp % 4) + wg_row(e, g), rl = wg_col(e, t4);
+                const uint32_t a = dSw + (uint32_t)(rl * 128 + (((kl >> 3) ^ (rl & 7)) << 4) + (kl & 7) * 2);
+                *(wg_bf16 *)(ws_smraw + (a - raw)) = __float2bfloat16_rn(dpt[e]);
+            }
+            if (tw == 0) tm_bulk_wait_read_all(); // the dQ tile: the last tile's reduction has read it
+            __syncwarp();
+            wg_fence_proxy();
+            tm_bar_sync<128>(1 + NWG + wg);
+            float dqa[NDC][32], dqt[8]; // dQ = dS K_w (m: rows, n: dims, k: this warpgroup's keys)
+#pragma unroll
+            for (int c = 0; c < NDC; c++)
+#pragma unroll
+                for (int e = 0; e < 32; e++) dqa[c][e] = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 8; e++) dqt[e] = 0.0f;
+            wg_arrive();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                const uint64_t da = wg_desc_kmaj(dSw, 64, kk, 0);
+#pragma unroll
+                for (int dc2 = 0; dc2 < NDC; dc2++) wg_mma_ss_n64<1>(dqa[dc2], da, wg_desc_mnmaj<WH>(Kw, 64, kk, dc2), 1);
+                if constexpr (TL) wg_mma_ss_n16<1>(dqt, da, wg_tdesc<NDC, WH>(Kw, 64, kk));
+            }
+            wg_commit();
+            wg_wait<0>();
+#pragma unroll
+            for (int c = 0; c < NDC; c++) ws_keep_all(dqa[c]);
+            ws_keep_all(dqt);
+            // the dQ tile, f32 rows of D in chunks placed by ws_dq_chunk: this thread's pairs of adjacent dims
+            float *P = (float *)(ws_smraw + (Pw - raw));
+            auto at = [&](int rl, int d) { return P + rl * D + 4 * ws_dq_chunk(d >> 2, rl) + (d & 3); };
+#pragma unroll
+            for (int e = 0; e < 32; e += 2) {
+                const int rl = 16 * (warp % 4) + wg_row(e, g), cl = wg_col(e, t4);
+#pragma unroll
+                for (int c = 0; c < NDC; c++) *(float2 *)at(rl, 64 * c + cl) = make_float2(dqa[c][e], dqa[c][e + 1]);
+                if constexpr (TL)
+                    if (e < 8) *(float2 *)at(rl, 64 * NDC + cl) = make_float2(dqt[e], dqt[e + 1]);
+            }
+            wg_fence_proxy();
+            tm_bar_sync<128>(1 + NWG + wg);
+            if (tw == 0) dq_turn(q0, true);
+            __syncwarp();
+            tm_bar_sync<128>(1 + NWG + wg); // the dS and dQ tiles are free again
+        }
     }
+    if constexpr (DQ1)
+        if (tw == 0) dq_flush(); // the last turn, its reduction complete (its shared source too)
+    __syncwarp();
     keep_acc();
 #pragma unroll
     for (int i = 0; i < 2; i++) {
@@ -530,21 +657,101 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
 #define WS_DKDV_RG(D) ((D) == 128 ? 240 : 224)
 #endif
 
+// dq (B, S, H, D) bf16 = scale dqacc (B, H / G, RT 64, D) f32, row R = s G + h % G of kv head h / G (its chunks
+// placed by ws_dq_chunk with the row's index in its tile, R % 64): a thread per 4 dims.
+__global__ void att_ws_dq_convert_kernel(const float *__restrict__ dqacc, wg_bf16 *__restrict__ dq, int64_t n4, int S, int H,
+                                         int G, int RT, int D, float scale) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t e = 4 * i; // element of dq
+        const int d = (int)(e % D);
+        const int64_t row = e / D; // (b S + s) H + h
+        const int h = (int)(row % H), sp = (int)(row / H % S), b = (int)(row / H / S);
+        const int64_t R = ((int64_t)b * (H / G) + h / G) * RT * 64 + (int64_t)sp * G + h % G;
+        const float4 a = *(const float4 *)(dqacc + R * D + 4 * ws_dq_chunk(d >> 2, (int)(R % 64)));
+        uint2 o;
+        o.x = wg_pack(scale * a.x, scale * a.y);
+        o.y = wg_pack(scale * a.z, scale * a.w);
+        *(uint2 *)(dq + e) = o;
+    }
+}
+
+// Single pass (dQ from the dk/dv blocks, DQ1) at head dims 64 and 80 only when STG_ATT_BWD_DQ=1: measured at half
+// the two launches' rate (docs/perf/LOG.md, nineteenth session), so the dq launch stays the default. Head dim
+// 128's consumers have no registers to spare for it.
+static bool ws_bwd_dq1(int D) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("STG_ATT_BWD_DQ");
+        on = e && strcmp(e, "1") == 0;
+    }
+    return on && (D == 64 || D == 80);
+}
+
+// The single pass passes each dQ turn on a tile late unless STG_ATT_DQ_DEFER=0 (at once, after waiting for its
+// reduction to be complete; for A/B runs).
+static int ws_dq_defer(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("STG_ATT_DQ_DEFER");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on;
+}
+
+// The waits' back-off between polls of a turn counter, in ns (STG_ATT_DQ_NS, for A/B runs; 32 unless set).
+static unsigned ws_dq_ns(void) {
+    static long ns = -1;
+    if (ns < 0) {
+        const char *e = getenv("STG_ATT_DQ_NS");
+        ns = e ? strtol(e, NULL, 10) : 32;
+        if (ns < 0 || ns > 100000) ns = 32;
+    }
+    return (unsigned)ns;
+}
+
+size_t att_ws_bwd_ws_bytes(int B, int S, int H, int G, int D) {
+    if (!ws_bwd_dq1(D) || G < 1 || H % G) return 0;
+    const size_t RT = ((size_t)S * G + 63) / 64, heads = (size_t)B * (H / G);
+    return heads * RT * 64 * D * sizeof(float) + (heads * RT * sizeof(unsigned) + 255) / 256 * 256;
+}
+
 template <int D>
 static int ws_bwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse,
                          const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G,
-                         float scale, float scale2, stg_err *err) {
+                         float scale, float scale2, void *ws, size_t ws_bytes, stg_err *err) {
     constexpr int KW = WS_DKDV_NWG, KS = WS_DKDV_NST, QW = WS_DQ_NWG, QS = WS_DQ_NST;
-    const int hkv = H / G;
+    const int hkv = H / G, RT = (S * G + 63) / 64;
+    const size_t need = att_ws_bwd_ws_bytes(B, S, H, G, D);
+    if constexpr (D == 64 || D == 80) {
+        const int nk = (S + 64 * KW - 1) / (64 * KW);
+        if (need > 0 && ws && ws_bytes >= need && nk <= 65535 && B <= 65535) { // single pass (key blocks in the grid's z)
+            float *dqacc = (float *)ws;
+            unsigned *cnt = (unsigned *)(dqacc + (size_t)B * hkv * RT * 64 * D);
+            CUDA_CHECK(err, cudaMemsetAsync(ws, 0, need, st));
+            const size_t smem = ws_dkdv_smem<D, KW, KS, true>();
+            CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), true>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            dim3 grid((unsigned)hkv, (unsigned)B, (unsigned)nk); // key blocks slowest: every head's x before any x + 1
+            att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), true><<<grid, 128 * KW + 128, smem, st>>>(
+                (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum,
+                (wg_bf16 *)dk, (wg_bf16 *)dv, dqacc, cnt, RT, S, H, G, 2, ws_dq_defer(), ws_dq_ns(), scale, scale2);
+            CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, dq; warp-specialised, single pass)");
+            const int64_t n4 = (int64_t)B * S * H * D / 4;
+            att_ws_dq_convert_kernel<<<(unsigned)std::min<int64_t>((n4 + 255) / 256, 65535), 256, 0, st>>>(
+                dqacc, (wg_bf16 *)dq, n4, S, H, G, RT, D, scale);
+            CUDA_LAUNCH_CHECK(err, "attention backward (dq to bf16)");
+            return 0;
+        }
+    }
     {
         const int nk = (S + 64 * KW - 1) / (64 * KW), hminor = G > 1 && nk <= 65535;
-        const size_t smem = ws_dkdv_smem<D, KW, KS>();
-        CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D)>,
+        const size_t smem = ws_dkdv_smem<D, KW, KS, false>();
+        CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         dim3 grid(hminor ? (unsigned)hkv : (unsigned)nk, hminor ? (unsigned)nk : (unsigned)hkv, (unsigned)B);
-        att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D)><<<grid, 128 * KW + 128, smem, st>>>(
+        att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false><<<grid, 128 * KW + 128, smem, st>>>(
             (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dk,
-            (wg_bf16 *)dv, S, H, G, hminor, scale, scale2);
+            (wg_bf16 *)dv, nullptr, nullptr, RT, S, H, G, hminor, 0, 0u, scale, scale2);
         CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv; warp-specialised)");
     }
     {
@@ -578,11 +785,11 @@ bool att_ws_bwd_supported(int D, const void *k, const void *v) {
 
 int att_ws_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse, const void *dout,
                const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G, int D, float scale, float scale2,
-               stg_err *err) {
+               void *ws, size_t ws_bytes, stg_err *err) {
     switch (D) {
-    case 64: return ws_bwd_launch<64>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
-    case 80: return ws_bwd_launch<80>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
-    case 128: return ws_bwd_launch<128>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
+    case 64: return ws_bwd_launch<64>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, ws, ws_bytes, err);
+    case 80: return ws_bwd_launch<80>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, ws, ws_bytes, err);
+    case 128: return ws_bwd_launch<128>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, ws, ws_bytes, err);
     }
     return stg_errf(err, "attention backward (warp-specialised): head dim %d not supported", D);
 }

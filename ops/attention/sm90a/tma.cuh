@@ -59,6 +59,29 @@ template <int N> __device__ __forceinline__ void tm_bar_arrive(int id) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(N) : "memory");
 }
 
+// Counters in global memory that order the blocks' additions (attention_ws_bwd.cu's dQ sum): an acquiring
+// load, a releasing store (device scope), and the proxy fence between them and the bulk copies.
+__device__ __forceinline__ unsigned tm_ld_acquire(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void tm_st_release(unsigned *p, unsigned v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void tm_fence_proxy_global(void) { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+// dst[i] += src[i] for the bytes / 4 floats at shared address src (16-byte aligned, bytes a multiple of 16),
+// performed by the copy engine at the L2 (one bulk reduction); commit, then wait for every one this thread issued
+// to be complete (its additions performed in global memory).
+__device__ __forceinline__ void tm_bulk_add_f32(float *dst, uint32_t src, uint32_t bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void tm_bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void tm_bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// wait until every bulk operation this thread issued has read its shared source (the source may be rewritten)
+__device__ __forceinline__ void tm_bulk_wait_read_all(void) { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+
 // setmaxnreg moves registers between the warpgroups of a block but never past what the block was launched
 // with: ptxas gives each of its threads the launch bound's share of the 64 Ki registers (rounded down to 8),
 // and a setmaxnreg.inc that asks for more than the other warpgroups gave back waits forever. True when

@@ -241,6 +241,17 @@ __device__ __forceinline__ void wg_mma_ss_n64(float (&d)[32], uint64_t da, uint6
                  : "l"(da), "l"(db), "r"(acc), "n"(TB));
 }
 
+// d (64 x 16 f32; this thread's 8) += a (64 x 16, shared, descriptor da; K-major) b (16 x 16, shared,
+// descriptor db; TB: MN-major).
+template <int TB>
+__device__ __forceinline__ void wg_mma_ss_n16(float (&d)[8], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, "
+                 "%11;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "l"(da), "l"(db), "r"(1), "n"(TB));
+}
+
 // d = a b, same operands (d is only written: no register of it is read by the instruction).
 template <int TB>
 __device__ __forceinline__ void wg_mma_ss_n64_set(float (&d)[32], uint64_t da, uint64_t db) {

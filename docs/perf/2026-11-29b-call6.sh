@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Nineteenth session (2026-11-29), call 6 (short: the session's last device seconds). Call 5's back-off A/B
+# Not run: prepared in the nineteenth session (2026-11-29), whose device time ran out. First, here:
+# `git apply docs/perf/2026-11-29b-dq1-per-wg.patch` (compiled for sm_90a; ptxas: head dim 80's single pass spills
+# 112 bytes, 64's 4). Call 5's back-off A/B
 # (longer polls -> slower: 32 ns 140, 512 ns 132, 4096 ns 83 TFLOP/s) says the single pass waits on its turn
 # hand-offs, not on the L2. Where: with one shared sum, warpgroup 1 of a block waited for warpgroup 0's turn at
 # every tile, so the two no longer ping-pong. Now each warpgroup has a sum and counters of its own (the convert
@@ -9,6 +11,7 @@ set -u
 out=${1:?usage: $0 OUT}; t0=$(date +%s)
 say() { echo "[$(($(date +%s) - t0)) s] $*"; }
 source .deps/env.sh || exit 2
+grep -q "acc_w" ops/attention/sm90a/attention_ws_bwd.cu || { echo "apply docs/perf/2026-11-29b-dq1-per-wg.patch first"; exit 2; }
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > /dev/null 2>&1
 timeout 100 cmake --build build-gpu --target stg test_gpu_ops > "$out/build.txt" 2>&1; echo "build: $?"
 say "built"

@@ -292,19 +292,16 @@ static size_t ws_dkdv_smem(void) {
 // Grid (key tiles of 64 NWG, H / G, B), or (H / G, key tiles, B) when hminor, or (H / G, B, key tiles) when hminor
 // is 2; key tile 0 (the most row tiles) first. Block 128 NWG consumers + a producer warpgroup.
 //
-// DQ1 (single pass): the block also adds its share of dQ, dS K over its keys, into f32 sums (zeroed before), so no
-// dq launch recomputes S and dP. Each warpgroup stages its dS tile (bf16) in shared memory, takes dQ = dS K_w with
-// its own 64 keys, writes it to its f32 tile and adds that tile with one bulk reduction into its own sum, dqacc
-// + w nacc (B, H / G, RT 64, D; the S G rows of a kv head in row tiles of 64); the convert kernel adds the NWG sums
-// in order. The additions into a row tile of a sum are made in a fixed order, so the result is the same bits every
-// run (graph replay equal to eager): counter cnt[w nacc + (b, hk, r)] names the next turn, and key block x takes
-// turn x - x0, x0 the first key block that can reach the tile's rows (the block holding the first key of the first
-// row's document; 0 without documents), after waiting for the counter to reach it. One sum a warpgroup, so the
-// warpgroups of a block never wait for each other's turns: with one shared sum, warpgroup 1 waited for warpgroup
-// 0's addition each tile and their products no longer overlapped (half the rate, nineteenth session). Blocks visit
-// their row tiles from the last one down, so every key block of a head starts at the same tile; turns are passed
-// on a tile late (dq_turn), so block x trails x - 1 by a tile. The grid launches every head's key block x before
-// any head's x + 1: a head's blocks that start together are few.
+// DQ1 (single pass): the block also adds its share of dQ, dS K over its keys, into dqacc (B, H / G, RT 64, D) f32
+// (the S G rows of a kv head in row tiles of 64; zeroed before), so no dq launch recomputes S and dP. Each warpgroup
+// stages its dS tile (bf16) in shared memory, takes dQ = dS K_w with its own 64 keys, writes it to its f32 tile and
+// adds that tile into dqacc with one bulk reduction. The additions into a row tile are made in a fixed order, so
+// the sum is the same bits every run (graph replay equal to eager): counter cnt[(b, hk, r)] names the next turn,
+// and warpgroup w of key block x takes turn NWG (x - x0) + w, x0 the first key block that can reach the tile's
+// rows (the block holding the first key of the first row's document; 0 without documents), after waiting for the
+// counter to reach it. Blocks visit their row tiles from the last one down, so every key block of a head starts
+// at the same tile; turns are passed on a tile late (dq_turn), so warpgroup w + 1 trails w by a tile. The grid
+// launches every head's key block x before any head's x + 1: a head's blocks that start together are few.
 template <int D, int NWG, int NST, int RG, int PR, bool DQ1>
 __global__ void __launch_bounds__(128 * NWG + 128, 1)
     att_ws_dkdv_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
@@ -429,19 +426,16 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     };
     // DQ1: this warpgroup's dS tile (64 rows x 64 keys, the 128-byte swizzle: a K-major A operand) and dQ tile
     const uint32_t dSw = xb + (uint32_t)(wg * 64 * 64 * 2), Pw = xb + (uint32_t)(NWG * 64 * 64 * 2 + wg * 64 * D * 4);
-    // this warpgroup's sum and counters at this kv head (nacc = B (H / G) RT row tiles a sum; grid (H / G, B, x))
-    const int64_t cbase = (int64_t)wg * gridDim.y * (H / G) * RT + ((int64_t)b * (H / G) + hk) * RT;
-    float *const acc_w = DQ1 ? dqacc + cbase * 64 * D : nullptr;
-    unsigned *const cnt_w = DQ1 ? cnt + cbase : nullptr;
+    const int64_t cbase = ((int64_t)b * (H / G) + hk) * RT;
     // This warpgroup's turn at row tile q0 / 64 (one thread). The turn is passed on one tile late, so that no
     // warpgroup waits for its own addition to reach the L2: dq_turn first finishes the pending turn (waits for its
     // bulk reduction to be complete, or for a turn that had nothing to add to come), then, when `add`, waits for
     // this tile's turn and issues the reduction; dq_flush finishes the last. Blocks before x0 see none of the
-    // tile's documents: not in the order, nothing to add. No wait is endless: a turn waits only for the same
-    // warpgroup of lower key blocks at the same tile, which pass it at their next tile (needing only their own
-    // ring turns and stages). Stages are published to each consumer warpgroup by a barrier of its own: one barrier
-    // for all consumer warps, with the turns of one shared sum, made warpgroup 0 wait for warpgroup 1 at a stage
-    // while 1 waited for 0's turn (a hang; docs/perf/2026-11-29b-dq1-protocol.py models the waits).
+    // tile's documents: not in the order, nothing to add. No wait is endless: a turn waits only for turns of
+    // lower (key block, warpgroup) at the same tile, and each warpgroup passes its turn at its next tile, which
+    // needs only its ring turn and its stage (both given before the other warpgroup's dQ step; a stage published
+    // to all consumer warps at once by one barrier made warpgroup 0 wait for warpgroup 1, which waited for its
+    // turn: a hang). docs/perf/2026-11-29b-dq1-protocol.py models these waits and finds no cycle.
     unsigned *pc = nullptr, pturn = 0u;
     bool pbulk = false;
     auto dq_flush = [&]() {
@@ -459,13 +453,13 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
         dq_flush();
         const int r = q0 / 64, x0 = att_doc0(dc, att_div(gr, q0)) / BKB;
         if (x < x0) return;
-        pturn = (unsigned)(x - x0);
-        pc = cnt_w + r;
+        pturn = (unsigned)(NWG * (x - x0) + wg);
+        pc = cnt + cbase + r;
         pbulk = add;
         if (add) {
             while (tm_ld_acquire(pc) != pturn) __nanosleep(ns);
             tm_fence_proxy_global();
-            tm_bulk_add_f32(acc_w + (int64_t)r * 64 * D, Pw, 64u * D * 4u);
+            tm_bulk_add_f32(dqacc + (cbase + r) * 64 * D, Pw, 64u * D * 4u);
             tm_bulk_commit();
         }
         if (!defer) dq_flush(); // STG_ATT_DQ_DEFER=0: the turn passed at once (for A/B runs)
@@ -665,24 +659,15 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
 
 // dq (B, S, H, D) bf16 = scale dqacc (B, H / G, RT 64, D) f32, row R = s G + h % G of kv head h / G (its chunks
 // placed by ws_dq_chunk with the row's index in its tile, R % 64): a thread per 4 dims.
-template <int NWG>
 __global__ void att_ws_dq_convert_kernel(const float *__restrict__ dqacc, wg_bf16 *__restrict__ dq, int64_t n4, int S, int H,
-                                         int G, int RT, int D, int64_t nacc, float scale) {
+                                         int G, int RT, int D, float scale) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t e = 4 * i; // element of dq
         const int d = (int)(e % D);
         const int64_t row = e / D; // (b S + s) H + h
         const int h = (int)(row % H), sp = (int)(row / H % S), b = (int)(row / H / S);
         const int64_t R = ((int64_t)b * (H / G) + h / G) * RT * 64 + (int64_t)sp * G + h % G;
-        const int64_t at = R * D + 4 * ws_dq_chunk(d >> 2, (int)(R % 64));
-        float4 a = *(const float4 *)(dqacc + at);
-        for (int w = 1; w < NWG; w++) { // warpgroup w's sum after warpgroup 0's, in order
-            const float4 c = *(const float4 *)(dqacc + (int64_t)w * nacc * D + at);
-            a.x += c.x;
-            a.y += c.y;
-            a.z += c.z;
-            a.w += c.w;
-        }
+        const float4 a = *(const float4 *)(dqacc + R * D + 4 * ws_dq_chunk(d >> 2, (int)(R % 64)));
         uint2 o;
         o.x = wg_pack(scale * a.x, scale * a.y);
         o.y = wg_pack(scale * a.z, scale * a.w);
@@ -727,7 +712,7 @@ static unsigned ws_dq_ns(void) {
 size_t att_ws_bwd_ws_bytes(int B, int S, int H, int G, int D) {
     if (!ws_bwd_dq1(D) || G < 1 || H % G) return 0;
     const size_t RT = ((size_t)S * G + 63) / 64, heads = (size_t)B * (H / G);
-    return WS_DKDV_NWG * (heads * RT * 64 * D * sizeof(float) + (heads * RT * sizeof(unsigned) + 255) / 256 * 256);
+    return heads * RT * 64 * D * sizeof(float) + (heads * RT * sizeof(unsigned) + 255) / 256 * 256;
 }
 
 template <int D>
@@ -741,8 +726,7 @@ static int ws_bwd_launch(cudaStream_t st, const void *q, const void *k, const vo
         const int nk = (S + 64 * KW - 1) / (64 * KW);
         if (need > 0 && ws && ws_bytes >= need && nk <= 65535 && B <= 65535) { // single pass (key blocks in the grid's z)
             float *dqacc = (float *)ws;
-            const int64_t nacc = (int64_t)B * hkv * RT; // row tiles of a warpgroup's sum
-            unsigned *cnt = (unsigned *)(dqacc + (size_t)KW * nacc * 64 * D);
+            unsigned *cnt = (unsigned *)(dqacc + (size_t)B * hkv * RT * 64 * D);
             CUDA_CHECK(err, cudaMemsetAsync(ws, 0, need, st));
             const size_t smem = ws_dkdv_smem<D, KW, KS, true>();
             CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), true>,
@@ -753,8 +737,8 @@ static int ws_bwd_launch(cudaStream_t st, const void *q, const void *k, const vo
                 (wg_bf16 *)dk, (wg_bf16 *)dv, dqacc, cnt, RT, S, H, G, 2, ws_dq_defer(), ws_dq_ns(), scale, scale2);
             CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, dq; warp-specialised, single pass)");
             const int64_t n4 = (int64_t)B * S * H * D / 4;
-            att_ws_dq_convert_kernel<KW><<<(unsigned)std::min<int64_t>((n4 + 255) / 256, 65535), 256, 0, st>>>(
-                dqacc, (wg_bf16 *)dq, n4, S, H, G, RT, D, nacc, scale);
+            att_ws_dq_convert_kernel<<<(unsigned)std::min<int64_t>((n4 + 255) / 256, 65535), 256, 0, st>>>(
+                dqacc, (wg_bf16 *)dq, n4, S, H, G, RT, D, scale);
             CUDA_LAUNCH_CHECK(err, "attention backward (dq to bf16)");
             return 0;
         }

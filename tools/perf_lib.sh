@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Functions shared by the device-call scripts in docs/perf (one call each: build, tests, A/B timings beside the
+# peers), so that a new script holds only what its call measures. Source it from the repository root on the GPU
+# machine, after `set -u`:   source tools/perf_lib.sh OUT
+# It makes OUT/l (logs, packed by perf_pack), sets $out (absolute) and $t0, sources .deps/env.sh and prints the
+# device. Functions:
+#   el, say MSG...          seconds since the start; a line stamped with them
+#   perf_build [TARGET...]  configures build-gpu (Release, sm_90a) and builds it (or the targets); prints "build: RC"
+#   attn_tests NAME [VAR=VALUE...]   test_gpu_mm_attn and test_gpu_ops, filter *attention*, under the variables;
+#                           prints each result; returns 1 on a failure or a hang (45 s each), with the last lines
+#   med JSON LABEL [KEY...] the named keys (median_ms, min_ms, mfu by default) of an `stg bench --json` record
+#   stg_step LABEL MODEL [ARG...]   `stg bench MODEL ARG... --json` (120 s at most), then med
+#   peer_step SIZE CTX BATCH MODE   torch_lm.py --flash --sdpa cudnn (MODE c: default compile, cg: reduce-overhead)
+#   perf_pack               packs OUT/l into OUT/logs.tgz (the device returns at most 8 files)
+out=${1:?usage: source tools/perf_lib.sh OUT}
+mkdir -p "$out/l" && out=$(cd "$out" && pwd)
+t0=$(date +%s)
+el() { echo $(($(date +%s) - t0)); }
+say() { echo "[$(el) s] $*"; }
+source .deps/env.sh || { echo "no .deps/env.sh (run ../shared/device/prep.sh here, carry .deps)"; exit 2; }
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+perf_build() {
+    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/l/cmake.txt" 2>&1 || {
+        echo "build: cmake failed"; tail -5 "$out/l/cmake.txt"; return 1; }
+    local tg=() rc
+    for t in "$@"; do tg+=(--target "$t"); done
+    timeout 300 cmake --build build-gpu "${tg[@]}" > "$out/l/build.txt" 2>&1
+    rc=$?; echo "build: $rc"; grep -m5 -E "error" "$out/l/build.txt"
+    say "built"
+    return $rc
+}
+attn_tests() {
+    local name=$1 p rc f bad=0; shift
+    for p in test_gpu_mm_attn test_gpu_ops; do
+        f="$out/l/${p}_$name.txt"
+        (cd build-gpu && env "$@" STG_TEST_FILTER='*attention*' timeout 45 stdbuf -oL "./$p" > "$f" 2>&1)
+        rc=$?; echo "$p attention [$name: $*]: $rc $(grep -E "PASSED|FAILED" "$f")"; grep -m3 -E "ERROR|differs" "$f"
+        if [ $rc != 0 ]; then bad=1; echo "  last lines:"; tail -2 "$f"; break; fi
+    done
+    return $bad
+}
+med() {
+    local f=$1 label=$2; shift 2
+    python3 - "$f" "$label" "$@" <<'PY' 2>/dev/null || echo "$label failed: $(tail -2 "$out/l/b.err" 2>/dev/null)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+keys = sys.argv[3:] or ["median_ms", "min_ms", "mfu"]
+print(sys.argv[2], {k: d.get(k) for k in keys})
+PY
+}
+stg_step() {
+    local label=$1 model=$2; shift 2
+    timeout 120 build-gpu/stg bench "$model" "$@" --json > "$out/l/b.json" 2> "$out/l/b.err"
+    med "$out/l/b.json" "$label"
+}
+peer_step() {
+    local extra=()
+    [ "$4" = cg ] && extra=(--compile-mode reduce-overhead)
+    PYTHONUNBUFFERED=1 timeout 170 python3 peer/torch_lm.py --flash --sdpa cudnn --sizes "$1" --ctx "$2" --batch "$3" --modes bf16c \
+        "${extra[@]}" --warm 3 --iters 10 --out "$out/l/peer_$1_$2_$4.json" 2>&1 | grep -E '^\{' | tail -1
+}
+perf_pack() { tar -czf "$out/logs.tgz" -C "$out" l && rm -rf "$out/l"; }

@@ -5,6 +5,7 @@
 # (a stage flag per warpgroup) did not have, and which made warpgroup 0 wait for warpgroup 1.
 import itertools, sys
 NWG, BKB, BQ, NST = 2, 128, 64, 3
+PERWG = False  # True: a sum and counters per warpgroup (docs/perf/2026-11-29b-dq1-per-wg.patch)
 def gen_consumer(x, w, S, st, blk):
     k0 = x*BKB; RS = k0; RN = S; nt = (RN-RS+BQ-1)//BQ
     kw0 = k0 + 64*w
@@ -21,7 +22,7 @@ def gen_consumer(x, w, S, st, blk):
     def dq_turn(q0, add):
         nonlocal pend
         yield from flush()
-        r = q0//64; turn = NWG*x + w
+        r = (q0//64, w if PERWG else 0); turn = x if PERWG else NWG*x + w
         pend = (r, turn, add)
         if add:
             while st['cnt'][r] != turn: yield ('cnt', r, turn)
@@ -56,7 +57,7 @@ def gen_producer(x, S, blk):
     yield from ()
 def run(S):
     nk = (S+BKB-1)//BKB
-    st = {'cnt': [0]*((S+63)//64)}
+    st = {'cnt': {(r, w): 0 for r in range((S+63)//64) for w in range(NWG)}}
     agents = []
     for x in range(nk):
         blk = {'pub': 0, 'pass': [0]*NWG, 'rel': [0]*NWG}
@@ -75,5 +76,6 @@ def run(S):
         if not prog:
             return ('DEADLOCK', [waits[id(a)] for a in live], st['cnt'])
     return 'ok'
-for S in [64, 100, 128, 129, 200, 256, 333, 1024]:
-    print(S, run(S))
+for PERWG in (False, True):
+    for S in [64, 100, 128, 129, 200, 256, 333, 1024]:
+        print('per warpgroup' if PERWG else 'one sum', S, run(S))

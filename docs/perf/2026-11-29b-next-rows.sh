@@ -2,27 +2,29 @@
 # For the session after the nineteenth (2026-11-29): issue 28's "every other size at ctx 512 and 1024" rows on the
 # H200, each stg size beside the strongest peer (torch_lm.py --flash --sdpa cudnn; default compile "c" and
 # reduce-overhead "cg" where it has been the faster or is untried) in one call, stg run default and with
-# --grad-dtype bf16 --gemm-tune on. Two calls of about 9 minutes: SET a (small 1024, medium 512, large 512) and SET b
-# (large 1024, xl 512, xl 1024, then 2.7B 512 if time is left). Medium at 1024 and 2.7B at 1024 and 4096 were
+# --grad-dtype bf16 --gemm-tune on. Three calls of about 9 minutes: SET a (small 1024, medium 512, large 512), SET b
+# (large 1024, xl 512, xl 1024) and SET c (xl at ctx 4096 batch 1, 2.7B 512, small 512: PERF.md's table). Medium at 1024 and 2.7B at 1024 and 4096 were
 # measured in the nineteenth session (2026-11-29b-h200-call5.txt, 2026-11-28j-h200-call4.txt). A row starts only
 # when the call's clock is below its gate, so the call ends inside the device's 10 minutes.
-# Usage (GPU machine, repository root, carrying .deps and peer): docs/perf/2026-11-29b-next-rows.sh a|b OUT
+# Usage (GPU machine, repository root, carrying .deps and peer): docs/perf/2026-11-29b-next-rows.sh a|b|c OUT
 set -u
-set_=${1:?usage: $0 a|b OUT}
-source tools/perf_lib.sh "${2:?usage: $0 a|b OUT}"
+set_=${1:?usage: $0 a|b|c OUT}
+source tools/perf_lib.sh "${2:?usage: $0 a|b|c OUT}"
 perf_build stg || { perf_pack; exit 1; }
-row() { # SIZE CTX PEER-MODES GATE-SECONDS
+row() { # SIZE CTX PEER-MODES GATE-SECONDS [BATCH]
+    local b=${5:-4}
     if [ "$(el)" -gt "$4" ]; then say "$1 ctx $2 skipped (time)"; return; fi
-    stg_step "$1 ctx$2 b4 [default]" "models/cs336/$1.yaml" --set ctx="$2" --set batch=4 --precision bf16 --warmup 3 --iters 10
-    stg_step "$1 ctx$2 b4 [--grad-dtype bf16 --gemm-tune on]" "models/cs336/$1.yaml" --set ctx="$2" --set batch=4 --precision bf16 \
+    stg_step "$1 ctx$2 b$b [default]" "models/cs336/$1.yaml" --set ctx="$2" --set batch="$b" --precision bf16 --warmup 3 --iters 10
+    stg_step "$1 ctx$2 b$b [--grad-dtype bf16 --gemm-tune on]" "models/cs336/$1.yaml" --set ctx="$2" --set batch="$b" --precision bf16 \
         --grad-dtype bf16 --gemm-tune on --warmup 3 --iters 10
-    for m in $3; do peer_step "$1" "$2" 4 "$m"; done
+    for m in $3; do peer_step "$1" "$2" "$b" "$m"; done
     say "$1 ctx $2 done"
 }
 case $set_ in
 a) row small 1024 "c cg" 60; row medium 512 "c cg" 230; row large 512 "c cg" 390 ;;
-b) row large 1024 "c" 60; row xl 512 "c cg" 200; row xl 1024 "c" 380; row 2.7B 512 "c" 430 ;;
-*) echo "usage: $0 a|b OUT"; exit 2 ;;
+b) row large 1024 "c" 60; row xl 512 "c cg" 200; row xl 1024 "c" 380 ;;
+c) row xl 4096 "c" 60 1; row 2.7B 512 "c" 250; row small 512 "cg" 400 ;;
+*) echo "usage: $0 a|b|c OUT"; exit 2 ;;
 esac
 say "done"
 perf_pack

@@ -17,6 +17,9 @@ set -u
 source tools/perf_lib.sh "${1:?usage: $0 OUT}"
 grep -q "ws_pend" ops/attention/sm90a/attention_ws_bwd.cu || { echo "apply docs/perf/2026-11-29b-dq1-per-wg.patch first"; exit 2; }
 perf_build || { perf_pack; exit 1; }
+# the backward kernels' SASS, for reading where the spills sit (ptxas -v gives no places): local loads and stores
+f=$(find build-gpu -name "attention_ws_bwd.cu.o" | head -1)
+cuobjdump -sass "$f" > "$out/l/ws_bwd.sass" 2>&1 && echo "sass: local loads/stores $(grep -cE "LDL|STL" "$out/l/ws_bwd.sass")"
 ok1=1
 attn_tests dq1 STG_ATT_BWD_DQ=1 || ok1=0
 attn_tests dq0 STG_ATT_BWD_DQ=0

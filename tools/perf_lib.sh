@@ -56,7 +56,9 @@ stg_step() {
 peer_step() {
     local extra=()
     [ "$4" = cg ] && extra=(--compile-mode reduce-overhead)
+    local log="$out/l/peer_$1_$2_$3_$4.txt"
     PYTHONUNBUFFERED=1 timeout 170 python3 peer/torch_lm.py --flash --sdpa cudnn --sizes "$1" --ctx "$2" --batch "$3" --modes bf16c \
-        "${extra[@]}" --warm 3 --iters 10 --out "$out/l/peer_$1_$2_$4.json" 2>&1 | grep -E '^\{' | tail -1
+        "${extra[@]}" --warm 3 --iters 10 --out "$out/l/peer_$1_$2_$3_$4.json" > "$log" 2>&1
+    grep -E '^\{' "$log" | tail -1 | grep . || echo "peer $1 ctx $2 b$3 [$4] failed: $(tail -2 "$log" | tr '\n' ' ')"
 }
 perf_pack() { tar -czf "$out/logs.tgz" -C "$out" l && rm -rf "$out/l"; }

@@ -9,7 +9,7 @@ bwd=ops/attention/sm90a/attention_wgmma_bwd.cu
 wsb=ops/attention/sm90a/attention_ws_bwd.cu
 ws=ops/attention/sm90a/attention_ws.cu
 # file|text of the line to drop (each appears once)|the environment that runs the kernel holding it (the warp-specialised
-# forward and, at head dims 64 and 80, backward by default; STG_ATT_WS_BWD=0: the cp.async backward)
+# forward and backward by default; STG_ATT_WS_BWD=0: the cp.async backward)
 muts=("$ws|if constexpr (TL) wg_mma_n16<1>(otl, pf[kk], wg_tdesc<NDC>(vb, BK, kk));|STG_ATT_WS=1"
       "$bwd|wg_mma_n16<1>(dvt, pa[kk], wg_tdesc<NDC, WH>(ds, BQ, kk));|STG_ATT_WS_BWD=0"
       "$bwd|if constexpr (TL) wg_mma_n16<1>(dqt, sa4[kk], wg_tdesc<NDC, WH>(ks, BK, kk));|STG_ATT_WS_BWD=0"

@@ -22,7 +22,7 @@ int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, 
                   int B, int S, int H, int G, int D, float scale2, stg_err *err);
 
 // The same backward, warp-specialised (attention_ws_bwd.cu): whether it handles head dim D with k, v where they are
-// (head dims 64 and 80; 128 only with STG_ATT_WS_BWD=all, slower there; none with STG_ATT_WS_BWD=0); then
+// (head dims 64, 80 and 128; none with STG_ATT_WS_BWD=0); then
 // att_ws_bwd as att_wgmma_bwd. With att_ws_bwd_ws_bytes of workspace at ws (ws_bytes at least that; it may be
 // more than 0 only at head dims 64 and 80), dq comes from the dk/dv blocks in a single pass; else from a launch of
 // its own.

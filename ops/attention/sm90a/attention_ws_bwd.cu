@@ -286,22 +286,25 @@ static size_t ws_dkdv_smem(void) {
     // and dO (64 rows each); per stage lse, D, first visible keys and positions of the 64 rows; with DQ1, 1 KiB to
     // align, then per warpgroup its dS tile (64 rows x 64 keys, bf16) and its dQ tile (64 rows x D, f32)
     return 1024 + sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + (size_t)16 * NST * 64 +
-           (DQ1 ? 1024 + (size_t)NWG * (64 * 64 * 2 + 64 * D * 4) : 0);
+           (DQ1 ? 1024 + (size_t)NWG * (64 * 64 * 2 + 64 * D * 4) : D == 128 ? 1024 + (size_t)NWG * 2 * 64 * 64 * 2 : 0);
 }
 
 // Grid (key tiles of 64 NWG, H / G, B), or (H / G, key tiles, B) when hminor, or (H / G, B, key tiles) when hminor
 // is 2; key tile 0 (the most row tiles) first. Block 128 NWG consumers + a producer warpgroup.
 //
-// DQ1 (single pass): the block also adds its share of dQ, dS K over its keys, into dqacc (B, H / G, RT 64, D) f32
-// (the S G rows of a kv head in row tiles of 64; zeroed before), so no dq launch recomputes S and dP. Each warpgroup
-// stages its dS tile (bf16) in shared memory, takes dQ = dS K_w with its own 64 keys, writes it to its f32 tile and
-// adds that tile into dqacc with one bulk reduction. The additions into a row tile are made in a fixed order, so
-// the sum is the same bits every run (graph replay equal to eager): counter cnt[(b, hk, r)] names the next turn,
-// and warpgroup w of key block x takes turn NWG (x - x0) + w, x0 the first key block that can reach the tile's
-// rows (the block holding the first key of the first row's document; 0 without documents), after waiting for the
-// counter to reach it. Blocks visit their row tiles from the last one down, so every key block of a head starts
-// at the same tile; turns are passed on a tile late (dq_turn), so warpgroup w + 1 trails w by a tile. The grid
-// launches every head's key block x before any head's x + 1: a head's blocks that start together are few.
+// DQ1 (single pass): the block also adds its share of dQ, dS K over its keys, into f32 sums (zeroed before), so no
+// dq launch recomputes S and dP. Each warpgroup stages its dS tile (bf16) in shared memory, takes dQ = dS K_w with
+// its own 64 keys, writes it to its f32 tile and adds that tile with one bulk reduction into its own sum, dqacc
+// + w nacc (B, H / G, RT 64, D; the S G rows of a kv head in row tiles of 64); the convert kernel adds the NWG sums
+// in order. The additions into a row tile of a sum are made in a fixed order, so the result is the same bits every
+// run (graph replay equal to eager): counter cnt[w nacc + (b, hk, r)] names the next turn, and key block x takes
+// turn x - x0, x0 the first key block that can reach the tile's rows (the block holding the first key of the first
+// row's document; 0 without documents), after waiting for the counter to reach it. One sum a warpgroup, so the
+// warpgroups of a block never wait for each other's turns: with one shared sum, warpgroup 1 waited for warpgroup
+// 0's addition each tile and their products no longer overlapped (half the rate, nineteenth session). Blocks visit
+// their row tiles from the last one down, so every key block of a head starts at the same tile; turns are passed
+// on a tile late (dq_turn), so block x trails x - 1 by a tile. The grid launches every head's key block x before
+// any head's x + 1: a head's blocks that start together are few.
 template <int D, int NWG, int NST, int RG, int PR, bool DQ1>
 __global__ void __launch_bounds__(128 * NWG + 128, 1)
     att_ws_dkdv_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
@@ -325,7 +328,12 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     const uint32_t Kb = base, Vb = Kb + (uint32_t)(BKB * D * 2), st0 = Vb + (uint32_t)(BKB * D * 2);
     float *stat = (float *)(ws_smraw + (st0 + NST * 4 * TILE - raw)); // stage s: lse at 2 s BQ, D at (2 s + 1) BQ
     int *fstat = (int *)(stat + 2 * NST * BQ), *pstat = fstat + NST * BQ;
-    const uint32_t xb = (wg_smem(pstat + NST * BQ) + 1023u) & ~1023u; // DQ1: the dS tiles, then the dQ tiles
+    const uint32_t xb = (wg_smem(pstat + NST * BQ) + 1023u) & ~1023u; // DQ1: the dS tiles, then the dQ tiles; SSA: Pᵀ, dSᵀ
+    // SSA (head dim 128): Pᵀ and dSᵀ of the last tile wait for their products in shared memory (a 64 keys x 64 rows
+    // bf16 tile each per warpgroup, rows contiguous with the 128-byte swizzle: K-major A operands), not in 32
+    // registers, which head dim 128's consumers (dK and dV alone are 128) do not have: in registers they spilled.
+    constexpr bool SSA = D == 128;
+    static_assert(!(SSA && DQ1), "the single pass is for head dims 64 and 80");
     // hminor 2 (DQ1): grid (H / G, B, key tiles), every head's key block x before any head's x + 1
     const int x = hminor == 2 ? (int)blockIdx.z : hminor ? (int)blockIdx.y : (int)blockIdx.x;
     const int hk = hminor ? (int)blockIdx.x : (int)blockIdx.y, b = hminor == 2 ? (int)blockIdx.y : (int)blockIdx.z;
@@ -426,48 +434,72 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     };
     // DQ1: this warpgroup's dS tile (64 rows x 64 keys, the 128-byte swizzle: a K-major A operand) and dQ tile
     const uint32_t dSw = xb + (uint32_t)(wg * 64 * 64 * 2), Pw = xb + (uint32_t)(NWG * 64 * 64 * 2 + wg * 64 * D * 4);
-    const int64_t cbase = ((int64_t)b * (H / G) + hk) * RT;
+    // row tile r of this warpgroup's sum at this kv head (B (H / G) RT row tiles a sum; grid (H / G, B, x)):
+    // from the launch's constants where used (one thread), so that no register holds it through the loop
+    auto tile_w = [&](int r) {
+        return ((int64_t)wg * gridDim.y + blockIdx.y) * (H / G) * RT + (int64_t)blockIdx.x * RT + r;
+    };
     // This warpgroup's turn at row tile q0 / 64 (one thread). The turn is passed on one tile late, so that no
     // warpgroup waits for its own addition to reach the L2: dq_turn first finishes the pending turn (waits for its
     // bulk reduction to be complete, or for a turn that had nothing to add to come), then, when `add`, waits for
     // this tile's turn and issues the reduction; dq_flush finishes the last. Blocks before x0 see none of the
-    // tile's documents: not in the order, nothing to add. No wait is endless: a turn waits only for turns of
-    // lower (key block, warpgroup) at the same tile, and each warpgroup passes its turn at its next tile, which
-    // needs only its ring turn and its stage (both given before the other warpgroup's dQ step; a stage published
-    // to all consumer warps at once by one barrier made warpgroup 0 wait for warpgroup 1, which waited for its
-    // turn: a hang). docs/perf/2026-11-29b-dq1-protocol.py models these waits and finds no cycle.
-    unsigned *pc = nullptr, pturn = 0u;
-    bool pbulk = false;
+    // tile's documents: not in the order, nothing to add. No wait is endless: a turn waits only for the same
+    // warpgroup of lower key blocks at the same tile, which pass it at their next tile (needing only their own
+    // ring turns and stages). Stages are published to each consumer warpgroup by a barrier of its own: one barrier
+    // for all consumer warps, with the turns of one shared sum, made warpgroup 0 wait for warpgroup 1 at a stage
+    // while 1 waited for 0's turn (a hang; docs/perf/2026-11-29b-dq1-protocol.py models the waits).
+    // The pending turn (its row tile + 1, 0 when none; its turn; whether it added), kept by the warpgroup's thread
+    // 0 in shared memory rather than in registers the whole warpgroup would hold through the loop.
+    __shared__ unsigned ws_pend[NWG][3];
+    if (DQ1 && tw == 0) ws_pend[wg][0] = 0u;
     auto dq_flush = [&]() {
-        if (!pc) return;
-        if (pbulk) {
+        unsigned *const pd = ws_pend[wg];
+        if (pd[0] == 0u) return;
+        unsigned *const c = cnt + tile_w((int)pd[0] - 1);
+        if (pd[2]) {
             tm_bulk_wait_all();
             tm_fence_proxy_global();
         } else {
-            while (tm_ld_acquire(pc) != pturn) __nanosleep(ns);
+            while (tm_ld_acquire(c) != pd[1]) __nanosleep(ns);
         }
-        tm_st_release(pc, pturn + 1u);
-        pc = nullptr;
+        tm_st_release(c, pd[1] + 1u);
+        pd[0] = 0u;
     };
     auto dq_turn = [&](int q0, bool add) {
         dq_flush();
         const int r = q0 / 64, x0 = att_doc0(dc, att_div(gr, q0)) / BKB;
         if (x < x0) return;
-        pturn = (unsigned)(NWG * (x - x0) + wg);
-        pc = cnt + cbase + r;
-        pbulk = add;
+        unsigned *const pd = ws_pend[wg];
+        pd[0] = (unsigned)r + 1u;
+        pd[1] = (unsigned)(x - x0);
+        pd[2] = add;
         if (add) {
-            while (tm_ld_acquire(pc) != pturn) __nanosleep(ns);
+            while (tm_ld_acquire(cnt + tile_w(r)) != (unsigned)(x - x0)) __nanosleep(ns);
             tm_fence_proxy_global();
-            tm_bulk_add_f32(dqacc + (cbase + r) * 64 * D, Pw, 64u * D * 4u);
+            tm_bulk_add_f32(dqacc + tile_w(r) * 64 * D, Pw, 64u * D * 4u);
             tm_bulk_commit();
         }
         if (!defer) dq_flush(); // STG_ATT_DQ_DEFER=0: the turn passed at once (for A/B runs)
     };
-    // dV += Pᵀ dO and dK += dSᵀ Q of row tile t (Pᵀ, dSᵀ in pa, sa4), issued as one commit group.
+    // SSA: this warpgroup's Pᵀ and dSᵀ tiles
+    const uint32_t Ptw = xb + (uint32_t)(wg * 2 * 64 * 64 * 2), dStw = Ptw + (uint32_t)(64 * 64 * 2);
+    // dV += Pᵀ dO and dK += dSᵀ Q of row tile t (Pᵀ, dSᵀ in pa, sa4, or with SSA in their tiles), issued as one
+    // commit group.
     auto issue_dkdv = [&](int t) {
         const uint32_t qs = st0 + (uint32_t)((t % NST) * 4 * TILE), ds = qs + (uint32_t)(2 * TILE);
         keep_acc();
+        if constexpr (SSA) {
+            wg_arrive();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) // m: keys, n: dims, k: queries
+#pragma unroll
+                for (int dc2 = 0; dc2 < NDC; dc2++) {
+                    wg_mma_ss_n64<1>(dva[dc2], wg_desc_kmaj(Ptw, 64, kk, 0), wg_desc_mnmaj<WH>(ds, BQ, kk, dc2), 1);
+                    wg_mma_ss_n64<1>(dka[dc2], wg_desc_kmaj(dStw, 64, kk, 0), wg_desc_mnmaj<WH>(qs, BQ, kk, dc2), 1);
+                }
+            wg_commit();
+            return;
+        }
         ws_keep_a(pa);
         ws_keep_a(sa4);
         wg_arrive();
@@ -558,13 +590,28 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
         ws_keep_all(dpt);
 #pragma unroll
         for (int e = 0; e < 32; e++) dpt[e] = st[e] * (dpt[e] - ddc(e));
-        wg_wait<0>(); // the previous tile's products are done: pa, sa4, dK, dV and its stage are free
+        wg_wait<0>(); // the previous tile's products are done: pa, sa4 (or the tiles), dK, dV and its stage are free
         keep_acc();
-        ws_keep_a(pa);
-        ws_keep_a(sa4);
         if (prev >= 0) release(prev);
-        ws_to_a(pa, st);
-        ws_to_a(sa4, dpt);
+        if constexpr (SSA) {
+            // Pᵀ and dSᵀ into their tiles, two rows (elements e, e + 1: columns 2 t4, 2 t4 + 1 of a k-step) a store:
+            // key kl's row of 128 bytes, 16-byte chunk r / 8 at chunk (r / 8) ^ (kl % 8). The products read them
+            // in the next tile's turn, after this warpgroup's ring wait (a barrier of all its warps), so the
+            // writes only need the proxy fence.
+#pragma unroll
+            for (int e = 0; e < 32; e += 2) {
+                const int kl = 16 * (warp % 4) + wg_row(e, g), rl = wg_col(e, t4);
+                const uint32_t o = (uint32_t)(kl * 128 + (((rl >> 3) ^ (kl & 7)) << 4) + (rl & 7) * 2);
+                *(uint32_t *)(ws_smraw + (Ptw + o - raw)) = wg_pack(st[e], st[e + 1]);
+                *(uint32_t *)(ws_smraw + (dStw + o - raw)) = wg_pack(dpt[e], dpt[e + 1]);
+            }
+            wg_fence_proxy();
+        } else {
+            ws_keep_a(pa);
+            ws_keep_a(sa4);
+            ws_to_a(pa, st);
+            ws_to_a(sa4, dpt);
+        }
         prev = t;
         if constexpr (DQ1) {
             // dS (rows x this warpgroup's keys) into its tile: element e is key 16 (warp % 4) + wg_row(e, g), row
@@ -659,15 +706,24 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
 
 // dq (B, S, H, D) bf16 = scale dqacc (B, H / G, RT 64, D) f32, row R = s G + h % G of kv head h / G (its chunks
 // placed by ws_dq_chunk with the row's index in its tile, R % 64): a thread per 4 dims.
+template <int NWG>
 __global__ void att_ws_dq_convert_kernel(const float *__restrict__ dqacc, wg_bf16 *__restrict__ dq, int64_t n4, int S, int H,
-                                         int G, int RT, int D, float scale) {
+                                         int G, int RT, int D, int64_t nacc, float scale) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t e = 4 * i; // element of dq
         const int d = (int)(e % D);
         const int64_t row = e / D; // (b S + s) H + h
         const int h = (int)(row % H), sp = (int)(row / H % S), b = (int)(row / H / S);
         const int64_t R = ((int64_t)b * (H / G) + h / G) * RT * 64 + (int64_t)sp * G + h % G;
-        const float4 a = *(const float4 *)(dqacc + R * D + 4 * ws_dq_chunk(d >> 2, (int)(R % 64)));
+        const int64_t at = R * D + 4 * ws_dq_chunk(d >> 2, (int)(R % 64));
+        float4 a = *(const float4 *)(dqacc + at);
+        for (int w = 1; w < NWG; w++) { // warpgroup w's sum after warpgroup 0's, in order
+            const float4 c = *(const float4 *)(dqacc + (int64_t)w * nacc * 64 * D + at);
+            a.x += c.x;
+            a.y += c.y;
+            a.z += c.z;
+            a.w += c.w;
+        }
         uint2 o;
         o.x = wg_pack(scale * a.x, scale * a.y);
         o.y = wg_pack(scale * a.z, scale * a.w);
@@ -675,8 +731,9 @@ __global__ void att_ws_dq_convert_kernel(const float *__restrict__ dqacc, wg_bf1
     }
 }
 
-// Single pass (dQ from the dk/dv blocks, DQ1) at head dims 64 and 80 only when STG_ATT_BWD_DQ=1: measured at half
-// the two launches' rate (docs/perf/LOG.md, nineteenth session), so the dq launch stays the default. Head dim
+// Single pass (dQ from the dk/dv blocks, DQ1) at head dims 64 and 80 only when STG_ATT_BWD_DQ=1: slower than the
+// two launches (H200, twentieth session, call 2, seq 16384: 192 / 203 against 295 / 305 TFLOP/s at 64 / 80, with a
+// sum a warpgroup; 151 / 166 with one shared sum; docs/perf/LOG.md), so the dq launch stays the default. Head dim
 // 128's consumers have no registers to spare for it.
 static bool ws_bwd_dq1(int D) {
     static int on = -1;
@@ -712,7 +769,7 @@ static unsigned ws_dq_ns(void) {
 size_t att_ws_bwd_ws_bytes(int B, int S, int H, int G, int D) {
     if (!ws_bwd_dq1(D) || G < 1 || H % G) return 0;
     const size_t RT = ((size_t)S * G + 63) / 64, heads = (size_t)B * (H / G);
-    return heads * RT * 64 * D * sizeof(float) + (heads * RT * sizeof(unsigned) + 255) / 256 * 256;
+    return WS_DKDV_NWG * (heads * RT * 64 * D * sizeof(float) + (heads * RT * sizeof(unsigned) + 255) / 256 * 256);
 }
 
 template <int D>
@@ -726,7 +783,8 @@ static int ws_bwd_launch(cudaStream_t st, const void *q, const void *k, const vo
         const int nk = (S + 64 * KW - 1) / (64 * KW);
         if (need > 0 && ws && ws_bytes >= need && nk <= 65535 && B <= 65535) { // single pass (key blocks in the grid's z)
             float *dqacc = (float *)ws;
-            unsigned *cnt = (unsigned *)(dqacc + (size_t)B * hkv * RT * 64 * D);
+            const int64_t nacc = (int64_t)B * hkv * RT; // row tiles of a warpgroup's sum
+            unsigned *cnt = (unsigned *)(dqacc + (size_t)KW * nacc * 64 * D);
             CUDA_CHECK(err, cudaMemsetAsync(ws, 0, need, st));
             const size_t smem = ws_dkdv_smem<D, KW, KS, true>();
             CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), true>,
@@ -737,8 +795,8 @@ static int ws_bwd_launch(cudaStream_t st, const void *q, const void *k, const vo
                 (wg_bf16 *)dk, (wg_bf16 *)dv, dqacc, cnt, RT, S, H, G, 2, ws_dq_defer(), ws_dq_ns(), scale, scale2);
             CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, dq; warp-specialised, single pass)");
             const int64_t n4 = (int64_t)B * S * H * D / 4;
-            att_ws_dq_convert_kernel<<<(unsigned)std::min<int64_t>((n4 + 255) / 256, 65535), 256, 0, st>>>(
-                dqacc, (wg_bf16 *)dq, n4, S, H, G, RT, D, scale);
+            att_ws_dq_convert_kernel<KW><<<(unsigned)std::min<int64_t>((n4 + 255) / 256, 65535), 256, 0, st>>>(
+                dqacc, (wg_bf16 *)dq, n4, S, H, G, RT, D, nacc, scale);
             CUDA_LAUNCH_CHECK(err, "attention backward (dq to bf16)");
             return 0;
         }
@@ -771,16 +829,16 @@ static int ws_bwd_launch(cudaStream_t st, const void *q, const void *k, const vo
 }
 
 bool att_ws_bwd_supported(int D, const void *k, const void *v) {
-    // STG_ATT_WS_BWD in the environment: 0 runs the cp.async kernels (attention_wgmma_bwd.cu) at every head dim,
-    // "all" these kernels at head dim 128 too. By default head dim 128 stays on the cp.async kernels: these were
-    // measured slower there (H200, 2026-11-29 call 2: 203 / 231 against 269 / 314 TFLOP/s at 4096 / 16384;
-    // docs/perf/LOG.md), 64 and 80 faster (2-9%).
-    static int mode = -1; // 0 off, 1 head dims 64 and 80, 2 all
+    // STG_ATT_WS_BWD=0 in the environment runs the cp.async kernels (attention_wgmma_bwd.cu) at every head dim (for
+    // A/B runs); else these kernels run at head dims 64, 80 and 128. Head dim 128 keeps Pᵀ and dSᵀ in shared memory
+    // (SSA), which made it faster than the cp.async kernel (H200, 2026-11-29c call 1: 289 / 338 against 268 / 313
+    // TFLOP/s at seq 4096 / 16384; docs/perf/LOG.md). "all" is accepted and means the default.
+    static int mode = -1; // 0 off, 1 on
     if (mode < 0) {
         const char *e = getenv("STG_ATT_WS_BWD");
-        mode = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "all") == 0 ? 2 : 1;
+        mode = e && strcmp(e, "0") == 0 ? 0 : 1;
     }
-    return mode > 0 && (D == 64 || D == 80 || (D == 128 && mode == 2)) && ((uintptr_t)k % 16 == 0) && ((uintptr_t)v % 16 == 0);
+    return mode > 0 && (D == 64 || D == 80 || D == 128) && ((uintptr_t)k % 16 == 0) && ((uintptr_t)v % 16 == 0);
 }
 
 int att_ws_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse, const void *dout,

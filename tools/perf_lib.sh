@@ -11,6 +11,8 @@
 #   med JSON LABEL [KEY...] the named keys (median_ms, min_ms, mfu by default) of an `stg bench --json` record
 #   stg_step LABEL MODEL [ARG...]   `stg bench MODEL ARG... --json` (120 s at most), then med
 #   peer_step SIZE CTX BATCH MODE   torch_lm.py --flash --sdpa cudnn (MODE c: default compile, cg: reduce-overhead)
+#   step_row SIZE CTX MODES GATE [BATCH]   models/cs336/SIZE.yaml: stg_step default and with --grad-dtype bf16
+#                           --gemm-tune on, then peer_step for each of MODES (c, cg), if the clock is below GATE s
 #   perf_pack               packs OUT/l into OUT/logs.tgz (the device returns at most 8 files)
 out=${1:?usage: source tools/perf_lib.sh OUT}
 mkdir -p "$out/l" && out=$(cd "$out" && pwd)
@@ -60,5 +62,14 @@ peer_step() {
     PYTHONUNBUFFERED=1 timeout 170 python3 peer/torch_lm.py --flash --sdpa cudnn --sizes "$1" --ctx "$2" --batch "$3" --modes bf16c \
         "${extra[@]}" --warm 3 --iters 10 --out "$out/l/peer_$1_$2_$3_$4.json" > "$log" 2>&1
     grep -E '^\{' "$log" | tail -1 | grep . || echo "peer $1 ctx $2 b$3 [$4] failed: $(tail -2 "$log" | tr '\n' ' ')"
+}
+step_row() {
+    local b=${5:-4} m
+    if [ "$(el)" -gt "$4" ]; then say "$1 ctx $2 skipped (time)"; return; fi
+    stg_step "$1 ctx$2 b$b [default]" "models/cs336/$1.yaml" --set ctx="$2" --set batch="$b" --precision bf16 --warmup 3 --iters 10
+    stg_step "$1 ctx$2 b$b [--grad-dtype bf16 --gemm-tune on]" "models/cs336/$1.yaml" --set ctx="$2" --set batch="$b" --precision bf16 \
+        --grad-dtype bf16 --gemm-tune on --warmup 3 --iters 10
+    for m in $3; do peer_step "$1" "$2" "$b" "$m"; done
+    say "$1 ctx $2 done"
 }
 perf_pack() { tar -czf "$out/logs.tgz" -C "$out" l && rm -rf "$out/l"; }

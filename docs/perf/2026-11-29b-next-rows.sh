@@ -11,19 +11,10 @@ set -u
 set_=${1:?usage: $0 a|b|c OUT}
 source tools/perf_lib.sh "${2:?usage: $0 a|b|c OUT}"
 perf_build stg || { perf_pack; exit 1; }
-row() { # SIZE CTX PEER-MODES GATE-SECONDS [BATCH]
-    local b=${5:-4}
-    if [ "$(el)" -gt "$4" ]; then say "$1 ctx $2 skipped (time)"; return; fi
-    stg_step "$1 ctx$2 b$b [default]" "models/cs336/$1.yaml" --set ctx="$2" --set batch="$b" --precision bf16 --warmup 3 --iters 10
-    stg_step "$1 ctx$2 b$b [--grad-dtype bf16 --gemm-tune on]" "models/cs336/$1.yaml" --set ctx="$2" --set batch="$b" --precision bf16 \
-        --grad-dtype bf16 --gemm-tune on --warmup 3 --iters 10
-    for m in $3; do peer_step "$1" "$2" "$b" "$m"; done
-    say "$1 ctx $2 done"
-}
 case $set_ in
-a) row small 1024 "c cg" 60; row medium 512 "c cg" 230; row large 512 "c cg" 390 ;;
-b) row large 1024 "c" 60; row xl 512 "c cg" 200; row xl 1024 "c" 380 ;;
-c) row xl 4096 "c" 60 1; row 2.7B 512 "c" 250; row small 512 "cg" 400 ;;
+a) step_row small 1024 "c cg" 60; step_row medium 512 "c cg" 230; step_row large 512 "c cg" 390 ;;
+b) step_row large 1024 "c" 60; step_row xl 512 "c cg" 200; step_row xl 1024 "c" 380 ;;
+c) step_row xl 4096 "c" 60 1; step_row 2.7B 512 "c" 250; step_row small 512 "cg" 400 ;;
 *) echo "usage: $0 a|b|c OUT"; exit 2 ;;
 esac
 say "done"

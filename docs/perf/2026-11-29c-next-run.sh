@@ -12,6 +12,11 @@
 # other warpgroup's products on the tensor cores) and waited for, a 16 KiB f32 tile written, two barriers.
 # Predicted: STG_ATT_BWD_DQ=1 at head dim 64, seq 16384, 300-360 TFLOP/s (above the two launches' 295: make it the
 # default at 64 in ws_bwd_dq1 and run the suite), 4096 less so; head dim 80 uncertain (its spills).
+# Then, in the same call, docs/perf/2026-11-29c-d128-regs.patch, applied by this script after the first build (the
+# binary before it kept as stg.old, the two alternating): the dk/dv kernel's consumers at 224 registers and the
+# producer at 56 at head dim 128 too (ptxas: spills 112 -> 36 bytes; at 240 / 24 the producer spills). Predicted: head
+# dim 128's backward +2-5% (call 1: 289 / 333-338 TFLOP/s at 4096 / 16384); if so, keep it.
+# About 8 minutes in all: run it under `timeout 590`.
 # Usage (GPU machine, repository root, carrying .deps and peer): docs/perf/2026-11-29c-next-run.sh OUT
 set -u
 source tools/perf_lib.sh "${1:?usage: $0 OUT}"
@@ -28,7 +33,19 @@ for r in 1 2; do for dq in 0 1; do
     STG_ATT_BWD_DQ=$dq timeout 30 build-gpu/stg attn-bench --device cuda --attention flash --batch 1 --heads 32 --kv-heads 8 --dims 64 --seqs 4096 --iters 20 2>&1 | grep -E "^\| flash"
 done; done
 say "attention A/B done"
-PYTHONUNBUFFERED=1 timeout 100 python3 peer/torch_attn.py --batch 4 --heads 16 --dims 64,80 --seqs 4096,16384 --iters 20 2>&1 | grep CUDNN
+cp build-gpu/stg "$out/l/stg.old"
+if git apply docs/perf/2026-11-29c-d128-regs.patch && perf_build; then
+    (cd build-gpu && STG_TEST_FILTER='*attention*' timeout 45 ./test_gpu_mm_attn 2>&1 | grep -E "PASSED|FAILED|ERROR" | head -5)
+    for r in 1 2; do for b in "$out/l/stg.old" build-gpu/stg; do
+        echo "== head dim 128, $b round $r"
+        timeout 60 "$b" attn-bench --device cuda --attention flash --batch 4 --heads 16 --dims 128 --seqs 4096,16384 --iters 20 2>&1 | grep -E "^\| flash"
+    done; done
+else
+    echo "the head-dim-128 registers patch did not apply or build"
+fi
+rm -f "$out/l/stg.old"
+say "head dim 128 A/B done"
+PYTHONUNBUFFERED=1 timeout 100 python3 peer/torch_attn.py --batch 4 --heads 16 --dims 64,80,128 --seqs 4096,16384 --iters 20 2>&1 | grep CUDNN
 say "torch_attn done"
 if [ $ok1 = 1 ]; then
     STG_ATT_BWD_DQ=1 timeout 100 tools/sanitize_gpu.sh build-gpu "$out/l/san" 90 memcheck:test_gpu_mm_attn:'*attention*' \
@@ -39,6 +56,7 @@ if [ $ok1 = 1 ]; then
     done
     say "sanitizers and steps done"
 fi
-(cd build-gpu && timeout 200 ctest -L gpu --output-on-failure > "$out/ctest.txt" 2>&1; echo "ctest: $?"; grep -E "tests passed|\(Failed\)|Timeout" "$out/ctest.txt" | tail -5)
+# the suite on the final tree (both patches); racecheck above ran test_gpu_mm_attn's head-dim-128 cases on it too
+[ "$(el)" -lt 420 ] && (cd build-gpu && timeout 170 ctest -L gpu --output-on-failure > "$out/ctest.txt" 2>&1; echo "ctest: $?"; grep -E "tests passed|\(Failed\)|Timeout" "$out/ctest.txt" | tail -5)
 say "suite done"
 perf_pack

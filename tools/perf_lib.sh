@@ -8,6 +8,8 @@
 #   perf_build [TARGET...]  configures build-gpu (Release, sm_90a) and builds it (or the targets); prints "build: RC"
 #   attn_tests NAME [VAR=VALUE...]   test_gpu_mm_attn and test_gpu_ops, filter *attention*, under the variables;
 #                           prints each result; returns 1 on a failure or a hang (45 s each), with the last lines
+#   attn_rates [VAR=VALUE...]  stg attn-bench (flash) under the variables: batch 4, 16 heads, head dims 64 and 80,
+#                           seq 4096 and 16384, then the GQA row (batch 1, 32 / 8 heads, 64, 4096); the table rows
 #   med JSON LABEL [KEY...] the named keys (median_ms, min_ms, mfu by default) of an `stg bench --json` record
 #   stg_step LABEL MODEL [ARG...]   `stg bench MODEL ARG... --json` (120 s at most), then med
 #   peer_step SIZE CTX BATCH MODE   torch_lm.py --flash --sdpa cudnn (MODE c: default compile, cg: reduce-overhead)
@@ -40,6 +42,12 @@ attn_tests() {
         if [ $rc != 0 ]; then bad=1; echo "  last lines:"; tail -2 "$f"; break; fi
     done
     return $bad
+}
+attn_rates() {
+    env "$@" timeout 60 build-gpu/stg attn-bench --device cuda --attention flash --batch 4 --heads 16 --dims 64,80 --seqs 4096,16384 \
+        --iters 20 2>&1 | grep -E "^\| flash"
+    env "$@" timeout 30 build-gpu/stg attn-bench --device cuda --attention flash --batch 1 --heads 32 --kv-heads 8 --dims 64 --seqs 4096 \
+        --iters 20 2>&1 | grep -E "^\| flash"
 }
 med() {
     local f=$1 label=$2; shift 2

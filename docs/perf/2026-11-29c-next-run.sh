@@ -29,8 +29,7 @@ say "tests done"
 for r in 1 2; do for dq in 0 1; do
     [ $dq = 1 ] && [ $ok1 = 0 ] && continue
     echo "== STG_ATT_BWD_DQ=$dq round $r"
-    STG_ATT_BWD_DQ=$dq timeout 60 build-gpu/stg attn-bench --device cuda --attention flash --batch 4 --heads 16 --dims 64,80 --seqs 4096,16384 --iters 20 2>&1 | grep -E "^\| flash"
-    STG_ATT_BWD_DQ=$dq timeout 30 build-gpu/stg attn-bench --device cuda --attention flash --batch 1 --heads 32 --kv-heads 8 --dims 64 --seqs 4096 --iters 20 2>&1 | grep -E "^\| flash"
+    attn_rates STG_ATT_BWD_DQ=$dq
 done; done
 say "attention A/B done"
 cp build-gpu/stg "$out/l/stg.old"

@@ -46,6 +46,14 @@ rm -f "$out/l/stg.old"
 say "head dim 128 A/B done"
 PYTHONUNBUFFERED=1 timeout 100 python3 peer/torch_attn.py --batch 4 --heads 16 --dims 64,80,128 --seqs 4096,16384 --iters 20 2>&1 | grep CUDNN
 say "torch_attn done"
+# The two launches' split at head dim 64, seq 16384 (which kernel to work on if the single pass still loses): each
+# kernel's time and speed-of-light summary from Nsight Compute, two backwards' worth
+if [ "$(el)" -lt 300 ]; then
+    timeout 90 ncu -k regex:"att_ws_(dkdv|dq)_kernel" -c 4 --section SpeedOfLight build-gpu/stg attn-bench --device cuda \
+        --attention flash --batch 4 --heads 16 --dims 64 --seqs 16384 --iters 1 > "$out/l/ncu.txt" 2>&1
+    echo "ncu: $?"; grep -E "att_ws_|Duration|Compute \(SM\) Throughput|Memory Throughput" "$out/l/ncu.txt" | sed 's/  */ /g' | head -24
+    say "ncu done"
+fi
 if [ $ok1 = 1 ]; then
     STG_ATT_BWD_DQ=1 timeout 100 tools/sanitize_gpu.sh build-gpu "$out/l/san" 90 memcheck:test_gpu_mm_attn:'*attention*' \
         racecheck:test_gpu_mm_attn:'*attention*' synccheck:test_gpu_ops:'*attention_gqa*'

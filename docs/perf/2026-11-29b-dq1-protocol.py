@@ -6,6 +6,7 @@
 import itertools, sys
 NWG, BKB, BQ, NST = 2, 128, 64, 3
 PERWG = False  # True: a sum and counters per warpgroup (docs/perf/2026-11-29b-dq1-per-wg.patch)
+ASYNC = False  # True: tile t's dQ added during the next tile, after the ring pass (docs/perf/2026-11-29c-dq1-async.patch)
 def gen_consumer(x, w, S, st, blk):
     k0 = x*BKB; RS = k0; RN = S; nt = (RN-RS+BQ-1)//BQ
     kw0 = k0 + 64*w
@@ -36,16 +37,21 @@ def gen_consumer(x, w, S, st, blk):
         else:
             while blk['pass'][w-1] < t+1: yield ('ring', t)
         q0 = RS + (nt-1-t)*BQ
+        q0p = RS + (nt-1-prev)*BQ
         if t == nt or min(q0+BQ, RN)-1 < kw0 or kw0 >= S:
             blk['pass'][w] = t+1
-            if prev >= 0: blk['rel'][w] = prev+1; prev = -1
+            if prev >= 0:
+                blk['rel'][w] = prev+1
+                if ASYNC: yield from dq_turn(q0p, True)  # released, then the last tile's dQ out and its turn
+                prev = -1
             if t < nt: blk['rel'][w] = t+1
             if t < nt: yield from dq_turn(q0, False)
             continue
         blk['pass'][w] = t+1
+        if ASYNC and prev >= 0: yield from dq_turn(q0p, True)  # warp 0 takes the turn before it releases prev
         if prev >= 0: blk['rel'][w] = prev+1
         prev = t
-        yield from dq_turn(q0, True)
+        if not ASYNC: yield from dq_turn(q0, True)
     yield from flush()
 def gen_producer(x, S, blk):
     nt = (S - x*BKB + BQ-1)//BQ
@@ -76,6 +82,6 @@ def run(S):
         if not prog:
             return ('DEADLOCK', [waits[id(a)] for a in live], st['cnt'])
     return 'ok'
-for PERWG in (False, True):
+for PERWG, ASYNC in ((False, False), (True, False), (True, True)):
     for S in [64, 100, 128, 129, 200, 256, 333, 1024]:
-        print('per warpgroup' if PERWG else 'one sum', S, run(S))
+        print('per warpgroup' if PERWG else 'one sum', 'async' if ASYNC else '', S, run(S))

@@ -693,15 +693,16 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
 #define WS_DQ_NST 4
 #endif
 #define WS_BWD_RG(NWG) ((NWG) == 2 ? 240 : 160) // the dq consumers' registers (its producer keeps 24)
-// The dk/dv producer computes its rows' addresses (cp.async), so it keeps PR registers and the consumers RG.
-// Head dim 128's consumers need the most (dK and dV are 128 registers): 240, and the producer the least the
-// launch share leaves, 24 (tm_regs_fit: 2 x 240 + 32 is past the 3 x 168 a block of 384 threads has, and the
-// consumers' setmaxnreg.inc then waited forever).
+// The dk/dv producer computes its rows' addresses (cp.async), so it keeps PR registers and the consumers RG
+// (tm_regs_fit: 2 x 240 + 32 is past the 3 x 168 a block of 384 threads has, and the consumers' setmaxnreg.inc
+// then waited forever). Head dim 128 took 240 and 24 while its consumers held Pᵀ and dSᵀ in registers; with them
+// in shared memory, 224 and 56 spill least there too (ptxas: 36 bytes, against 112 at 240 / 24, where the
+// producer spills: head dim 64 at 240 / 24 spills 48 bytes, none at 224 / 56).
 #ifndef WS_DKDV_PR
-#define WS_DKDV_PR(D) ((D) == 128 ? 24 : 56)
+#define WS_DKDV_PR(D) 56
 #endif
 #ifndef WS_DKDV_RG
-#define WS_DKDV_RG(D) ((D) == 128 ? 240 : 224)
+#define WS_DKDV_RG(D) 224
 #endif
 
 // dq (B, S, H, D) bf16 = scale dqacc (B, H / G, RT 64, D) f32, row R = s G + h % G of kv head h / G (its chunks

@@ -3,10 +3,14 @@
 // warp-specialised forward (attention_ws.cu) is:
 //   - dq blocks (64 NWG query rows): a producer thread streams the K and V key tiles by tensor copy (TMA) into
 //     mbarrier stages (tm_kv_producer, as the forward);
-//   - dk/dv blocks (64 NWG keys): a producer warpgroup streams the query tiles (Q and dO rows of the group, lse,
-//     D, the rows' positions and first visible keys) with cp.async, which handles any group size (a tile of the
-//     S G rows of a group is a tensor box only when G divides 64); each producer thread awaits its copies of a
-//     tile one tile later, fences them to the async proxy and arrives on the stage's full barrier;
+//   - dk/dv blocks (64 NWG keys): a producer warpgroup streams the query tiles (Q and dO rows of the group) with
+//     cp.async, which handles any group size (a tile of the S G rows of a group is a tensor box only when G
+//     divides 64), and stores what the consumers would otherwise compute every tile: -lse log2 e and D (loaded a
+//     tile ahead), the rows' positions and first visible keys, and each consumer warpgroup's tests of the tile
+//     (nothing to do; masked). That shortened the consumers' chain, which bounds this kernel (its consumer warps
+//     ran ~333 instructions a tile at 9 cycles each, the tensor pipe busy 36%; H200, twenty-first session: the
+//     backward 295 -> 320 TFLOP/s at head dim 64, seq 16384). Each producer thread awaits its copies of a tile one
+//     tile later, fences them to the async proxy and arrives on the stage's full barrier;
 //   - the NWG consumer warpgroups of a block take turns issuing their products (named barriers 1 .. NWG, a ring),
 //     and release a stage on its empty barrier once their last product reading it is done; no block barrier
 //     inside the loops.
@@ -69,6 +73,13 @@ template <int NWG> struct ws_ring {
 // 16-byte chunk c of row r (dims 4 c .. 4 c + 3) at chunk c ^ (r % 8) among the first 16 (dims 0 .. 63), in place
 // past them (head dim 80's tail), so that a warp's stores of its accumulator rows fall on distinct banks.
 __host__ __device__ __forceinline__ int ws_dq_chunk(int c, int r) { return c < 16 ? c ^ (r & 7) : c; }
+
+// The dk/dv kernel's per-stage statistics of a row tile (-lse log2 e, and D): the value of the tile's column (query
+// row) c, which a consumer thread holds as element k = 2 (c / 8) + c % 2 of its 16 (t4 = (c % 8) / 2), sits at
+// ws_stat_slot(t4, k): each thread's 16 contiguous, read as four 16-byte chunks, chunk q at q ^ 2 for t4 = 2, 3, so
+// that the four t4 of a quarter warp fall on distinct banks.
+__host__ __device__ __forceinline__ int ws_stat_slot(int t4, int k) { return t4 * 16 + (((k >> 2) ^ ((t4 >> 1) << 1)) << 2) + (k & 3); }
+__host__ __device__ __forceinline__ int ws_stat_slot_of(int c) { return ws_stat_slot((c & 7) >> 1, (c >> 3) * 2 + (c & 1)); }
 
 } // namespace
 
@@ -283,9 +294,11 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
 template <int D, int NWG, int NST, bool DQ1>
 static size_t ws_dkdv_smem(void) {
     // 1 KiB to align the swizzled tiles; K and V of the block (a 64-row tile per warpgroup each); NST stages of Q
-    // and dO (64 rows each); per stage lse, D, first visible keys and positions of the 64 rows; with DQ1, 1 KiB to
-    // align, then per warpgroup its dS tile (64 rows x 64 keys, bf16) and its dQ tile (64 rows x D, f32)
+    // and dO (64 rows each); per stage -lse log2 e, D, first visible keys and positions of the 64 rows, and a flags
+    // word per warpgroup; with DQ1, 1 KiB to align, then per warpgroup its dS tile (64 rows x 64 keys, bf16) and its
+    // dQ tile (64 rows x D, f32)
     return 1024 + sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + (size_t)16 * NST * 64 +
+           (size_t)4 * NST * NWG +
            (DQ1 ? 1024 + (size_t)NWG * (64 * 64 * 2 + 64 * D * 4) : D == 128 ? 1024 + (size_t)NWG * 2 * 64 * 64 * 2 : 0);
 }
 
@@ -326,9 +339,11 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     constexpr int FB = 2 * NWG + 1, EB = FB + NWG * NST;
     // K, V: a 64-row tile per warpgroup; stage s: Q at st0 + 4 s TILE bytes, dO after it; then the stats
     const uint32_t Kb = base, Vb = Kb + (uint32_t)(BKB * D * 2), st0 = Vb + (uint32_t)(BKB * D * 2);
-    float *stat = (float *)(ws_smraw + (st0 + NST * 4 * TILE - raw)); // stage s: lse at 2 s BQ, D at (2 s + 1) BQ
-    int *fstat = (int *)(stat + 2 * NST * BQ), *pstat = fstat + NST * BQ;
-    const uint32_t xb = (wg_smem(pstat + NST * BQ) + 1023u) & ~1023u; // DQ1: the dS tiles, then the dQ tiles; SSA: Pᵀ, dSᵀ
+    // stage s: -lse log2 e at 2 s BQ, D at (2 s + 1) BQ (each placed by ws_stat_slot_of); the rows' first visible
+    // keys and positions; flags NWG s + w: warpgroup w's test of the tile (bit 0: nothing of it to do; bit 1: masked)
+    float *stat = (float *)(ws_smraw + (st0 + NST * 4 * TILE - raw));
+    int *fstat = (int *)(stat + 2 * NST * BQ), *pstat = fstat + NST * BQ, *flags = pstat + NST * BQ;
+    const uint32_t xb = (wg_smem(flags + NST * NWG) + 1023u) & ~1023u; // DQ1: the dS tiles, then the dQ tiles; SSA: Pᵀ, dSᵀ
     // SSA (head dim 128): Pᵀ and dSᵀ of the last tile wait for their products in shared memory (a 64 keys x 64 rows
     // bf16 tile each per warpgroup, rows contiguous with the 128-byte swizzle: K-major A operands), not in 32
     // registers, which head dim 128's consumers (dK and dV alone are 128) do not have: in registers they spilled.
@@ -362,6 +377,16 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
 #pragma unroll
             for (int w = 0; w < NWG; w++) tm_bar_arrive<256>(FB + NWG * (t % NST) + w);
         };
+        // This thread's statistic of row tile t (lse of row tp for tp < 64, else D of row tp - 64; 0 past the
+        // rows), loaded a tile ahead of its use, so that the load's latency passes while the thread waits for a
+        // stage; stored as -lse log2 e and D, each consumer thread's 16 together (ws_stat_slot_of).
+        static_assert(2 * BQ == 128, "a statistic a producer thread");
+        const int si = tp % BQ;
+        auto stat_load = [&](int t) {
+            const int r = row0(t) + si;
+            return r < RN ? (tp < BQ ? lse : Dsum)[att_stat_idx(r, gr, b, H, hk, S)] : 0.0f;
+        };
+        float sv = ntiles > 0 ? stat_load(0) : 0.0f;
         for (int t = 0; t < ntiles; t++) {
             const int s = t % NST, qn = row0(t);
             if (t >= NST) tm_bar_sync<NT>(EB + s); // tile t - NST released
@@ -369,17 +394,27 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
             const uint32_t dst[2] = {qs, qs + (uint32_t)(2 * TILE)};
             const wg_bf16 *const src[2] = {q + qhead0, dout + qhead0};
             wg_load_rows_g<D, BQ, 128, 2>(dst, src, qstride, gr, qn, RN, tp); // Q and dO: one row offset for both
-            for (int j = tp; j < 2 * BQ; j += 128) { // lse by j 0 .. 63, D by 64 .. 127
-                const int i = j % BQ;
-                const bool ok = qn + i < RN;
-                const float *sp = (j < BQ ? lse : Dsum) + (ok ? att_stat_idx(qn + i, gr, b, H, hk, S) : 0);
-                wg_cp4(wg_smem(stat + (2 * s + j / BQ) * BQ + i), sp, ok);
+            {
+                const float v = sv;
+                if (t + 1 < ntiles) sv = stat_load(t + 1);
+                stat[(2 * s + tp / BQ) * BQ + ws_stat_slot_of(si)] = tp < BQ ? -v * WS_LOG2E : v;
             }
             if (tp < BQ) { // the rows' positions (-1 past the rows) and first visible keys
                 const bool ok = qn + tp < RN;
                 const int p = ok ? att_div(gr, qn + tp) : -1;
                 pstat[s * BQ + tp] = p;
                 fstat[s * BQ + tp] = ok ? att_doc0(dc, p) : 0;
+            } else if (tp == 127) { // each consumer warpgroup's tests of the tile, from its first and last rows
+                const int p0 = att_div(gr, qn), pl = att_div(gr, min(qn + BQ, RN) - 1), f0 = att_doc0(dc, p0);
+                const int fl = qn + BQ <= RN ? att_doc0(dc, att_div(gr, qn + BQ - 1)) : 0;
+#pragma unroll
+                for (int w = 0; w < NWG; w++) {
+                    const int kw = k0 + 64 * w;
+                    // every row of the tile before every key of the warpgroup, or (docs) in documents after them
+                    const bool skip = pl < kw || kw >= S || f0 > kw + 63;
+                    const bool mask = kw + 63 > p0 || qn + BQ > RN || fl > kw;
+                    flags[s * NWG + w] = (int)skip | (int)mask << 1;
+                }
             }
             wg_cp_commit();
             if (t > 0) {
@@ -526,9 +561,10 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
         ring.wait();
         const int q0 = row0(t), s = t % NST;
         const int *f_s = fstat + s * BQ, *p_s = pstat + s * BQ;
-        // past the last tile, or every row of the tile before every key of the warpgroup, or (docs) in
-        // documents after them: the previous tile's products, if any, are issued and finished now
-        if (t == ntiles || att_div(gr, min(q0 + BQ, RN) - 1) < kw0 || kw0 >= S || f_s[0] > kw0 + 63) {
+        const int fl = t < ntiles ? flags[s * NWG + wg] : 1; // the producer's tests (bit 0: skip, bit 1: mask)
+        // past the last tile, or nothing of the tile to do: the previous tile's products, if any, are issued and
+        // finished now
+        if (fl & 1) {
             if (prev >= 0) {
                 issue_dkdv(prev);
                 ring.pass(t);
@@ -557,25 +593,23 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
         else
             wg_commit(); // an empty group: three groups after Sᵀ's either way
         ring.pass(t);
-        // -lse log2 e and D of this thread's 16 query columns: in registers, or at head dim 128 (whose consumers
-        // are short of registers: dK and dV alone are 128) read from shared memory where used
+        // -lse log2 e and D of this thread's 16 query columns (element k = 2 (e / 4) + e % 2 for accumulator
+        // element e): in registers, four 16-byte loads each, or at head dim 128 (whose consumers are short of
+        // registers: dK and dV alone are 128) read from shared memory where used
         constexpr bool NLR = D != 128;
-        float nl[NLR ? 16 : 1], dd[NLR ? 16 : 1];
+        float nl[NLR ? 16 : 1] = {}, dd[NLR ? 16 : 1] = {};
         if constexpr (NLR)
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const float2 l2 = *(const float2 *)(lse_s + j * 8 + 2 * t4), d2 = *(const float2 *)(D_s + j * 8 + 2 * t4);
-                nl[2 * j] = -l2.x * WS_LOG2E;
-                nl[2 * j + 1] = -l2.y * WS_LOG2E;
-                dd[2 * j] = d2.x;
-                dd[2 * j + 1] = d2.y;
+            for (int c = 0; c < 4; c++) {
+                const float4 l4 = *(const float4 *)(lse_s + ws_stat_slot(t4, 4 * c)), d4 = *(const float4 *)(D_s + ws_stat_slot(t4, 4 * c));
+                nl[4 * c] = l4.x, nl[4 * c + 1] = l4.y, nl[4 * c + 2] = l4.z, nl[4 * c + 3] = l4.w;
+                dd[4 * c] = d4.x, dd[4 * c + 1] = d4.y, dd[4 * c + 2] = d4.z, dd[4 * c + 3] = d4.w;
             }
-        auto nlc = [&](int e) { return NLR ? nl[NLR ? 2 * (e >> 2) + (e & 1) : 0] : -lse_s[wg_col(e, t4)] * WS_LOG2E; };
-        auto ddc = [&](int e) { return NLR ? dd[NLR ? 2 * (e >> 2) + (e & 1) : 0] : D_s[wg_col(e, t4)]; };
+        auto nlc = [&](int e) { return NLR ? nl[NLR ? 2 * (e >> 2) + (e & 1) : 0] : lse_s[ws_stat_slot(t4, 2 * (e >> 2) + (e & 1))]; };
+        auto ddc = [&](int e) { return NLR ? dd[NLR ? 2 * (e >> 2) + (e & 1) : 0] : D_s[ws_stat_slot(t4, 2 * (e >> 2) + (e & 1))]; };
         wg_wait<2>(); // Sᵀ is done
         ws_keep_all(st);
-        const bool mask = kw0 + 63 > p_s[0] || q0 + BQ > RN || f_s[BQ - 1] > kw0;
-        if (mask) {
+        if (fl & 2) { // masked
 #pragma unroll
             for (int e = 0; e < 32; e++) {
                 const int key = kwarp + wg_row(e, g), col = wg_col(e, t4);

@@ -10,6 +10,10 @@
 #                           prints each result; returns 1 on a failure or a hang (45 s each), with the last lines
 #   attn_rates [VAR=VALUE...]  stg attn-bench (flash) under the variables: batch 4, 16 heads, head dims 64 and 80,
 #                           seq 4096 and 16384, then the GQA row (batch 1, 32 / 8 heads, 64, 4096); the table rows
+#   attn_d128 [VAR=VALUE...]  the head-dim-128 rows (batch 4, 16 heads, seq 4096 and 16384) under the variables
+#   build_old SRC:DST...    a copy of the tree in /tmp/old with each DST (a repository path) replaced by SRC (a
+#                           carried file, e.g. the file before the change under test), its stg built in the
+#                           background (wait for it; prints "old build: RC"), for A/B runs in one call
 #   med JSON LABEL [KEY...] the named keys (median_ms, min_ms, mfu by default) of an `stg bench --json` record
 #   stg_step LABEL MODEL [ARG...]   `stg bench MODEL ARG... --json` (120 s at most), then med
 #   peer_step SIZE CTX BATCH MODE   torch_lm.py --flash --sdpa cudnn (MODE c: default compile, cg: reduce-overhead)
@@ -48,6 +52,17 @@ attn_rates() {
         --iters 20 2>&1 | grep -E "^\| flash"
     env "$@" timeout 30 build-gpu/stg attn-bench --device cuda --attention flash --batch 1 --heads 32 --kv-heads 8 --dims 64 --seqs 4096 \
         --iters 20 2>&1 | grep -E "^\| flash"
+}
+attn_d128() {
+    env "$@" timeout 60 build-gpu/stg attn-bench --device cuda --attention flash --batch 4 --heads 16 --dims 128 --seqs 4096,16384 \
+        --iters 20 2>&1 | grep -E "^\| flash"
+}
+build_old() {
+    local p
+    rm -rf /tmp/old && mkdir -p /tmp/old && tar --exclude=./build-gpu --exclude=./build --exclude=./.deps -cf - . | tar -xf - -C /tmp/old
+    for p in "$@"; do cp "${p%%:*}" "/tmp/old/${p#*:}" || { echo "build_old: $p"; return 1; }; done
+    (cd /tmp/old && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/l/cmake_old.txt" 2>&1 &&
+        timeout 300 cmake --build build-gpu --target stg > "$out/l/build_old.txt" 2>&1; echo "old build: $?") &
 }
 med() {
     local f=$1 label=$2; shift 2

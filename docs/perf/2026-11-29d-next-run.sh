@@ -23,7 +23,7 @@ say "suite done"
 for r in 1 2; do
     echo "== round $r"
     attn_rates
-    timeout 60 build-gpu/stg attn-bench --device cuda --attention flash --batch 4 --heads 16 --dims 128 --seqs 4096,16384 --iters 20 2>&1 | grep -E "^\| flash"
+    attn_d128
 done
 PYTHONUNBUFFERED=1 timeout 100 python3 peer/torch_attn.py --batch 4 --heads 16 --dims 64,80,128 --seqs 4096,16384 --iters 20 2>&1 | grep CUDNN
 say "attention table done"

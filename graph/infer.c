@@ -242,7 +242,7 @@ static int derive(D *d) {
         const stg_tensor *k = &f->t[op->in[1]];
         if (k->ndim != 4) return stg_errf_at(d->err, op->loc, "attention: k '%s' must be (B, S, H, Dh)", k->name);
         if (in->n_layers == 0) in->kv_heads = k->shape[2], in->head_dim = k->shape[3];
-        int64_t s[4] = {B, C, k->shape[2], k->shape[3]};
+        int64_t s[4] = {B, k->shape[2], C, k->shape[3]}; // head-major: a head's positions contiguous
         char nm[64];
         for (int j = 0; j < 2; j++) {
             snprintf(nm, sizeof nm, "kv.%d.%c", in->n_layers, j ? 'v' : 'k');

@@ -7,7 +7,7 @@
 //
 // Both graphs hold the same persistent tensors under the same names, so two executors can share
 // them (rt_exec_opts.share): the parameters (PARAM), the KV cache "kv.{i}.k" and "kv.{i}.v"
-// (B, C, Hkv, Dh) in the activation dtype, one pair per attention op in model order, and the
+// (B, Hkv, C, Dh) (head-major) in the activation dtype, one pair per attention op in model order, and the
 // sampler's state: "sample.token" (B, 1) i32 (the last token drawn; the decode step's input),
 // "sample.pos" (1) i32 (tokens in the cache), "sample.ids" (B, C) i32 (each whole sequence so far).
 // These are WORKSPACE tensors: persistent, zero when allocated. The prefill also has the INPUT

@@ -37,6 +37,18 @@ __device__ __forceinline__ void cu_std(void *p, int bf16_, int64_t i, float v) {
         ((float *)p)[i] = v;
 }
 
+// ---- asynchronous copies (sm_80) --------------------------------------------------------------
+// 16 bytes global -> shared, bypassing L1; zero-filled when !valid (src is then not read). A thread's
+// copies land in commit groups; cu_cp_wait<N>() returns once at most N of its newest groups are in
+// flight, and the bytes of the others are then visible to that thread (to others after a barrier).
+__device__ __forceinline__ void cu_cp16(void *dst, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void cu_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cu_cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
 // ---- programmatic dependent launch (sm_90) -----------------------------------------------------
 // A kernel launched with cu_launch_pdl may begin while the kernel before it in the stream is still
 // running (once that one has called cu_pdl_trigger, or at its end). Before cu_pdl_wait() it may

@@ -15,14 +15,14 @@ static int run_attention_cached(const stg_graph *g, const stg_op *op, void *cons
     if (cpu_need_i32(IN(g, op, 5), err)) return -1;
     int64_t pos = *(const int32_t *)DIN(data, op, 5);
     return KCALL(f64, cpu_attention_cached, DIN(data, op, 0), DIN(data, op, 1), DIN(data, op, 2), DIN(data, op, 3), DIN(data, op, 4), pos,
-                 DOUT(data, op, 0), q->shape[0], kc->shape[1], q->shape[2], k->shape[2], q->shape[3], op->a.attention_cached.scale,
+                 DOUT(data, op, 0), q->shape[0], kc->shape[2], q->shape[2], k->shape[2], q->shape[3], op->a.attention_cached.scale,
                  op->a.attention_cached.rope_theta, scratch, scratch_bytes, err);
 }
 
 static size_t scratch_attention_cached(const stg_graph *g, const stg_op *op, int f64) {
     const stg_tensor *q = IN(g, op, 0), *kc = IN(g, op, 3);
     if (q->ndim != 4 || kc->ndim != 4) return 0;
-    return KCALL(f64, cpu_attention_cached_scratch, kc->shape[1], q->shape[3]);
+    return KCALL(f64, cpu_attention_cached_scratch, kc->shape[2], q->shape[3]);
 }
 
 // k, v, kc, vc, pos
@@ -33,7 +33,7 @@ static int run_kv_write(const stg_graph *g, const stg_op *op, void *const *data,
     if (cpu_need_i32(IN(g, op, 4), err)) return -1;
     int64_t pos = *(const int32_t *)DIN(data, op, 4);
     return KCALL(f64, cpu_kv_write, DIN(data, op, 0), DIN(data, op, 1), DIN(data, op, 2), DIN(data, op, 3), pos, k->shape[0], k->shape[1],
-                 kc->shape[1], k->shape[2], k->shape[3], err);
+                 kc->shape[2], k->shape[2], k->shape[3], err);
 }
 
 // logits, token, pos, ids

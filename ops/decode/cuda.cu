@@ -18,6 +18,10 @@
 // 4 shuffles a row: Nsight Compute had that kernel half issue-bound at 2.35 TB/s at batch 64
 // (docs/perf/2026-11-28g-call4/ncu-dec-b64.txt); this one is 6% faster there a step, and reads a
 // group's cache once where that one read it once a query head (Llama 3.2-1B decoding 1.47 -> 1.03 ms).
+// A warp walks its rows in trips of 32 / R rows, one row a lane group, and each lane copies the chunks
+// it reads into its own slots of a ring of NS trips in shared memory (cp.async), NS - 1 trips ahead of
+// the one it scores: at batch 64 loads issued a trip at a time held the kernel at 3.3 TB/s, waiting on
+// them (Nsight Compute: 55% of stall samples on the loads' first use; docs/perf/LOG.md, 2026-11-29).
 //
 // sample: one block per sequence, over the last row of its logits: greedy is an argmax; else the
 // k-th largest logit (top-k) and the top-p threshold are found by bisection over the logits' order-
@@ -31,14 +35,14 @@
 
 #define DEC_THREADS 128 // attention_cached: 4 warps
 #define DEC_WARPS (DEC_THREADS / 32)
-#define DEC_MINB 4 // attention_cached: blocks a multiprocessor its registers allow (dec_split counts on it)
+#define DEC_MINB 4 // attention_cached: blocks a multiprocessor its registers allow (the split counts what fits: dec_split)
 #define SAMPLE_THREADS 512
 
 // ---- attention over the cache ---------------------------------------------------------------------
 
 struct dec_attn_args {
     const void *q, *k, *v; // (B, 1, Hq, Dh), (B, 1, Hkv, Dh)
-    void *kc, *vc;         // (B, C, Hkv, Dh)
+    void *kc, *vc;         // (B, Hkv, C, Dh)
     const int32_t *pos;
     void *o;               // (B, 1, Hq, Dh)
     float *part;           // (B, Hq, nsplit, Dh + 2): unnormalised output, m, l
@@ -65,6 +69,13 @@ template <typename T, int GB> constexpr int dec_cplmax() {
     return 32 / (GB * CU_VEC<T>::N) < 1 ? 1 : 32 / (GB * CU_VEC<T>::N) > 6 ? 6 : 32 / (GB * CU_VEC<T>::N);
 }
 
+// Stages of a warp's ring of trips, for SL 16-byte slots a lane a stage: as many as fit DEC_RING bytes
+// a block (so DEC_MINB blocks fit a multiprocessor's shared memory), from 2 to 8.
+#define DEC_RING (48 * 1024)
+__host__ __device__ constexpr int dec_stages(int sl) {
+    return DEC_RING / (DEC_WARPS * 512 * sl) < 2 ? 2 : DEC_RING / (DEC_WARPS * 512 * sl) > 8 ? 8 : DEC_RING / (DEC_WARPS * 512 * sl);
+}
+
 // A 16-byte chunk as N floats.
 template <typename T> __device__ __forceinline__ void dec_unpack(const uint4 &r, float *x) {
     if constexpr (sizeof(T) == 2) {
@@ -79,29 +90,64 @@ template <typename T> __device__ __forceinline__ void dec_unpack(const uint4 &r,
     }
 }
 
-template <typename T, int GB, int CPL>
+// Rows a lane loads at once when it reads the cache directly (no ring: a chunk of a few trips).
+__host__ __device__ constexpr int dec_rows(int cpl, int gb) { return cpl == 1 && gb < 4 ? 4 : cpl <= 3 ? 2 : 1; }
+
+template <typename T, int GB, int CPL, bool RING>
 __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel(dec_attn_args a) {
     cu_pdl_trigger(); // the next kernel may be scheduled (ops/cuda/common.cuh)
     constexpr int N = CU_VEC<T>::N;              // elements per 16-byte load
     constexpr int E = CPL * N;                   // elements of a row a lane holds
-    constexpr int U = CPL == 1 && GB < 4 ? 4 : CPL <= 3 ? 2 : 1; // rows per row group and trip (2 U CPL loads in flight a lane)
-    extern __shared__ float sm[];
+    constexpr int SL = 2 * CPL, NS = RING ? dec_stages(SL) : 0; // a lane's ring slots a stage (its K chunks, then V's); stages
+    constexpr int U = dec_rows(CPL, GB);         // without the ring: rows a lane loads at once
+    extern __shared__ __align__(16) unsigned char smem[];
     const int Dh = a.Dh, G = a.Hq / a.Hkv, NC = Dh / N, R = a.R, RPW = 32 / R, STEP = DEC_WARPS * RPW;
-    float *qs = sm;                              // (G, Dh) rotated queries
+    const int split = blockIdx.x, bh = blockIdx.y, b = bh / a.Hkv, hk = bh % a.Hkv;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    uint4 *ring = (uint4 *)smem + (warp * NS * SL) * 32 + lane; // this lane's slot 0 of stage 0; slot s of stage st: [(st SL + s) 32]
+    uint4 *knew = (uint4 *)smem + DEC_WARPS * NS * SL * 32, *vnew = knew + NC; // the new row (position p), as the cache holds it
+    float *qs = (float *)(vnew + NC);            // (G, Dh) rotated queries
     float *wacc = qs + G * Dh;                   // (DEC_WARPS, GB, Dh)
     float *wm = wacc + DEC_WARPS * GB * Dh;      // (DEC_WARPS, GB)
     float *wl = wm + DEC_WARPS * GB;             // (DEC_WARPS, GB)
     float *fs = wl + DEC_WARPS * GB;             // (DEC_WARPS, nsplit): the combining block's split weights
     int *last = (int *)(fs + DEC_WARPS * a.nsplit); // this block combines
-    const int split = blockIdx.x, bh = blockIdx.y, b = bh / a.Hkv, hk = bh % a.Hkv;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int64_t p = *a.pos;
     if (p < 0 || p >= a.C) return; // the host never runs a step past the cache
     const int64_t L = p + 1, j0 = (int64_t)split * a.chunk, j1 = j0 + a.chunk < L ? j0 + a.chunk : L;
     const T *q = (const T *)a.q;
     T *kc = (T *)a.kc, *vc = (T *)a.vc;
-    const int64_t rs = (int64_t)a.Hkv * Dh; // between positions of the cache
-    T *kb = kc + (int64_t)b * a.C * rs + (int64_t)hk * Dh, *vb = vc + (int64_t)b * a.C * rs + (int64_t)hk * Dh;
+    const int64_t rs = Dh; // between positions of the cache (head-major: a head's positions are contiguous)
+    T *kb = kc + ((int64_t)b * a.Hkv + hk) * a.C * Dh, *vb = vc + ((int64_t)b * a.Hkv + hk) * a.C * Dh;
+    const int rig = lane / R, c = lane % R;
+    bool cv[CPL]; // this lane's chunk slots c + R i that lie in the row
+#pragma unroll
+    for (int i = 0; i < CPL; i++) cv[i] = c + R * i < NC;
+    // The warp's trips: trip t holds rows r0 + t STEP + (0 .. RPW - 1), lane (rig, c) row r0 + t STEP + rig.
+    // Each lane copies the chunks it will read itself (cp.async, zero-filled past j1 and past the row),
+    // so a lane waits only for its own copies: no barrier between the warps or the lanes.
+    const int64_t r0 = j0 + warp * RPW;
+    const int nt = r0 < j1 ? (int)((j1 - r0 + STEP - 1) / STEP) : 0; // the same for every lane of the warp
+    auto issue = [&](int t) {
+        if (t < nt) {
+            const int64_t row = r0 + (int64_t)t * STEP + rig;
+            const bool ok = row < j1;
+            const T *kt = kb + (ok ? row : 0) * rs + c * N, *vt = vb + (ok ? row : 0) * rs + c * N;
+            uint4 *dst = ring + (t % (RING ? NS : 1)) * SL * 32;
+#pragma unroll
+            for (int i = 0; i < CPL; i++) {
+                const bool v = ok && cv[i];
+                cu_cp16(dst + 2 * i * 32, v ? kt + R * i * N : kb, v);
+                cu_cp16(dst + (2 * i + 1) * 32, v ? vt + R * i * N : vb, v);
+            }
+        }
+        cu_cp_commit(); // a group a trip, empty past the last: the waits count NS - 1 groups behind
+    };
+    // The first trips' rows are in flight while the queries are rotated. Position p's row may be among
+    // them, read before this kernel writes it: every trip takes that row from knew / vnew instead.
+    if constexpr (RING)
+#pragma unroll
+        for (int t = 0; t < NS - 1; t++) issue(t);
     // the queries of this group, rotated at p and rounded to T as the rope op's output is
     for (int i = tid; i < G * Dh / 2; i += DEC_THREADS) {
         int g = i / (Dh / 2), e = i % (Dh / 2);
@@ -116,9 +162,11 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
         qs[g * Dh + 2 * e] = x0;
         qs[g * Dh + 2 * e + 1] = x1;
     }
-    // the new key (rotated) and value, stored by the block whose chunk holds p
-    if (p >= j0 && p < j1) {
+    // the new key (rotated) and value, stored by the block whose chunk holds p, and kept in knew / vnew
+    const bool has_p = p >= j0 && p < j1;
+    if (has_p) {
         const T *kn = (const T *)a.k + ((int64_t)b * a.Hkv + hk) * Dh, *vn = (const T *)a.v + ((int64_t)b * a.Hkv + hk) * Dh;
+        T *ks = (T *)knew, *vs = (T *)vnew;
         for (int e = tid; e < Dh / 2; e += DEC_THREADS) {
             float x0 = cu_ld(kn, 2 * e), x1 = cu_ld(kn, 2 * e + 1);
             if (a.log_theta != 0) {
@@ -126,20 +174,20 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
                 float y0 = x0 * cs.x - x1 * cs.y, y1 = x0 * cs.y + x1 * cs.x;
                 x0 = y0, x1 = y1;
             }
-            cu_st(kb + p * rs, 2 * e, x0);
-            cu_st(kb + p * rs, 2 * e + 1, x1);
-            vb[p * rs + 2 * e] = vn[2 * e];
-            vb[p * rs + 2 * e + 1] = vn[2 * e + 1];
+            const T k0 = cu_t<T>(x0), k1 = cu_t<T>(x1);
+            kb[p * rs + 2 * e] = k0, kb[p * rs + 2 * e + 1] = k1;
+            ks[2 * e] = k0, ks[2 * e + 1] = k1;
+            vb[p * rs + 2 * e] = vs[2 * e] = vn[2 * e];
+            vb[p * rs + 2 * e + 1] = vs[2 * e + 1] = vn[2 * e + 1];
         }
     }
-    __syncthreads(); // the queries, and the new row for this block's reads
-    const int rig = lane / R, c = lane % R;
-    bool cv[CPL]; // this lane's chunk slots c + R i that lie in the row
-#pragma unroll
-    for (int i = 0; i < CPL; i++) cv[i] = c + R * i < NC;
+    __syncthreads(); // the queries and the new row
     float *part_b = a.part + ((int64_t)b * a.Hq + (int64_t)hk * G) * a.nsplit * (Dh + 2);
-    const int64_t rstep = (int64_t)STEP * rs; // between a lane's rows u and u + 1
     for (int g0 = 0; g0 < G; g0 += GB) { // a pass: heads g0 .. g0 + GB - 1 (those below G)
+        if constexpr (RING)
+            if (g0 > 0) // the next pass reads the chunk again
+#pragma unroll
+                for (int t = 0; t < NS - 1; t++) issue(t);
         float qv[GB][E], acc[GB][E], m[GB], l[GB];
 #pragma unroll
         for (int gi = 0; gi < GB; gi++) {
@@ -152,72 +200,76 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
                     acc[gi][i * N + e] = 0.f;
                 }
         }
-        // every lane of a warp runs the same trips (the shuffles need all 32); rows at or past j1 score nothing
-        const T *kt = kb + (j0 + warp * RPW + rig) * rs + c * N, *vt = vb + (j0 + warp * RPW + rig) * rs + c * N;
-        for (int64_t tb = j0 + warp * RPW; tb < j1; tb += (int64_t)STEP * U, kt += U * rstep, vt += U * rstep) {
-            uint4 kr[U][CPL], vr[U][CPL];
+        // one row of the lane group: its score against each head, the online softmax, the output sums
+        auto row_step = [&](const uint4 *kr, const uint4 *vr, int64_t row) {
+            float kf[E], sc[GB];
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                const bool ok = tb + u * STEP + rig < j1;
-#pragma unroll
-                for (int i = 0; i < CPL; i++) {
-                    kr[u][i] = vr[u][i] = make_uint4(0u, 0u, 0u, 0u);
-                    if (ok && cv[i]) {
-                        kr[u][i] = *(const uint4 *)(kt + u * rstep + R * i * N);
-                        vr[u][i] = *(const uint4 *)(vt + u * rstep + R * i * N);
-                    }
-                }
-            }
-            float sc[GB][U];
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                float kf[E];
-#pragma unroll
-                for (int i = 0; i < CPL; i++) dec_unpack<T>(kr[u][i], kf + i * N);
-#pragma unroll
-                for (int gi = 0; gi < GB; gi++) {
-                    float s = 0.f;
-#pragma unroll
-                    for (int e = 0; e < E; e++) s = fmaf(qv[gi][e], kf[e], s);
-                    sc[gi][u] = s;
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < U; u++)
-#pragma unroll
-                for (int gi = 0; gi < GB; gi++)
-                    for (int off = R >> 1; off > 0; off >>= 1) sc[gi][u] += __shfl_xor_sync(0xffffffffu, sc[gi][u], off);
+            for (int i = 0; i < CPL; i++) dec_unpack<T>(kr[i], kf + i * N);
 #pragma unroll
             for (int gi = 0; gi < GB; gi++) {
-                float mn = m[gi];
+                float s = 0.f;
 #pragma unroll
-                for (int u = 0; u < U; u++) {
-                    sc[gi][u] = tb + u * STEP + rig < j1 ? sc[gi][u] * a.scale : -INFINITY;
-                    mn = fmaxf(mn, sc[gi][u]);
-                }
-                if (mn > m[gi]) { // a new maximum: the sums so far scale down (m = -inf: they are 0)
-                    const float c1 = m[gi] == -INFINITY ? 0.f : __expf(m[gi] - mn);
+                for (int e = 0; e < E; e++) s = fmaf(qv[gi][e], kf[e], s);
+                sc[gi] = s;
+            }
+#pragma unroll
+            for (int gi = 0; gi < GB; gi++)
+                for (int off = R >> 1; off > 0; off >>= 1) sc[gi] += __shfl_xor_sync(0xffffffffu, sc[gi], off);
+            float vf[E];
+#pragma unroll
+            for (int i = 0; i < CPL; i++) dec_unpack<T>(vr[i], vf + i * N);
+#pragma unroll
+            for (int gi = 0; gi < GB; gi++) {
+                const float s = row < j1 ? sc[gi] * a.scale : -INFINITY;
+                if (s > m[gi]) { // a new maximum: the sums so far scale down (m = -inf: they are 0)
+                    const float c1 = m[gi] == -INFINITY ? 0.f : __expf(m[gi] - s);
                     l[gi] *= c1;
 #pragma unroll
                     for (int e = 0; e < E; e++) acc[gi][e] *= c1;
-                    m[gi] = mn;
+                    m[gi] = s;
                 }
+                const float pe = s == -INFINITY ? 0.f : __expf(s - m[gi]);
+                l[gi] += pe;
+#pragma unroll
+                for (int e = 0; e < E; e++) acc[gi][e] = fmaf(pe, vf[e], acc[gi][e]);
+            }
+        };
+        // every lane of a warp runs the same trips (the shuffles need all 32); rows at or past j1 score
+        // nothing; position p's row comes from knew / vnew
+        if constexpr (RING) {
+            for (int t = 0; t < nt; t++) {
+                issue(t + NS - 1);    // into the stage trip t - 1 used, which this lane has read
+                cu_cp_wait<(RING ? NS : 1) - 1>(); // this lane's copies of trip t have landed
+                const int64_t row = r0 + (int64_t)t * STEP + rig;
+                const uint4 *src = ring + (t % (RING ? NS : 1)) * SL * 32;
+                uint4 kr[CPL], vr[CPL];
+#pragma unroll
+                for (int i = 0; i < CPL; i++) {
+                    const bool fresh = row == p && cv[i];
+                    kr[i] = fresh ? knew[c + R * i] : src[2 * i * 32];
+                    vr[i] = fresh ? vnew[c + R * i] : src[(2 * i + 1) * 32];
+                }
+                row_step(kr, vr, row);
+            }
+        } else {
+            for (int t = 0; t < nt; t += U) { // U trips' rows loaded at once, then scored
+                uint4 kr[U][CPL], vr[U][CPL];
 #pragma unroll
                 for (int u = 0; u < U; u++) {
-                    const float pe = sc[gi][u] == -INFINITY ? 0.f : __expf(sc[gi][u] - m[gi]);
-                    l[gi] += pe;
-                    sc[gi][u] = pe;
+                    const int64_t row = r0 + (int64_t)(t + u) * STEP + rig;
+                    const T *kt = kb + row * rs + c * N, *vt = vb + row * rs + c * N;
+#pragma unroll
+                    for (int i = 0; i < CPL; i++) {
+                        kr[u][i] = vr[u][i] = make_uint4(0u, 0u, 0u, 0u);
+                        if (row < j1 && cv[i]) {
+                            kr[u][i] = row == p ? knew[c + R * i] : *(const uint4 *)(kt + R * i * N);
+                            vr[u][i] = row == p ? vnew[c + R * i] : *(const uint4 *)(vt + R * i * N);
+                        }
+                    }
                 }
-            }
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                float vf[E];
-#pragma unroll
-                for (int i = 0; i < CPL; i++) dec_unpack<T>(vr[u][i], vf + i * N);
-#pragma unroll
-                for (int gi = 0; gi < GB; gi++)
-#pragma unroll
-                    for (int e = 0; e < E; e++) acc[gi][e] = fmaf(sc[gi][u], vf[e], acc[gi][e]);
+                for (int u = 0; u < U; u++)
+                    if (t + u < nt) row_step(kr[u], vr[u], r0 + (int64_t)(t + u) * STEP + rig);
             }
         }
         // the warp's row groups (lanes c, c + R, ...), then the warps
@@ -299,43 +351,19 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
     if (tid == 0) a.count[bh] = 0; // ready for the next step
 }
 
-// The split of the cache: as many blocks as fit the multiprocessors at once (DEC_MINB each) over all
-// (b, kv head) pairs, rounded down (a 17th split a pair on the 2.7B model's 32 heads made 544 blocks
-// of 528 slots: a second wave for 16 of them), chunks of at least 32 positions. The grid is fixed at
-// capture while the length grows, so the split is of the whole cache: the blocks past the current
-// length only mark their split empty.
-static void dec_split(const stg_cuda *c, int64_t B, int64_t Hkv, int64_t C, int *nsplit, int *chunk) {
-    int64_t pairs = B * Hkv, want = (int64_t)DEC_MINB * (c->sm_count > 0 ? c->sm_count : 132) / pairs;
+// The split of the cache: as many blocks as fit the multiprocessors at once (`per_sm` each, from the
+// kernel's registers and shared memory) over all (b, kv head) pairs, rounded down (a 17th split a pair
+// on the 2.7B model's 32 heads made 544 blocks of 528 slots: a second wave for 16 of them), chunks of
+// at least 32 positions. The grid is fixed at capture while the length grows, so the split is of the
+// whole cache: the blocks past the current length only mark their split empty.
+static void dec_split(const stg_cuda *c, int per_sm, int64_t B, int64_t Hkv, int64_t C, int *nsplit, int *chunk) {
+    int64_t pairs = B * Hkv, want = (int64_t)per_sm * (c->sm_count > 0 ? c->sm_count : 132) / pairs;
     int64_t most = (C + 31) / 32;
     if (want > most) want = most;
     if (want < 1) want = 1;
     int64_t ch = (C + want - 1) / want;
     *chunk = (int)ch;
     *nsplit = (int)((C + ch - 1) / ch);
-}
-
-typedef struct {
-    int *count;
-    int nsplit, chunk;
-} dec_attn_state;
-
-static size_t dec_attn_table_bytes(const stg_graph *g, int op) {
-    const stg_tensor *k = &g->t[g->ops[op].in[1]];
-    return (((size_t)(k->shape[0] * k->shape[2]) * sizeof(int)) + 255) & ~(size_t)255;
-}
-
-static int dec_attn_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
-                            stg_err *err) {
-    const stg_op *o = &g->ops[op];
-    const stg_tensor *q = &g->t[o->in[0]], *k = &g->t[o->in[1]], *kc = &g->t[o->in[3]];
-    dec_attn_state *st = (dec_attn_state *)calloc(1, sizeof *st);
-    if (!st) return stg_errf(err, "cuda: out of host memory");
-    *state = st;
-    st->count = (int *)table;
-    dec_split(c, k->shape[0], k->shape[2], kc->shape[1], &st->nsplit, &st->chunk);
-    CUDA_CHECK(err, cudaMemsetAsync(table, 0, dec_attn_table_bytes(g, op), c->stream));
-    *work = (size_t)(q->shape[0] * q->shape[2]) * (size_t)st->nsplit * (size_t)(q->shape[3] + 2) * sizeof(float);
-    return 0;
 }
 
 // Heads a pass: all of a group of 1 or 2, else 4 at a time.
@@ -349,20 +377,19 @@ static void dec_lanes(int NC, int most, int *R, int *cpl) {
     *cpl = (NC + r - 1) / r;
 }
 
-template <typename T, int GB, int CPL> static void dec_attn_launch(const dec_attn_args &a, dim3 grid, size_t smem, cudaStream_t s) {
-    attention_cached_kernel<T, GB, CPL><<<grid, DEC_THREADS, smem, s>>>(a);
-}
+typedef void (*dec_kernel_fn)(dec_attn_args);
 
-template <typename T, int GB> static void dec_attn_cpl(const dec_attn_args &a, int cpl, dim3 grid, size_t smem, cudaStream_t s) {
+template <typename T, int GB, bool RING> static dec_kernel_fn dec_kernel_cpl(int cpl) {
     static_assert(dec_cplmax<T, GB>() <= 6, "at most 6 chunk slots a lane");
     switch (cpl) { // cpl <= dec_cplmax<T, GB>() (dec_lanes)
-    case 1: dec_attn_launch<T, GB, 1>(a, grid, smem, s); break;
-    case 2: if constexpr (dec_cplmax<T, GB>() >= 2) dec_attn_launch<T, GB, 2>(a, grid, smem, s); break;
-    case 3: if constexpr (dec_cplmax<T, GB>() >= 3) dec_attn_launch<T, GB, 3>(a, grid, smem, s); break;
-    case 4: if constexpr (dec_cplmax<T, GB>() >= 4) dec_attn_launch<T, GB, 4>(a, grid, smem, s); break;
-    case 5: if constexpr (dec_cplmax<T, GB>() >= 5) dec_attn_launch<T, GB, 5>(a, grid, smem, s); break;
-    case 6: if constexpr (dec_cplmax<T, GB>() >= 6) dec_attn_launch<T, GB, 6>(a, grid, smem, s); break;
+    case 1: return &attention_cached_kernel<T, GB, 1, RING>;
+    case 2: if constexpr (dec_cplmax<T, GB>() >= 2) return &attention_cached_kernel<T, GB, 2, RING>; break;
+    case 3: if constexpr (dec_cplmax<T, GB>() >= 3) return &attention_cached_kernel<T, GB, 3, RING>; break;
+    case 4: if constexpr (dec_cplmax<T, GB>() >= 4) return &attention_cached_kernel<T, GB, 4, RING>; break;
+    case 5: if constexpr (dec_cplmax<T, GB>() >= 5) return &attention_cached_kernel<T, GB, 5, RING>; break;
+    case 6: if constexpr (dec_cplmax<T, GB>() >= 6) return &attention_cached_kernel<T, GB, 6, RING>; break;
     }
+    return NULL;
 }
 
 // The slots a lane at most for this element type and heads a pass.
@@ -370,24 +397,35 @@ template <typename T> static int dec_most(int gb) {
     return gb == 1 ? dec_cplmax<T, 1>() : gb == 2 ? dec_cplmax<T, 2>() : dec_cplmax<T, 4>();
 }
 
-template <typename T> static int dec_attn_dispatch(dec_attn_args a, dim3 grid, size_t smem, cudaStream_t s, stg_err *err) {
-    const int NC = a.Dh / CU_VEC<T>::N, gb = dec_gb(a.Hq / a.Hkv), most = dec_most<T>(gb);
+// The kernels for one attention_cached op (fn[1] with the ring, fn[0] without), its lane layout, the
+// rows a block reads a trip, the ring's stages, and each kernel's shared memory but for the split weights.
+typedef struct {
+    dec_kernel_fn fn[2];
+    int R, G, step, stages;
+    size_t smem0[2];
+} dec_cfg;
+
+template <typename T> static int dec_config_t(int Hq, int Hkv, int Dh, dec_cfg *k, stg_err *err) {
+    const int NC = Dh / CU_VEC<T>::N, G = Hq / Hkv, gb = dec_gb(G), most = dec_most<T>(gb);
     int cpl;
-    dec_lanes(NC, most, &a.R, &cpl);
-    if (a.R > 32)
-        return stg_errf(err, "attention_cached: head dim %d is too large (at most %d for this dtype and group)", a.Dh, 32 * most * CU_VEC<T>::N);
-    if (gb == 1) dec_attn_cpl<T, 1>(a, cpl, grid, smem, s);
-    else if (gb == 2) dec_attn_cpl<T, 2>(a, cpl, grid, smem, s);
-    else dec_attn_cpl<T, 4>(a, cpl, grid, smem, s);
-    CUDA_LAUNCH_CHECK(err, "attention_cached_kernel");
+    dec_lanes(NC, most, &k->R, &cpl);
+    if (k->R > 32)
+        return stg_errf(err, "attention_cached: head dim %d is too large (at most %d for this dtype and group)", Dh, 32 * most * CU_VEC<T>::N);
+    k->fn[0] = gb == 1 ? dec_kernel_cpl<T, 1, false>(cpl) : gb == 2 ? dec_kernel_cpl<T, 2, false>(cpl) : dec_kernel_cpl<T, 4, false>(cpl);
+    k->fn[1] = gb == 1 ? dec_kernel_cpl<T, 1, true>(cpl) : gb == 2 ? dec_kernel_cpl<T, 2, true>(cpl) : dec_kernel_cpl<T, 4, true>(cpl);
+    if (!k->fn[0] || !k->fn[1]) return stg_errf(err, "attention_cached: no kernel for %d chunk slots a lane", cpl);
+    k->G = G;
+    k->step = DEC_WARPS * (32 / k->R);
+    k->stages = dec_stages(2 * cpl);
+    k->smem0[0] = 2 * (size_t)Dh * sizeof(T) // the new row
+                  + (size_t)(G * Dh + DEC_WARPS * gb * Dh + 2 * DEC_WARPS * gb + 4) * sizeof(float);
+    k->smem0[1] = k->smem0[0] + (size_t)DEC_WARPS * k->stages * 2 * cpl * 32 * 16; // and the ring
     return 0;
 }
 
-extern "C" int cuda_run_attention_cached(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
-    const stg_op *o = &g->ops[op];
-    const stg_tensor *q = &g->t[o->in[0]], *k = &g->t[o->in[1]], *kc = &g->t[o->in[3]];
-    const dec_attn_state *st = c->state ? (const dec_attn_state *)c->state[op] : NULL;
-    if (!st) return stg_errf(err, "attention_cached: not prepared");
+// Checks the op's shapes and types and finds its kernel.
+static int dec_config(const stg_graph *g, const stg_op *o, dec_cfg *k, int *bf, stg_err *err) {
+    const stg_tensor *q = &g->t[o->in[0]], *kt = &g->t[o->in[1]];
     int b = cuda_same_float(g, o, o->in[0], o->in[3], err);
     if (b < 0) return -1;
     for (int i = 1; i < 5; i++)
@@ -396,39 +434,100 @@ extern "C" int cuda_run_attention_cached(stg_cuda *c, const stg_graph *g, int op
     if (Dh % N || Dh / N > 32)
         return stg_errf(err, "attention_cached: head dim %d: the kernel takes multiples of %d up to %d for %s", Dh, N, 32 * N,
                         stg_dtype_name(q->dtype));
+    *bf = b;
+    return b ? dec_config_t<bf16>((int)q->shape[2], (int)kt->shape[2], Dh, k, err)
+             : dec_config_t<float>((int)q->shape[2], (int)kt->shape[2], Dh, k, err);
+}
+
+typedef struct {
+    int *count;
+    int nsplit, chunk, ring;
+    dec_cfg k;
+    size_t smem;
+} dec_attn_state;
+
+static size_t dec_attn_table_bytes(const stg_graph *g, int op) {
+    const stg_tensor *k = &g->t[g->ops[op].in[1]];
+    return (((size_t)(k->shape[0] * k->shape[2]) * sizeof(int)) + 255) & ~(size_t)255;
+}
+
+static int dec_attn_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, void *table, void **state, size_t *work,
+                            stg_err *err) {
+    (void)ptr;
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *q = &g->t[o->in[0]], *k = &g->t[o->in[1]], *kc = &g->t[o->in[3]]; // kc (B, Hkv, C, Dh)
+    dec_attn_state *st = (dec_attn_state *)calloc(1, sizeof *st);
+    if (!st) return stg_errf(err, "cuda: out of host memory");
+    *state = st;
+    st->count = (int *)table;
+    int bf;
+    if (dec_config(g, o, &st->k, &bf, err)) return -1;
+    // The split is the ring kernel's (the one with more shared memory); a chunk of fewer trips than the
+    // ring has stages reads the cache directly: a ring pays off only over long chunks (batch 64), and its
+    // shared memory made the batch-1 step 1.3% slower (docs/perf/LOG.md, 2026-11-29). The split weights
+    // take DEC_WARPS floats a split: at most one split each 32 positions.
+    size_t most[2];
+    for (int r = 0; r < 2; r++) {
+        most[r] = st->k.smem0[r] + (size_t)DEC_WARPS * (size_t)((kc->shape[2] + 31) / 32) * sizeof(float);
+        if (most[r] > 227 * 1024)
+            return stg_errf(err, "attention_cached: %d query heads per kv head of dim %lld need too much shared memory", st->k.G,
+                            (long long)q->shape[3]);
+        CUDA_CHECK(err, cudaFuncSetAttribute(st->k.fn[r], cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most[r]));
+    }
+    int per_sm = 0;
+    CUDA_CHECK(err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, st->k.fn[1], DEC_THREADS, most[1]));
+    if (per_sm < 1) return stg_errf(err, "attention_cached: the kernel does not fit a multiprocessor (%zu bytes of shared memory)", most[1]);
+    dec_split(c, per_sm, k->shape[0], k->shape[2], kc->shape[2], &st->nsplit, &st->chunk);
+    st->ring = (st->chunk + st->k.step - 1) / st->k.step >= st->k.stages;
+    st->smem = st->k.smem0[st->ring] + (size_t)DEC_WARPS * (size_t)st->nsplit * sizeof(float);
+    CUDA_CHECK(err, cudaMemsetAsync(table, 0, dec_attn_table_bytes(g, op), c->stream));
+    *work = (size_t)(q->shape[0] * q->shape[2]) * (size_t)st->nsplit * (size_t)(q->shape[3] + 2) * sizeof(float);
+    return 0;
+}
+
+extern "C" int cuda_run_attention_cached(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
+    const stg_op *o = &g->ops[op];
+    const stg_tensor *q = &g->t[o->in[0]], *k = &g->t[o->in[1]], *kc = &g->t[o->in[3]];
+    const dec_attn_state *st = c->state ? (const dec_attn_state *)c->state[op] : NULL;
+    if (!st) return stg_errf(err, "attention_cached: not prepared");
+    dec_cfg kk;
+    int bf;
+    if (dec_config(g, o, &kk, &bf, err)) return -1;
+    if (kk.fn[st->ring] != st->k.fn[st->ring]) return stg_errf(err, "attention_cached: the op changed since it was prepared");
     if (!cu_aligned(ptr[o->in[3]], 16) || !cu_aligned(ptr[o->in[4]], 16))
         return stg_errf(err, "attention_cached: the cache is not 16-byte aligned");
+    const int Dh = (int)q->shape[3];
     dec_attn_args a;
     a.q = ptr[o->in[0]], a.k = ptr[o->in[1]], a.v = ptr[o->in[2]], a.kc = ptr[o->in[3]], a.vc = ptr[o->in[4]];
     a.pos = (const int32_t *)ptr[o->in[5]], a.o = ptr[o->out[0]];
     a.part = (float *)c->work;
     a.count = st->count;
-    a.C = kc->shape[1];
-    a.Hq = (int)q->shape[2], a.Hkv = (int)k->shape[2], a.Dh = Dh, a.nsplit = st->nsplit, a.chunk = st->chunk, a.R = 1;
+    a.C = kc->shape[2];
+    a.Hq = (int)q->shape[2], a.Hkv = (int)k->shape[2], a.Dh = Dh, a.nsplit = st->nsplit, a.chunk = st->chunk, a.R = kk.R;
     double scale = o->a.attention_cached.scale, theta = o->a.attention_cached.rope_theta;
     a.scale = (float)(scale != 0 ? scale : 1.0 / sqrt((double)Dh));
     a.log_theta = theta > 0 ? log(theta) : 0.0;
     size_t need = (size_t)(q->shape[0] * q->shape[2]) * (size_t)a.nsplit * (size_t)(Dh + 2) * sizeof(float);
     if (!c->work || c->work_bytes < need) return stg_errf(err, "attention_cached: the scratch holds %zu bytes, needs %zu", c->work_bytes, need);
-    int G = a.Hq / a.Hkv;
-    const int gb = dec_gb(G);
-    size_t smem = (size_t)(G * Dh + DEC_WARPS * gb * Dh + 2 * DEC_WARPS * gb + DEC_WARPS * a.nsplit + 4) * sizeof(float);
-    if (smem > 48 * 1024) return stg_errf(err, "attention_cached: %d query heads per kv head of dim %d need too much shared memory", G, Dh);
     dim3 grid((unsigned)a.nsplit, (unsigned)(q->shape[0] * a.Hkv));
-    return b ? dec_attn_dispatch<bf16>(a, grid, smem, c->stream, err) : dec_attn_dispatch<float>(a, grid, smem, c->stream, err);
+    st->k.fn[st->ring]<<<grid, DEC_THREADS, st->smem, c->stream>>>(a);
+    CUDA_LAUNCH_CHECK(err, "attention_cached_kernel");
+    return 0;
 }
 
 // ---- kv_write -------------------------------------------------------------------------------------
 
-// x (B, S*H*Dh) into cache (B, C*H*Dh) at row offset pos*H*Dh, element by element (bytes: 16-byte
-// pieces when everything is aligned: `vec` elements of 4 bytes, else 2-byte elements).
+// x (B, S, H, Dh) into the head-major cache (B, H, C, Dh) at positions pos .. pos + S - 1, in units E
+// of a head's row (`dw` of them a row: 16-byte pieces when everything is aligned, else 2-byte ones).
 template <typename E>
-__global__ void kv_write_kernel(const E *k, const E *v, E *kc, E *vc, const int32_t *pos, int64_t B, int64_t S, int64_t C, int64_t row) {
+__global__ void kv_write_kernel(const E *k, const E *v, E *kc, E *vc, const int32_t *pos, int64_t B, int64_t S, int64_t H, int64_t C,
+                                int64_t dw) {
     int64_t p = *pos;
     if (p < 0 || p + S > C) return;
-    int64_t per = S * row, n = B * per;
+    const int64_t n = B * S * H * dw;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t bb = i / per, r = i % per, dst = bb * C * row + p * row + r;
+        const int64_t r = i / dw, e = i % dw, h = r % H, s = (r / H) % S, b = r / (H * S);
+        const int64_t dst = ((b * H + h) * C + p + s) * dw + e;
         kc[dst] = k[i];
         vc[dst] = v[i];
     }
@@ -436,23 +535,21 @@ __global__ void kv_write_kernel(const E *k, const E *v, E *kc, E *vc, const int3
 
 extern "C" int cuda_run_kv_write(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, stg_err *err) {
     const stg_op *o = &g->ops[op];
-    const stg_tensor *k = &g->t[o->in[0]], *kc = &g->t[o->in[2]];
+    const stg_tensor *k = &g->t[o->in[0]], *kc = &g->t[o->in[2]]; // k (B, S, H, Dh), kc (B, H, C, Dh)
     int b = cuda_same_float(g, o, o->in[0], o->in[2], err);
     if (b < 0) return -1;
-    int64_t B = k->shape[0], S = k->shape[1], C = kc->shape[1], row = k->shape[2] * k->shape[3] * (b ? 2 : 4); // bytes per position
+    int64_t B = k->shape[0], S = k->shape[1], H = k->shape[2], C = kc->shape[2], row = k->shape[3] * (b ? 2 : 4); // bytes a head's row
     const int32_t *pos = (const int32_t *)ptr[o->in[4]];
     bool v16 = row % 16 == 0;
     for (int i = 0; i < 4; i++) v16 = v16 && cu_aligned(ptr[o->in[i]], 16);
-    if (v16) {
-        int64_t r = row / 16;
-        kv_write_kernel<uint4><<<cuda_blocks(c, B * S * r, 256), 256, 0, c->stream>>>(
-            (const uint4 *)ptr[o->in[0]], (const uint4 *)ptr[o->in[1]], (uint4 *)ptr[o->in[2]], (uint4 *)ptr[o->in[3]], pos, B, S, C, r);
-    } else {
-        int64_t r = row / 2;
-        kv_write_kernel<uint16_t><<<cuda_blocks(c, B * S * r, 256), 256, 0, c->stream>>>(
+    const int64_t dw = v16 ? row / 16 : row / 2;
+    if (v16)
+        kv_write_kernel<uint4><<<cuda_blocks(c, B * S * H * dw, 256), 256, 0, c->stream>>>(
+            (const uint4 *)ptr[o->in[0]], (const uint4 *)ptr[o->in[1]], (uint4 *)ptr[o->in[2]], (uint4 *)ptr[o->in[3]], pos, B, S, H, C, dw);
+    else
+        kv_write_kernel<uint16_t><<<cuda_blocks(c, B * S * H * dw, 256), 256, 0, c->stream>>>(
             (const uint16_t *)ptr[o->in[0]], (const uint16_t *)ptr[o->in[1]], (uint16_t *)ptr[o->in[2]], (uint16_t *)ptr[o->in[3]], pos, B,
-            S, C, r);
-    }
+            S, H, C, dw);
     CUDA_LAUNCH_CHECK(err, "kv_write_kernel");
     return 0;
 }

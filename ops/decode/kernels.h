@@ -12,14 +12,14 @@
 #include "ops/base/ir.h"
 
 #define STG_CPU_DECODE_KERNELS(T, S)                                                                     \
-    /* q (B, 1, Hq, Dh), k, v (B, 1, Hkv, Dh) -> kc, vc (B, C, Hkv, Dh) at pos, o (B, 1, Hq, Dh).     */ \
+    /* q (B, 1, Hq, Dh), k, v (B, 1, Hkv, Dh) -> kc, vc (B, Hkv, C, Dh) at pos, o (B, 1, Hq, Dh).     */ \
     /* rope_theta > 0: q and k rotated at position pos first (pairs (2i, 2i+1), as the rope op).       */ \
     /* Fails when pos is outside [0, C). scale 0 means 1/sqrt(Dh).                                     */ \
     int cpu_attention_cached_##S(const T *q, const T *k, const T *v, T *kc, T *vc, int64_t pos, T *o,     \
                                  int64_t B, int64_t C, int64_t Hq, int64_t Hkv, int64_t Dh, double scale,  \
                                  double rope_theta, void *scratch, size_t scratch_bytes, stg_err *err);    \
     size_t cpu_attention_cached_scratch_##S(int64_t C, int64_t Dh);                                      \
-    /* k, v (B, S, H, Dh) -> kc, vc (B, C, H, Dh) at positions pos .. pos + S - 1 (fails past C).      */ \
+    /* k, v (B, S, H, Dh) -> kc, vc (B, H, C, Dh) at positions pos .. pos + S - 1 (fails past C).      */ \
     int cpu_kv_write_##S(const T *k, const T *v, T *kc, T *vc, int64_t pos, int64_t B, int64_t S,         \
                          int64_t C, int64_t H, int64_t Dh, stg_err *err);                                 \
     /* One row of V logits -> the token the sampling rule picks for uniform u (ops/decode/real.c).    */ \

@@ -1,6 +1,6 @@
 // Decoding over a KV cache, and sampling, on the CPU. Layouts: q, k, v, o (B, S, H, Dh) as the
-// model's projections make them; the caches (B, C, Hkv, Dh), so position j of head h of sequence b
-// is at ((b C + j) Hkv + h) Dh. Dot products and softmax sums in double, as the attention op's.
+// model's projections make them; the caches (B, Hkv, C, Dh), head-major, so position j of head h of
+// sequence b is at ((b Hkv + h) C + j) Dh (a decoding step reads each head's positions contiguously). Dot products and softmax sums in double, as the attention op's.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +43,7 @@ int RFN(cpu_attention_cached)(const real *q, const real *k, const real *v, real 
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < Hkv; h++) {
             const real *kb = k + (b * Hkv + h) * Dh, *vb = v + (b * Hkv + h) * Dh;
-            real *kd = kc + ((b * C + pos) * Hkv + h) * Dh, *vd = vc + ((b * C + pos) * Hkv + h) * Dh;
+            real *kd = kc + ((b * Hkv + h) * C + pos) * Dh, *vd = vc + ((b * Hkv + h) * C + pos) * Dh;
             if (rope_theta > 0) rotate(kb, kd, Dh, pos, rope_theta);
             else memcpy(kd, kb, sizeof(real) * (size_t)Dh);
             memcpy(vd, vb, sizeof(real) * (size_t)Dh);
@@ -61,7 +61,7 @@ int RFN(cpu_attention_cached)(const real *q, const real *k, const real *v, real 
         else memcpy(qr, qi, sizeof(real) * (size_t)Dh);
         double mx = -INFINITY;
         for (int64_t j = 0; j < L; j++) {
-            const real *kj = kc + ((b * C + j) * Hkv + hk) * Dh;
+            const real *kj = kc + ((b * Hkv + hk) * C + j) * Dh;
             double d = 0.0;
             CPU_SIMD_SUM(d)
             for (int64_t e = 0; e < Dh; e++) d += (double)qr[e] * (double)kj[e];
@@ -77,7 +77,7 @@ int RFN(cpu_attention_cached)(const real *q, const real *k, const real *v, real 
         for (int64_t e = 0; e < Dh; e++) acc[e] = 0.0;
         for (int64_t j = 0; j < L; j++) {
             double p = sc[j] * inv;
-            const real *vj = vc + ((b * C + j) * Hkv + hk) * Dh;
+            const real *vj = vc + ((b * Hkv + hk) * C + j) * Dh;
             CPU_SIMD
             for (int64_t e = 0; e < Dh; e++) acc[e] += p * (double)vj[e];
         }
@@ -92,11 +92,13 @@ int RFN(cpu_kv_write)(const real *k, const real *v, real *kc, real *vc, int64_t 
     if (pos < 0 || pos + S > C)
         return stg_errf(err, "kv_write: positions %lld to %lld are outside the cache's %lld", (long long)pos, (long long)(pos + S - 1),
                         (long long)C);
-    size_t row = sizeof(real) * (size_t)(S * H * Dh); // one sequence's S positions, contiguous on both sides
-    for (int64_t b = 0; b < B; b++) {
-        memcpy(kc + (b * C + pos) * H * Dh, k + b * S * H * Dh, row);
-        memcpy(vc + (b * C + pos) * H * Dh, v + b * S * H * Dh, row);
-    }
+    size_t row = sizeof(real) * (size_t)Dh; // one position of one head
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t s = 0; s < S; s++)
+            for (int64_t h = 0; h < H; h++) {
+                memcpy(kc + ((b * H + h) * C + pos + s) * Dh, k + ((b * S + s) * H + h) * Dh, row);
+                memcpy(vc + ((b * H + h) * C + pos + s) * Dh, v + ((b * S + s) * H + h) * Dh, row);
+            }
     return 0;
 }
 

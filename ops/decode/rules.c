@@ -3,12 +3,15 @@
 // in place (the KV cache, the next token, the position), so they are never differentiated.
 //
 //   attention_cached(q, k, v, kc, vc, pos) -> o
-//       q (B, 1, Hq, Dh), k, v (B, 1, Hkv, Dh), kc, vc (B, C, Hkv, Dh), pos (1) i32, Hq % Hkv == 0.
+//       q (B, 1, Hq, Dh), k, v (B, 1, Hkv, Dh), kc, vc (B, Hkv, C, Dh), pos (1) i32, Hq % Hkv == 0.
 //       With p = pos[0]: (rotates q and k at position p when rope_theta > 0,) writes k and v into
-//       kc[:, p] and vc[:, p], and o[b, 0, h] = softmax_j(scale q_h . kc[b, j, h / G]) vc[b, j, h / G]
+//       kc[:, :, p] and vc[:, :, p], and o[b, 0, h] = softmax_j(scale q_h . kc[b, h / G, j]) vc[b, h / G, j]
 //       over j = 0..p, G = Hq / Hkv.
 //   kv_write(k, v, kc, vc, pos)
-//       k, v (B, S, Hkv, Dh) into kc, vc (B, C, Hkv, Dh) at positions pos[0] .. pos[0] + S - 1.
+//       k, v (B, S, Hkv, Dh) into kc, vc (B, Hkv, C, Dh) at positions pos[0] .. pos[0] + S - 1.
+// The caches are head-major (each head's positions contiguous): a decoding step streams every head's
+// positions, and on an H200 that read ran 13% faster than over position-major (B, C, Hkv, Dh) caches
+// (docs/perf/LOG.md, 2026-11-29).
 //   sample(logits, token, pos, ids)
 //       logits (B, S, V) (the last row of each sequence is read) or (B, V), token (B, 1) i32,
 //       pos (1) i32, ids (B, C) i32: writes the next token of every sequence to token[b] and to
@@ -32,13 +35,13 @@ static int need_i32(stg_graph *g, int id, int i, int64_t numel, stg_err *err) {
     return 0;
 }
 
-// The cache (B, C, Hkv, Dh) of x (B, S, Hkv, Dh): same B, Hkv, Dh and dtype, S <= C.
+// The cache (B, Hkv, C, Dh) of x (B, S, Hkv, Dh): same B, Hkv, Dh and dtype, S <= C.
 static int need_cache_for(stg_graph *g, int id, int x, int cache, stg_err *err) {
     const stg_tensor *a = OPS_IN(g, id, x), *c = OPS_IN(g, id, cache);
     char s1[128], s2[128], what[400];
-    if (c->ndim != 4 || a->ndim != 4 || c->dtype != a->dtype || c->shape[0] != a->shape[0] || c->shape[2] != a->shape[2] ||
-        c->shape[3] != a->shape[3] || c->shape[1] < a->shape[1]) {
-        snprintf(what, sizeof what, "the cache '%s' %s %s does not hold '%s' %s %s; expected (B, C, Hkv, Dh) of its dtype, C >= S",
+    if (c->ndim != 4 || a->ndim != 4 || c->dtype != a->dtype || c->shape[0] != a->shape[0] || c->shape[1] != a->shape[2] ||
+        c->shape[3] != a->shape[3] || c->shape[2] < a->shape[1]) {
+        snprintf(what, sizeof what, "the cache '%s' %s %s does not hold '%s' %s %s; expected (B, Hkv, C, Dh) of its dtype, C >= S",
                  c->name, ops_sh(c, s1), stg_dtype_name(c->dtype), a->name, ops_sh(a, s2), stg_dtype_name(a->dtype));
         return ops_bad(g, id, err, "%s%s", what, NULL);
     }
@@ -98,7 +101,7 @@ static int infer_sample(stg_graph *g, int id, stg_err *err) {
 // QK and PV over the whole cache (an upper bound: a step reads pos + 1 of its C positions).
 static double flops_attention_cached(const stg_graph *g, const stg_op *op) {
     const stg_tensor *q = &g->t[op->in[0]], *kc = &g->t[op->in[3]];
-    return 4.0 * (double)q->shape[0] * (double)q->shape[2] * (double)kc->shape[1] * (double)q->shape[3];
+    return 4.0 * (double)q->shape[0] * (double)q->shape[2] * (double)kc->shape[2] * (double)q->shape[3];
 }
 
 // softmax and the cumulative walk: a few operations per logit

@@ -19,6 +19,10 @@
 #   peer_step SIZE CTX BATCH MODE   torch_lm.py --flash --sdpa cudnn (MODE c: default compile, cg: reduce-overhead)
 #   step_row SIZE CTX MODES GATE [BATCH]   models/cs336/SIZE.yaml: stg_step default and with --grad-dtype bf16
 #                           --gemm-tune on, then peer_step for each of MODES (c, cg), if the clock is below GATE s
+#   dec_prompt              a 512-token prompt (random bytes, `stg tokens`) in OUT/l/p.bin, and the array dec: the
+#                           2.7B decode of it (bf16, --init fill, ctx 1024, 512 new tokens, greedy, --json)
+#   dec_keys JSON           batch, tokens/s, steady ms a step and the bound of a `stg sample --json` record
+#   dec_ab STG... -- B...   `stg "${dec[@]}" --batch B` for each build and batch (90 s each), two rounds, alternating
 #   perf_pack               packs OUT/l into OUT/logs.tgz (the device returns at most 8 files)
 out=${1:?usage: source tools/perf_lib.sh OUT}
 mkdir -p "$out/l" && out=$(cd "$out" && pwd)
@@ -94,5 +98,31 @@ step_row() {
         --grad-dtype bf16 --gemm-tune on --warmup 3 --iters 10
     for m in $3; do peer_step "$1" "$2" "$b" "$m"; done
     say "$1 ctx $2 done"
+}
+dec_prompt() {
+    head -c 512 /dev/urandom > "$out/l/p.txt" && build-gpu/stg tokens "$out/l/p.txt" -o "$out/l/p.bin" > /dev/null
+    dec=(sample models/cs336/2.7B.yaml --precision bf16 --init fill --set ctx=1024 --prompt-ids "$out/l/p.bin" -n 512 --temperature 0 --json)
+}
+dec_keys() {
+    python3 - "$1" <<'PY' 2>&1 | cut -c1-300
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+    print({k: d[k] for k in ("batch", "decode_tokens_per_s", "steady_ms_per_step", "bound_tokens_per_s")})
+except (OSError, ValueError, KeyError) as e:
+    print("no decode record:", repr(e))
+PY
+}
+dec_ab() {
+    local builds=() r s b
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do builds+=("$1"); shift; done
+    shift
+    for r in 1 2; do
+        for s in "${builds[@]}"; do
+            for b in "$@"; do
+                timeout 90 $s "${dec[@]}" --batch "$b" > "$out/l/d.json" 2> "$out/l/d.err"; echo "$s b$b rc=$? $(dec_keys "$out/l/d.json")"
+            done
+        done
+    done
 }
 perf_pack() { tar -czf "$out/logs.tgz" -C "$out" l && rm -rf "$out/l"; }

@@ -25,20 +25,8 @@ f="$out/l/test_gpu_sample.txt"
 echo "attention_cached cases: $(grep -c "^attention_cached" "$f"), largest rel err $(grep "^attention_cached" "$f" | awk '{print $NF}' | sort -g | tail -1)"
 tools/sanitize_gpu.sh build-gpu "$out/l" 100 memcheck:test_gpu_sample:'*attention_cached*' racecheck:test_gpu_sample:'*attention_cached*' 2>&1 | tail -4
 say "tests done"
-head -c 512 /dev/urandom > "$out/l/p.txt" && build-gpu/stg tokens "$out/l/p.txt" -o "$out/l/p.bin" > /dev/null
-dec=(sample models/cs336/2.7B.yaml --precision bf16 --init fill --set ctx=1024 --prompt-ids "$out/l/p.bin" -n 512 --temperature 0 --json)
-keys() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: d[k] for k in ('batch','decode_tokens_per_s','steady_ms_per_step','bound_tokens_per_s')})" "$1" 2>&1 | cut -c1-300; }
-for r in 1 2; do
-    for s in /tmp/old/build-gpu/stg build-gpu/stg; do
-        for b in 64 1; do
-            timeout 90 $s "${dec[@]}" --batch $b > "$out/l/d.json" 2> "$out/l/d.err"; echo "$s b$b rc=$? $(keys "$out/l/d.json")"
-        done
-    done
-    for b in 64 1; do
-        STG_NO_GEMV_PF=1 timeout 90 build-gpu/stg "${dec[@]}" --batch $b > "$out/l/d.json" 2> "$out/l/d.err"
-        echo "build-gpu/stg STG_NO_GEMV_PF=1 b$b rc=$? $(keys "$out/l/d.json")"
-    done
-done
+dec_prompt
+dec_ab /tmp/old/build-gpu/stg build-gpu/stg "env STG_NO_GEMV_PF=1 build-gpu/stg" -- 64 1
 say "A/B done"
 for s in /tmp/old/build-gpu/stg build-gpu/stg; do
     timeout 100 ncu -k regex:attention_cached -s 8000 -c 1 --section SpeedOfLight $s "${dec[@]}" --batch 64 > "$out/l/ncu_dec.txt" 2>&1

@@ -14,6 +14,9 @@
 # 2.51 -> ~2.42-2.49 ms from the products' part (about 1 us of DRAM latency hidden at the start of the first wave of
 # each of 128 products a token, where programmatic launch lets them start early). The landed kernel built beside it
 # (peer/old_decode.cu: the landed products too, since the patch's matmul part is switched by the variable), alternating.
+# The patch also adds two test_gpu_sample cases that the landed ring kernel has not run: chunks of ~137 positions with
+# groups of 8 (the ring refilled for a second pass of query heads), bf16 and fp32; a failure there is the landed kernel's
+# too (check with the old build's test binary: /tmp/old has none, so rebuild test_gpu_sample without the patch).
 # Usage (GPU machine, repository root, carrying .deps and peer): docs/perf/2026-11-29e-next-run.sh OUT
 set -u
 source tools/perf_lib.sh "${1:?usage: $0 OUT}"

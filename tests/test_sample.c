@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "graph/graph.h"
 #include "ops/cpu/kernels.h"
 #include "ops/decode/uniform.h"
 #include "planner/infer.h"
@@ -287,6 +288,46 @@ static void expect(const char *args, int code, const char *want) {
     if (rc != code || !strstr(out, want)) fail_msg("stg sample %s: exit %d (expected %d), output:\n%s\n(expected '%s')", args, rc, code, out, want);
 }
 
+// The caches are head-major, (B, Hkv, C, Dh): attention_cached and kv_write refuse any other shape
+// (the position-major (B, C, Hkv, Dh) of the caches before 2026-11-29 among them) with what they expect.
+static bool cache_op_ok(stg_op_kind kind, const int64_t *cache_shape, stg_err *err) {
+    const int64_t B = 2, Hq = 4, Hkv = 2, Dh = 8;
+    stg_graph *g = graph_new(STG_PREC_FP32, err);
+    assert_non_null(g);
+    stg_loc none = {0};
+    int64_t sq[4] = {B, 1, Hq, Dh}, sk[4] = {B, 1, Hkv, Dh}, sp[1] = {1};
+    int q = graph_add_tensor(g, "q", 4, sq, STG_F32, STG_CLASS_WORKSPACE, none, err);
+    int k = graph_add_tensor(g, "k", 4, sk, STG_F32, STG_CLASS_WORKSPACE, none, err);
+    int v = graph_add_tensor(g, "v", 4, sk, STG_F32, STG_CLASS_WORKSPACE, none, err);
+    int kc = graph_add_tensor(g, "kc", 4, cache_shape, STG_F32, STG_CLASS_WORKSPACE, none, err);
+    int vc = graph_add_tensor(g, "vc", 4, cache_shape, STG_F32, STG_CLASS_WORKSPACE, none, err);
+    int pos = graph_add_tensor(g, "pos", 1, sp, STG_I32, STG_CLASS_WORKSPACE, none, err);
+    assert_true(q >= 0 && k >= 0 && v >= 0 && kc >= 0 && vc >= 0 && pos >= 0);
+    stg_attrs a;
+    memset(&a, 0, sizeof a);
+    int in6[6] = {q, k, v, kc, vc, pos}, in5[5] = {k, v, kc, vc, pos}, out[STG_MAX_OUT];
+    int id = kind == STG_OP_ATTENTION_CACHED ? graph_add_op(g, kind, in6, 6, &a, STG_PHASE_FORWARD, "o", none, out, err)
+                                             : graph_add_op(g, kind, in5, 5, NULL, STG_PHASE_FORWARD, "w", none, NULL, err);
+    graph_free(g);
+    return id >= 0;
+}
+
+static void test_cache_layout(void **state) {
+    (void)state;
+    stg_err err;
+    const int64_t head_major[4] = {2, 2, 12, 8}, position_major[4] = {2, 12, 2, 8}, short_cache[4] = {2, 2, 0, 8};
+    for (int kind = 0; kind < 2; kind++) {
+        stg_op_kind kd = kind ? STG_OP_KV_WRITE : STG_OP_ATTENTION_CACHED;
+        assert_true(cache_op_ok(kd, head_major, &err));
+        memset(&err, 0, sizeof err);
+        assert_false(cache_op_ok(kd, position_major, &err));
+        assert_non_null(strstr(err.msg, "expected (B, Hkv, C, Dh)"));
+        memset(&err, 0, sizeof err);
+        assert_false(cache_op_ok(kd, short_cache, &err)); // C = 0 < S = 1
+        assert_non_null(strstr(err.msg, "C >= S"));
+    }
+}
+
 static void test_cli(void **state) {
     (void)state;
     expect("--prompt 0123456789abcdefg -n 1", 2, "more than the context of 16");
@@ -428,6 +469,7 @@ int main(void) {
         cmocka_unit_test(test_decode_equals_forward_cs336),
         cmocka_unit_test(test_greedy_chain),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_cache_layout),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_train_samples),
         cmocka_unit_test(test_memory),

@@ -18,10 +18,12 @@
 // 4 shuffles a row: Nsight Compute had that kernel half issue-bound at 2.35 TB/s at batch 64
 // (docs/perf/2026-11-28g-call4/ncu-dec-b64.txt); this one is 6% faster there a step, and reads a
 // group's cache once where that one read it once a query head (Llama 3.2-1B decoding 1.47 -> 1.03 ms).
-// A warp walks its rows in trips of 32 / R rows, one row a lane group, and each lane copies the chunks
-// it reads into its own slots of a ring of NS trips in shared memory (cp.async), NS - 1 trips ahead of
-// the one it scores: at batch 64 loads issued a trip at a time held the kernel at 3.3 TB/s, waiting on
-// them (Nsight Compute: 55% of stall samples on the loads' first use; docs/perf/LOG.md, 2026-11-29).
+// A warp walks its rows in trips of 32 / R rows, one row a lane group. Over a chunk of at least as
+// many trips as the ring has stages (batch 64) each lane copies the chunks it reads into its own slots
+// of a ring of NS trips in shared memory (cp.async), NS - 1 trips ahead of the one it scores; over a
+// shorter chunk (batch 1) it loads 1 to 4 trips' rows straight into registers (a ring's shared memory
+// made the batch-1 step 1.3% slower). With the cache head-major the batch-64 step went 7.15 -> 6.89 ms
+// on an H200 (docs/perf/LOG.md, 2026-11-29).
 //
 // sample: one block per sequence, over the last row of its logits: greedy is an argmax; else the
 // k-th largest logit (top-k) and the top-p threshold are found by bisection over the logits' order-

@@ -23,6 +23,8 @@
 #                           2.7B decode of it (bf16, --init fill, ctx 1024, 512 new tokens, greedy, --json)
 #   dec_keys JSON           batch, tokens/s, steady ms a step and the bound of a `stg sample --json` record
 #   dec_ab STG... -- B...   `stg "${dec[@]}" --batch B` for each build and batch (90 s each), two rounds, alternating
+#   ncu_step STG B SKIP N   Nsight Compute's duration and DRAM bytes of N kernels after SKIP of `stg "${dec[@]}" --batch B`
+#                           (clocks and caches left alone), summed by kernel (tools/ncu_kernels.py) into OUT/l/ncu_step_bB.txt
 #   perf_pack               packs OUT/l into OUT/logs.tgz (the device returns at most 8 files)
 out=${1:?usage: source tools/perf_lib.sh OUT}
 mkdir -p "$out/l" && out=$(cd "$out" && pwd)
@@ -124,5 +126,12 @@ dec_ab() {
             done
         done
     done
+}
+ncu_step() {
+    local f="$out/l/ncu_step_b$2"
+    timeout 240 ncu --csv --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --clock-control none \
+        --cache-control none -s "$3" -c "$4" $1 "${dec[@]}" --batch "$2" > "$f.csv" 2> "$f.err"
+    echo "ncu_step $1 b$2: $?"
+    python3 tools/ncu_kernels.py "$f.csv" > "$f.txt" 2>&1; head -14 "$f.txt"
 }
 perf_pack() { tar -czf "$out/logs.tgz" -C "$out" l && rm -rf "$out/l"; }

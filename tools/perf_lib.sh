@@ -14,6 +14,8 @@
 #   build_old SRC:DST...    a copy of the tree in /tmp/old with each DST (a repository path) replaced by SRC (a
 #                           carried file, e.g. the file before the change under test), its stg built in the
 #                           background (wait for it; prints "old build: RC"), for A/B runs in one call
+#   side DIR TARGET SRC:DST...  like build_old, into DIR and for one build target (e.g. a test program of a variant);
+#                           prints "DIR build: RC" (wait for it)
 #   med JSON LABEL [KEY...] the named keys (median_ms, min_ms, mfu by default) of an `stg bench --json` record
 #   stg_step LABEL MODEL [ARG...]   `stg bench MODEL ARG... --json` (120 s at most), then med
 #   peer_step SIZE CTX BATCH MODE   torch_lm.py --flash --sdpa cudnn (MODE c: default compile, cg: reduce-overhead)
@@ -69,6 +71,13 @@ build_old() {
     for p in "$@"; do cp "${p%%:*}" "/tmp/old/${p#*:}" || { echo "build_old: $p"; return 1; }; done
     (cd /tmp/old && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/l/cmake_old.txt" 2>&1 &&
         timeout 300 cmake --build build-gpu --target stg > "$out/l/build_old.txt" 2>&1; echo "old build: $?") &
+}
+side() {
+    local d=$1 tg=$2 p; shift 2
+    rm -rf "$d" && mkdir -p "$d" && tar --exclude=./build-gpu --exclude=./build --exclude=./.deps -cf - . | tar -xf - -C "$d"
+    for p in "$@"; do cp "${p%%:*}" "$d/${p#*:}" || { echo "side: $p"; return 1; }; done
+    (cd "$d" && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/l/cmake_$(basename "$d").txt" 2>&1 &&
+        timeout 300 cmake --build build-gpu --target "$tg" > "$out/l/build_$(basename "$d").txt" 2>&1; echo "$d build: $?") &
 }
 med() {
     local f=$1 label=$2; shift 2

@@ -10,7 +10,7 @@
 #    row (knew / vnew, written only by the block that holds position p) when such a row was p, reading shared memory
 #    it never wrote; 0 x that (-inf or NaN) poisoned the output. In the landed kernel only the ring path can do it
 #    (mid-size batches over several splits); the patch's first form did it at batch 1 and failed
-#    test_decode_vs_forward (cs336/lm.yaml, bf16) in 11 of 12 runs on 2026-11-29;
+#    test_decode_vs_forward (cs336/lm.yaml, bf16) in 18 of 19 runs on 2026-11-29;
 #  - test cases at positions just past a split's start.
 # Measured with the patch's first form (no has_p test; calls 3 and 4, the tree before built beside it): batch 1 2.506 ->
 # 2.398 ms a token, Llama 3.2-1B batch 1 1.029 -> 0.986, batch 64 unchanged (6.882 -> 6.881); stg / peer at batch 1

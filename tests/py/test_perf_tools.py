@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Tests of the in-kernel performance tools (no GPU needed): tools/ncu_stalls.py on synthetic Nsight Compute
-source-page CSVs (the sums, shares and ranges it prints, and its refusals of bad input), and tools/cubin_count.py's
+source-page CSVs (the sums, shares and ranges it prints, and its refusals of bad input), tools/ncu_kernels.py on a
+synthetic metrics CSV (its unit conversions, groups, totals and rates, and its refusals), and tools/cubin_count.py's
 ELF reader on a hand-built ELF file (its section sizes as instruction counts) and its refusal of a non-ELF file.
 Exits 0 when every check passes, 1 with the failed checks listed."""
 import os
@@ -59,6 +60,44 @@ def test_ncu_stalls(tmp):
     check(rc != 0 and "no stall samples" in err, "ncu_stalls: a CSV without samples is refused")
 
 
+def test_ncu_kernels(tmp):
+    cols = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size", "Grid Size",
+            "Device", "CC", "Section Name", "Metric Name", "Metric Unit", "Metric Value"]
+    def row(i, name, metric, unit, value):
+        v = [str(i), "1", "stg", "h", name, "1", "7", "(128, 1, 1)", "(10, 1, 1)", "0", "9.0", "m", metric, unit, value]
+        return ",".join(f'"{x}"' for x in v) + "\n"
+    a, b = "void mm_gv_kernel<1, 4, 1, bf16>(mm_gv_args)", "void mm_gv_kernel<1, 1, 8, bf16>(mm_gv_args)"
+    c = "attention_cached_kernel<bf16, 1, 3, 0>(dec_attn_args)"
+    p = os.path.join(tmp, "k.csv")
+    with open(p, "w") as f:
+        f.write("==PROF== Connected to process 1\n" + ",".join(f'"{x}"' for x in cols) + "\n")
+        # kernel 0: 10 us, 30 MB read + 10 MB written; kernel 1: 1,000 ns (thousands separator), 4 MB; kernel 2: 0.03 ms, 50 MB
+        f.write(row(0, a, "gpu__time_duration.sum", "usecond", "10") + row(0, a, "dram__bytes_read.sum", "Mbyte", "30")
+                + row(0, a, "dram__bytes_write.sum", "Kbyte", "10,000"))
+        f.write(row(1, c, "gpu__time_duration.sum", "ns", "1,000") + row(1, c, "dram__bytes_read.sum", "byte", "4000000"))
+        f.write(row(2, b, "gpu__time_duration.sum", "msecond", "0.03") + row(2, b, "dram__bytes_read.sum", "Gbyte", "0.05"))
+    rc, out, err = run([os.path.join(TOOLS, "ncu_kernels.py"), p])
+    check(rc == 0, f"ncu_kernels: exit {rc} ({err.strip()})")
+    lines = out.splitlines()
+    check(lines and lines[0].startswith("3 kernels, 41.0 us, 0.094 GB"), f"ncu_kernels: totals: {lines[:1]}")
+    # mm_gv_kernel's two launches fold into one group: 40 us, 90 MB, 2.25 TB/s; attention 1 us, 4 MB, 4.00 TB/s
+    g = {l.split()[0]: l.split() for l in lines[2:]}
+    check(g.get("mm_gv_kernel", [])[1:3] == ["2", "40.0"] and g["mm_gv_kernel"][-2:] == ["0.090", "2.25"],
+          f"ncu_kernels: the folded group {g.get('mm_gv_kernel')}")
+    check(g.get("attention_cached_kernel", [])[1:3] == ["1", "1.0"] and g["attention_cached_kernel"][-1] == "4.00",
+          f"ncu_kernels: attention {g.get('attention_cached_kernel')}")
+    check(lines[2].split()[0] == "mm_gv_kernel", "ncu_kernels: groups by time, largest first")
+    rc, out, err = run([os.path.join(TOOLS, "ncu_kernels.py"), p, "--full"])
+    check(rc == 0 and sum(1 for l in out.splitlines() if l.startswith("mm_gv_kernel<")) == 2, "ncu_kernels: --full keeps templates apart")
+    bad = os.path.join(tmp, "bad.csv")
+    with open(bad, "w") as f:
+        f.write(",".join(f'"{x}"' for x in cols) + "\n" + row(0, a, "gpu__time_duration.sum", "furlong", "3"))
+    for args, what in (([os.path.join(tmp, "none.csv")], "missing file"), ([os.path.join(ROOT, "README.md")], "not a metrics CSV"),
+                       ([bad], "an unknown unit")):
+        rc, out, err = run([os.path.join(TOOLS, "ncu_kernels.py"), *args])
+        check(rc != 0 and err.strip() and "Traceback" not in err, f"ncu_kernels: {what}: exit {rc}, '{err.strip()[:80]}'")
+
+
 def elf_with(sections):
     """A minimal 64-bit little-endian ELF: a null section, the named sections (sizes only), .shstrtab."""
     names = b"\0" + b"".join(n.encode() + b"\0" for n, _ in sections) + b".shstrtab\0"
@@ -98,6 +137,7 @@ def main():
     sys.dont_write_bytecode = True
     with tempfile.TemporaryDirectory() as tmp:
         test_ncu_stalls(tmp)
+        test_ncu_kernels(tmp)
         test_cubin_count(tmp)
     for f in fails:
         print("FAILED:", f)

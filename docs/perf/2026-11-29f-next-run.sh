@@ -11,7 +11,12 @@
 #    it never wrote; 0 x that (-inf or NaN) poisoned the output. In the landed kernel only the ring path can do it
 #    (mid-size batches over several splits); the patch's first form did it at batch 1 and failed
 #    test_decode_vs_forward (cs336/lm.yaml, bf16) in 18 of 19 runs on 2026-11-29;
-#  - test cases at positions just past a split's start.
+#  - test cases at positions just past a split's start;
+#  - the tests' poison mode (rt_exec_opts.poison) now also fills every multiprocessor's shared memory with NaN bytes
+#    before a run (cuda_poison_shared), so that a read of shared memory a kernel never wrote reads NaN instead of what an
+#    earlier kernel left: the bug above then fails test_gpu_sample's new cases every time, not 18 times in 19. It runs
+#    before every poisoned run of every GPU test, so a failure elsewhere in ctest may be another such read: read it
+#    before blaming the poison.
 # Measured with the patch's first form (no has_p test; calls 3 and 4, the tree before built beside it): batch 1 2.506 ->
 # 2.398 ms a token, Llama 3.2-1B batch 1 1.029 -> 0.986, batch 64 unchanged (6.882 -> 6.881); stg / peer at batch 1
 # 1.165-1.176. Predicted with the fix: the same.

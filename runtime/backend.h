@@ -28,6 +28,9 @@ typedef struct rt_backend_ops {
     int (*upload)(rt_backend *b, void *dst, const void *src, size_t n, stg_err *err);
     int (*download)(rt_backend *b, void *dst, const void *src, size_t n, stg_err *err);
     int (*fill)(rt_backend *b, void *dst, int v, size_t n, stg_err *err);
+    // Test mode (rt_exec_opts.poison): enqueues a fill of every multiprocessor's shared memory with
+    // NaN bytes, so that a kernel reading shared memory it never wrote reads NaN. May be NULL.
+    int (*poison_shared)(rt_backend *b, stg_err *err);
     // Once after allocation, before the first step and outside any capture (kernel tables,
     // library algorithm choices, workspaces). May be NULL.
     int (*prepare)(rt_backend *b, const stg_graph *g, void *const *ptr, stg_err *err);

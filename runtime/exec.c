@@ -696,6 +696,7 @@ static int enqueue_pass(rt_exec *e, unsigned mask, int slot, int k, bool last, s
                     b->ops->fill(b, e->ptr[t], 0xff, (size_t)stg_bytes(&g->t[t]), err))
                     return -1;
         }
+        if (b->ops->poison_shared && b->ops->poison_shared(b, err)) return -1;
     }
     if (e->micro > 1) b->ops->set_accumulate(b, k > 0); // the first micro-batch writes the gradients
     int nstreams = exec_streams(e);

@@ -12,7 +12,7 @@
 
 typedef struct rt_exec_opts {
     bool separate; // test mode: every tensor in its own allocation (views still share their base)
-    bool poison;   // test mode: fill all non-persistent memory with NaN bytes before every run
+    bool poison;   // test mode: fill all non-persistent memory, and the GPU's shared memory, with NaN bytes before every run
     bool graph;    // capture each kind of run once (per phase mask) and replay it (backends with graphs)
     int streams;   // graph mode: spread independent ops over at most this many streams (0: all the
                    // backend has; 1: one stream, the schedule's order)

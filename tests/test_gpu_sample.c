@@ -131,6 +131,15 @@ static void test_attention_cached(void **state) {
     // the new row in the first trips, copied ahead of the kernel's own write of it (one split a pair)
     attention_case(STG_PREC_BF16, 140, 200, 4, 4, 64, 3, 10000);
     attention_case(STG_PREC_FP32, 140, 200, 2, 2, 80, 17, 10000);
+    // the ring over chunks of about 137 positions (34 pairs of a 2048-position cache) with groups of 8: two
+    // passes, each refilling the ring
+    attention_case(STG_PREC_BF16, 17, 2048, 16, 2, 64, 2000, 10000);
+    attention_case(STG_PREC_FP32, 17, 2048, 16, 2, 64, 1500, 10000);
+    // the current position just past a split's start (2 pairs of a 200-position cache: 7 splits of 29), where the
+    // previous split's last trip holds masked rows up to and including it: that block has no new row to read
+    attention_case(STG_PREC_BF16, 1, 200, 2, 2, 80, 58, 10000);
+    attention_case(STG_PREC_BF16, 1, 200, 2, 2, 80, 176, 10000);
+    attention_case(STG_PREC_FP32, 1, 200, 2, 2, 80, 88, 10000);
     attention_case(STG_PREC_BF16, 64, 200, 4, 4, 80, 150, 10000);
     attention_case(STG_PREC_FP32, 64, 130, 4, 4, 80, 129, 0);
     attention_case(STG_PREC_FP32, 2, 120, 4, 4, 48, 100, 10000); // 6 chunk slots a lane (fp32, head dim 48)

@@ -100,6 +100,24 @@ extern "C" int cuda_new(const stg_cuda_opts *o, stg_cuda **out, stg_err *err) {
     return 0;
 }
 
+// Every block fills all of its dynamic shared memory with 0xff bytes (NaN as fp32 and bf16).
+__global__ void poison_shared_kernel(int words) {
+    extern __shared__ uint32_t sm_poison[];
+    for (int i = threadIdx.x; i < words; i += blockDim.x) sm_poison[i] = 0xffffffffu;
+    __syncthreads();
+}
+
+extern "C" int cuda_poison_shared(stg_cuda *c, stg_err *err) {
+    int most = 0, per_sm = 0;
+    CUDA_CHECK(err, cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, c->device));
+    CUDA_CHECK(err, cudaFuncSetAttribute(poison_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+    CUDA_CHECK(err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, poison_shared_kernel, 1024, (size_t)most));
+    if (per_sm < 1) per_sm = 1;
+    poison_shared_kernel<<<(unsigned)(per_sm * (c->sm_count > 0 ? c->sm_count : 1)), 1024, (size_t)most, c->stream>>>(most / 4);
+    CUDA_LAUNCH_CHECK(err, "poison_shared_kernel");
+    return 0;
+}
+
 // Frees what cuda_prepare made (plans, tables, workspace); keeps the device, stream and handle.
 static void cuda_release_prepared(stg_cuda *c) {
     for (int i = 0; c->state && i < c->nops; i++)

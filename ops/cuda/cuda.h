@@ -72,6 +72,11 @@ void *cuda_stream_at(stg_cuda *c, int s);
 int cuda_op_lane(const stg_graph *g, int op);
 int cuda_op_run_on(stg_cuda *c, int s, const stg_graph *g, int op, void *const *ptr, stg_err *err);
 
+// Test mode: fills every multiprocessor's shared memory with NaN bytes (enqueued on the stream): what
+// a later kernel reads of shared memory it never wrote is then NaN (shared memory is not cleared
+// between kernels), so a test sees such a read instead of whatever finite bits were left.
+int cuda_poison_shared(stg_cuda *c, stg_err *err);
+
 // Measures device-to-device copy bandwidth (bytes read plus bytes written per second): the median
 // of `reps` cudaMemcpyAsync of `bytes` between two fresh buffers, timed with events on c->stream
 // (ops/optim/cuda.cu). Allocates and frees 2 x bytes of device memory; not for use in a capture.

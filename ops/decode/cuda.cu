@@ -112,8 +112,8 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
     float *wacc = qs + G * Dh;                   // (DEC_WARPS, GB, Dh)
     float *wm = wacc + DEC_WARPS * GB * Dh;      // (DEC_WARPS, GB)
     float *wl = wm + DEC_WARPS * GB;             // (DEC_WARPS, GB)
-    float *fs = wl + DEC_WARPS * GB;             // (DEC_WARPS, nsplit): the combining block's split weights
-    int *last = (int *)(fs + DEC_WARPS * a.nsplit); // this block combines
+    float *fs = wl + DEC_WARPS * GB;             // (G, nsplit + 1): the combining block's split weights, then each head's sum
+    int *last = (int *)(fs + G * (a.nsplit + 1)); // this block combines
     const int64_t p = *a.pos;
     if (p < 0 || p >= a.C) return; // the host never runs a step past the cache
     const int64_t L = p + 1, j0 = (int64_t)split * a.chunk, j1 = j0 + a.chunk < L ? j0 + a.chunk : L;
@@ -147,9 +147,30 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
     };
     // The first trips' rows are in flight while the queries are rotated. Position p's row may be among
     // them, read before this kernel writes it: every trip takes that row from knew / vnew instead.
-    if constexpr (RING)
+    // Without the ring, a lane's rows of its first U trips (all of them at batch 1) are loaded here, in
+    // flight while the queries are rotated: zero past j1 and at p (taken from knew / vnew once stored).
+    uint4 kr[U][CPL], vr[U][CPL];
+    auto load_rows = [&](int t) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int64_t row = r0 + (int64_t)(t + u) * STEP + rig;
+            const T *kt = kb + row * rs + c * N, *vt = vb + row * rs + c * N;
+#pragma unroll
+            for (int i = 0; i < CPL; i++) {
+                kr[u][i] = vr[u][i] = make_uint4(0u, 0u, 0u, 0u);
+                if (row < j1 && row != p && cv[i]) {
+                    kr[u][i] = *(const uint4 *)(kt + R * i * N);
+                    vr[u][i] = *(const uint4 *)(vt + R * i * N);
+                }
+            }
+        }
+    };
+    if constexpr (RING) {
 #pragma unroll
         for (int t = 0; t < NS - 1; t++) issue(t);
+    } else {
+        load_rows(0);
+    }
     // the queries of this group, rotated at p and rounded to T as the rope op's output is
     for (int i = tid; i < G * Dh / 2; i += DEC_THREADS) {
         int g = i / (Dh / 2), e = i % (Dh / 2);
@@ -247,28 +268,21 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
                 uint4 kr[CPL], vr[CPL];
 #pragma unroll
                 for (int i = 0; i < CPL; i++) {
-                    const bool fresh = row == p && cv[i];
+                    const bool fresh = has_p && row == p && cv[i]; // (a masked row past j1 may be p in another block)
                     kr[i] = fresh ? knew[c + R * i] : src[2 * i * 32];
                     vr[i] = fresh ? vnew[c + R * i] : src[(2 * i + 1) * 32];
                 }
                 row_step(kr, vr, row);
             }
         } else {
-            for (int t = 0; t < nt; t += U) { // U trips' rows loaded at once, then scored
-                uint4 kr[U][CPL], vr[U][CPL];
+            for (int t = 0; t < nt; t += U) { // U trips' rows loaded at once (the first before the rotation), then scored
+                if (t > 0 || g0 > 0) load_rows(t);
 #pragma unroll
-                for (int u = 0; u < U; u++) {
-                    const int64_t row = r0 + (int64_t)(t + u) * STEP + rig;
-                    const T *kt = kb + row * rs + c * N, *vt = vb + row * rs + c * N;
+                for (int u = 0; u < U; u++) // (a masked row past j1 of another block may be p: its knew is not written)
+                    if (has_p && r0 + (int64_t)(t + u) * STEP + rig == p)
 #pragma unroll
-                    for (int i = 0; i < CPL; i++) {
-                        kr[u][i] = vr[u][i] = make_uint4(0u, 0u, 0u, 0u);
-                        if (row < j1 && cv[i]) {
-                            kr[u][i] = row == p ? knew[c + R * i] : *(const uint4 *)(kt + R * i * N);
-                            vr[u][i] = row == p ? vnew[c + R * i] : *(const uint4 *)(vt + R * i * N);
-                        }
-                    }
-                }
+                        for (int i = 0; i < CPL; i++)
+                            if (cv[i]) kr[u][i] = knew[c + R * i], vr[u][i] = vnew[c + R * i];
 #pragma unroll
                 for (int u = 0; u < U; u++)
                     if (t + u < nt) row_step(kr[u], vr[u], r0 + (int64_t)(t + u) * STEP + rig);
@@ -324,31 +338,45 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
     __syncthreads();
     if (!*last) return;
     __threadfence();
+    // Each head's split weights e^(m_s - M) and sum, a warp a head; then the outputs, a thread an element,
+    // each summing the splits in order with the loads of eight splits in flight at once (a chain of one L2
+    // round trip a split made this the batch-1 kernel's largest part).
     T *o = (T *)a.o;
     const int ns = a.nsplit;
-    float *f = fs + warp * ns;
     for (int g = warp; g < G; g += DEC_WARPS) {
         const float *pg = part_b + (int64_t)g * ns * (Dh + 2);
-        float M = -INFINITY, Lsum = 0.f;
-        for (int s = lane; s < ns; s += 32) M = fmaxf(M, __ldcg(pg + (int64_t)s * (Dh + 2) + Dh));
+        float *f = fs + g * (ns + 1), M = -INFINITY, Lsum = 0.f;
+        for (int s = lane; s < ns; s += 32) {
+            const float ms = __ldcg(pg + (int64_t)s * (Dh + 2) + Dh);
+            f[s] = ms;
+            M = fmaxf(M, ms);
+        }
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
         for (int s = lane; s < ns; s += 32) {
-            const float ms = __ldcg(pg + (int64_t)s * (Dh + 2) + Dh), fw = ms == -INFINITY ? 0.f : __expf(ms - M);
+            const float ms = f[s], fw = ms == -INFINITY ? 0.f : __expf(ms - M);
             f[s] = fw;
-            if (fw != 0.f) Lsum += __ldcg(pg + (int64_t)s * (Dh + 2) + Dh + 1) * fw;
+            Lsum += __ldcg(pg + (int64_t)s * (Dh + 2) + Dh + 1) * fw; // 0 for an empty split (its l is 0)
         }
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) Lsum += __shfl_xor_sync(0xffffffffu, Lsum, off);
-        __syncwarp(); // f is complete
-        T *og = o + ((int64_t)b * a.Hq + (int64_t)hk * G + g) * Dh;
-        for (int d = lane; d < Dh; d += 32) {
-            float s = 0.f;
-            for (int sp = 0; sp < ns; sp++)
-                if (f[sp] != 0.f) s += __ldcg(pg + (int64_t)sp * (Dh + 2) + d) * f[sp];
-            cu_st(og, d, s / Lsum);
+        if (lane == 0) f[ns] = Lsum;
+    }
+    __syncthreads(); // every head's weights
+    for (int x = tid; x < G * Dh; x += DEC_THREADS) {
+        const int g = x / Dh, d = x % Dh;
+        const float *pg = part_b + (int64_t)g * ns * (Dh + 2) + d, *f = fs + g * (ns + 1);
+        float s = 0.f;
+        int sp = 0;
+        for (; sp + 8 <= ns; sp += 8) {
+            float y[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) y[u] = __ldcg(pg + (int64_t)(sp + u) * (Dh + 2));
+#pragma unroll
+            for (int u = 0; u < 8; u++) s += y[u] * f[sp + u];
         }
-        __syncwarp(); // f is reused by this warp's next head
+        for (; sp < ns; sp++) s += __ldcg(pg + (int64_t)sp * (Dh + 2)) * f[sp];
+        cu_st(o + ((int64_t)b * a.Hq + (int64_t)hk * G + g) * Dh, d, s / f[ns]);
     }
     if (tid == 0) a.count[bh] = 0; // ready for the next step
 }
@@ -467,10 +495,13 @@ static int dec_attn_prepare(stg_cuda *c, const stg_graph *g, int op, void *const
     // The split is the ring kernel's (the one with more shared memory); a chunk of fewer trips than the
     // ring has stages reads the cache directly: a ring pays off only over long chunks (batch 64), and its
     // shared memory made the batch-1 step 1.3% slower (docs/perf/LOG.md, 2026-11-29). The split weights
-    // take DEC_WARPS floats a split: at most one split each 32 positions.
+    // take G floats a split and G more: at most one split each 32 positions, and at most as many as 16
+    // blocks a multiprocessor (DEC_THREADS threads each) over the pairs (dec_split).
     size_t most[2];
+    const int64_t pairs = k->shape[0] * k->shape[2], fit = 16 * (int64_t)(c->sm_count > 0 ? c->sm_count : 132) / pairs;
+    const int64_t ns_most = (kc->shape[2] + 31) / 32 < (fit > 1 ? fit : 1) ? (kc->shape[2] + 31) / 32 : (fit > 1 ? fit : 1);
     for (int r = 0; r < 2; r++) {
-        most[r] = st->k.smem0[r] + (size_t)DEC_WARPS * (size_t)((kc->shape[2] + 31) / 32) * sizeof(float);
+        most[r] = st->k.smem0[r] + (size_t)st->k.G * (size_t)(ns_most + 1) * sizeof(float);
         if (most[r] > 227 * 1024)
             return stg_errf(err, "attention_cached: %d query heads per kv head of dim %lld need too much shared memory", st->k.G,
                             (long long)q->shape[3]);
@@ -481,7 +512,8 @@ static int dec_attn_prepare(stg_cuda *c, const stg_graph *g, int op, void *const
     if (per_sm < 1) return stg_errf(err, "attention_cached: the kernel does not fit a multiprocessor (%zu bytes of shared memory)", most[1]);
     dec_split(c, per_sm, k->shape[0], k->shape[2], kc->shape[2], &st->nsplit, &st->chunk);
     st->ring = (st->chunk + st->k.step - 1) / st->k.step >= st->k.stages;
-    st->smem = st->k.smem0[st->ring] + (size_t)DEC_WARPS * (size_t)st->nsplit * sizeof(float);
+    if (st->nsplit > ns_most) return stg_errf(err, "attention_cached: %d splits, more than the %lld planned", st->nsplit, (long long)ns_most);
+    st->smem = st->k.smem0[st->ring] + (size_t)st->k.G * (size_t)(st->nsplit + 1) * sizeof(float);
     CUDA_CHECK(err, cudaMemsetAsync(table, 0, dec_attn_table_bytes(g, op), c->stream));
     *work = (size_t)(q->shape[0] * q->shape[2]) * (size_t)st->nsplit * (size_t)(q->shape[3] + 2) * sizeof(float);
     return 0;

@@ -75,6 +75,8 @@ static int cb_fill(rt_backend *b, void *dst, int v, size_t n, stg_err *err) {
     return 0;
 }
 
+static int cb_poison_shared(rt_backend *b, stg_err *err) { return cuda_poison_shared(impl(b)->c, err); }
+
 static int cb_prepare(rt_backend *b, const stg_graph *g, void *const *ptr, stg_err *err) {
     if (cuda_prepare(impl(b)->c, g, ptr, err)) return -1;
     CK(err, cudaStreamSynchronize(impl(b)->stream));
@@ -310,6 +312,7 @@ static const rt_backend_ops cuda_ops = {
     .upload = cb_upload,
     .download = cb_download,
     .fill = cb_fill,
+    .poison_shared = cb_poison_shared,
     .prepare = cb_prepare,
     .run_op = cb_run,
     .set_accumulate = cb_set_accumulate,

@@ -160,10 +160,16 @@ static void check_all(rig *r, const char *what, double tol) {
     for (int s = 0; s < g->nsched; s++) {
         int op = g->schedule[s];
         const stg_op *o = &g->ops[op];
-        const bool folded = cuda_op_folded(ctx, op); // the op before it wrote its output: not launched, not poisoned
+        // folded 1: the op before it wrote its output (not launched, not poisoned); 2: absorbed by the op after it
+        // (not launched, its outputs poisoned and never written)
+        const int folded = cuda_op_folded(ctx, op);
         cuda_mm_info mi;
         const bool replaced = cuda_mm_describe(ctx, op, &mi) == 0 && mi.gemv_fold; // writes its swiglu's output, not its own
         if (!folded) run_op(r, op);
+        if (folded == 2) {
+            poison_outputs(r, op);
+            CK(cudaStreamSynchronize((cudaStream_t)cuda_stream(ctx)));
+        }
         void *data[64];
         assert_true(g->nt <= 64);
         for (int t = 0; t < g->nt; t++) data[t] = r->host[t];
@@ -175,9 +181,10 @@ static void check_all(rig *r, const char *what, double tol) {
         for (int i = 0; i < o->n_out; i++) {
             int t = o->out[i];
             int64_t n = stg_numel(&g->t[t]);
-            if (replaced) { // not written: the swiglu after it reads the CPU's values
+            if (replaced || folded == 2) { // not written: the op after it reads the CPU's values
                 memcpy(r->host[t], r->cpu[t], sizeof(float) * (size_t)n);
-                printf("  %-40s %-13s out %d not written (the swiglu's output is)\n", what, ops_name(o->kind), i);
+                printf("  %-40s %-13s out %d not written (%s)\n", what, ops_name(o->kind), i,
+                       replaced ? "the swiglu's output is" : "folded into the product after it");
                 continue;
             }
             download(r, t, r->host[t]); // later ops read the device's values
@@ -578,6 +585,89 @@ static void test_matmul_glu(void **state) {
     glu_case(9, 256, 600, false, false, 0, 0);    // nine rows: cuBLASLt, not folded
 }
 
+// ---- the RMSNorm read by a few-rows product (decoding) ---------------------------------------------
+
+// rmsnorm(x (m, k), g) -> h, then h times `npairs` weights (n, k): one linear (npairs 1) or a group; with
+// `glu` (two pairs) a swiglu of the two outputs. `extra`: 1 an add reads h too, 2 an add reads rstd (so
+// no fold), 3 a second linear reads h (of n / 2 + 3 outputs: a grouped-query layer's q beside k and v). Against the CPU op by op (the folded norm's outputs poisoned and never written: the product
+// must read x and g); `fold`: whether the norm must be folded. split: the warps sharing a row's k the
+// product must use (0 any).
+static void norm_case(int64_t m, int64_t k, int64_t n, int npairs, bool glu, int extra, int fold, int split) {
+    pair p;
+    pair_open(&p, STG_PREC_BF16);
+    const int64_t xs[2] = {m, k}, gs[1] = {k}, Ws[2] = {n, k};
+    const int x = pair_input(&p, "x", 2, xs), gn = pair_input(&p, "g", 1, gs);
+    stg_attrs a;
+    memset(&a, 0, sizeof a);
+    a.norm.eps = 1e-5;
+    int nin[2] = {x, gn}, hn[STG_MAX_OUT];
+    pair_op(&p, STG_OP_RMSNORM, nin, 2, &a, hn);
+    const int nop = p.dev->nops - 1;
+    int in[2 * STG_MAX_OUT], y[STG_MAX_OUT];
+    for (int q = 0; q < npairs; q++) {
+        char nw[8];
+        snprintf(nw, sizeof nw, "w%d", q);
+        in[2 * q] = hn[0];
+        in[2 * q + 1] = pair_input(&p, nw, 2, Ws);
+    }
+    memset(&a, 0, sizeof a);
+    if (npairs == 1) {
+        pair_op(&p, STG_OP_LINEAR, in, 2, &a, y);
+    } else {
+        a.matmul.tb = 1;
+        pair_op(&p, STG_OP_MATMUL_GROUP, in, 2 * npairs, &a, y);
+    }
+    const int prod = p.dev->nops - 1;
+    memset(&a, 0, sizeof a);
+    int o2[STG_MAX_OUT];
+    if (glu) pair_op(&p, STG_OP_SWIGLU, y, 2, &a, o2);
+    int prod2 = -1;
+    if (extra == 3) {
+        const int64_t W2[2] = {n / 2 + 3, k};
+        int lin[2] = {hn[0], pair_input(&p, "wb", 2, W2)};
+        pair_op(&p, STG_OP_LINEAR, lin, 2, &a, o2);
+        prod2 = p.dev->nops - 1;
+    } else if (extra) {
+        int ain[2] = {hn[extra - 1], hn[extra - 1]};
+        pair_op(&p, STG_OP_ADD, ain, 2, &a, o2);
+    }
+    rig r;
+    rig_open(&r, &p);
+    char what[128];
+    snprintf(what, sizeof what, "rmsnorm %lldx%lld . %d x %lld%s%s", (long long)m, (long long)k, npairs, (long long)n,
+             glu ? " -> swiglu" : "",
+             extra == 1 ? ", h read by an add" : extra == 2 ? ", rstd read by an add" : extra == 3 ? " and a second linear" : "");
+    check_all(&r, what, 2e-2);
+    cuda_mm_info info;
+    assert_int_equal(cuda_mm_describe(ctx, prod, &info), 0);
+    printf("  %-40s norm folded: %d (product: gemv %d, rows %d, split %d, swiglu %d, norm %d)\n", what, cuda_op_folded(ctx, nop),
+           info.gemv, info.gemv_rows, info.gemv_split, info.gemv_fold, info.gemv_norm);
+    assert_int_equal(cuda_op_folded(ctx, nop), fold ? 2 : 0);
+    assert_int_equal(info.gemv_norm, fold);
+    assert_int_equal(info.gemv_fold, glu ? 1 : 0);
+    if (split && info.gemv) assert_int_equal(info.gemv_split, split);
+    if (prod2 >= 0) {
+        assert_int_equal(cuda_mm_describe(ctx, prod2, &info), 0);
+        assert_int_equal(info.gemv_norm, fold);
+    }
+    rig_close(&r);
+    pair_close(&p);
+}
+
+static void test_matmul_norm_fold(void **state) {
+    (void)state;
+    norm_case(1, 2560, 7680 / 3, 3, false, 0, 1, 0); // the 2.7B model's q, k, v at batch 1
+    norm_case(1, 2560, 10240, 2, true, 0, 1, 0);     // w1 / w3 and their swiglu (k split in two on an H100 or H200)
+    norm_case(2, 512, 700, 1, false, 0, 0, 1);        // two rows: not folded (one row only, for now)
+    norm_case(2, 4096, 300, 2, true, 0, 0, 2);        // two rows, the swiglu's product split in two: not folded
+    norm_case(1, 1024, 512, 2, false, 3, 1, 1);       // a grouped-query layer: k, v a group, q apart; both fold it
+    norm_case(8, 256, 300, 1, false, 0, 0, 1);        // eight rows: not folded
+    norm_case(1, 8192, 77, 1, false, 0, 0, 8);        // few rows of W, k in 8 slices: the prologues would read 4x W
+    norm_case(2, 256, 300, 1, false, 1, 0, 0);        // h read by an add too: not folded
+    norm_case(2, 256, 300, 1, false, 2, 0, 0);        // rstd read: not folded
+    norm_case(9, 256, 300, 1, false, 0, 0, 0);        // nine rows: cuBLASLt, not folded
+}
+
 // ---- attention --------------------------------------------------------------------------------
 
 // attention(q, k, v) -> (o, lse), then attention_bwd(q, k, v, o, lse, do) -> (dq, dk, dv).
@@ -789,6 +879,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_group),
         cmocka_unit_test(test_matmul_few_rows),
         cmocka_unit_test(test_matmul_glu),
+        cmocka_unit_test(test_matmul_norm_fold),
         cmocka_unit_test(test_attention_odd_shapes),
         cmocka_unit_test(test_attention_model_shapes),
         cmocka_unit_test(test_attention_bf16_tensor_cores),

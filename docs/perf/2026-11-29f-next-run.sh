@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # For the session after the twenty-third (2026-11-29): one call of about 7 minutes (run it under `timeout 580`).
-# Before it, here: `cp ops/decode/cuda.cu peer/old_decode.cu && git apply docs/perf/2026-11-29f-decode-b1.patch`
+# Before it, here: `cp ops/decode/cuda.cu peer/old_decode.cu && git apply docs/perf/2026-11-29f-decode-b1.patch` (the patch landed as e63d816, `git show e63d816`; the file was then removed)
 # (peer/ is ignored and carried).
 # What the patch does (docs/perf/LOG.md, twenty-third session):
 #  - attention over the cache combines its splits with the loads in flight at once (weights a warp a head, then a thread

@@ -96,10 +96,13 @@ typedef struct cuda_mm_info {
     int gemv; // 1: the few-rows kernel runs the product (bf16, at most 8 rows), not cuBLASLt's choice
     int gemv_rows, gemv_split; // its rows of W a warp and warps sharing a row's k (0 when not gemv)
     int gemv_fold;             // 1: it writes the output of the swiglu that reads its two outputs, not them
+    int gemv_norm;             // 1: it reads the input of the RMSNorm whose output it multiplies, folded in
 } cuda_mm_info;
 int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out);
-// 1 when op's output is written by the op that makes its inputs (a decoding graph's swiglu, by the
-// few-rows product of w1 and w3, decided at cuda_prepare): its run enqueues nothing.
+// Decided at cuda_prepare, for inference graphs (ops/matmul/cuda.cu, mm_fold_plan); op's run then
+// enqueues nothing. 1: op's output is written by the op that makes its inputs (a decoding graph's
+// swiglu, by the few-rows product of w1 and w3). 2: op is absorbed by the op that reads its output,
+// and its outputs are never written (an RMSNorm, by the few-rows product of its rows). 0: neither.
 int cuda_op_folded(const stg_cuda *c, int op);
 
 #ifdef __cplusplus

@@ -95,6 +95,10 @@ struct cuda_mm_plan {
     // a matmul_group of two whose outputs only a swiglu reads (mm_fold_plan): the few-rows kernel
     // writes the swiglu's output (tensor glu_out) from both sums, pair glu_a the swiglu's a
     int glu, glu_out, glu_a, glu_split; // (glu_split: warps sharing a row pair's k, mm_gv_glu_pick)
+    // an RMSNorm whose output only this product reads as its x (every pair's), folded in (mm_fold_plan):
+    // the few-rows kernel reads the norm's input (tensor nrm_x) and gain (nrm_g) instead
+    int nrm, nrm_x, nrm_g;
+    float nrm_eps;
     int npairs;
     int ins[2 * STG_MAX_OUT], outs[STG_MAX_OUT];
     const void *htab[4 * STG_MAX_OUT];
@@ -465,6 +469,10 @@ typedef struct mm_gv_args {
     const void *bias[STG_MAX_OUT]; // n values of y's dtype, or NULL
     int64_t m, k, n;
     int w_early; // every W is a parameter: read before the wait for the kernel before (inference only)
+    // an RMSNorm folded in (mm_fold_plan; the kernels' NRM): x[q] is the norm's input, not its output, ng
+    // its gain (k values, bf16) and neps its epsilon
+    const bf16 *ng;
+    float neps;
 } mm_gv_args;
 
 // acc[j] += x . w over 8 bf16 pairs, in the vector's order.
@@ -520,6 +528,59 @@ __device__ __forceinline__ void mm_gv_sum(float (&acc)[R][M], uint4 (&wv)[U][R],
             for (int off = 16; off > 0; off >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], off);
 }
 
+// A folded norm's 1 / rms of a row from the sum of its k squares, as the rmsnorm kernel computes it.
+__device__ __forceinline__ float mm_gv_rs(float ss, int64_t k, float eps) { return 1.0f / sqrtf(ss / (float)k + eps); }
+
+// The few-rows kernels' dynamic shared memory: a folded norm's rows x g (NRM).
+extern __shared__ uint4 mm_gv_hs[];
+
+// NRM (an RMSNorm folded in, mm_fold_norms): the block's m rows of x g (bf16, k a row) into hs, and every
+// row's 1 / rms into rs (every thread's copy), from the norm's input x and gain g (16-byte vectors, kv a
+// row). Every thread of the block takes part (a block barrier inside). The products then read hs as
+// their x and scale each row's sums by rs: the norm's output but for where the rounding to bf16 falls.
+// The squares are added in a fixed order (each thread's vectors in order, then the warp's shuffles, then
+// the warps in order): the same bits every run.
+template <int M>
+__device__ __forceinline__ void mm_gv_norm_rows(uint4 *hs, float (&rs)[M], const uint4 *x, const uint4 *g, int64_t kv, int m,
+                                                int64_t k, float eps) {
+    __shared__ float part[MM_GV_WARPS][M];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    float ss[M];
+#pragma unroll
+    for (int i = 0; i < M; i++) {
+        ss[i] = 0.0f;
+        if (i >= m) continue;
+        for (int64_t v = threadIdx.x; v < kv; v += blockDim.x) {
+            const uint4 xv = x[i * kv + v], gv = g[v]; // x: a coherent load (written by the kernel before)
+            const __nv_bfloat162 *xp = (const __nv_bfloat162 *)&xv, *gp = (const __nv_bfloat162 *)&gv;
+            uint4 hv;
+            __nv_bfloat162 *hp = (__nv_bfloat162 *)&hv;
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float2 f = __bfloat1622float2(xp[e]), gg = __bfloat1622float2(gp[e]);
+                ss[i] = fmaf(f.x, f.x, ss[i]);
+                ss[i] = fmaf(f.y, f.y, ss[i]);
+                hp[e] = __floats2bfloat162_rn(f.x * gg.x, f.y * gg.y);
+            }
+            hs[i * kv + v] = hv;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < M; i++) {
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) ss[i] += __shfl_xor_sync(0xffffffffu, ss[i], off);
+        if (lane == 0) part[warp][i] = ss[i];
+    }
+    __syncthreads(); // hs and part written
+#pragma unroll
+    for (int i = 0; i < M; i++) {
+        float t = 0.0f;
+#pragma unroll
+        for (int w = 0; w < MM_GV_WARPS; w++) t += part[w][i];
+        rs[i] = mm_gv_rs(t, k, eps);
+    }
+}
+
 // Grid (ceil(n KS / (MM_GV_WARPS R)), pairs); M >= a.m rows of x (the rows past a.m are not read).
 // KS warps share a group of R rows, warp w of the group taking the w-th of KS consecutive slices of
 // k (split k: enough warps in flight when the rows are few, the 2.7B model's w2 and wo); their sums
@@ -528,7 +589,9 @@ __device__ __forceinline__ void mm_gv_sum(float (&acc)[R][M], uint4 (&wv)[U][R],
 // a parameter (a.w_early), the first trip's W is loaded before cu_pdl_wait(), under the end of the
 // kernel before; x, the addend and y only after it. Every thread waits, the warps past n too, so the
 // kernel never ends before the one it depends on.
-template <int M, int R, int KS, typename TO>
+// NRM: an RMSNorm folded in (mm_gv_norm_rows): x g of the rows in shared memory read as x, each row's sums
+// scaled by its 1 / rms.
+template <int M, int R, int KS, typename TO, bool NRM>
 __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_kernel(const mm_gv_args a) {
     static_assert(MM_GV_WARPS % KS == 0 && (KS == 1 || R == 1), "split k: KS divides the block's warps, one row a group");
     cu_pdl_trigger();
@@ -545,13 +608,20 @@ __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_kernel(const mm_gv_arg
     uint4 wv[U][R];
     if (live && a.w_early) mm_gv_load<R, U>(wv, w, lo + lane, hi);
     cu_pdl_wait();
+    float rs[NRM ? M : 1];
+    if constexpr (NRM) mm_gv_norm_rows<M>(mm_gv_hs, rs, x, (const uint4 *)a.ng, kv, (int)a.m, a.k, a.neps);
     if (KS == 1 && !live) return; // (split: every warp reaches the barrier below)
     float acc[R][M];
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int i = 0; i < M; i++) acc[r][i] = 0.0f;
-    if (live) mm_gv_sum<M, R, U>(acc, wv, w, x, kv, a.m, lo, hi, lane, a.w_early);
+    if (live) {
+        if constexpr (NRM)
+            mm_gv_sum<M, R, U>(acc, wv, w, mm_gv_hs, kv, a.m, lo, hi, lane, a.w_early);
+        else
+            mm_gv_sum<M, R, U>(acc, wv, w, x, kv, a.m, lo, hi, lane, a.w_early);
+    }
     if (KS > 1) { // the group's first warp adds the other slices' sums, in order
         __shared__ float part_sum[MM_GV_WARPS][M];
         if (lane == 0 && part > 0)
@@ -565,6 +635,12 @@ __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_kernel(const mm_gv_arg
             for (int i = 0; i < M; i++) acc[0][i] += part_sum[warp + p][i];
     }
     if (lane != 0) return;
+    if constexpr (NRM) {
+#pragma unroll
+        for (int i = 0; i < M; i++)
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r][i] *= rs[i];
+    }
     TO *y = (TO *)a.y[q];
     const TO *c = (const TO *)a.c[q], *bias = (const TO *)a.bias[q];
 #pragma unroll
@@ -588,8 +664,9 @@ __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_kernel(const mm_gv_arg
 // row is summed as mm_gv_kernel sums it (lane by lane in the vectors' order, across the warp, then the
 // slices in order), rounded to bf16 as the product would store a and b, and silu(a) b written to y
 // (rounded to bf16) as the swiglu kernel computes it. With KS = 1 those are the bits of the two ops
-// (mm_gv_kernel's bits do not depend on its rows a warp when k is whole).
-template <int M, int KS>
+// (mm_gv_kernel's bits do not depend on its rows a warp when k is whole). NRM: an RMSNorm folded in, as in
+// mm_gv_kernel.
+template <int M, int KS, bool NRM>
 __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_glu_kernel(const mm_gv_args a, int ia, bf16 *__restrict__ y) {
     static_assert(MM_GV_WARPS % KS == 0, "KS divides the block's warps");
     cu_pdl_trigger();
@@ -604,13 +681,20 @@ __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_glu_kernel(const mm_gv
     uint4 wv[U][2];
     if (live && a.w_early) mm_gv_load<2, U>(wv, w, lo + lane, hi);
     cu_pdl_wait();
+    float rs[NRM ? M : 1];
+    if constexpr (NRM) mm_gv_norm_rows<M>(mm_gv_hs, rs, x, (const uint4 *)a.ng, kv, (int)a.m, a.k, a.neps);
     if (KS == 1 && !live) return; // (split: every warp reaches the barrier below)
     float acc[2][M];
 #pragma unroll
     for (int r = 0; r < 2; r++)
 #pragma unroll
         for (int i = 0; i < M; i++) acc[r][i] = 0.0f;
-    if (live) mm_gv_sum<M, 2, U>(acc, wv, w, x, kv, a.m, lo, hi, lane, a.w_early);
+    if (live) {
+        if constexpr (NRM)
+            mm_gv_sum<M, 2, U>(acc, wv, w, mm_gv_hs, kv, a.m, lo, hi, lane, a.w_early);
+        else
+            mm_gv_sum<M, 2, U>(acc, wv, w, x, kv, a.m, lo, hi, lane, a.w_early);
+    }
     if (KS > 1) { // the group's first warp adds the other slices' sums, in order
         __shared__ float part_sum[MM_GV_WARPS][2][M];
         if (lane == 0 && part > 0)
@@ -628,6 +712,13 @@ __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_glu_kernel(const mm_gv
                 for (int i = 0; i < M; i++) acc[r][i] += part_sum[warp + p][r][i];
     }
     if (lane != 0) return;
+    if constexpr (NRM) {
+#pragma unroll
+        for (int i = 0; i < M; i++) {
+            acc[0][i] *= rs[i];
+            acc[1][i] *= rs[i];
+        }
+    }
 #pragma unroll
     for (int i = 0; i < M; i++) {
         if (i >= a.m) break;
@@ -636,27 +727,33 @@ __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_glu_kernel(const mm_gv
     }
 }
 
+// The dynamic shared memory of a few-rows launch: a folded norm's m rows of k (bf16; at most
+// MM_GV_NORM_SMEM, mm_fold_norms: with the kernels' static shared memory within the 48 KiB a launch
+// has without opting in), else none.
+#define MM_GV_NORM_SMEM (46 * 1024)
+static size_t mm_gv_smem(const mm_gv_args *a, bool nrm) { return nrm ? (size_t)(a->m * a->k) * sizeof(bf16) : 0; }
+
 // Blocks of mm_gv_glu_kernel<M, KS> resident on one multiprocessor (1 when the query fails).
 template <int M, int KS> static int mm_gv_glu_resident(void) {
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mm_gv_glu_kernel<M, KS>, MM_GV_WARPS * 32, 0) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mm_gv_glu_kernel<M, KS, false>, MM_GV_WARPS * 32, 0) != cudaSuccess) {
         (void)cudaGetLastError();
         n = 1;
     }
     return n > 0 ? n : 1;
 }
 
-template <int M, int KS>
+template <int M, int KS, bool NRM>
 static cudaError_t mm_gv_glu_launch_m(const mm_gv_args *a, int ia, bf16 *y, bool pdl, cudaStream_t st) {
     const dim3 grid((unsigned)((a->n * KS + MM_GV_WARPS - 1) / MM_GV_WARPS)), block(MM_GV_WARPS * 32);
-    return cu_launch_pdl(pdl, mm_gv_glu_kernel<M, KS>, grid, block, 0, st, *a, ia, y);
+    return cu_launch_pdl(pdl, mm_gv_glu_kernel<M, KS, NRM>, grid, block, mm_gv_smem(a, NRM), st, *a, ia, y);
 }
 
-template <int KS> static cudaError_t mm_gv_glu_launch(const mm_gv_args *a, int ia, bf16 *y, bool pdl, cudaStream_t st) {
-    return a->m <= 1   ? mm_gv_glu_launch_m<1, KS>(a, ia, y, pdl, st)
-           : a->m <= 2 ? mm_gv_glu_launch_m<2, KS>(a, ia, y, pdl, st)
-           : a->m <= 4 ? mm_gv_glu_launch_m<4, KS>(a, ia, y, pdl, st)
-                       : mm_gv_glu_launch_m<8, KS>(a, ia, y, pdl, st);
+template <int KS, bool NRM> static cudaError_t mm_gv_glu_launch(const mm_gv_args *a, int ia, bf16 *y, bool pdl, cudaStream_t st) {
+    return a->m <= 1   ? mm_gv_glu_launch_m<1, KS, NRM>(a, ia, y, pdl, st)
+           : a->m <= 2 ? mm_gv_glu_launch_m<2, KS, NRM>(a, ia, y, pdl, st)
+           : a->m <= 4 ? mm_gv_glu_launch_m<4, KS, NRM>(a, ia, y, pdl, st)
+                       : mm_gv_glu_launch_m<8, KS, NRM>(a, ia, y, pdl, st);
 }
 
 // The warps sharing a row pair's k (1 or 2) for m rows of x and n output features of k inputs: 2 when
@@ -699,7 +796,7 @@ static bool mm_gv_aligned(const void *x, const void *w) { return (((uintptr_t)x 
 // a graph is being captured.
 template <int M, int R, int KS, typename TO> static int mm_gv_resident(void) {
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mm_gv_kernel<M, R, KS, TO>, MM_GV_WARPS * 32, 0) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mm_gv_kernel<M, R, KS, TO, false>, MM_GV_WARPS * 32, 0) != cudaSuccess) {
         (void)cudaGetLastError();
         n = 1;
     }
@@ -752,32 +849,32 @@ template <typename TO> static void mm_gv_pick_t(int64_t m, int64_t n, int64_t k,
     else mm_gv_pick_m<8, TO>(n, k, npairs, sms, rows, split);
 }
 
-template <int M, int R, int KS, typename TO>
+template <int M, int R, int KS, typename TO, bool NRM>
 static cudaError_t mm_gv_launch_shape(const mm_gv_args *a, int npairs, bool pdl, cudaStream_t st) {
     constexpr int64_t per_block = (int64_t)MM_GV_WARPS / KS * R; // rows of W a block
-    return cu_launch_pdl(pdl, mm_gv_kernel<M, R, KS, TO>, dim3((unsigned)((a->n + per_block - 1) / per_block), (unsigned)npairs),
-                         dim3(MM_GV_WARPS * 32), 0, st, *a);
+    return cu_launch_pdl(pdl, mm_gv_kernel<M, R, KS, TO, NRM>, dim3((unsigned)((a->n + per_block - 1) / per_block), (unsigned)npairs),
+                         dim3(MM_GV_WARPS * 32), mm_gv_smem(a, NRM), st, *a);
 }
 
-template <int M, typename TO>
+template <int M, typename TO, bool NRM>
 static cudaError_t mm_gv_launch_rows(const mm_gv_args *a, int npairs, int rows, int split, bool pdl, cudaStream_t st) {
     switch (split) {
-    case 2: return mm_gv_launch_shape<M, 1, 2, TO>(a, npairs, pdl, st);
-    case 4: return mm_gv_launch_shape<M, 1, 4, TO>(a, npairs, pdl, st);
-    case 8: return mm_gv_launch_shape<M, 1, 8, TO>(a, npairs, pdl, st);
+    case 2: return mm_gv_launch_shape<M, 1, 2, TO, NRM>(a, npairs, pdl, st);
+    case 4: return mm_gv_launch_shape<M, 1, 4, TO, NRM>(a, npairs, pdl, st);
+    case 8: return mm_gv_launch_shape<M, 1, 8, TO, NRM>(a, npairs, pdl, st);
     default: break;
     }
-    if (rows == 4) return mm_gv_launch_shape<M, 4, 1, TO>(a, npairs, pdl, st);
-    if (rows == 2) return mm_gv_launch_shape<M, 2, 1, TO>(a, npairs, pdl, st);
-    return mm_gv_launch_shape<M, 1, 1, TO>(a, npairs, pdl, st);
+    if (rows == 4) return mm_gv_launch_shape<M, 4, 1, TO, NRM>(a, npairs, pdl, st);
+    if (rows == 2) return mm_gv_launch_shape<M, 2, 1, TO, NRM>(a, npairs, pdl, st);
+    return mm_gv_launch_shape<M, 1, 1, TO, NRM>(a, npairs, pdl, st);
 }
 
-template <typename TO>
+template <typename TO, bool NRM>
 static cudaError_t mm_gv_launch(const mm_gv_args *a, int npairs, int rows, int split, bool pdl, cudaStream_t st) {
-    if (a->m <= 1) return mm_gv_launch_rows<1, TO>(a, npairs, rows, split, pdl, st);
-    if (a->m <= 2) return mm_gv_launch_rows<2, TO>(a, npairs, rows, split, pdl, st);
-    if (a->m <= 4) return mm_gv_launch_rows<4, TO>(a, npairs, rows, split, pdl, st);
-    return mm_gv_launch_rows<8, TO>(a, npairs, rows, split, pdl, st);
+    if (a->m <= 1) return mm_gv_launch_rows<1, TO, NRM>(a, npairs, rows, split, pdl, st);
+    if (a->m <= 2) return mm_gv_launch_rows<2, TO, NRM>(a, npairs, rows, split, pdl, st);
+    if (a->m <= 4) return mm_gv_launch_rows<4, TO, NRM>(a, npairs, rows, split, pdl, st);
+    return mm_gv_launch_rows<8, TO, NRM>(a, npairs, rows, split, pdl, st);
 }
 
 // Runs op o's product (plan p, key fitting mm_gv_fits) with the few-rows kernel when every x and W
@@ -789,9 +886,9 @@ static int mm_gv_run(stg_cuda *c, const stg_op *o, const cuda_mm_plan *p, void *
     for (int q = 0; q < n; q++) {
         const int ix = p->npairs ? o->in[2 * q] : p->in0, iw = p->npairs ? o->in[2 * q + 1] : p->in1,
                   iy = p->npairs ? o->out[q] : p->out;
-        if (!mm_gv_aligned(ptr[ix], ptr[iw])) // (a fold: the swiglu wrote nothing, no other kernel can take it)
-            return p->glu ? stg_errf(err, "matmul (few rows): the tensors of a product with its swiglu moved off 16 bytes") : 0;
-        a.x[q] = (const bf16 *)ptr[ix];
+        if (!mm_gv_aligned(ptr[ix], ptr[iw])) // (a fold: the swiglu or norm wrote nothing, no other kernel can take it)
+            return p->glu || p->nrm ? stg_errf(err, "matmul (few rows): the tensors of a product with its swiglu or norm moved off 16 bytes") : 0;
+        a.x[q] = (const bf16 *)ptr[p->nrm ? p->nrm_x : ix];
         a.w[q] = (const bf16 *)ptr[iw];
         a.y[q] = ptr[iy];
         a.c[q] = addend > 0 ? ptr[o->in[addend]] : cuda_accumulating(c, o, 0) ? ptr[iy] : NULL;
@@ -801,16 +898,26 @@ static int mm_gv_run(stg_cuda *c, const stg_op *o, const cuda_mm_plan *p, void *
     a.k = p->key.k;
     a.n = p->key.m;
     a.w_early = p->gv_w_early && c->pdl;
+    if (p->nrm) { // (mm_fold_plan: aligned when folded, and the planned addresses do not move)
+        if (!mm_gv_aligned(ptr[p->nrm_x], ptr[p->nrm_g]))
+            return stg_errf(err, "matmul (few rows): the input or gain of its folded norm moved off 16 bytes");
+        a.ng = (const bf16 *)ptr[p->nrm_g];
+        a.neps = p->nrm_eps;
+    }
     if (p->glu) { // bf16 out (mm_fold_plan): one launch writing the swiglu's output
         bf16 *y = (bf16 *)ptr[p->glu_out];
-        cudaError_t e = p->glu_split == 2 ? mm_gv_glu_launch<2>(&a, p->glu_a, y, c->pdl, c->stream)
-                                          : mm_gv_glu_launch<1>(&a, p->glu_a, y, c->pdl, c->stream);
+        cudaError_t e = p->glu_split == 2 ? (p->nrm ? mm_gv_glu_launch<2, true>(&a, p->glu_a, y, c->pdl, c->stream)
+                                                    : mm_gv_glu_launch<2, false>(&a, p->glu_a, y, c->pdl, c->stream))
+                                          : (p->nrm ? mm_gv_glu_launch<1, true>(&a, p->glu_a, y, c->pdl, c->stream)
+                                                    : mm_gv_glu_launch<1, false>(&a, p->glu_a, y, c->pdl, c->stream));
         if (e != cudaSuccess) return stg_errf(err, "matmul (few rows, swiglu): launch: %s", cudaGetErrorString(e));
         CUDA_LAUNCH_CHECK(err, "matmul (few rows, swiglu)");
         return 1;
     }
-    cudaError_t e = p->key.c_type == CUDA_R_16BF ? mm_gv_launch<bf16>(&a, n, p->gv_rows, p->gv_split, c->pdl, c->stream)
-                                                 : mm_gv_launch<float>(&a, n, p->gv_rows, p->gv_split, c->pdl, c->stream);
+    // (a folded norm only before a bf16 product: mm_fold_plan)
+    cudaError_t e = p->key.c_type != CUDA_R_16BF ? mm_gv_launch<float, false>(&a, n, p->gv_rows, p->gv_split, c->pdl, c->stream)
+                    : p->nrm                     ? mm_gv_launch<bf16, true>(&a, n, p->gv_rows, p->gv_split, c->pdl, c->stream)
+                                                 : mm_gv_launch<bf16, false>(&a, n, p->gv_rows, p->gv_split, c->pdl, c->stream);
     if (e != cudaSuccess) return stg_errf(err, "matmul (few rows): launch: %s", cudaGetErrorString(e));
     CUDA_LAUNCH_CHECK(err, "matmul (few rows)");
     return 1;
@@ -986,6 +1093,7 @@ extern "C" int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out) {
     out->gemv_rows = p->gv ? p->gv_rows : 0;
     out->gemv_split = p->gv ? p->gv_split : 0;
     out->gemv_fold = p->glu;
+    out->gemv_norm = p->nrm;
     if (p->glu) out->gemv_split = p->glu_split;
     return 0;
 }
@@ -1180,6 +1288,102 @@ static bool mm_glu_safe(const stg_graph *g, void *const *ptr, mm_fold_graph *fg,
     return true;
 }
 
+// ---- the RMSNorm of a decoding graph, folded into the product that reads its output ----------------
+// A decoding step at batch 1 spent ~2.6 us a norm kernel, two a layer, before the few-rows products
+// that read their rows (the 2.7B model: 64 norms in a 2.4 ms step; docs/perf/LOG.md). mm_fold_plan folds
+// rmsnorm N (x, g -> h, rstd) into the product P that reads h: P's few-rows kernel reads x and g
+// instead of h and scales each row's sums by its 1 / rms (mm_gv_norm_rows), and N is marked absorbed
+// (cuda_op_folded 2: its run enqueues nothing and h and rstd are never written) when:
+//  - the graph has no backward or optimizer op, and neither STG_NO_FOLD nor STG_NO_NORM_FOLD is set;
+//  - x, g and h are bf16 and 16-byte aligned, h's rows are P's rows of k, and they fit in 46 KiB (each block
+//    of P first writes the rows of x g to shared memory and takes every row's 1 / rms: mm_gv_norm_rows);
+//  - what those prologues read, blocks x (m + 1) rows of k, is at most half of P's weights: the 2.7B
+//    model's w1 / w3 at 8 rows read as much x as W and ran 12% slower a step folded (H200; at 1 row a
+//    quarter as much, 2.4% faster; docs/perf/LOG.md, twenty-fourth session);
+//  - and, for now, P has one row (batch-1 decoding): with the rule above, 2 rows ran 13.7% slower a step
+//    folded, 4 and 8 rows 2-3% faster, and the 2-row loss is not understood yet (the same LOG entry);
+//  - every op that reads h is such a product P (a matmul, linear or matmul_group on the few-rows kernel,
+//    bf16 out, not accumulating) reading it only as the x of every pair, and no op reads rstd (a
+//    grouped-query layer's q and k / v products are separate readers: each computes the 1 / rms);
+//  - x and g hold at each P's time what they held at N's: no output of P (nor the swiglu it writes)
+//    overlaps them, and no op but the two that is neither before N (an ancestor) nor after P (a
+//    descendant) writes bytes of them.
+// The sums differ from the two ops' in rounding only (h is not rounded to bf16 between them).
+static bool mm_writes_over(const stg_graph *g, void *const *ptr, const stg_op *o, int t) {
+    for (int k = 0; k < o->n_out; k++)
+        if (mm_overlap(g, ptr, o->out[k], t)) return true;
+    return false;
+}
+
+static bool mm_nrm_safe(const stg_graph *g, void *const *ptr, mm_fold_graph *fg, int n, int p, const cuda_mm_plan *pl) {
+    const int x = g->ops[n].in[0], gn = g->ops[n].in[1];
+    if (mm_writes_over(g, ptr, &g->ops[p], x) || mm_writes_over(g, ptr, &g->ops[p], gn)) return false;
+    if (pl->glu && (mm_overlap(g, ptr, pl->glu_out, x) || mm_overlap(g, ptr, pl->glu_out, gn))) return false;
+    mm_fold_walk(g, fg, fg->anc, n, false);
+    mm_fold_walk(g, fg, fg->desc, p, true);
+    for (int i = 0; i < g->nops; i++) {
+        if (i == n || i == p || fg->anc[i] || fg->desc[i]) continue;
+        if (mm_writes_over(g, ptr, &g->ops[i], x) || mm_writes_over(g, ptr, &g->ops[i], gn)) return false;
+    }
+    return true;
+}
+
+// Whether product op p (plan pl) reads tensor h as its x, every pair's, and nowhere else.
+static bool mm_reads_as_x(const stg_op *P, const cuda_mm_plan *pl, int h) {
+    int seen = 0;
+    for (int k = 0; k < P->n_in; k++) seen += P->in[k] == h;
+    if (pl->npairs) {
+        for (int q = 0; q < pl->npairs; q++)
+            if (P->in[2 * q] != h) return false;
+        return seen == pl->npairs;
+    }
+    return pl->in0 == h && seen == 1;
+}
+
+// Whether rmsnorm op n's output h can be read as x by product op p instead (see above), p's plan.
+static cuda_mm_plan *mm_nrm_reader(stg_cuda *c, const stg_graph *g, void *const *ptr, mm_fold_graph *fg, int n, int p) {
+    const stg_op *N = &g->ops[n], *P = &g->ops[p];
+    const int x = N->in[0], gn = N->in[1], h = N->out[0];
+    if (P->kind != STG_OP_MATMUL && P->kind != STG_OP_LINEAR && P->kind != STG_OP_MATMUL_GROUP) return NULL;
+    cuda_mm_plan *pl = (cuda_mm_plan *)mm_plan_of(c, p);
+    if (!pl || !pl->gv || pl->nrm || P->accum || (pl->key.c_type != CUDA_R_16BF && !pl->glu) || !mm_reads_as_x(P, pl, h)) return NULL;
+    const stg_tensor *th = &g->t[h];
+    if (g->t[x].dtype != STG_BF16 || th->dtype != STG_BF16 || g->t[gn].dtype != STG_BF16 || stg_last(th) != pl->key.k ||
+        stg_numel(th) != pl->key.k * pl->key.n || !stg_same_shape(&g->t[x], th) || stg_numel(&g->t[gn]) != pl->key.k ||
+        !mm_gv_aligned(ptr[x], ptr[gn]) || pl->key.n * pl->key.k * (int64_t)sizeof(bf16) > MM_GV_NORM_SMEM)
+        return NULL;
+    // what the blocks' prologues read (m rows of x and g, k each) against the product's W: at most half
+    const int64_t nf = pl->key.m, m = pl->key.n, ws = pl->glu ? 2 : pl->npairs > 0 ? pl->npairs : 1; // features, rows, Ws
+    const int64_t per_block = pl->glu ? MM_GV_WARPS / pl->glu_split : MM_GV_WARPS / pl->gv_split * pl->gv_rows;
+    const int64_t blocks = (nf + per_block - 1) / per_block * (pl->glu ? 1 : ws);
+    if (2 * blocks * (m + 1) > ws * nf) return NULL;
+    if (m != 1) return NULL; // one row only, for now (above)
+    return mm_nrm_safe(g, ptr, fg, n, p, pl) ? pl : NULL;
+}
+
+// Folds each rmsnorm whose readers are all products that can take it (mm_nrm_reader): every one of them
+// computes the rows' 1 / rms itself (the q, k and v products of a grouped-query layer are three).
+static void mm_fold_norms(stg_cuda *c, const stg_graph *g, void *const *ptr, mm_fold_graph *fg) {
+    if (getenv("STG_NO_NORM_FOLD")) return;
+    for (int n = 0; n < g->nops; n++) {
+        const stg_op *N = &g->ops[n];
+        if (N->kind != STG_OP_RMSNORM || N->n_in != 2 || N->n_out != 2) continue;
+        const int h = N->out[0], rs = N->out[1], nr = fg->rstart[h + 1] - fg->rstart[h];
+        if (nr < 1 || nr > STG_MAX_OUT || fg->rstart[rs + 1] != fg->rstart[rs]) continue; // h read, rstd not
+        cuda_mm_plan *pls[STG_MAX_OUT];
+        bool ok = true;
+        for (int j = 0; j < nr && ok; j++) ok = (pls[j] = mm_nrm_reader(c, g, ptr, fg, n, fg->rlist[fg->rstart[h] + j])) != NULL;
+        if (!ok) continue;
+        for (int j = 0; j < nr; j++) {
+            pls[j]->nrm = 1;
+            pls[j]->nrm_x = N->in[0];
+            pls[j]->nrm_g = N->in[1];
+            pls[j]->nrm_eps = (float)N->a.norm.eps;
+        }
+        c->folded[n] = 2;
+    }
+}
+
 static int mm_fold_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, void **state, size_t *table_bytes, size_t *work,
                         stg_err *err) {
     *state = NULL;
@@ -1213,11 +1417,12 @@ static int mm_fold_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, void 
         pl->glu_split = mm_gv_glu_pick(pl->key.n, pl->key.m, pl->key.k, c->sm_count); // our m rows, n features
         c->folded[n] = 1;
     }
+    mm_fold_norms(c, g, ptr, &fg);
     mm_fold_graph_free(&fg);
     return 0;
 }
 
-static const cuda_group mm_fold_group = {"few-rows swiglu folds (no table)", mm_fold_plan, NULL, NULL};
+static const cuda_group mm_fold_group = {"few-rows swiglu and norm folds (no table)", mm_fold_plan, NULL, NULL};
 
 // ---- records ------------------------------------------------------------------------------------
 
@@ -1245,8 +1450,8 @@ extern "C" int cuda_run_matmul_group(stg_cuda *c, const stg_graph *g, int op, vo
     return cuda_mm_run(c, g, op, ptr, err);
 }
 
-const cuda_rec stg_cuda_linear = {cuda_run_linear, prep_mm, cuda_mm_free, cuda_mm_table_bytes, CUDA_REC_ANY, NULL};
-const cuda_rec stg_cuda_matmul = {cuda_run_matmul, prep_mm, cuda_mm_free, cuda_mm_table_bytes, CUDA_REC_ANY, NULL};
+const cuda_rec stg_cuda_linear = {cuda_run_linear, prep_mm, cuda_mm_free, cuda_mm_table_bytes, CUDA_REC_ANY, NULL, &mm_fold_group};
+const cuda_rec stg_cuda_matmul = {cuda_run_matmul, prep_mm, cuda_mm_free, cuda_mm_table_bytes, CUDA_REC_ANY, NULL, &mm_fold_group};
 const cuda_rec stg_cuda_sum_rows = {cuda_run_sum_rows, prep_sum_rows, NULL, NULL, CUDA_REC_MAIN, NULL};
 const cuda_rec stg_cuda_matmul_group = {cuda_run_matmul_group, prep_mm, cuda_mm_free, cuda_mm_table_bytes, CUDA_REC_ANY,
                                         NULL, &mm_fold_group};

@@ -1300,8 +1300,9 @@ static bool mm_glu_safe(const stg_graph *g, void *const *ptr, mm_fold_graph *fg,
 //  - what those prologues read, blocks x (m + 1) rows of k, is at most half of P's weights: the 2.7B
 //    model's w1 / w3 at 8 rows read as much x as W and ran 12% slower a step folded (H200; at 1 row a
 //    quarter as much, 2.4% faster; docs/perf/LOG.md, twenty-fourth session);
-//  - and, for now, P has one row (batch-1 decoding): with the rule above, 2 rows ran 13.7% slower a step
-//    folded, 4 and 8 rows 2-3% faster, and the 2-row loss is not understood yet (the same LOG entry);
+//  - and, for now, P has one row (batch-1 decoding; STG_NORM_FOLD_ROWS=N allows N): with the rule above,
+//    2 rows ran 13.7% slower a step folded, 4 and 8 rows 2-3% faster, and the 2-row loss is not understood
+//    yet (the same LOG entry);
 //  - every op that reads h is such a product P (a matmul, linear or matmul_group on the few-rows kernel,
 //    bf16 out, not accumulating) reading it only as the x of every pair, and no op reads rstd (a
 //    grouped-query layer's q and k / v products are separate readers: each computes the 1 / rms);
@@ -1340,6 +1341,15 @@ static bool mm_reads_as_x(const stg_op *P, const cuda_mm_plan *pl, int h) {
     return pl->in0 == h && seen == 1;
 }
 
+// The most rows a product folds a norm at: 1, or STG_NORM_FOLD_ROWS (1 to MM_GV_ROWS; for the A/B runs that
+// look into the 2-row loss).
+static int64_t mm_nrm_rows(void) {
+    const char *e = getenv("STG_NORM_FOLD_ROWS");
+    char *end = NULL;
+    const long v = e ? strtol(e, &end, 10) : 1;
+    return e && (end == e || *end || v < 1 || v > MM_GV_ROWS) ? 1 : v;
+}
+
 // Whether rmsnorm op n's output h can be read as x by product op p instead (see above), p's plan.
 static cuda_mm_plan *mm_nrm_reader(stg_cuda *c, const stg_graph *g, void *const *ptr, mm_fold_graph *fg, int n, int p) {
     const stg_op *N = &g->ops[n], *P = &g->ops[p];
@@ -1357,7 +1367,7 @@ static cuda_mm_plan *mm_nrm_reader(stg_cuda *c, const stg_graph *g, void *const 
     const int64_t per_block = pl->glu ? MM_GV_WARPS / pl->glu_split : MM_GV_WARPS / pl->gv_split * pl->gv_rows;
     const int64_t blocks = (nf + per_block - 1) / per_block * (pl->glu ? 1 : ws);
     if (2 * blocks * (m + 1) > ws * nf) return NULL;
-    if (m != 1) return NULL; // one row only, for now (above)
+    if (m > mm_nrm_rows()) return NULL; // one row only, for now (above)
     return mm_nrm_safe(g, ptr, fg, n, p, pl) ? pl : NULL;
 }
 

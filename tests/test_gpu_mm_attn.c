@@ -412,6 +412,14 @@ static void test_matmul_group(void **state) {
 // otherwise; against the CPU, then (accum) run again adding into its output, as gradient accumulation
 // does (beta 1 with C the output): twice the product.
 static int expect_split = 0; // few_rows_case: the warps sharing a row's k the few-rows kernel must use (0: any, -1: more than 1)
+// Which few-rows kernels the tests take (tc_set): 0 the CUDA-core kernels at every row count (STG_NO_GEMV_TC=1), 1
+// the tensor-core kernels from 2 rows on (the default). A split expectation is of the CUDA-core kernels.
+static int tc_on = 1;
+static void tc_set(int on) {
+    tc_on = on;
+    if (on) unsetenv("STG_NO_GEMV_TC");
+    else setenv("STG_NO_GEMV_TC", "1", 1);
+}
 
 static void few_rows_case(int64_t m, int64_t k, int64_t n, bool bias, bool f32_out, bool accum, int gemv) {
     pair p;
@@ -439,7 +447,9 @@ static void few_rows_case(int64_t m, int64_t k, int64_t n, bool bias, bool f32_o
     cuda_mm_info info;
     assert_int_equal(cuda_mm_describe(ctx, op, &info), 0);
     assert_int_equal(info.gemv, gemv);
-    if (gemv && expect_split) {
+    assert_int_equal(info.gemv_tc, gemv && tc_on && m >= 2);
+    if (info.gemv_tc) printf("  %-40s tensor cores, k split %d ways\n", what, info.gemv_split);
+    if (gemv && expect_split && !info.gemv_tc) {
         printf("  %-40s few-rows kernel: %d rows a warp, k split %d ways\n", what, info.gemv_rows, info.gemv_split);
         if (expect_split > 0) assert_int_equal(info.gemv_split, expect_split);
         else assert_true(info.gemv_split > 1);
@@ -466,8 +476,7 @@ static void few_rows_case(int64_t m, int64_t k, int64_t n, bool bias, bool f32_o
     pair_close(&p);
 }
 
-static void test_matmul_few_rows(void **state) {
-    (void)state;
+static void few_rows_cases(void) {
     // one row (a sequence) up to eight, an output count that is a multiple of nothing
     const int64_t ms[5] = {1, 2, 3, 5, 8};
     for (int i = 0; i < 5; i++) few_rows_case(ms[i], 64, 77, false, false, false, 1);
@@ -500,6 +509,17 @@ static void test_matmul_few_rows(void **state) {
     expect_gemv = 0; // f32 stays on cuBLASLt
     group_case(STG_PREC_FP32, 3, &g1, false);
     expect_gemv = -1;
+}
+
+// Every case twice: the CUDA-core kernels at every row count, then the tensor-core kernels from 2 rows on.
+static void test_matmul_few_rows(void **state) {
+    (void)state;
+    for (int on = 0; on <= 1; on++) {
+        printf("few-rows kernels: %s\n", on ? "tensor cores from 2 rows" : "CUDA cores (STG_NO_GEMV_TC=1)");
+        tc_set(on);
+        few_rows_cases();
+    }
+    tc_set(1);
 }
 
 // ---- the swiglu written by the product that makes its inputs (decoding) ---------------------------
@@ -536,8 +556,8 @@ static void glu_case(int64_t m, int64_t k, int64_t n, bool swap, bool extra, int
     check_all(&r, what, 2e-2);
     cuda_mm_info info;
     assert_int_equal(cuda_mm_describe(ctx, prod, &info), 0);
-    printf("  %-40s swiglu folded: %d (product: gemv %d, split %d, fold %d)\n", what, cuda_op_folded(ctx, sw), info.gemv,
-           info.gemv_split, info.gemv_fold);
+    printf("  %-40s swiglu folded: %d (product: gemv %d, tensor cores %d, split %d, fold %d)\n", what, cuda_op_folded(ctx, sw),
+           info.gemv, info.gemv_tc, info.gemv_split, info.gemv_fold);
     assert_int_equal(cuda_op_folded(ctx, sw), fold);
     assert_int_equal(info.gemv_fold, fold);
     if (fold && split) assert_int_equal(info.gemv_split, split);
@@ -577,12 +597,17 @@ static void glu_case(int64_t m, int64_t k, int64_t n, bool swap, bool extra, int
 
 static void test_matmul_glu(void **state) {
     (void)state;
-    glu_case(1, 2560, 10240, false, false, 1, 0); // the 2.7B model's w1/w3 at batch 1 (k split in two on an H100 or H200)
-    glu_case(3, 512, 700, true, false, 1, 1);     // a from the second pair; a row count that fits no warp's multiple
-    glu_case(8, 256, 4096, false, false, 1, 1);   // eight rows
-    glu_case(2, 4096, 300, false, false, 1, 2);   // few rows of W: k in two slices of 256 vectors
-    glu_case(2, 256, 600, false, true, 0, 0);     // b read by an add too: not folded
-    glu_case(9, 256, 600, false, false, 0, 0);    // nine rows: cuBLASLt, not folded
+    for (int on = 0; on <= 1; on++) { // the CUDA-core kernels, then the tensor-core ones from 2 rows on (splits: the former's)
+        tc_set(on);
+        glu_case(1, 2560, 10240, false, false, 1, 0); // the 2.7B model's w1/w3 at batch 1 (k split in two on an H100 or H200)
+        glu_case(3, 512, 700, true, false, 1, on ? 0 : 1); // a from the second pair; a row count that fits no warp's multiple
+        glu_case(8, 256, 4096, false, false, 1, on ? 0 : 1); // eight rows
+        glu_case(2, 4096, 300, false, false, 1, on ? 0 : 2); // few rows of W: k in two slices of 256 vectors
+        glu_case(2, 256, 600, false, true, 0, 0);     // b read by an add too: not folded
+        glu_case(9, 256, 600, false, false, 0, 0);    // nine rows: cuBLASLt, not folded
+        if (on) glu_case(5, 8200, 90, false, false, 1, 0); // k of 1025 vectors: a last chunk of one vector, the tiles split
+    }
+    tc_set(1);
 }
 
 // ---- the RMSNorm read by a few-rows product (decoding) ---------------------------------------------
@@ -645,7 +670,7 @@ static void norm_case(int64_t m, int64_t k, int64_t n, int npairs, bool glu, int
     assert_int_equal(cuda_op_folded(ctx, nop), fold ? 2 : 0);
     assert_int_equal(info.gemv_norm, fold);
     assert_int_equal(info.gemv_fold, glu ? 1 : 0);
-    if (split && info.gemv) assert_int_equal(info.gemv_split, split);
+    if (split && info.gemv && !info.gemv_tc) assert_int_equal(info.gemv_split, split); // (the CUDA-core kernels' split)
     if (prod2 >= 0) {
         assert_int_equal(cuda_mm_describe(ctx, prod2, &info), 0);
         assert_int_equal(info.gemv_norm, fold);
@@ -658,13 +683,17 @@ static void test_matmul_norm_fold(void **state) {
     (void)state;
     norm_case(1, 2560, 7680 / 3, 3, false, 0, 1, 0); // the 2.7B model's q, k, v at batch 1
     norm_case(1, 2560, 10240, 2, true, 0, 1, 0);     // w1 / w3 and their swiglu (k split in two on an H100 or H200)
-    norm_case(2, 512, 700, 1, false, 0, 0, 1);        // two rows: not folded (one row only, for now)
-    norm_case(2, 4096, 300, 2, true, 0, 0, 2);        // two rows, the swiglu's product split in two: not folded
+    for (int on = 0; on <= 1; on++) { // from 2 rows: not folded, on the CUDA-core kernels (one row only) and the tensor cores
+        tc_set(on);
+        norm_case(2, 512, 700, 1, false, 0, 0, 1); // two rows
+        norm_case(2, 4096, 300, 2, true, 0, 0, 2); // two rows, the swiglu's product split in two
+        norm_case(8, 256, 300, 1, false, 0, 0, 1); // eight rows
+    }
+    tc_set(1);
     norm_case(1, 1024, 512, 2, false, 3, 1, 1);       // a grouped-query layer: k, v a group, q apart; both fold it
-    norm_case(8, 256, 300, 1, false, 0, 0, 1);        // eight rows: not folded
     norm_case(1, 8192, 77, 1, false, 0, 0, 8);        // few rows of W, k in 8 slices: the prologues would read 4x W
-    norm_case(2, 256, 300, 1, false, 1, 0, 0);        // h read by an add too: not folded
-    norm_case(2, 256, 300, 1, false, 2, 0, 0);        // rstd read: not folded
+    norm_case(1, 256, 300, 1, false, 1, 0, 0);        // h read by an add too: not folded
+    norm_case(1, 256, 300, 1, false, 2, 0, 0);        // rstd read: not folded
     norm_case(9, 256, 300, 1, false, 0, 0, 0);        // nine rows: cuBLASLt, not folded
 }
 

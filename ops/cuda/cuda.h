@@ -97,6 +97,8 @@ typedef struct cuda_mm_info {
     int gemv_rows, gemv_split; // its rows of W a warp and warps sharing a row's k (0 when not gemv)
     int gemv_fold;             // 1: it writes the output of the swiglu that reads its two outputs, not them
     int gemv_norm;             // 1: it reads the input of the RMSNorm whose output it multiplies, folded in
+    int gemv_tc;               // 1: the few-rows kernel on the tensor cores (2 to 8 rows); gemv_split is then its
+                               // warps sharing a tile of 8 features' k
 } cuda_mm_info;
 int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out);
 // Decided at cuda_prepare, for inference graphs (ops/matmul/cuda.cu, mm_fold_plan); op's run then

@@ -99,6 +99,9 @@ struct cuda_mm_plan {
     // the few-rows kernel reads the norm's input (tensor nrm_x) and gain (nrm_g) instead
     int nrm, nrm_x, nrm_g;
     float nrm_eps;
+    // the tensor-core kernels take it (2 to 8 rows, mm_tc_takes): warps sharing a tile's k (mm_tc_pick),
+    // and the swiglu kernel's when glu
+    int tc, tc_split, tc_glu_split;
     int npairs;
     int ins[2 * STG_MAX_OUT], outs[STG_MAX_OUT];
     const void *htab[4 * STG_MAX_OUT];
@@ -750,6 +753,8 @@ static cudaError_t mm_gv_glu_launch_m(const mm_gv_args *a, int ia, bf16 *y, bool
 }
 
 template <int KS, bool NRM> static cudaError_t mm_gv_glu_launch(const mm_gv_args *a, int ia, bf16 *y, bool pdl, cudaStream_t st) {
+    if constexpr (NRM) // a norm folds into one row only (mm_nrm_reader)
+        return a->m == 1 ? mm_gv_glu_launch_m<1, KS, true>(a, ia, y, pdl, st) : cudaErrorInvalidValue;
     return a->m <= 1   ? mm_gv_glu_launch_m<1, KS, NRM>(a, ia, y, pdl, st)
            : a->m <= 2 ? mm_gv_glu_launch_m<2, KS, NRM>(a, ia, y, pdl, st)
            : a->m <= 4 ? mm_gv_glu_launch_m<4, KS, NRM>(a, ia, y, pdl, st)
@@ -871,10 +876,228 @@ static cudaError_t mm_gv_launch_rows(const mm_gv_args *a, int npairs, int rows, 
 
 template <typename TO, bool NRM>
 static cudaError_t mm_gv_launch(const mm_gv_args *a, int npairs, int rows, int split, bool pdl, cudaStream_t st) {
+    if constexpr (NRM) // a norm folds into one row only (mm_nrm_reader)
+        return a->m == 1 ? mm_gv_launch_rows<1, TO, true>(a, npairs, rows, split, pdl, st) : cudaErrorInvalidValue;
     if (a->m <= 1) return mm_gv_launch_rows<1, TO, NRM>(a, npairs, rows, split, pdl, st);
     if (a->m <= 2) return mm_gv_launch_rows<2, TO, NRM>(a, npairs, rows, split, pdl, st);
     if (a->m <= 4) return mm_gv_launch_rows<4, TO, NRM>(a, npairs, rows, split, pdl, st);
     return mm_gv_launch_rows<8, TO, NRM>(a, npairs, rows, split, pdl, st);
+}
+
+// ---- few rows on the tensor cores: 2 to 8 rows of x -------------------------------------------------
+// From 2 rows on the few-rows kernel's FMAs, not the weights' bytes, bound it (H200, the 2.7B model:
+// 2.95 / 4.21 / 7.19 ms a step at 2 / 4 / 8 sequences against 2.40 at 1, where reading the weights bounds
+// them at 1.8 / 1.9 / 2.1 ms; docs/perf/LOG.md, twenty-fourth session). These kernels take the products
+// to mma.sync m16n8k16 (bf16 in, f32 sums): A the rows of x (sequences 0 .. 7; A's rows 8 .. 15 zero),
+// B eight rows of W (eight output features, one a column), k in chunks of 32 (four 16-byte vectors). Lane
+// (g = lane / 4, t = lane % 4) loads vector 4 c + t of W row f0 + g and of x row g (zero past m or past
+// the row) for chunk c; its vector's elements 0-3 stand for its k indices 2t, 2t + 1, 2t + 8, 2t + 9 of
+// the chunk's first product and elements 4-7 for those of its second. Every lane maps its k indices to the
+// same places of the chunk for A and for B, so the two products sum the chunk's 32 products of x and W,
+// in another order. C: c0, c1 are sequence g's sums of features f0 + 2t and f0 + 2t + 1 (c2, c3: A's zero
+// rows). KS warps share a tile of 8 features, each a slice of the chunks, added in shared memory in the
+// warps' order; the sums are the same bits every run. Launched and prefetched as mm_gv_kernel is.
+// Measured (H200, the 2.7B model, 512 + 512 tokens; docs/perf/LOG.md, twenty-fifth session): 2 / 3 / 4 / 8
+// rows 2.61 / 2.71 / 2.79 / 3.15 ms a step against the CUDA-core kernels' 2.95 / 3.76 / 4.21 / 7.20.
+
+#define MM_TC_U 4 // chunks of a lane in flight (8 ran 4-10% slower a step at 2 to 8 rows: fewer warps resident)
+
+__device__ __forceinline__ void mm_tc_mma(float (&c)[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+
+// Chunks c0 .. c0 + U - 1 (below hi) of NW W rows: each lane's vector 4 c + t, zeros past the row (kv vectors).
+template <int NW, int U>
+__device__ __forceinline__ void mm_tc_load(uint4 (&wv)[U][NW], const uint4 *const (&w)[NW], int64_t c0, int64_t hi, int64_t kv, int t) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int64_t ch = c0 + u, v = 4 * ch + t;
+#pragma unroll
+        for (int r = 0; r < NW; r++) wv[u][r] = ch < hi && v < kv ? __ldcs(w[r] + v) : make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
+// Chunks c0 .. c0 + U - 1 (below hi) of x row xr: each lane's vector 4 c + t, zeros past the row or when
+// !xlive. Plain loads (coherent): x may have been written while this kernel waited.
+template <int U>
+__device__ __forceinline__ void mm_tc_xload(uint4 (&xv)[U], const uint4 *xr, bool xlive, int64_t c0, int64_t hi, int64_t kv, int t) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int64_t ch = c0 + u, v = 4 * ch + t;
+        xv[u] = xlive && ch < hi && v < kv ? xr[v] : make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
+// c[r] += the products of chunks [lo, hi) of x row xr (zeros when !xlive) and W row w[r] (the caller's tile);
+// wv holds the first U chunks when w_early (loaded before cu_pdl_wait), else they are loaded here. A trip's x
+// vectors are loaded with its W, all in flight together (x loaded inside the products' loop waited one L2
+// round trip a chunk).
+template <int NW, int U>
+__device__ __forceinline__ void mm_tc_sum(float (&c)[NW][4], uint4 (&wv)[U][NW], const uint4 *const (&w)[NW], const uint4 *xr,
+                                          bool xlive, int64_t kv, int64_t lo, int64_t hi, int t, bool w_early) {
+    if (!w_early) mm_tc_load<NW, U>(wv, w, lo, hi, kv, t);
+    uint4 xv[U];
+    mm_tc_xload<U>(xv, xr, xlive, lo, hi, kv, t);
+    for (int64_t c0 = lo; c0 < hi; c0 += U) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (c0 + u >= hi) break; // warp-uniform: every lane takes part in the products
+#pragma unroll
+            for (int r = 0; r < NW; r++) {
+                mm_tc_mma(c[r], xv[u].x, xv[u].y, wv[u][r].x, wv[u][r].y);
+                mm_tc_mma(c[r], xv[u].z, xv[u].w, wv[u][r].z, wv[u][r].w);
+            }
+        }
+        if (c0 + U < hi) {
+            mm_tc_load<NW, U>(wv, w, c0 + U, hi, kv, t);
+            mm_tc_xload<U>(xv, xr, xlive, c0 + U, hi, kv, t);
+        }
+    }
+}
+
+// Adds the KS slices' sums of the block's tiles in the warps' order (shared memory): true for the lanes of
+// each tile's first warp, which then hold the whole sums in c.
+template <int NW, int KS>
+__device__ __forceinline__ bool mm_tc_gather(float (&c)[NW][4], int warp, int lane, int part, bool live) {
+    if constexpr (KS > 1) {
+        __shared__ float part_sum[MM_GV_WARPS][NW][2][32];
+        if (part > 0)
+#pragma unroll
+            for (int r = 0; r < NW; r++) {
+                part_sum[warp][r][0][lane] = c[r][0];
+                part_sum[warp][r][1][lane] = c[r][1];
+            }
+        __syncthreads();
+        if (part > 0 || !live) return false;
+#pragma unroll
+        for (int p = 1; p < KS; p++)
+#pragma unroll
+            for (int r = 0; r < NW; r++) {
+                c[r][0] += part_sum[warp + p][r][0][lane];
+                c[r][1] += part_sum[warp + p][r][1][lane];
+            }
+    }
+    return live;
+}
+
+// Grid (ceil(n KS / 64), pairs): 8 / KS tiles of 8 features a block. y, bias and C as mm_gv_kernel.
+template <int KS, typename TO>
+__global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_tc_kernel(const mm_gv_args a) {
+    static_assert(MM_GV_WARPS % KS == 0, "KS divides the block's warps");
+    cu_pdl_trigger();
+    const int q = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x / 32, part = warp % KS, g = lane >> 2, t = lane & 3;
+    const int64_t f0 = ((int64_t)blockIdx.x * (MM_GV_WARPS / KS) + warp / KS) * 8; // the tile's first feature
+    const bool live = f0 < a.n;                                                      // warp-uniform
+    const int64_t kv = a.k / 8, nch = (kv + 3) / 4, slice = (nch + KS - 1) / KS, lo = min(nch, part * slice), hi = min(nch, lo + slice);
+    const uint4 *const w[1] = {(const uint4 *)(a.w[q] + min(f0 + g, a.n - 1) * a.k)}; // past n: re-read the last
+    uint4 wv[MM_TC_U][1];
+    if (live && a.w_early) mm_tc_load<1, MM_TC_U>(wv, w, lo, hi, kv, t);
+    cu_pdl_wait();
+    if (KS == 1 && !live) return; // (split: every warp reaches the barrier in mm_tc_gather)
+    float c[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+    if (live) mm_tc_sum<1, MM_TC_U>(c, wv, w, (const uint4 *)a.x[q] + (g < a.m ? g : 0) * kv, g < a.m, kv, lo, hi, t, a.w_early);
+    if (!mm_tc_gather<1, KS>(c, warp, lane, part, live) || g >= a.m) return;
+    TO *y = (TO *)a.y[q];
+    const TO *cc = (const TO *)a.c[q], *bias = (const TO *)a.bias[q];
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int64_t j = f0 + 2 * t + e;
+        if (j >= a.n) break;
+        float v = c[0][e];
+        if (bias) v += cu_f(bias[j]);
+        if (cc) v += cu_f(cc[g * a.n + j]);
+        y[g * a.n + j] = cu_t<TO>(v);
+    }
+}
+
+// The swiglu pair on the tensor cores (mm_fold_plan, as mm_gv_glu_kernel): each warp's tile of both Ws
+// (W_a = a.w[ia]), each sum rounded to bf16 as the product stores it, then silu(a) b rounded to bf16.
+template <int KS>
+__global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_tc_glu_kernel(const mm_gv_args a, int ia, bf16 *__restrict__ y) {
+    static_assert(MM_GV_WARPS % KS == 0, "KS divides the block's warps");
+    cu_pdl_trigger();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, part = warp % KS, g = lane >> 2, t = lane & 3;
+    const int64_t f0 = ((int64_t)blockIdx.x * (MM_GV_WARPS / KS) + warp / KS) * 8;
+    const bool live = f0 < a.n;
+    const int64_t kv = a.k / 8, nch = (kv + 3) / 4, slice = (nch + KS - 1) / KS, lo = min(nch, part * slice), hi = min(nch, lo + slice);
+    const int64_t row = min(f0 + g, a.n - 1) * a.k;
+    const uint4 *const w[2] = {(const uint4 *)(a.w[ia] + row), (const uint4 *)(a.w[1 - ia] + row)};
+    uint4 wv[MM_TC_U][2];
+    if (live && a.w_early) mm_tc_load<2, MM_TC_U>(wv, w, lo, hi, kv, t);
+    cu_pdl_wait();
+    if (KS == 1 && !live) return;
+    float c[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    if (live) mm_tc_sum<2, MM_TC_U>(c, wv, w, (const uint4 *)a.x[0] + (g < a.m ? g : 0) * kv, g < a.m, kv, lo, hi, t, a.w_early);
+    if (!mm_tc_gather<2, KS>(c, warp, lane, part, live) || g >= a.m) return;
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int64_t j = f0 + 2 * t + e;
+        if (j >= a.n) break;
+        const float fa = __bfloat162float(__float2bfloat16_rn(c[0][e])), fb = __bfloat162float(__float2bfloat16_rn(c[1][e]));
+        y[g * a.n + j] = __float2bfloat16_rn(fa * (1.0f / (1.0f + expf(-fa))) * fb);
+    }
+}
+
+template <int KS, typename TO> static cudaError_t mm_tc_launch_ks(const mm_gv_args *a, int npairs, bool pdl, cudaStream_t st) {
+    return cu_launch_pdl(pdl, mm_tc_kernel<KS, TO>, dim3((unsigned)((a->n * KS + 63) / 64), (unsigned)npairs), dim3(MM_GV_WARPS * 32), 0,
+                         st, *a);
+}
+
+template <typename TO> static cudaError_t mm_tc_launch(const mm_gv_args *a, int npairs, int split, bool pdl, cudaStream_t st) {
+    return split == 8   ? mm_tc_launch_ks<8, TO>(a, npairs, pdl, st)
+           : split == 4 ? mm_tc_launch_ks<4, TO>(a, npairs, pdl, st)
+           : split == 2 ? mm_tc_launch_ks<2, TO>(a, npairs, pdl, st)
+                        : mm_tc_launch_ks<1, TO>(a, npairs, pdl, st);
+}
+
+template <int KS> static cudaError_t mm_tc_glu_launch_ks(const mm_gv_args *a, int ia, bf16 *y, bool pdl, cudaStream_t st) {
+    return cu_launch_pdl(pdl, mm_tc_glu_kernel<KS>, dim3((unsigned)((a->n * KS + 63) / 64)), dim3(MM_GV_WARPS * 32), 0, st, *a, ia, y);
+}
+
+static cudaError_t mm_tc_glu_launch(const mm_gv_args *a, int ia, bf16 *y, int split, bool pdl, cudaStream_t st) {
+    return split == 8   ? mm_tc_glu_launch_ks<8>(a, ia, y, pdl, st)
+           : split == 4 ? mm_tc_glu_launch_ks<4>(a, ia, y, pdl, st)
+           : split == 2 ? mm_tc_glu_launch_ks<2>(a, ia, y, pdl, st)
+                        : mm_tc_glu_launch_ks<1>(a, ia, y, pdl, st);
+}
+
+// Blocks of a tensor-core kernel resident on one multiprocessor (1 when the query fails).
+template <typename K> static int mm_tc_resident(K kernel) {
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, MM_GV_WARPS * 32, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        n = 1;
+    }
+    return n > 0 ? n : 1;
+}
+
+// Whether the tensor-core kernels take a few-rows product of m rows: 2 rows or more, unless STG_NO_GEMV_TC
+// is set (the CUDA-core kernels then take every row count, for comparisons).
+static bool mm_tc_takes(int64_t m) { return m >= 2 && !getenv("STG_NO_GEMV_TC"); }
+
+// The warps sharing a tile's k (KS: 1, 2, 4 or 8) for n features of k inputs, npairs launches' worth of
+// tiles (glu: the swiglu kernel): the best use of the resident block slots over the waves, the smaller KS
+// when within 2%, no warp left fewer than 8 chunks (256 inputs) unless KS is 1.
+static int mm_tc_pick(int64_t n, int64_t k, int npairs, bool glu, bool bf16_out, int sms) {
+    const int64_t s = sms > 0 ? sms : 132, nch = (k / 8 + 3) / 4;
+    const int ks[4] = {1, 2, 4, 8};
+    int best = 1;
+    double ub = -1.0;
+    for (int i = 0; i < 4; i++) {
+        if (i > 0 && nch / ks[i] < 8) break;
+        const int res = glu ? (ks[i] == 1 ? mm_tc_resident(mm_tc_glu_kernel<1>) : ks[i] == 2 ? mm_tc_resident(mm_tc_glu_kernel<2>)
+                               : ks[i] == 4 ? mm_tc_resident(mm_tc_glu_kernel<4>) : mm_tc_resident(mm_tc_glu_kernel<8>))
+                      : bf16_out ? (ks[i] == 1 ? mm_tc_resident(mm_tc_kernel<1, bf16>) : ks[i] == 2 ? mm_tc_resident(mm_tc_kernel<2, bf16>)
+                                    : ks[i] == 4 ? mm_tc_resident(mm_tc_kernel<4, bf16>) : mm_tc_resident(mm_tc_kernel<8, bf16>))
+                                 : (ks[i] == 1 ? mm_tc_resident(mm_tc_kernel<1, float>) : ks[i] == 2 ? mm_tc_resident(mm_tc_kernel<2, float>)
+                                    : ks[i] == 4 ? mm_tc_resident(mm_tc_kernel<4, float>) : mm_tc_resident(mm_tc_kernel<8, float>));
+        const double u = mm_gv_wave_use((n * ks[i] + 63) / 64 * npairs, s * res);
+        if (u > ub * 1.02) ub = u, best = ks[i];
+    }
+    return best;
 }
 
 // Runs op o's product (plan p, key fitting mm_gv_fits) with the few-rows kernel when every x and W
@@ -903,6 +1126,19 @@ static int mm_gv_run(stg_cuda *c, const stg_op *o, const cuda_mm_plan *p, void *
             return stg_errf(err, "matmul (few rows): the input or gain of its folded norm moved off 16 bytes");
         a.ng = (const bf16 *)ptr[p->nrm_g];
         a.neps = p->nrm_eps;
+    }
+    if (p->glu && p->tc) { // the swiglu pair on the tensor cores (2 rows or more)
+        cudaError_t e = mm_tc_glu_launch(&a, p->glu_a, (bf16 *)ptr[p->glu_out], p->tc_glu_split, c->pdl, c->stream);
+        if (e != cudaSuccess) return stg_errf(err, "matmul (few rows, tensor cores, swiglu): launch: %s", cudaGetErrorString(e));
+        CUDA_LAUNCH_CHECK(err, "matmul (few rows, tensor cores, swiglu)");
+        return 1;
+    }
+    if (p->tc) {
+        cudaError_t e = p->key.c_type == CUDA_R_16BF ? mm_tc_launch<bf16>(&a, n, p->tc_split, c->pdl, c->stream)
+                                                     : mm_tc_launch<float>(&a, n, p->tc_split, c->pdl, c->stream);
+        if (e != cudaSuccess) return stg_errf(err, "matmul (few rows, tensor cores): launch: %s", cudaGetErrorString(e));
+        CUDA_LAUNCH_CHECK(err, "matmul (few rows, tensor cores)");
+        return 1;
     }
     if (p->glu) { // bf16 out (mm_fold_plan): one launch writing the swiglu's output
         bf16 *y = (bf16 *)ptr[p->glu_out];
@@ -1010,6 +1246,8 @@ int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, v
         const int np = p->npairs ? p->npairs : 1;
         if (p->key.c_type == CUDA_R_16BF) mm_gv_pick_t<bf16>(p->key.n, p->key.m, p->key.k, np, c->sm_count, &p->gv_rows, &p->gv_split);
         else mm_gv_pick_t<float>(p->key.n, p->key.m, p->key.k, np, c->sm_count, &p->gv_rows, &p->gv_split);
+        p->tc = mm_tc_takes(p->key.n);
+        if (p->tc) p->tc_split = mm_tc_pick(p->key.m, p->key.k, np, false, p->key.c_type == CUDA_R_16BF, c->sm_count);
     }
     *state = p;
     if (p->ch.ws_bytes > c->side_ws_need) c->side_ws_need = p->ch.ws_bytes;
@@ -1094,7 +1332,9 @@ extern "C" int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out) {
     out->gemv_split = p->gv ? p->gv_split : 0;
     out->gemv_fold = p->glu;
     out->gemv_norm = p->nrm;
+    out->gemv_tc = p->gv && p->tc;
     if (p->glu) out->gemv_split = p->glu_split;
+    if (p->gv && p->tc) out->gemv_split = p->glu ? p->tc_glu_split : p->tc_split;
     return 0;
 }
 
@@ -1300,9 +1540,11 @@ static bool mm_glu_safe(const stg_graph *g, void *const *ptr, mm_fold_graph *fg,
 //  - what those prologues read, blocks x (m + 1) rows of k, is at most half of P's weights: the 2.7B
 //    model's w1 / w3 at 8 rows read as much x as W and ran 12% slower a step folded (H200; at 1 row a
 //    quarter as much, 2.4% faster; docs/perf/LOG.md, twenty-fourth session);
-//  - and, for now, P has one row (batch-1 decoding; STG_NORM_FOLD_ROWS=N allows N): with the rule above,
-//    2 rows ran 13.7% slower a step folded, 4 and 8 rows 2-3% faster, and the 2-row loss is not understood
-//    yet (the same LOG entry);
+//  - P has one row (batch-1 decoding). From 2 rows on the tensor-core kernels take the products, and they
+//    take no norm; on the CUDA-core kernels (STG_NO_GEMV_TC) the 2.7B model at 2 rows ran 12-14% slower a
+//    step folded (2.95 -> 3.30 ms with the prologue's loads of all rows in flight together, 3.36 with a
+//    row at a time; H200, docs/perf/LOG.md, twenty-fourth and twenty-fifth sessions), so only the one-row
+//    kernels have a norm folded in (mm_gv_launch, mm_gv_glu_launch);
 //  - every op that reads h is such a product P (a matmul, linear or matmul_group on the few-rows kernel,
 //    bf16 out, not accumulating) reading it only as the x of every pair, and no op reads rstd (a
 //    grouped-query layer's q and k / v products are separate readers: each computes the 1 / rms);
@@ -1341,22 +1583,14 @@ static bool mm_reads_as_x(const stg_op *P, const cuda_mm_plan *pl, int h) {
     return pl->in0 == h && seen == 1;
 }
 
-// The most rows a product folds a norm at: 1, or STG_NORM_FOLD_ROWS (1 to MM_GV_ROWS; for the A/B runs that
-// look into the 2-row loss).
-static int64_t mm_nrm_rows(void) {
-    const char *e = getenv("STG_NORM_FOLD_ROWS");
-    char *end = NULL;
-    const long v = e ? strtol(e, &end, 10) : 1;
-    return e && (end == e || *end || v < 1 || v > MM_GV_ROWS) ? 1 : v;
-}
-
 // Whether rmsnorm op n's output h can be read as x by product op p instead (see above), p's plan.
 static cuda_mm_plan *mm_nrm_reader(stg_cuda *c, const stg_graph *g, void *const *ptr, mm_fold_graph *fg, int n, int p) {
     const stg_op *N = &g->ops[n], *P = &g->ops[p];
     const int x = N->in[0], gn = N->in[1], h = N->out[0];
     if (P->kind != STG_OP_MATMUL && P->kind != STG_OP_LINEAR && P->kind != STG_OP_MATMUL_GROUP) return NULL;
     cuda_mm_plan *pl = (cuda_mm_plan *)mm_plan_of(c, p);
-    if (!pl || !pl->gv || pl->nrm || P->accum || (pl->key.c_type != CUDA_R_16BF && !pl->glu) || !mm_reads_as_x(P, pl, h)) return NULL;
+    if (!pl || !pl->gv || pl->tc || pl->nrm || P->accum || (pl->key.c_type != CUDA_R_16BF && !pl->glu) || !mm_reads_as_x(P, pl, h))
+        return NULL; // (the tensor-core kernels take no norm)
     const stg_tensor *th = &g->t[h];
     if (g->t[x].dtype != STG_BF16 || th->dtype != STG_BF16 || g->t[gn].dtype != STG_BF16 || stg_last(th) != pl->key.k ||
         stg_numel(th) != pl->key.k * pl->key.n || !stg_same_shape(&g->t[x], th) || stg_numel(&g->t[gn]) != pl->key.k ||
@@ -1366,8 +1600,7 @@ static cuda_mm_plan *mm_nrm_reader(stg_cuda *c, const stg_graph *g, void *const 
     const int64_t nf = pl->key.m, m = pl->key.n, ws = pl->glu ? 2 : pl->npairs > 0 ? pl->npairs : 1; // features, rows, Ws
     const int64_t per_block = pl->glu ? MM_GV_WARPS / pl->glu_split : MM_GV_WARPS / pl->gv_split * pl->gv_rows;
     const int64_t blocks = (nf + per_block - 1) / per_block * (pl->glu ? 1 : ws);
-    if (2 * blocks * (m + 1) > ws * nf) return NULL;
-    if (m > mm_nrm_rows()) return NULL; // one row only, for now (above)
+    if (m > 1 || 2 * blocks * (m + 1) > ws * nf) return NULL; // one row; the cost rule (above)
     return mm_nrm_safe(g, ptr, fg, n, p, pl) ? pl : NULL;
 }
 
@@ -1425,6 +1658,7 @@ static int mm_fold_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, void 
         pl->glu_out = y;
         pl->glu_a = ia;
         pl->glu_split = mm_gv_glu_pick(pl->key.n, pl->key.m, pl->key.k, c->sm_count); // our m rows, n features
+        if (pl->tc) pl->tc_glu_split = mm_tc_pick(pl->key.m, pl->key.k, 1, true, true, c->sm_count);
         c->folded[n] = 1;
     }
     mm_fold_norms(c, g, ptr, &fg);

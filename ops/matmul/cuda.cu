@@ -900,7 +900,7 @@ static cudaError_t mm_gv_launch(const mm_gv_args *a, int npairs, int rows, int s
 // Measured (H200, the 2.7B model, 512 + 512 tokens; docs/perf/LOG.md, twenty-fifth session): 2 / 3 / 4 / 8
 // rows 2.61 / 2.71 / 2.79 / 3.15 ms a step against the CUDA-core kernels' 2.95 / 3.76 / 4.21 / 7.20.
 
-#define MM_TC_U 4 // chunks of a lane in flight (8 ran 4-10% slower a step at 2 to 8 rows: fewer warps resident)
+#define MM_TC_U 4 // chunks of a lane in flight (8 ran 10-12% slower a step at 2 to 8 rows; H200, twenty-fifth session)
 
 __device__ __forceinline__ void mm_tc_mma(float (&c)[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "

@@ -645,9 +645,11 @@ int att_tc_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const s
     if (att_wgmma_bwd_supported(s->D)) { // wgmma on compute capability 9.0 (the sm_90a build)
         bool sm90 = false;
         if (att_on_sm90(c, &sm90, err)) return -1;
-        if (sm90)
-            return att_wgmma_bwd(c->stream, q, k, v, s->docs, lse, dout, Dsum, dq, dk, dv, s->B, s->S, s->H, s->G, s->D,
-                                 s->scale, scale2, s->ws, s->ws_bytes, err);
+        if (sm90) {
+            const att_side side = {c->side, c->side_ev[0], c->side_ev[1]};
+            return att_wgmma_bwd(c->stream, &side, q, k, v, s->docs, lse, dout, Dsum, dq, dk, dv, s->B, s->S, s->H, s->G,
+                                 s->D, s->scale, scale2, s->ws, s->ws_bytes, err);
+        }
     }
 #endif
     const unsigned hkv = (unsigned)(s->H / s->G), nk = (unsigned)((s->S + 16 * NW - 1) / (16 * NW));

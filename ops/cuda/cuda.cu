@@ -82,6 +82,8 @@ extern "C" int cuda_new(const stg_cuda_opts *o, stg_cuda **out, stg_err *err) {
         c->pdl = prop.major >= 9 && !(nopdl && *nopdl && strcmp(nopdl, "0") != 0);
         for (int i = 0; i <= CUDA_STREAMS && e == cudaSuccess; i++)
             e = cudaStreamCreateWithFlags(&c->streams[i], cudaStreamNonBlocking);
+        if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking);
+        for (int i = 0; i < 2 && e == cudaSuccess; i++) e = cudaEventCreateWithFlags(&c->side_ev[i], cudaEventDisableTiming);
         c->stream = c->streams[0];
     }
     if (e != cudaSuccess) {
@@ -158,10 +160,14 @@ extern "C" void cuda_free(stg_cuda *c) {
     cudaSetDevice(c->device);
     for (int i = 0; i <= CUDA_STREAMS; i++)
         if (c->streams[i]) cudaStreamSynchronize(c->streams[i]);
+    if (c->side) cudaStreamSynchronize(c->side);
     cuda_release_prepared(c);
     if (c->lt) cublasLtDestroy(c->lt);
     for (int i = 0; i <= CUDA_STREAMS; i++)
         if (c->streams[i]) cudaStreamDestroy(c->streams[i]);
+    if (c->side) cudaStreamDestroy(c->side);
+    for (int i = 0; i < 2; i++)
+        if (c->side_ev[i]) cudaEventDestroy(c->side_ev[i]);
     free(c);
 }
 

@@ -84,6 +84,10 @@ struct stg_cuda {
     // Concurrent streams for captured runs (streams[0] is the main one). Ops that use `work` run on
     // streams[0] only; matmuls on stream s > 0 use side_ws[s].
     cudaStream_t streams[CUDA_STREAMS + 1]; // + the communication stream (cuda_op_lane: CUDA_LANE_COMM)
+    // A stream of the attention backward's own and its fork / join events (att_side in
+    // ops/attention/sm90a/attention_wgmma.h: its dq launch beside its dk/dv launch), made with the streams.
+    cudaStream_t side;
+    cudaEvent_t side_ev[2];
     void *nccl;              // ncclComm_t for data parallelism (cuda_set_comm), NULL when none
     void *side_ws[CUDA_STREAMS];
     size_t side_ws_bytes;

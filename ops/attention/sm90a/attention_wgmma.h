@@ -26,10 +26,17 @@ int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, 
 // att_ws_bwd as att_wgmma_bwd. With att_ws_bwd_ws_bytes of workspace at ws (ws_bytes at least that; it may be
 // more than 0 only at head dims 64 and 80), dq comes from the dk/dv blocks in a single pass; else from a launch of
 // its own.
+// side (NULL: none): a second stream for the dq launch, so that its blocks take the multiprocessors that the dk/dv
+// launch's last wave leaves idle; side->fork is recorded on st before both launches and side->join on side->aux
+// after the dq launch, and st waits for it, so the work after the call on st sees both (also inside a capture).
+typedef struct att_side {
+    cudaStream_t aux;
+    cudaEvent_t fork, join;
+} att_side;
 bool att_ws_bwd_supported(int D, const void *k, const void *v);
-int att_ws_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse, const void *dout,
-               const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G, int D, float scale, float scale2,
-               void *ws, size_t ws_bytes, stg_err *err);
+int att_ws_bwd(cudaStream_t st, const att_side *side, const void *q, const void *k, const void *v, const int *docs,
+               const float *lse, const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H,
+               int G, int D, float scale, float scale2, void *ws, size_t ws_bytes, stg_err *err);
 size_t att_ws_bwd_ws_bytes(int B, int S, int H, int G, int D);
 
 // Whether att_wgmma_bwd handles head dim D (64, 80 or 128).
@@ -39,8 +46,8 @@ bool att_wgmma_bwd_supported(int D);
 // kv head's group of query heads, no atomics), from q, k, v, docs, lse, dout and Dsum (B, H, S) f32 =
 // sum_d dout . o (computed before); scale2 = scale log2(e); ws, ws_bytes: workspace (att_ws_bwd's). Returns 0,
 // or -1 with err set.
-int att_wgmma_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse,
-                  const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G, int D,
-                  float scale, float scale2, void *ws, size_t ws_bytes, stg_err *err);
+int att_wgmma_bwd(cudaStream_t st, const att_side *side, const void *q, const void *k, const void *v, const int *docs,
+                  const float *lse, const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H,
+                  int G, int D, float scale, float scale2, void *ws, size_t ws_bytes, stg_err *err);
 
 #endif

@@ -627,13 +627,13 @@ static int wg_bwd_shaped(cudaStream_t st, const void *q, const void *k, const vo
     }
 }
 
-int att_wgmma_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse,
-                  const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G, int D,
-                  float scale, float scale2, void *ws, size_t ws_bytes, stg_err *err) {
+int att_wgmma_bwd(cudaStream_t st, const att_side *side, const void *q, const void *k, const void *v, const int *docs,
+                  const float *lse, const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H,
+                  int G, int D, float scale, float scale2, void *ws, size_t ws_bytes, stg_err *err) {
     if (B > 65535 || H > 65535) return stg_errf(err, "attention backward (wgmma): B %d or H %d over 65535", B, H);
     if (G < 1 || H % G) return stg_errf(err, "attention backward (wgmma): %d query heads in groups of %d", H, G);
     if (att_ws_bwd_supported(D, k, v))
-        return att_ws_bwd(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, D, scale, scale2, ws, ws_bytes, err);
+        return att_ws_bwd(st, side, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, D, scale, scale2, ws, ws_bytes, err);
     switch (D) {
     case 64: return wg_bwd_shaped<64>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);
     case 80: return wg_bwd_shaped<80>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, err);

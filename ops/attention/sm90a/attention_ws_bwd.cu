@@ -15,6 +15,9 @@
 //     and release a stage on its empty barrier once their last product reading it is done; no block barrier
 //     inside the loops.
 // The producer is a whole warpgroup that gives its registers back (setmaxnreg 24), so the consumers have RG.
+// The dq launch runs on a stream of its own (att_side) beside the dk/dv launch: one block of either fills a
+// multiprocessor, so the dq blocks take the multiprocessors that the dk/dv launch's last wave leaves idle (H200,
+// twenty-sixth session: the backward -11 to -14% at seq 512, -3 to -6% at 4096; STG_ATT_BWD_SIDE=0 for one stream).
 // At head dims 64 and 80, given the workspace, one pass instead: the dk/dv blocks also take dQ = dS K and add it
 // into an f32 sum in a fixed order (att_ws_dkdv_kernel's DQ1), so no dq block recomputes S and dP (7 tile
 // products a tile pair become 5), then one pass writes dq in bf16.
@@ -801,6 +804,17 @@ static unsigned ws_dq_ns(void) {
     return (unsigned)ns;
 }
 
+// The two launches on two streams (the dq blocks beside the dk/dv blocks' last wave) unless STG_ATT_BWD_SIDE=0 (one
+// stream, for A/B runs).
+static bool ws_bwd_side(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("STG_ATT_BWD_SIDE");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on;
+}
+
 size_t att_ws_bwd_ws_bytes(int B, int S, int H, int G, int D) {
     if (!ws_bwd_dq1(D) || G < 1 || H % G) return 0;
     const size_t RT = ((size_t)S * G + 63) / 64, heads = (size_t)B * (H / G);
@@ -808,9 +822,9 @@ size_t att_ws_bwd_ws_bytes(int B, int S, int H, int G, int D) {
 }
 
 template <int D>
-static int ws_bwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse,
-                         const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G,
-                         float scale, float scale2, void *ws, size_t ws_bytes, stg_err *err) {
+static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, const void *k, const void *v, const int *docs,
+                         const float *lse, const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S,
+                         int H, int G, float scale, float scale2, void *ws, size_t ws_bytes, stg_err *err) {
     constexpr int KW = WS_DKDV_NWG, KS = WS_DKDV_NST, QW = WS_DQ_NWG, QS = WS_DQ_NST;
     const int hkv = H / G, RT = (S * G + 63) / 64;
     const size_t need = att_ws_bwd_ws_bytes(B, S, H, G, D);
@@ -836,6 +850,15 @@ static int ws_bwd_launch(cudaStream_t st, const void *q, const void *k, const vo
             return 0;
         }
     }
+    // The dq launch on side->aux, forked from st before the dk/dv launch and joined after it: the two read the same
+    // inputs and write different outputs, and neither's blocks share a multiprocessor with another (registers), so
+    // the second launch's blocks take the multiprocessors the first's last wave leaves idle.
+    const bool two = side && side->aux && ws_bwd_side();
+    cudaStream_t sq = two ? side->aux : st;
+    if (two) {
+        CUDA_CHECK(err, cudaEventRecord(side->fork, st));
+        CUDA_CHECK(err, cudaStreamWaitEvent(side->aux, side->fork, 0));
+    }
     {
         const int nk = (S + 64 * KW - 1) / (64 * KW), hminor = G > 1 && nk <= 65535;
         const size_t smem = ws_dkdv_smem<D, KW, KS, false>();
@@ -855,10 +878,14 @@ static int ws_bwd_launch(cudaStream_t st, const void *q, const void *k, const vo
         CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dq_kernel<D, QW, QS, WS_BWD_RG(QW)>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         dim3 grid(hminor ? (unsigned)hkv : (unsigned)nq, hminor ? (unsigned)nq : (unsigned)hkv, (unsigned)B);
-        att_ws_dq_kernel<D, QW, QS, WS_BWD_RG(QW)><<<grid, 128 * QW + 128, smem, st>>>(
+        att_ws_dq_kernel<D, QW, QS, WS_BWD_RG(QW)><<<grid, 128 * QW + 128, smem, sq>>>(
             tk, tv, tkt, tvt, (const wg_bf16 *)q, docs, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dq, S, H, G, hminor,
             scale, scale2);
         CUDA_LAUNCH_CHECK(err, "attention backward (dq; warp-specialised)");
+    }
+    if (two) {
+        CUDA_CHECK(err, cudaEventRecord(side->join, side->aux));
+        CUDA_CHECK(err, cudaStreamWaitEvent(st, side->join, 0));
     }
     return 0;
 }
@@ -876,13 +903,13 @@ bool att_ws_bwd_supported(int D, const void *k, const void *v) {
     return mode > 0 && (D == 64 || D == 80 || D == 128) && ((uintptr_t)k % 16 == 0) && ((uintptr_t)v % 16 == 0);
 }
 
-int att_ws_bwd(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, const float *lse, const void *dout,
-               const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H, int G, int D, float scale, float scale2,
-               void *ws, size_t ws_bytes, stg_err *err) {
+int att_ws_bwd(cudaStream_t st, const att_side *side, const void *q, const void *k, const void *v, const int *docs,
+               const float *lse, const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S, int H,
+               int G, int D, float scale, float scale2, void *ws, size_t ws_bytes, stg_err *err) {
     switch (D) {
-    case 64: return ws_bwd_launch<64>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, ws, ws_bytes, err);
-    case 80: return ws_bwd_launch<80>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, ws, ws_bytes, err);
-    case 128: return ws_bwd_launch<128>(st, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, ws, ws_bytes, err);
+    case 64: return ws_bwd_launch<64>(st, side, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, ws, ws_bytes, err);
+    case 80: return ws_bwd_launch<80>(st, side, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, ws, ws_bytes, err);
+    case 128: return ws_bwd_launch<128>(st, side, q, k, v, docs, lse, dout, Dsum, dq, dk, dv, B, S, H, G, scale, scale2, ws, ws_bytes, err);
     }
     return stg_errf(err, "attention backward (warp-specialised): head dim %d not supported", D);
 }

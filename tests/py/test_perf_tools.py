@@ -2,7 +2,8 @@
 """Tests of the in-kernel performance tools (no GPU needed): tools/ncu_stalls.py on synthetic Nsight Compute
 source-page CSVs (the sums, shares and ranges it prints, and its refusals of bad input), tools/ncu_kernels.py on a
 synthetic metrics CSV (its unit conversions, groups, totals and rates, and its refusals), and tools/cubin_count.py's
-ELF reader on a hand-built ELF file (its section sizes as instruction counts) and its refusal of a non-ELF file.
+ELF reader on a hand-built ELF file (its section sizes as instruction counts) and its refusal of a non-ELF file, and
+tools/attn_trace.py on a synthetic timeline (its phase means, periods, spreads, lag, overlap and refusals).
 Exits 0 when every check passes, 1 with the failed checks listed."""
 import os
 import struct
@@ -133,12 +134,59 @@ def test_cubin_count(tmp):
     check(rc != 0 and err.strip() and "Traceback" not in err, f"cubin_count: a missing build directory: exit {rc}")
 
 
+def trace_file(path, skew=0):
+    # 64 tiles, period 1000; phases 100 50 200 300 10 40 80 (then the rest of the period); warpgroup 1 400 later;
+    # warp k of a warpgroup `skew` k cycles after its first; the producer (warp 8) publishes tile t at t 1000 - 400
+    with open(path, "w") as f:
+        f.write("# synthetic\n")
+        for t in range(64):
+            for w in range(9):
+                if w < 8:
+                    p0 = 10000 + 1000 * t + (400 if w >= 4 else 0) + skew * (w % 4)
+                    p, acc = [p0], p0
+                    for d in (100, 50, 200, 300, 10, 40, 80):
+                        acc += d
+                        p.append(acc)
+                else:
+                    p0 = 10000 + 1000 * t - 500
+                    p = [p0, p0 + 20, p0 + 100, 0, 0, 0, 0, 0]
+                f.write(f"{t} {w} " + " ".join(str(x) for x in p) + "\n")
+
+
+def test_attn_trace(tmp):
+    p = os.path.join(tmp, "trace.txt")
+    trace_file(p, skew=6)
+    rc, out, err = run([os.path.join(TOOLS, "attn_trace.py"), p, "--from", "8", "--to", "40"])
+    check(rc == 0, f"attn_trace: exit {rc} ({err.strip()})")
+    check("32 tiles (8 .. 39)" in out, "attn_trace: the steady tiles counted")
+    want = {"stage + ring wait": 100, "issue (Sᵀ, dPᵀ, dV dK)": 50, "wait for Sᵀ": 200, "softmax": 300,
+            "wait for dPᵀ": 10, "dS, wait for the last products": 40, "packs, release": 80,
+            "period (loop top to loop top)": 1000, "period less the waits at the top": 900}
+    for name, v in want.items():
+        line = [l for l in out.splitlines() if l.startswith(name)]
+        check(len(line) == 1 and line[0][len(name):].split() == [str(v), str(v)], f"attn_trace: {name} = {v} for both: {line}")
+    check("reach the loop top 18 cycles apart" in out and "leave the ring's wait 18 apart" in out, "attn_trace: warp spread 18")
+    check("wg 1 leaves its ring wait 400 cycles after wg 0" in out, "attn_trace: lag 400")
+    check("overlap 150 cycles" in out, "attn_trace: post-issue overlap (p2 .. p6: 550 long, wg 1 400 later: 150)")
+    check("tile t published -600 cycles" in out, "attn_trace: producer publication against the loop top")
+    rc, out, err = run([os.path.join(TOOLS, "attn_trace.py"), p, "--from", "8", "--to", "10", "--tiles"])
+    check(rc == 0 and len([l for l in out.splitlines() if l[:4].strip() in ("8", "9")]) == 2, "attn_trace: --tiles rows")
+    bad = os.path.join(tmp, "bad.txt")
+    with open(bad, "w") as f:
+        f.write("1 2 3\n")
+    for args, what in (([os.path.join(tmp, "none.txt")], "missing file"), ([bad], "short line"),
+                       ([p, "--from", "70", "--to", "80"], "no tile in range")):
+        rc, out, err = run([os.path.join(TOOLS, "attn_trace.py"), *args])
+        check(rc != 0 and err.strip() and "Traceback" not in err, f"attn_trace: {what}: exit {rc}, '{err.strip()[:80]}'")
+
+
 def main():
     sys.dont_write_bytecode = True
     with tempfile.TemporaryDirectory() as tmp:
         test_ncu_stalls(tmp)
         test_ncu_kernels(tmp)
         test_cubin_count(tmp)
+        test_attn_trace(tmp)
     for f in fails:
         print("FAILED:", f)
     print(f"{'ok' if not fails else 'FAILED'}: tests/py/test_perf_tools.py ({len(fails)} failed checks)")

@@ -7,7 +7,9 @@
 # in every warp of one block, stored without a branch: the probe's build has the same ptxas warnings as the default,
 # no C7520; 80 more instructions, ~40 a tile, so it runs some % slower, measured here) and reads the timeline with
 # tools/attn_trace.py: each phase's cycles, the period, the two warpgroups' lag and overlap, the warps' spread inside
-# a warpgroup, and whether the producer is ever late. About 4 minutes (run it under `timeout 330`).
+# a warpgroup, and whether the producer is ever late; the dq kernel's block is traced beside it (FILE.dq; its producer
+# is one TMA thread, not traced), the same phases, for the kernel that reaches 60% of the tensor pipe. The probe's build
+# spills 48 bytes at head dim 128's dk/dv kernel (32 in the default). About 4 minutes (run it under `timeout 330`).
 # What to look for: if wg 1 leaves its ring wait about one busy part after wg 0 (lag ~1,500) and their post-issue
 # parts barely overlap, the ring serializes them (then: a ring turn per product group, or none with the next tile's
 # Sᵀ issued early); if the wait for Sᵀ is long, the tensor pipe's queue is (the other warpgroup's products ahead of
@@ -34,8 +36,10 @@ for sh in "64 16384" "64 4096" "128 16384"; do
     f="$out/trace_d$1_s$2.txt"
     STG_WS_TRACE_OUT="$f" timeout 60 /tmp/tr/build-gpu/stg attn-bench --device cuda --attention flash --batch 4 --heads 16 \
         --dims $1 --seqs $2 --iters 3 > /dev/null 2>&1
-    echo "== head dim $1, seq $2: $(wc -l < "$f" 2>/dev/null) trace lines"
+    echo "== head dim $1, seq $2: $(wc -l < "$f" 2>/dev/null) trace lines (dk/dv kernel)"
     python3 tools/attn_trace.py "$f" --from 8 --to 56
+    echo "== head dim $1, seq $2: the dq kernel (its block with the most key tiles; at the tree's 60% tensor-pipe use, against dk/dv's 35%)"
+    python3 tools/attn_trace.py "$f.dq" --from 8 --to 56
 done
 python3 tools/attn_trace.py "$out/trace_d64_s16384.txt" --from 20 --to 28 --tiles
 say "traces done"

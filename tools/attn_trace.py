@@ -6,7 +6,8 @@ it (docs/perf/2026-11-29i-dkdv-trace.patch): a header line, then one line per (t
 clock64 values of one block's warps (one multiprocessor's counter), 0 where a point was not reached. Consumer warps 0 ..
 4 NWG - 1: p0 loop top, p1 after the ring's wait, p2 after the ring's pass (products issued), p3 Sᵀ done, p4 softmax
 done, p5 dPᵀ done, p6 the previous tile's products done, p7 end of the tile. Producer (warp 4 NWG): p0 before the wait
-for the stage's release, p1 after it, p2 after publishing the tile before.
+for the stage's release, p1 after it, p2 after publishing the tile before. The dq kernel's trace (FILE.dq) has the same
+consumer points, with S, dP and the last tile's dQ product in place of Sᵀ, dPᵀ and dV dK, and no producer points.
 
 Prints, for tiles --from .. --to (steady state, not the first or last few), the mean cycles of each phase of the first
 warp of each consumer warpgroup, the period (p0 of tile t + 1 - p0 of tile t), the spread of the ring's release over a

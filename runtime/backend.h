@@ -62,7 +62,8 @@ typedef struct rt_backend_ops {
     void (*annotate)(rt_backend *b, const char *phase);
     // Concurrency inside captured runs; all NULL for a backend with one stream. streams: how many
     // streams ops may be enqueued on (0 is the one everything above uses), not counting the
-    // communication stream, whose index is streams(b). op_lane: RT_LANE_*.
+    // communication stream, whose index is streams(b) (it also takes the optimizer in backward's
+    // updates, which a data-parallel run never has). op_lane: RT_LANE_*.
     // run_op_on: run_op on stream s. events makes events 0..n-1 (outside capture); event_record marks
     // the point reached in stream s, event_wait makes stream s wait for the last mark of event ev.
     int (*streams)(rt_backend *b);

@@ -265,6 +265,52 @@ static void test_peak(void **s) {
     stg_step_free(sb);
 }
 
+// Each updated gradient is held (its bytes not reused) until the updates after it have read a 16th of
+// all the updated gradients' bytes, or to the end of the schedule (planner/plan.c, so that the backward
+// does not wait for the updates' stream): its lifetime ends exactly there, recomputed here the plain way.
+static void hold_in(bool param_heavy) {
+    stg_err err;
+    stg_step *st = load(true, 1.0, param_heavy);
+    stg_graph *g = st->g;
+    stg_plan *p = st->p;
+    if (plan_verify(g, p, &err)) fail_msg("%s", err.msg);
+    int n = 0, *pos = malloc(sizeof(int) * (size_t)g->nsched);
+    int64_t total = 0;
+    assert_non_null(pos);
+    for (int i = 0; i < g->nsched; i++) {
+        const stg_op *op = &g->ops[g->schedule[i]];
+        if (op->kind != STG_OP_ADAMW) continue;
+        pos[n++] = i;
+        total += stg_bytes(&g->t[op->in[1]]);
+    }
+    assert_true(n > 4 && total / 16 > 0);
+    int held_to_end = 0, held_short = 0;
+    for (int k = 0; k < n; k++) {
+        int64_t after = 0;
+        int to = g->nsched - 1;
+        for (int j = k + 1; j < n; j++)
+            if ((after += stg_bytes(&g->t[g->ops[g->schedule[pos[j]]].in[1]])) >= total / 16) {
+                to = pos[j];
+                break;
+            }
+        int gr = g->ops[g->schedule[pos[k]]].in[1];
+        while (g->t[gr].base >= 0) gr = g->t[gr].base;
+        assert_int_equal(p->last[gr], to);
+        if (to == g->nsched - 1) held_to_end++;
+        else held_short++;
+    }
+    print_message("%s: %d updates, %d gradients held a 16th of the bytes, %d to the end\n", param_heavy ? "param" : "act", n, held_short,
+                  held_to_end);
+    assert_true(held_short > 0 && held_to_end > 0);
+    free(pos);
+    stg_step_free(st);
+}
+
+static void test_hold(void **s) {
+    hold_in(false);
+    hold_in(true);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_equal_without_clipping),
@@ -272,6 +318,7 @@ int main(void) {
         cmocka_unit_test(test_clips_by_previous_norm),
         cmocka_unit_test(test_schedule),
         cmocka_unit_test(test_peak),
+        cmocka_unit_test(test_hold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

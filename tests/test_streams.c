@@ -104,7 +104,9 @@ static int m_streams(rt_backend *b) { return NS; }
 
 // The mock's own lane policy, the same as the CUDA records' (ops/<family>/cuda.cu): ops that would use
 // shared scratch stay on stream 0, the optimizer's multi-tensor ops wait for everything,
-// communication has its own stream, the rest may go anywhere. A table (1 + lane; 0: ANY).
+// communication has its own stream, the rest may go anywhere. A table (1 + lane; 0: ANY); with the
+// optimizer in backward (adamw ops with slots) the updates and lr_schedule take the communication
+// stream (m_lane), as ops/optim/cuda.cu's records do.
 static const int m_lanes[STG_OP_COUNT] = {
     [STG_OP_GLOBAL_NORM] = 1 + RT_LANE_BARRIER, [STG_OP_ADAMW] = 1 + RT_LANE_BARRIER,
     [STG_OP_LR_SCHEDULE] = 1 + RT_LANE_BARRIER, [STG_OP_RMSNORM_BWD] = 1 + RT_LANE_MAIN,
@@ -116,6 +118,10 @@ static const int m_lanes[STG_OP_COUNT] = {
 };
 
 static int m_lane(rt_backend *b, const stg_graph *g, int op) {
+    if (g->ops[op].kind == STG_OP_ADAMW && g->ops[op].a.adamw.slot > 0) return RT_LANE_COMM;
+    if (g->ops[op].kind == STG_OP_LR_SCHEDULE)
+        for (int o = 0; o < g->nops; o++)
+            if (g->ops[o].kind == STG_OP_ADAMW && g->ops[o].a.adamw.slot > 0) return RT_LANE_COMM;
     int l = m_lanes[g->ops[op].kind];
     return l ? l - 1 : RT_LANE_ANY;
 }
@@ -125,7 +131,7 @@ static int m_run_on(rt_backend *b, int s, const stg_graph *g, int op, void *cons
     if (s < 0 || s > NS) return stg_errf(err, "mock: no stream %d", s);
     int lane = m_lane(b, g, op);
     if ((lane == RT_LANE_MAIN || lane == RT_LANE_BARRIER) && s != 0) return stg_errf(err, "mock: %s on stream %d", ops_name(g->ops[op].kind), s);
-    if (lane == RT_LANE_COMM && s != NS) return stg_errf(err, "mock: communication on stream %d", s);
+    if (lane == RT_LANE_COMM && s != NS) return stg_errf(err, "mock: %s on stream %d", ops_name(g->ops[op].kind), s);
     if (lane == RT_LANE_ANY && s == NS) return stg_errf(err, "mock: compute on the communication stream");
     rec *x = push();
     M.seq[s]++;
@@ -294,12 +300,14 @@ static const rt_backend_ops mock_ops = {
 };
 
 static int dp_world; // data parallel graphs (allreduce ops on the communication stream) when >= 1
+static bool in_bwd;  // the optimizer in backward (its updates on the communication stream)
 
 static stg_step *load(const char *attention) {
     const char *sets[] = {RIG_TINY, "batch=2", "ctx=16", attention};
     stg_step_opts o = rig_opts(MODEL("tiny.yaml"), STG_PREC_FP32, sets, 8);
     o.optim = rig_optim(1e-2, graph_optim_defaults().min_lr, 1, 5);
     o.optim.dp_world = dp_world;
+    o.optim.in_backward = in_bwd;
     o.optim.dp_bucket_bytes = 8 << 10;
     o.optim.dp_first_bucket_bytes = 2 << 10;
     return rig_step(&o);
@@ -335,12 +343,12 @@ static void streams_equal_eager(const char *attention) {
     run(cpu, attention, false, false, l0, &s0, &n0);   // one stream, eager
     run(mock, attention, true, false, l1, &s1, &n1);   // captured on 3 + 1 streams, replayed
     run(mock, attention, true, true, l2, &s2, &n2);    // the same with a NaN-poisoned arena
-    print_message("%s%s: %d captures, streams used 0x%x, %d unordered pairs\n", attention, dp_world ? ", data parallel" : "", M.graphs,
-                  M.streams_used, M.violations);
+    print_message("%s%s%s: %d captures, streams used 0x%x, %d unordered pairs\n", attention, dp_world ? ", data parallel" : "",
+                  in_bwd ? ", optimizer in backward" : "", M.graphs, M.streams_used, M.violations);
     assert_int_equal(M.violations, 0);
     assert_true(M.graphs >= 2);
     assert_true((M.streams_used & 0x6) != 0); // some op left stream 0
-    if (dp_world) assert_true(M.streams_used & (1 << NS)); // the allreduce ops on the communication stream
+    if (dp_world || in_bwd) assert_true(M.streams_used & (1 << NS)); // allreduce or AdamW on the communication stream
     assert_memory_equal(l0, l1, sizeof l0);
     assert_memory_equal(l0, l2, sizeof l0);
     assert_int_equal(n0, n1);
@@ -471,12 +479,20 @@ static void test_data_parallel(void **s) {
     streams_equal_eager("attention=flash");
     dp_world = 0;
 }
+// The updates beside the backward on their own stream: every gradient read by its update before
+// anything reuses its bytes, every parameter read by the backward before its update writes it.
+static void test_optimizer_in_backward(void **s) {
+    in_bwd = true;
+    streams_equal_eager("attention=flash");
+    in_bwd = false;
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flash),
         cmocka_unit_test(test_naive),
         cmocka_unit_test(test_data_parallel),
+        cmocka_unit_test(test_optimizer_in_backward),
         cmocka_unit_test(test_critical_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

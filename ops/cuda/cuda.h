@@ -61,7 +61,8 @@ void cuda_set_accumulate(stg_cuda *c, bool on);
 // use the context's shared scratch), CUDA_LANE_BARRIER for those that must also follow everything
 // enqueued before them (the multi-tensor global norm and AdamW touch tensors they do not name),
 // CUDA_LANE_ANY for the rest. cuda_op_run_on enqueues op on stream s.
-// CUDA_LANE_COMM: communication (NCCL) ops, on their own stream, index cuda_stream_count(c).
+// CUDA_LANE_COMM: communication (NCCL) ops, or the optimizer in backward's updates (never both in
+// one run), on their own stream, index cuda_stream_count(c).
 enum { CUDA_LANE_MAIN = 0, CUDA_LANE_ANY = 1, CUDA_LANE_BARRIER = 2, CUDA_LANE_COMM = 3 };
 // The NCCL communicator (an ncclComm_t) the allreduce op uses; the caller keeps it. 0, or -1 when
 // this build has no NCCL.

@@ -164,7 +164,8 @@ typedef struct cuda_rec {
     size_t (*table_bytes)(const stg_graph *g, int op); // NULL: none
     // The stream lane (CUDA_REC_*): ANY for kernels that use nothing of the context but the stream
     // (and, for matmuls, the workspace cuda_op_run_on swaps in); MAIN for those that use the shared
-    // scratch c->work; BARRIER for those that also touch tensors they do not name; COMM for NCCL.
+    // scratch c->work; BARRIER for those that also touch tensors they do not name; COMM for NCCL, and
+    // for the optimizer in backward's updates (a run never has both: data parallelism refuses it).
     int lane;
     int (*lane_of)(const stg_graph *g, int op); // when set, the lane of each op (CUDA_REC_*)
     // Preparation that spans several ops (NULL: none): the records of the kinds that share it point

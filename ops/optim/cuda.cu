@@ -14,10 +14,14 @@
 // Clipping by the global norm and the step / learning rate are read from device memory, so the
 // whole update can be captured in a CUDA Graph.
 // adamw with a slot (the optimizer in backward): each ADAMW op launches the same update over its
-// own table entry, on a grid of a few blocks per SM striding over the tensor (a launch per
-// parameter has no other parameters to fill the GPU's tail); the blocks also write their sums of
-// squares of the gradient into partials, and a one-block kernel adds them in order into the op's
-// slot. slot_norm then adds the slots in order. The grid is fixed per device: deterministic.
+// own table entry, on a grid of ADAMW_IB_PER_SM blocks a multiprocessor striding over the tensor;
+// the blocks also write their sums of squares of the gradient into partials, and a one-block kernel
+// adds them in order into the op's slot. slot_norm then adds the slots in order (deterministic: the
+// grid is fixed per device). These ops run on a stream of their own beside the backward's (the
+// communication lane, which a run with the optimizer in backward never uses for communication: data
+// parallelism refuses it), so each update overlaps the rest of the backward pass. Their partials
+// live in the AdamW table's own device memory (one region: the lane is one stream, so the ops run one
+// after another), not in the shared scratch c->work that ops on the other streams use.
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,7 +71,7 @@ typedef struct cuda_adamw_entry {
                        // squares; 0 in the ordinary form (one launch for every parameter)
     void *slots;       // (k) F32 or BF16 slots (optimizer in backward), else NULL
     int slots_bf16;
-    int64_t grid;      // with a slot: blocks of the op's own launch (a few per SM), else 0
+    int64_t grid;      // with a slot and STG_ADAMW_ONE: blocks of the op's own launch (a few per SM), else 0
 } cuda_adamw_entry;
 
 // ---- lr_schedule ----------------------------------------------------------------------------------
@@ -99,6 +103,13 @@ extern "C" int cuda_run_lr_schedule(stg_cuda *c, const stg_graph *g, int op, voi
 #define NORM_UNROLL 4
 #endif
 #define NORM_CS true
+// Blocks a multiprocessor of each update of the optimizer in backward (its grid-stride form). The
+// updates run beside the backward's kernels, whose blocks wait for a multiprocessor that the
+// updates' blocks hold: 2 a multiprocessor measured fastest against 1, 3, 4 and as many as fit
+// (docs/perf/LOG.md, twenty-seventh session).
+#ifndef ADAMW_IB_PER_SM
+#define ADAMW_IB_PER_SM 2
+#endif
 #ifndef ADAMW_UNROLL
 #define ADAMW_UNROLL 2
 #endif
@@ -160,10 +171,6 @@ static int prep_global_norm(stg_cuda *c, const stg_graph *g, int op, void *const
 
 // ---- preparation: the AdamW table (a group: every ADAMW op of the graph) ---------------------------
 
-template <int U, bool CS>
-__global__ void __launch_bounds__(CUDA_OPTIM_THREADS)
-    adamw_one_kernel(const cuda_adamw_entry *ent, const void *norm, int nb, const void *sched, int sb, double *part);
-
 // The AdamW group's state: one entry per parameter in schedule order, on the host (checked against
 // ptr at run time) and on the device (the group's table, inside c->scratch).
 typedef struct optim_adamw_tab {
@@ -177,6 +184,8 @@ typedef struct optim_adamw_tab {
     int norm_bf16, sched_bf16;
     int *entry_of;          // (nops) the entry of each ADAMW op, -1 for other ops
     int nops;
+    double *part;           // with slots: the partials (part_n doubles past the entries in the table)
+    int64_t part_n;
 } optim_adamw_tab;
 
 static void optim_adamw_free(void *state) {
@@ -186,6 +195,9 @@ static void optim_adamw_free(void *state) {
     free(t->entry_of);
     free(t);
 }
+
+// Where the partials start in the AdamW table: past the entries, 256-byte aligned.
+static size_t optim_part_offset(int n) { return (sizeof(cuda_adamw_entry) * (size_t)n + 255) / 256 * 256; }
 
 // Every parameter in schedule order; the first one's op launches the update (or, with slots, each
 // op its own entry).
@@ -209,8 +221,8 @@ static int optim_adamw_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, v
         t->host = (cuda_adamw_entry *)stg_calloc((size_t)n_adamw, sizeof(cuda_adamw_entry), err);
         if (!t->host) return -1;
     }
-    size_t work = 0;
-    int na = 0, occ = 0;
+    int64_t part_n = 0;
+    int na = 0;
     int64_t blocks = 0;
     int count = g->nsched > 0 ? g->nsched : g->nops;
     for (int s = 0; s < count; s++) {
@@ -277,30 +289,25 @@ static int optim_adamw_plan(stg_cuda *c, const stg_graph *g, void *const *ptr, v
         e->slots = slot > 0 ? ptr[o->in[nin]] : NULL;
         e->slots_bf16 = slot > 0 ? lb : 0;
         e->grid = 0;
-        if (slot > 0) { // a few blocks per SM, no more than there are trips of one block's threads
-            if (occ == 0) {
-                cudaError_t ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, adamw_one_kernel<ADAMW_UNROLL, ADAMW_CS>,
-                                                                               CUDA_OPTIM_THREADS, 0);
-                if (ce != cudaSuccess) return stg_errf(err, "cuda: adamw occupancy: %s", cudaGetErrorString(ce));
-                if (occ < 1) occ = 1;
-            }
+        if (slot > 0) { // ADAMW_IB_PER_SM blocks a multiprocessor, no more than there are trips of one block's threads
             int64_t trips = optim_blocks(n, 4 * ADAMW_UNROLL * CUDA_OPTIM_THREADS);
-            int64_t full = (int64_t)(c->sm_count > 0 ? c->sm_count : 1) * occ;
+            int64_t full = (int64_t)(c->sm_count > 0 ? c->sm_count : 1) * ADAMW_IB_PER_SM;
             e->grid = trips < full ? trips : full;
-            if ((size_t)e->grid * sizeof(double) > work) work = (size_t)e->grid * sizeof(double);
+            if (e->grid > part_n) part_n = e->grid;
         }
         blocks += optim_blocks(n, CUDA_ADAMW_CHUNK);
     }
     t->n = na;
     t->blocks = blocks;
-    *work_bytes = work;
-    *table_bytes = sizeof(cuda_adamw_entry) * (size_t)na;
+    t->part_n = part_n;
+    *table_bytes = optim_part_offset(na) + sizeof(double) * (size_t)part_n;
     return 0;
 }
 
 static int optim_adamw_fill(stg_cuda *c, void *state, void *table, stg_err *err) {
     optim_adamw_tab *t = (optim_adamw_tab *)state;
     t->dev = (const cuda_adamw_entry *)table;
+    t->part = t->part_n ? (double *)((char *)table + optim_part_offset(t->n)) : NULL;
     if (t->n) CUDA_CHECK(err, cudaMemcpy(table, t->host, sizeof(cuda_adamw_entry) * (size_t)t->n, cudaMemcpyHostToDevice));
     return 0;
 }
@@ -646,10 +653,10 @@ extern "C" int cuda_run_adamw(stg_cuda *c, const stg_graph *g, int op, void *con
         return 0;
     }
     int64_t nb = self->grid;
-    double *part = (double *)c->work;
-    if (nb < 1 || !part || c->work_bytes < (size_t)nb * sizeof(double))
-        return stg_errf(err, "adamw (%s): the kernels' scratch holds %zu bytes, %lld needed", g->t[g->ops[op].in[0]].name,
-                        c->work_bytes, (long long)nb * (long long)sizeof(double));
+    double *part = t->part;
+    if (nb < 1 || !part || nb > t->part_n)
+        return stg_errf(err, "adamw (%s): the AdamW table holds %lld partials, %lld needed", g->t[g->ops[op].in[0]].name,
+                        (long long)t->part_n, (long long)nb);
     adamw_one_kernel<ADAMW_UNROLL, ADAMW_CS><<<(unsigned)nb, CUDA_OPTIM_THREADS, 0, c->stream>>>(
         dtab + idx, t->norm, t->norm_bf16, t->sched, t->sched_bf16, part);
     CUDA_LAUNCH_CHECK(err, "adamw_one_kernel");
@@ -959,12 +966,21 @@ out:
 
 // ---- records ------------------------------------------------------------------------------------
 
-// AdamW with a slot (optimizer in backward) touches only its own tensors (and c->work); the one
-// multi-tensor launch of the ordinary form updates every parameter, named or not.
-static int adamw_lane(const stg_graph *g, int op) { return g->ops[op].a.adamw.slot > 0 ? CUDA_REC_MAIN : CUDA_REC_BARRIER; }
+// AdamW with a slot (optimizer in backward) touches only its own tensors and its table's partials:
+// the lane off the compute streams, one stream for every update (so that one region of partials
+// serves them all); the one multi-tensor launch of the ordinary form updates every parameter, named
+// or not. lr_schedule goes with the updates in backward (it writes only the schedule state, which
+// they read), so it joins no stream mid-backward.
+static int adamw_lane(const stg_graph *g, int op) { return g->ops[op].a.adamw.slot > 0 ? CUDA_REC_COMM : CUDA_REC_BARRIER; }
+static int lr_lane(const stg_graph *g, int op) {
+    (void)op;
+    for (int o = 0; o < g->nops; o++)
+        if (g->ops[o].kind == STG_OP_ADAMW && g->ops[o].a.adamw.slot > 0) return CUDA_REC_COMM;
+    return CUDA_REC_BARRIER;
+}
 
 const cuda_rec stg_cuda_adamw = {cuda_run_adamw, NULL, NULL, NULL, CUDA_REC_BARRIER, adamw_lane, &optim_adamw_group};
 const cuda_rec stg_cuda_global_norm = {cuda_run_global_norm, prep_global_norm, optim_norm_free, optim_norm_table_bytes,
                                        CUDA_REC_BARRIER, NULL, NULL};
-const cuda_rec stg_cuda_lr_schedule = {cuda_run_lr_schedule, NULL, NULL, NULL, CUDA_REC_BARRIER, NULL};
+const cuda_rec stg_cuda_lr_schedule = {cuda_run_lr_schedule, NULL, NULL, NULL, CUDA_REC_BARRIER, lr_lane};
 const cuda_rec stg_cuda_slot_norm = {cuda_run_slot_norm, NULL, NULL, NULL, CUDA_REC_MAIN, NULL};

@@ -274,8 +274,9 @@ int report_write_text(wr *w, bool md, const stg_graph *g, const stg_plan *p, con
     }
     if (graph_optim_in_backward(g))
         pr(w, md ? "- optimizer: **in backward** (%s)\n" : "optimizer:   in backward (%s)\n",
-           "each parameter's AdamW update runs as soon as its gradient is final, which frees the gradient there; gradient "
-           "clipping uses the previous step's global norm, and the first step of a run does not clip");
+           "each parameter's AdamW update runs as soon as its gradient is final, beside the rest of the backward pass; its "
+           "gradient is freed once the updates after it have read a 16th of all the gradients' bytes; gradient clipping uses the "
+           "previous step's global norm, and the first step of a run does not clip");
     if (g->grad_accum > 1) {
         char gb[64];
         pr(w, md ? "- gradient accumulation: **%d micro-batches** per optimizer step (%s)\n" : "accumulation: %d micro-batches per optimizer step (%s)\n",

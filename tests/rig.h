@@ -239,6 +239,16 @@ static inline char *rig_state(rig *r, size_t *n) {
     return buf;
 }
 
+// Both rigs' parameters and optimizer state (rig_state) equal, byte for byte.
+static inline void rig_state_equal(rig *a, rig *b) {
+    size_t na, nb;
+    char *sa = rig_state(a, &na), *sb = rig_state(b, &nb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(sa, sb, na);
+    free(sa);
+    free(sb);
+}
+
 // Tensor t's values as doubles (malloc'ed).
 static inline double *rig_read(rt_exec *e, int t) {
     stg_err err;

@@ -62,12 +62,7 @@ static void equal_to_ordinary(stg_step *(*step_b)(void)) {
         assert_true(fabs(rb.grad_norm - ra.grad_norm) <= 1e-6 * ra.grad_norm);
         assert_true(ra.grad_norm > 0);
     }
-    size_t na, nb;
-    char *sa = rig_state(&a, &na), *sb = rig_state(&b, &nb);
-    assert_int_equal(na, nb);
-    assert_memory_equal(sa, sb, na);
-    free(sa);
-    free(sb);
+    rig_state_equal(&a, &b);
     rig_close(&a);
     rig_close(&b);
 }

@@ -21,6 +21,9 @@
 #   peer_step SIZE CTX BATCH MODE   torch_lm.py --flash --sdpa cudnn (MODE c: default compile, cg: reduce-overhead)
 #   step_row SIZE CTX MODES GATE [BATCH]   models/cs336/SIZE.yaml: stg_step default and with --grad-dtype bf16
 #                           --gemm-tune on, then peer_step for each of MODES (c, cg), if the clock is below GATE s
+#   step_row_ib SIZE CTX BATCH GATE   models/cs336/SIZE.yaml with --grad-dtype bf16 --gemm-tune on, ordinary and with
+#                           --optimizer-in-backward, two rounds alternating, then the reduce-overhead peer; skipped when the
+#                           clock is past GATE s (count ~30 s for stg's runs and ~100-150 s for the peer's compile)
 #   dec_prompt              a 512-token prompt (random bytes, `stg tokens`) in OUT/l/p.bin, and the array dec: the
 #                           2.7B decode of it (bf16, --init fill, ctx 1024, 512 new tokens, greedy, --json)
 #   dec_keys JSON           batch, tokens/s, steady ms a step and the bound of a `stg sample --json` record
@@ -108,6 +111,18 @@ step_row() {
     stg_step "$1 ctx$2 b$b [--grad-dtype bf16 --gemm-tune on]" "models/cs336/$1.yaml" --set ctx="$2" --set batch="$b" --precision bf16 \
         --grad-dtype bf16 --gemm-tune on --warmup 3 --iters 10
     for m in $3; do peer_step "$1" "$2" "$b" "$m"; done
+    say "$1 ctx $2 done"
+}
+step_row_ib() {
+    local r
+    if [ "$(el)" -gt "$4" ]; then say "$1 ctx $2 skipped (time)"; return; fi
+    for r in 1 2; do
+        stg_step "$1 ctx$2 b$3 [options] r$r" "models/cs336/$1.yaml" --set ctx="$2" --set batch="$3" --precision bf16 \
+            --grad-dtype bf16 --gemm-tune on --warmup 3 --iters 10
+        stg_step "$1 ctx$2 b$3 [options, --optimizer-in-backward] r$r" "models/cs336/$1.yaml" --set ctx="$2" --set batch="$3" \
+            --precision bf16 --grad-dtype bf16 --gemm-tune on --optimizer-in-backward --warmup 3 --iters 10
+    done
+    peer_step "$1" "$2" "$3" cg
     say "$1 ctx $2 done"
 }
 dec_prompt() {

@@ -3,7 +3,8 @@
 source-page CSVs (the sums, shares and ranges it prints, and its refusals of bad input), tools/ncu_kernels.py on a
 synthetic metrics CSV (its unit conversions, groups, totals and rates, and its refusals), and tools/cubin_count.py's
 ELF reader on a hand-built ELF file (its section sizes as instruction counts) and its refusal of a non-ELF file, and
-tools/attn_trace.py on a synthetic timeline (its phase means, periods, spreads, lag, overlap and refusals).
+tools/attn_trace.py on a synthetic timeline (its phase means, periods, spreads, lag, overlap and refusals), and
+tools/timeline.py on a synthetic CUPTI timeline (spans, unions, streams, the tail, names, gaps and refusals).
 Exits 0 when every check passes, 1 with the failed checks listed."""
 import os
 import struct
@@ -180,6 +181,68 @@ def test_attn_trace(tmp):
         check(rc != 0 and err.strip() and "Traceback" not in err, f"attn_trace: {what}: exit {rc}, '{err.strip()[:80]}'")
 
 
+TL_HEADER = "kind\tstart\tend\tstream\tgraph\tnode\tcorrelation\tgrid\tblock\tregisters\tbytes\tname\n"
+
+
+def timeline_file(path):
+    # graph 7 replayed twice (correlation 100, then 101 at +20 ms with a last record 1 ms later: span 7.1 ms); in the
+    # first (times in us from its start): stream 13 gemm 0-1000, gemm 1000-3000, norm 3500-4000; stream 14 attention
+    # 500-2500 and 1200-1500 (inside others: the union's test); stream 15 adamw 2000-3000, adamw 4000-5800, partials_final 5800-6100. Graph 8 once, a memcpy outside.
+    first = [(13, 0, 1000, "_Z4gemmv"), (13, 1000, 3000, "_Z4gemmv"), (13, 3500, 4000, "_ZN12_GLOBAL__N_14normEv"),
+             (14, 500, 2500, "_Z4attnILi64EEvv"), (14, 1200, 1500, "_Z4attnILi64EEvv"), (15, 2000, 3000, "_Z12adamw_kernelILi2EEvv"),
+             (15, 4000, 5800, "_Z12adamw_kernelILi2EEvv"), (15, 5800, 6100, "_Z21partials_final_kernelPKdl")]
+    with open(path, "w") as f:
+        f.write(TL_HEADER)
+        f.write("memcpy\t100\t900\t7\t0\t0\t5\t0\t0\t0\t4096\tmemcpy\n")
+        for corr, t0, extra in ((100, 1_000_000, False), (101, 21_000_000, True)):
+            rows = first + ([(13, 6600, 7100, "_Z4gemmv")] if extra else [])
+            for i, (st, a, b, n) in enumerate(rows):
+                f.write(f"kernel\t{t0 + 1000 * a}\t{t0 + 1000 * b}\t{st}\t7\t{i + 1}\t{corr}\t132\t256\t32\t0\t{n}\n")
+        f.write(f"kernel\t50000000\t50001000\t13\t8\t1\t300\t1\t32\t16\t0\t_Z3onev\n")
+        f.write("# dropped 0\n")
+
+
+def test_timeline(tmp):
+    tool = os.path.join(TOOLS, "timeline.py")
+    p = os.path.join(tmp, "t.tsv")
+    timeline_file(p)
+    rc, out, err = run([tool, p])
+    check(rc == 0, f"timeline: exit {rc} ({err.strip()})")
+    check("graph 7: 2 replays, spans 6.100 / 6.100 / 7.100 ms" in out, "timeline: the replays' spans")
+    check("1 other graphs; 1 records outside graphs; dropped 0" in out, "timeline: other graphs, outside records, dropped")
+    check("replay 0: span 6.100 ms, 8 records, device busy 5.600 ms (91.8%), idle 0.500 ms; the records' own time 8.900 ms"
+          " (on average 1.59 at once)" in out, "timeline: span, union, idle, own time of the median replay")
+    row15 = [l.split() for l in out.splitlines() if l.split()[:1] == ["15"]]
+    check(row15 == [["15", "3", "3.100", "2.000", "6.100", "1.000"]], f"timeline: stream 15's row {row15}")
+    check("the others end at 4.000 ms, these at 6.100 (2.100 ms after; 2.100 ms of it running)" in out, "timeline: the tail")
+    tops = [l.split() for l in out.splitlines() if " x " in l]
+    check(tops[:3] == [["3.000", "ms", "33.7%", "2", "x", "gemm"], ["2.800", "ms", "31.5%", "2", "x", "adamw_kernel"],
+                       ["2.300", "ms", "25.8%", "2", "x", "attn"]],
+          f"timeline: the top names {tops[:2]}")
+    check("norm" in [t[-1] for t in tops], "timeline: an anonymous namespace's name read as its own")
+    check("device idle: 1 gaps, 0.500 ms" in out and "500.0 us at     3.000 ms: after gemm (stream 13), before norm (stream 13)" in out,
+          "timeline: the gap and its neighbours")
+    rc, out, err = run([tool, p, "--replay", "-1"])
+    check(rc == 0 and "replay 1: span 7.100 ms, 9 records" in out, "timeline: --replay -1")
+    rc, out, err = run([tool, p, "--graph", "8"])
+    check(rc == 0 and "graph 8: 1 replays" in out and "nothing to compare" in out, "timeline: --graph 8")
+    bad = {"header": "kind\tstart\n", "fields": TL_HEADER + "kernel\t1\t2\n",
+           "number": TL_HEADER + "kernel\t1\tx\t0\t7\t1\t1\t1\t1\t1\t0\tk\n",
+           "order": TL_HEADER + "kernel\t5\t2\t0\t7\t1\t1\t1\t1\t1\t0\tk\n",
+           "no graph": TL_HEADER + "kernel\t1\t2\t0\t0\t0\t1\t1\t1\t1\t0\tk\n"}
+    for what, text in bad.items():
+        b = os.path.join(tmp, "bad.tsv")
+        with open(b, "w") as f:
+            f.write(text)
+        rc, out, err = run([tool, b])
+        where = {"header": "bad.tsv:1:", "fields": "bad.tsv:2:", "number": "bad.tsv:2:", "order": "bad.tsv:2:", "no graph": "no graph replay"}[what]
+        check(rc == 2 and where in err and "Traceback" not in err, f"timeline: {what}: exit {rc}, '{err.strip()[:100]}'")
+    for args, what in (([os.path.join(tmp, "none.tsv")], "missing file"), ([p, "--graph", "99"], "no such graph"),
+                       ([p, "--replay", "5"], "no such replay"), ([p, "--top", "-1"], "negative count")):
+        rc, out, err = run([tool, *args])
+        check(rc == 2 and err.strip() and "Traceback" not in err, f"timeline: {what}: exit {rc}, '{err.strip()[:100]}'")
+
+
 def main():
     sys.dont_write_bytecode = True
     with tempfile.TemporaryDirectory() as tmp:
@@ -187,6 +250,7 @@ def main():
         test_ncu_kernels(tmp)
         test_cubin_count(tmp)
         test_attn_trace(tmp)
+        test_timeline(tmp)
     for f in fails:
         print("FAILED:", f)
     print(f"{'ok' if not fails else 'FAILED'}: tests/py/test_perf_tools.py ({len(fails)} failed checks)")

@@ -343,12 +343,13 @@ int cmd_bench(int argc, char **argv) {
         int nw = b->ops->workspaces ? b->ops->workspaces(b, wname, wbytes, 8) : 0;
         for (int i = 0; i < nw; i++) wsum += wbytes[i];
         if (json) {
-            printf("{\"model\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"grad_dtype\": \"%s\", \"attention\": \"%s\", \"exec\": \"%s\", \"what\": \"%s\", "
+            printf("{\"model\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"grad_dtype\": \"%s\", \"optimizer\": \"%s\", \"attention\": \"%s\", \"exec\": \"%s\", \"what\": \"%s\", "
                    "\"batch\": %g, \"ctx\": %g, \"grad_accum\": %d, \"tokens_per_run\": %.0f, \"params\": %lld, \"warmup\": %lld, \"iters\": %lld, \"first_ms\": %.4f, \"mean_ms\": %.4f, "
                    "\"std_ms\": %.4f, \"median_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f, \"tokens_per_s\": %.1f, \"graph_flops\": %.6g, "
                    "\"model_flops\": %.6g, \"tflops\": %.2f, \"mfu\": %.4f, \"planned_bytes\": %lld, \"measured_bytes\": %lld, "
                    "\"recomputed\": %d, \"extra_flops\": %.6g, \"bytes_after_runs\": %lld, \"backend_ms\": %.3f, \"setup_ms\": %.3f, \"submit_median_ms\": %.4f, \"times_ms\": ",
                    g->name, devname, stg_precision_name(g->precision), g->bf16_grads ? "bf16" : g->grad_dtype == STG_F64 ? "fp64" : "fp32",
+                   graph_optim_in_backward(g) ? "in_backward" : "after_backward",
                    graph_option(g, "attention") ? graph_option(g, "attention") : "",
                    eager || !b->ops->capture_begin ? "eager" : "graph", what, f1 ? B : 0, f2 ? S : 0, micro, tokens,
                    (long long)graph_param_count(g), (long long)warmup,
@@ -362,8 +363,8 @@ int cmd_bench(int argc, char **argv) {
             for (int i = 0; i < nw; i++) printf("%s\"%s\": %lld", i ? ", " : "", wname[i], (long long)wbytes[i]);
             printf("}}\n");
         } else {
-            printf("%s on %s: %s%s, %s attention, %s, %s; batch %g ctx %g", g->name, devname, stg_precision_name(g->precision),
-                   g->bf16_grads ? " with bf16 weight gradients" : "",
+            printf("%s on %s: %s%s%s, %s attention, %s, %s; batch %g ctx %g", g->name, devname, stg_precision_name(g->precision),
+                   g->bf16_grads ? " with bf16 weight gradients" : "", graph_optim_in_backward(g) ? ", AdamW in backward" : "",
                    graph_option(g, "attention") ? graph_option(g, "attention") : "-", eager || !b->ops->capture_begin ? "eager launch" : "graph replay", what,
                    f1 ? B : 0, f2 ? S : 0);
             if (micro > 1) printf("; %d micro-batches per run (gradient accumulation): %.0f tokens", micro, tokens);

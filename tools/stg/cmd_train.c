@@ -462,6 +462,10 @@ int cmd_train(int argc, char **argv) {
         printf("gradient accumulation: %d micro-batches of %lld tokens%s per optimizer step: %lld tokens per step\n", g->grad_accum,
                (long long)mt, dist.world > 1 ? " on each rank" : "", (long long)(mt * g->grad_accum * (dist.world > 1 ? dist.world : 1)));
     }
+    if (dist.rank == 0 && graph_optim_in_backward(g))
+        printf("optimizer: AdamW in backward (each update as soon as its gradient is final, beside the rest of the backward); "
+               "clipping by the previous step's gradient norm, none at a run's first step (a resumed run's too); the grad_norm printed is "
+               "the step's own\n");
     if (dist.rank == 0) {
         print_schedule(&m.optim, c.cfg.steps, !c.min_lr_given);
         if (c.cfg.val && !c.val_every_given)

@@ -41,8 +41,11 @@ static void CUPTIAPI tl_requested(uint8_t **buffer, size_t *size, size_t *max_re
     if (!*buffer) fprintf(stderr, "timeline: out of host memory for a %u-byte record buffer\n", TL_BUF);
 }
 
-// The name as one field: tabs and line ends (never in a mangled name) become spaces.
-static void tl_name(const char *n) {
+// One line; the name as one field: tabs and line ends (never in a mangled name) become spaces.
+static void tl_line(const char *kind, uint64_t start, uint64_t end, uint32_t stream, uint32_t graph, uint64_t node, uint32_t corr,
+                    long long grid, int block, unsigned regs, uint64_t bytes, const char *n) {
+    fprintf(tl_out, "%s\t%llu\t%llu\t%u\t%u\t%llu\t%u\t%lld\t%d\t%u\t%llu\t", kind, (unsigned long long)start, (unsigned long long)end,
+            stream, graph, (unsigned long long)node, corr, grid, block, regs, (unsigned long long)bytes);
     if (!n) n = "?";
     for (; *n; n++) fputc(*n == '\t' || *n == '\n' || *n == '\r' ? ' ' : *n, tl_out);
     fputc('\n', tl_out);
@@ -61,22 +64,14 @@ static void CUPTIAPI tl_completed(CUcontext ctx, uint32_t stream, uint8_t *buffe
         tl_records++;
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
             const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
-            fprintf(tl_out, "kernel\t%llu\t%llu\t%u\t%u\t%llu\t%u\t%lld\t%d\t%u\t0\t", (unsigned long long)k->start,
-                    (unsigned long long)k->end, k->streamId, k->graphId, (unsigned long long)k->graphNodeId, k->correlationId,
-                    (long long)k->gridX * k->gridY * k->gridZ, k->blockX * k->blockY * k->blockZ, (unsigned)k->registersPerThread);
-            tl_name(k->name);
+            tl_line("kernel", k->start, k->end, k->streamId, k->graphId, k->graphNodeId, k->correlationId,
+                    (long long)k->gridX * k->gridY * k->gridZ, k->blockX * k->blockY * k->blockZ, k->registersPerThread, 0, k->name);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
             const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
-            fprintf(tl_out, "memcpy\t%llu\t%llu\t%u\t%u\t%llu\t%u\t0\t0\t0\t%llu\t", (unsigned long long)m->start,
-                    (unsigned long long)m->end, m->streamId, m->graphId, (unsigned long long)m->graphNodeId, m->correlationId,
-                    (unsigned long long)m->bytes);
-            tl_name("memcpy");
+            tl_line("memcpy", m->start, m->end, m->streamId, m->graphId, m->graphNodeId, m->correlationId, 0, 0, 0, m->bytes, "memcpy");
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
             const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
-            fprintf(tl_out, "memset\t%llu\t%llu\t%u\t%u\t%llu\t%u\t0\t0\t0\t%llu\t", (unsigned long long)m->start,
-                    (unsigned long long)m->end, m->streamId, m->graphId, (unsigned long long)m->graphNodeId, m->correlationId,
-                    (unsigned long long)m->bytes);
-            tl_name("memset");
+            tl_line("memset", m->start, m->end, m->streamId, m->graphId, m->graphNodeId, m->correlationId, 0, 0, 0, m->bytes, "memset");
         }
     }
     size_t dropped = 0;

@@ -255,7 +255,7 @@ static void test_bench_json(void **s) {
         double med = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
         assert_true(fabs(strtod(md + 20, NULL) - med) <= 1e-4);
         // the record says the gradients' dtype (fp32 here: --grad-dtype bf16 needs --precision bf16)
-        const char *gd = strstr(line, "\"precision\": \"fp32\", \"grad_dtype\": \"fp32\"");
+        const char *gd = strstr(line, "\"precision\": \"fp32\", \"grad_dtype\": \"fp32\", \"optimizer\": \"after_backward\"");
         assert_non_null(gd);
         assert_true(!nl || gd < nl);
         // the CPU backend holds nothing beside the plan: an empty, well-formed list closes the record
@@ -263,6 +263,20 @@ static void test_bench_json(void **s) {
         assert_non_null(w);
         assert_true(!nl || w < nl);
     }
+    // the optimizer in backward: the record and the text header say so, and stg train's header explains the clipping
+    rc = tu_stg(out, sizeof out, "bench models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --optimizer-in-backward --warmup 0 --iters 1 --json");
+    if (rc != 0) fail_msg("%s", out);
+    assert_non_null(strstr(out, "\"grad_dtype\": \"fp32\", \"optimizer\": \"in_backward\""));
+    rc = tu_stg(out, sizeof out, "bench models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --optimizer-in-backward --warmup 0 --iters 1");
+    if (rc != 0) fail_msg("%s", out);
+    assert_non_null(strstr(out, "fp32, AdamW in backward, flash attention"));
+    rc = tu_stg(out, sizeof out, "bench models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --warmup 0 --iters 1");
+    if (rc != 0) fail_msg("%s", out);
+    assert_null(strstr(out, "AdamW in backward"));
+    rc = tu_stg(out, sizeof out, "train models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --steps 2 --optimizer-in-backward");
+    if (rc != 0) fail_msg("%s", out);
+    assert_non_null(strstr(out, "optimizer: AdamW in backward"));
+    assert_non_null(strstr(out, "clipping by the previous step's gradient norm"));
     // memreport names bf16 weight gradients in its precision line
     rc = tu_stg(out, sizeof out, "memreport models/tiny.yaml --precision bf16 --grad-dtype bf16");
     if (rc != 0) fail_msg("%s", out);

@@ -852,41 +852,47 @@ static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, c
     }
     // The dq launch on side->aux, forked from st before the dk/dv launch and joined after it: the two read the same
     // inputs and write different outputs, and neither's blocks share a multiprocessor with another (registers), so
-    // the second launch's blocks take the multiprocessors the first's last wave leaves idle.
+    // the second launch's blocks take the multiprocessors the first's last wave leaves idle. Everything that can fail
+    // before a launch (the kernels' attributes, the tensor maps) is done before the fork, and once forked the side
+    // stream is joined back whatever the launches report, so an error never leaves st's capture or order forked.
     const bool two = side && side->aux && ws_bwd_side();
     cudaStream_t sq = two ? side->aux : st;
+    const int nk = (S + 64 * KW - 1) / (64 * KW), hminor_k = G > 1 && nk <= 65535;
+    const size_t smem_k = ws_dkdv_smem<D, KW, KS, false>();
+    CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_k));
+    CUtensorMap tk, tv, tkt, tvt;
+    if (tm_kv_maps(&tk, &tv, &tkt, &tvt, k, v, B, S, hkv, D, 64, err)) return -1;
+    const int nq = (S * G + 64 * QW - 1) / (64 * QW), hminor_q = G > 1 && nq <= 65535;
+    const size_t smem_q = ws_dq_smem<D, QW, QS>();
+    CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dq_kernel<D, QW, QS, WS_BWD_RG(QW)>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem_q));
     if (two) {
         CUDA_CHECK(err, cudaEventRecord(side->fork, st));
         CUDA_CHECK(err, cudaStreamWaitEvent(side->aux, side->fork, 0));
     }
-    {
-        const int nk = (S + 64 * KW - 1) / (64 * KW), hminor = G > 1 && nk <= 65535;
-        const size_t smem = ws_dkdv_smem<D, KW, KS, false>();
-        CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        dim3 grid(hminor ? (unsigned)hkv : (unsigned)nk, hminor ? (unsigned)nk : (unsigned)hkv, (unsigned)B);
-        att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false><<<grid, 128 * KW + 128, smem, st>>>(
-            (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dk,
-            (wg_bf16 *)dv, nullptr, nullptr, RT, S, H, G, hminor, 0, 0u, scale, scale2);
-        CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv; warp-specialised)");
-    }
-    {
-        CUtensorMap tk, tv, tkt, tvt;
-        if (tm_kv_maps(&tk, &tv, &tkt, &tvt, k, v, B, S, hkv, D, 64, err)) return -1;
-        const int nq = (S * G + 64 * QW - 1) / (64 * QW), hminor = G > 1 && nq <= 65535;
-        const size_t smem = ws_dq_smem<D, QW, QS>();
-        CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dq_kernel<D, QW, QS, WS_BWD_RG(QW)>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        dim3 grid(hminor ? (unsigned)hkv : (unsigned)nq, hminor ? (unsigned)nq : (unsigned)hkv, (unsigned)B);
-        att_ws_dq_kernel<D, QW, QS, WS_BWD_RG(QW)><<<grid, 128 * QW + 128, smem, sq>>>(
-            tk, tv, tkt, tvt, (const wg_bf16 *)q, docs, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dq, S, H, G, hminor,
+    dim3 grid_k(hminor_k ? (unsigned)hkv : (unsigned)nk, hminor_k ? (unsigned)nk : (unsigned)hkv, (unsigned)B);
+    att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false><<<grid_k, 128 * KW + 128, smem_k, st>>>(
+        (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dk,
+        (wg_bf16 *)dv, nullptr, nullptr, RT, S, H, G, hminor_k, 0, 0u, scale, scale2);
+    const cudaError_t ek = cudaGetLastError();
+    dim3 grid_q(hminor_q ? (unsigned)hkv : (unsigned)nq, hminor_q ? (unsigned)nq : (unsigned)hkv, (unsigned)B);
+    if (ek == cudaSuccess)
+        att_ws_dq_kernel<D, QW, QS, WS_BWD_RG(QW)><<<grid_q, 128 * QW + 128, smem_q, sq>>>(
+            tk, tv, tkt, tvt, (const wg_bf16 *)q, docs, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dq, S, H, G, hminor_q,
             scale, scale2);
-        CUDA_LAUNCH_CHECK(err, "attention backward (dq; warp-specialised)");
+    const cudaError_t eq = ek == cudaSuccess ? cudaGetLastError() : cudaSuccess;
+    if (two) { // joined whatever the launches reported
+        const cudaError_t e1 = cudaEventRecord(side->join, side->aux);
+        const cudaError_t e2 = e1 == cudaSuccess ? cudaStreamWaitEvent(st, side->join, 0) : cudaSuccess;
+        if (ek == cudaSuccess && eq == cudaSuccess) {
+            CUDA_CHECK(err, e1);
+            CUDA_CHECK(err, e2);
+        }
     }
-    if (two) {
-        CUDA_CHECK(err, cudaEventRecord(side->join, side->aux));
-        CUDA_CHECK(err, cudaStreamWaitEvent(st, side->join, 0));
-    }
+    if (ek != cudaSuccess)
+        return stg_errf(err, "attention backward (dk, dv; warp-specialised): %s", cudaGetErrorString(ek));
+    if (eq != cudaSuccess) return stg_errf(err, "attention backward (dq; warp-specialised): %s", cudaGetErrorString(eq));
     return 0;
 }
 

@@ -26,8 +26,13 @@ int rt_sampler_new(const stg_infer *inf, rt_backend *bp, rt_backend *bd, const r
     rt_backend *b[2] = {bp, bd};
     for (int j = 0; j < 2; j++) {
         int k = j == 0 ? s->first : 1 - s->first;
+        // One stream: the prefill and decode steps are each one chain of ops, with nothing to overlap. On
+        // several, the executor put the views of k and v on idle streams, and the capture carried every earlier
+        // layer's q/k/v product into each layer's attention through their events: a cross-stream wait of
+        // ~1.8 us a layer in the graph (the 2.7B decode step at batch 1: 2.311 -> 2.240 ms on one stream, H200,
+        // docs/perf/LOG.md, twenty-eighth session).
         rt_exec_opts eo = {.separate = o->separate, .poison = o->poison, .graph = k == STG_INFER_DECODE && o->graph,
-                           .share = j == 0 ? o->params : s->e[s->first]};
+                           .share = j == 0 ? o->params : s->e[s->first], .streams = 1};
         if (rt_exec_new(inf->g[k], inf->p[k], b[k], &eo, &s->e[k], err)) {
             stg_err_prefix(err, "sampler, the %s graph", k == STG_INFER_PREFILL ? "prefill" : "decode");
             rt_sampler_free(s);

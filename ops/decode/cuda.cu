@@ -8,7 +8,9 @@
 // (b, kv head) to finish (an atomic count per pair, reset by that block) combines the splits in
 // split order (o = sum_s e^(m_s - M) out_s / sum_s e^(m_s - M) l_s): no float atomics, the same
 // bits in every run and in a captured graph. The block whose chunk holds the current position
-// first rotates (RoPE) and stores the new key and value there.
+// first rotates (RoPE) and stores the new key and value there. The kernel is launched with programmatic
+// dependent launch: before its wait it only prefetches its rows of the cache into L2 (without the ring),
+// so the cache's DRAM latency and the launch fall under the end of the product of q, k and v before it.
 // A row of the cache is NC = Dh / (16 / sizeof(T)) 16-byte chunks; R lanes share a row (R a power of
 // two), lane c of them taking chunks c, c + R, ... (CPL of them), so a warp covers 32 / R rows at a
 // time and a lane's score needs log2 R shuffles. A pass over the chunk serves GB query heads at once
@@ -92,6 +94,30 @@ template <typename T> __device__ __forceinline__ void dec_unpack(const uint4 &r,
     }
 }
 
+// The combine's splits in flight at once (a thread's loads of m, l and its output element of each).
+#define DEC_CB 16
+
+// Before the kernel's wait: a bulk prefetch into L2 of the block's rows of the cache (K and V, each a
+// contiguous run of its head's rows) below the position that a read of `pos` gives now. Only a hint: the
+// kernel before may not have written what this reads, and nothing prefetched is used as a value (the rows
+// are read again after the wait; L2 is coherent, so a row written later is read as written). It puts the
+// cache's DRAM latency under the end of the kernel before (the batch-1 step's product of q, k and v).
+template <typename T>
+__device__ __forceinline__ void dec_prefetch_rows(const T *kb, const T *vb, const int32_t *pos, int64_t j0, int chunk, int64_t C, int Dh) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (threadIdx.x != 0) return;
+    int64_t ph = __ldcv(pos);
+    ph = ph < 0 ? 0 : ph >= C ? C - 1 : ph;
+    const int64_t n = (j0 + chunk <= ph + 1 ? j0 + chunk : ph + 1) - j0; // rows [j0, min(j0 + chunk, ph + 1))
+    if (n <= 0) return;
+    const uint32_t bytes = (uint32_t)(n * Dh * (int64_t)sizeof(T)); // a multiple of 16: Dh is of 16-byte chunks
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(kb + j0 * Dh), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(vb + j0 * Dh), "r"(bytes) : "memory");
+#else
+    (void)kb, (void)vb, (void)pos, (void)j0, (void)chunk, (void)C, (void)Dh;
+#endif
+}
+
 // Rows a lane loads at once when it reads the cache directly (no ring: a chunk of a few trips).
 __host__ __device__ constexpr int dec_rows(int cpl, int gb) { return cpl == 1 && gb < 4 ? 4 : cpl <= 3 ? 2 : 1; }
 
@@ -112,15 +138,17 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
     float *wacc = qs + G * Dh;                   // (DEC_WARPS, GB, Dh)
     float *wm = wacc + DEC_WARPS * GB * Dh;      // (DEC_WARPS, GB)
     float *wl = wm + DEC_WARPS * GB;             // (DEC_WARPS, GB)
-    float *fs = wl + DEC_WARPS * GB;             // (G, nsplit + 1): the combining block's split weights, then each head's sum
-    int *last = (int *)(fs + G * (a.nsplit + 1)); // this block combines
-    const int64_t p = *a.pos;
-    if (p < 0 || p >= a.C) return; // the host never runs a step past the cache
-    const int64_t L = p + 1, j0 = (int64_t)split * a.chunk, j1 = j0 + a.chunk < L ? j0 + a.chunk : L;
-    const T *q = (const T *)a.q;
+    int *last = (int *)(wl + DEC_WARPS * GB);    // this block combines
     T *kc = (T *)a.kc, *vc = (T *)a.vc;
     const int64_t rs = Dh; // between positions of the cache (head-major: a head's positions are contiguous)
     T *kb = kc + ((int64_t)b * a.Hkv + hk) * a.C * Dh, *vb = vc + ((int64_t)b * a.Hkv + hk) * a.C * Dh;
+    const int64_t j0 = (int64_t)split * a.chunk;
+    if constexpr (!RING) dec_prefetch_rows(kb, vb, a.pos, j0, a.chunk, a.C, Dh);
+    cu_pdl_wait(); // the queries, the new row and the position are the kernels' before
+    const int64_t p = *a.pos;
+    if (p < 0 || p >= a.C) return; // the host never runs a step past the cache
+    const int64_t L = p + 1, j1 = j0 + a.chunk < L ? j0 + a.chunk : L;
+    const T *q = (const T *)a.q;
     const int rig = lane / R, c = lane % R;
     bool cv[CPL]; // this lane's chunk slots c + R i that lie in the row
 #pragma unroll
@@ -338,45 +366,39 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
     __syncthreads();
     if (!*last) return;
     __threadfence();
-    // Each head's split weights e^(m_s - M) and sum, a warp a head; then the outputs, a thread an element,
-    // each summing the splits in order with the loads of eight splits in flight at once (a chain of one L2
-    // round trip a split made this the batch-1 kernel's largest part).
+    // A thread an output element: the splits' (m, l, output) in batches of DEC_CB, each batch's loads in
+    // flight at once (one L2 round trip at batch 1's 16 splits: a chain of round trips made this the
+    // batch-1 kernel's largest part), merged in split order: a batch's largest m first, then the running
+    // sums rescaled to it. The same bits every run.
     T *o = (T *)a.o;
     const int ns = a.nsplit;
-    for (int g = warp; g < G; g += DEC_WARPS) {
-        const float *pg = part_b + (int64_t)g * ns * (Dh + 2);
-        float *f = fs + g * (ns + 1), M = -INFINITY, Lsum = 0.f;
-        for (int s = lane; s < ns; s += 32) {
-            const float ms = __ldcg(pg + (int64_t)s * (Dh + 2) + Dh);
-            f[s] = ms;
-            M = fmaxf(M, ms);
-        }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
-        for (int s = lane; s < ns; s += 32) {
-            const float ms = f[s], fw = ms == -INFINITY ? 0.f : __expf(ms - M);
-            f[s] = fw;
-            Lsum += __ldcg(pg + (int64_t)s * (Dh + 2) + Dh + 1) * fw; // 0 for an empty split (its l is 0)
-        }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) Lsum += __shfl_xor_sync(0xffffffffu, Lsum, off);
-        if (lane == 0) f[ns] = Lsum;
-    }
-    __syncthreads(); // every head's weights
     for (int x = tid; x < G * Dh; x += DEC_THREADS) {
         const int g = x / Dh, d = x % Dh;
-        const float *pg = part_b + (int64_t)g * ns * (Dh + 2) + d, *f = fs + g * (ns + 1);
-        float s = 0.f;
-        int sp = 0;
-        for (; sp + 8 <= ns; sp += 8) {
-            float y[8];
+        const float *pg = part_b + (int64_t)g * ns * (Dh + 2);
+        float M = -INFINITY, Lsum = 0.f, s = 0.f;
+        for (int s0 = 0; s0 < ns; s0 += DEC_CB) {
+            float mv[DEC_CB], lv[DEC_CB], yv[DEC_CB];
 #pragma unroll
-            for (int u = 0; u < 8; u++) y[u] = __ldcg(pg + (int64_t)(sp + u) * (Dh + 2));
+            for (int u = 0; u < DEC_CB; u++) {
+                const float *ps = pg + (int64_t)(s0 + u) * (Dh + 2);
+                const bool in = s0 + u < ns;
+                mv[u] = in ? __ldcg(ps + Dh) : -INFINITY; // an empty split: m = -inf, l = 0, output 0
+                lv[u] = in ? __ldcg(ps + Dh + 1) : 0.f;
+                yv[u] = in ? __ldcg(ps + d) : 0.f;
+            }
+            float Mb = M;
 #pragma unroll
-            for (int u = 0; u < 8; u++) s += y[u] * f[sp + u];
+            for (int u = 0; u < DEC_CB; u++) Mb = fmaxf(Mb, mv[u]);
+            const float c0 = M == -INFINITY ? 0.f : __expf(M - Mb);
+            Lsum *= c0, s *= c0, M = Mb;
+#pragma unroll
+            for (int u = 0; u < DEC_CB; u++) {
+                const float f = mv[u] == -INFINITY ? 0.f : __expf(mv[u] - M);
+                Lsum = fmaf(lv[u], f, Lsum);
+                s = fmaf(yv[u], f, s);
+            }
         }
-        for (; sp < ns; sp++) s += __ldcg(pg + (int64_t)sp * (Dh + 2)) * f[sp];
-        cu_st(o + ((int64_t)b * a.Hq + (int64_t)hk * G + g) * Dh, d, s / f[ns]);
+        cu_st(o + ((int64_t)b * a.Hq + (int64_t)hk * G + g) * Dh, d, s / Lsum);
     }
     if (tid == 0) a.count[bh] = 0; // ready for the next step
 }
@@ -494,14 +516,10 @@ static int dec_attn_prepare(stg_cuda *c, const stg_graph *g, int op, void *const
     if (dec_config(g, o, &st->k, &bf, err)) return -1;
     // The split is the ring kernel's (the one with more shared memory); a chunk of fewer trips than the
     // ring has stages reads the cache directly: a ring pays off only over long chunks (batch 64), and its
-    // shared memory made the batch-1 step 1.3% slower (docs/perf/LOG.md, 2026-11-29). The split weights
-    // take G floats a split and G more: at most one split each 32 positions, and at most as many as 16
-    // blocks a multiprocessor (DEC_THREADS threads each) over the pairs (dec_split).
+    // shared memory made the batch-1 step 1.3% slower (docs/perf/LOG.md, 2026-11-29).
     size_t most[2];
-    const int64_t pairs = k->shape[0] * k->shape[2], fit = 16 * (int64_t)(c->sm_count > 0 ? c->sm_count : 132) / pairs;
-    const int64_t ns_most = (kc->shape[2] + 31) / 32 < (fit > 1 ? fit : 1) ? (kc->shape[2] + 31) / 32 : (fit > 1 ? fit : 1);
     for (int r = 0; r < 2; r++) {
-        most[r] = st->k.smem0[r] + (size_t)st->k.G * (size_t)(ns_most + 1) * sizeof(float);
+        most[r] = st->k.smem0[r];
         if (most[r] > 227 * 1024)
             return stg_errf(err, "attention_cached: %d query heads per kv head of dim %lld need too much shared memory", st->k.G,
                             (long long)q->shape[3]);
@@ -512,8 +530,7 @@ static int dec_attn_prepare(stg_cuda *c, const stg_graph *g, int op, void *const
     if (per_sm < 1) return stg_errf(err, "attention_cached: the kernel does not fit a multiprocessor (%zu bytes of shared memory)", most[1]);
     dec_split(c, per_sm, k->shape[0], k->shape[2], kc->shape[2], &st->nsplit, &st->chunk);
     st->ring = (st->chunk + st->k.step - 1) / st->k.step >= st->k.stages;
-    if (st->nsplit > ns_most) return stg_errf(err, "attention_cached: %d splits, more than the %lld planned", st->nsplit, (long long)ns_most);
-    st->smem = st->k.smem0[st->ring] + (size_t)st->k.G * (size_t)(st->nsplit + 1) * sizeof(float);
+    st->smem = st->k.smem0[st->ring];
     CUDA_CHECK(err, cudaMemsetAsync(table, 0, dec_attn_table_bytes(g, op), c->stream));
     *work = (size_t)(q->shape[0] * q->shape[2]) * (size_t)st->nsplit * (size_t)(q->shape[3] + 2) * sizeof(float);
     return 0;
@@ -544,8 +561,8 @@ extern "C" int cuda_run_attention_cached(stg_cuda *c, const stg_graph *g, int op
     size_t need = (size_t)(q->shape[0] * q->shape[2]) * (size_t)a.nsplit * (size_t)(Dh + 2) * sizeof(float);
     if (!c->work || c->work_bytes < need) return stg_errf(err, "attention_cached: the scratch holds %zu bytes, needs %zu", c->work_bytes, need);
     dim3 grid((unsigned)a.nsplit, (unsigned)(q->shape[0] * a.Hkv));
-    st->k.fn[st->ring]<<<grid, DEC_THREADS, st->smem, c->stream>>>(a);
-    CUDA_LAUNCH_CHECK(err, "attention_cached_kernel");
+    const cudaError_t e = cu_launch_pdl(c->pdl, st->k.fn[st->ring], grid, dim3(DEC_THREADS), st->smem, c->stream, a);
+    if (e != cudaSuccess) return stg_errf(err, "attention_cached: launching its kernel: %s", cudaGetErrorString(e));
     return 0;
 }
 

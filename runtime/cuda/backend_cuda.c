@@ -1,5 +1,8 @@
 // The CUDA backend: device memory, one stream, ops/cuda kernels, CUDA Graph capture and replay.
 #include <cuda_runtime_api.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <nvtx3/nvToolsExt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,10 +196,94 @@ static int cb_capture_begin(rt_backend *b, stg_err *err) {
     return 0;
 }
 
+// STG_GRAPH_DUMP=PREFIX (a debugging aid): every captured graph's nodes, in the order they were captured, with
+// each node's kind (cudaGraphNodeType; a kernel's function name where the runtime knows it) and the nodes it depends on, each edge's type and port
+// (programmatic edges: "prog", ports "trig" and "prog"), into PREFIX.N.txt (N counting the graphs of the
+// run from 0). A file that exists is never overwritten: the dump fails instead.
+static int graph_dump(cudaGraph_t graph, const char *prefix, stg_err *err) {
+    static int count;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s.%d.txt", prefix, count++) >= (int)sizeof path) return stg_errf(err, "STG_GRAPH_DUMP: the path is too long");
+    size_t n = 0;
+    CK(err, cudaGraphGetNodes(graph, NULL, &n));
+    cudaGraphNode_t *nodes = calloc(n ? n : 1, sizeof *nodes), *dep = NULL;
+    cudaGraphEdgeData *ed = NULL;
+    FILE *f = NULL;
+    const char *what = "";
+    int rc = -1;
+    if (!nodes) {
+        stg_errf(err, "STG_GRAPH_DUMP: out of host memory");
+        goto out;
+    }
+    cudaError_t e = cudaGraphGetNodes(graph, nodes, &n);
+    if (e != cudaSuccess) {
+        stg_errf(err, "STG_GRAPH_DUMP: cudaGraphGetNodes: %s", cudaGetErrorString(e));
+        goto out;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0 || !(f = fdopen(fd, "w"))) {
+        stg_errf(err, "STG_GRAPH_DUMP: %s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        goto out;
+    }
+    fprintf(f, "# %zu nodes; per node: index, kind, name, then the dependencies as index:type:port\n", n);
+    for (size_t i = 0; i < n; i++) {
+        enum cudaGraphNodeType t;
+        const char *name = "-";
+        what = "cudaGraphNodeGetType";
+        if ((e = cudaGraphNodeGetType(nodes[i], &t)) != cudaSuccess) break;
+        if (t == cudaGraphNodeTypeKernel) { // the name of a kernel of this program; "?" for a library's (cuBLAS)
+            struct cudaKernelNodeParams kp;
+            if (cudaGraphKernelNodeGetParams(nodes[i], &kp) != cudaSuccess || cudaFuncGetName(&name, kp.func) != cudaSuccess) {
+                (void)cudaGetLastError();
+                name = "?";
+            }
+        }
+        size_t nd = 0;
+        what = "cudaGraphNodeGetDependencies (their count)";
+        if ((e = cudaGraphNodeGetDependencies(nodes[i], NULL, NULL, &nd)) != cudaSuccess) break;
+        free(dep), free(ed);
+        dep = calloc(nd ? nd : 1, sizeof *dep), ed = calloc(nd ? nd : 1, sizeof *ed);
+        if (!dep || !ed) {
+            stg_errf(err, "STG_GRAPH_DUMP: out of host memory");
+            goto out;
+        }
+        what = "cudaGraphNodeGetDependencies";
+        if (nd > 0 && (e = cudaGraphNodeGetDependencies(nodes[i], dep, ed, &nd)) != cudaSuccess) break; // (0 and arrays: invalid)
+        fprintf(f, "%zu %d %.60s", i, (int)t, name);
+        for (size_t j = 0; j < nd; j++) {
+            size_t k = 0;
+            while (k < n && nodes[k] != dep[j]) k++;
+            fprintf(f, " %zu:%s:%s", k, ed[j].type == cudaGraphDependencyTypeProgrammatic ? "prog" : "full",
+                    ed[j].from_port == cudaGraphKernelNodePortProgrammatic       ? "prog"
+                    : ed[j].from_port == cudaGraphKernelNodePortLaunchCompletion ? "trig"
+                                                                                 : "end");
+        }
+        fputc('\n', f);
+    }
+    if (e != cudaSuccess) {
+        stg_errf(err, "STG_GRAPH_DUMP: %s: %s: %s", path, what, cudaGetErrorString(e));
+        goto out;
+    }
+    rc = 0;
+out:
+    if (f) {
+        const int bad = ferror(f);
+        if ((fclose(f) || bad) && rc == 0) rc = stg_errf(err, "STG_GRAPH_DUMP: writing %s failed", path);
+    }
+    free(nodes), free(dep), free(ed);
+    return rc;
+}
+
 static int cb_capture_end(rt_backend *b, void **out, stg_err *err) {
     cudaGraph_t graph = NULL;
     *out = NULL;
     CK(err, cudaStreamEndCapture(impl(b)->stream, &graph));
+    const char *dump = getenv("STG_GRAPH_DUMP");
+    if (dump && *dump && graph_dump(graph, dump, err)) {
+        cudaGraphDestroy(graph);
+        return -1;
+    }
     cudaGraphExec_t exec = NULL;
     cudaError_t e = cudaGraphInstantiateWithFlags(&exec, graph, 0);
     cudaGraphDestroy(graph);

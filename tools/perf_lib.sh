@@ -17,7 +17,7 @@
 #   side DIR TARGET SRC:DST...  like build_old, into DIR and for one build target (e.g. a test program of a variant);
 #                           prints "DIR build: RC" (wait for it)
 #   med JSON LABEL [KEY...] the named keys (median_ms, min_ms, mfu by default) of an `stg bench --json` record
-#   stg_step LABEL MODEL [ARG...]   `stg bench MODEL ARG... --json` (120 s at most), then med
+#   stg_step LABEL MODEL [ARG...]   `stg bench MODEL ARG... --json` (120 s at most), then med; STG_BIN=PATH: that stg
 #   peer_step SIZE CTX BATCH MODE   torch_lm.py --flash --sdpa cudnn (MODE c: default compile, cg: reduce-overhead)
 #   step_row SIZE CTX MODES GATE [BATCH]   models/cs336/SIZE.yaml: stg_step default and with --grad-dtype bf16
 #                           --gemm-tune on, then peer_step for each of MODES (c, cg), if the clock is below GATE s
@@ -30,6 +30,9 @@
 #   dec_ab STG... -- B...   `stg "${dec[@]}" --batch B` for each build and batch (90 s each), two rounds, alternating
 #   ncu_step STG B SKIP N   Nsight Compute's duration and DRAM bytes of N kernels after SKIP of `stg "${dec[@]}" --batch B`
 #                           (clocks and caches left alone), summed by kernel (tools/ncu_kernels.py) into OUT/l/ncu_step_bB.txt
+#   tl_lib                  builds tools/probes/timeline.c (CUPTI) into OUT/libtimeline.so; returns 1 when it cannot
+#   tl NAME STG ARG...      `STG ARG...` with the timeline injected (150 s at most): OUT/l/tl_NAME.tsv.gz, its reading by
+#                           tools/timeline.py in OUT/l/tl_NAME.txt (the first 30 lines printed); STG may be `env V=X stg`
 #   perf_pack               packs OUT/l into OUT/logs.tgz (the device returns at most 8 files)
 out=${1:?usage: source tools/perf_lib.sh OUT}
 mkdir -p "$out/l" && out=$(cd "$out" && pwd)
@@ -93,7 +96,7 @@ PY
 }
 stg_step() {
     local label=$1 model=$2; shift 2
-    timeout 120 build-gpu/stg bench "$model" "$@" --json > "$out/l/b.json" 2> "$out/l/b.err"
+    timeout 120 "${STG_BIN:-build-gpu/stg}" bench "$model" "$@" --json > "$out/l/b.json" 2> "$out/l/b.err"
     med "$out/l/b.json" "$label"
 }
 peer_step() {
@@ -157,5 +160,24 @@ ncu_step() {
         --cache-control none -s "$3" -c "$4" $1 "${dec[@]}" --batch "$2" > "$f.csv" 2> "$f.err"
     echo "ncu_step $1 b$2: $?"
     python3 tools/ncu_kernels.py "$f.csv" > "$f.txt" 2>&1; head -14 "$f.txt"
+}
+tl_lib() {
+    local cu inc
+    cu=$(dirname "$(dirname "$(command -v nvcc)")")
+    tl_cupti=$(ls "$cu"/lib64/libcupti.so "$cu"/extras/CUPTI/lib64/libcupti.so 2>/dev/null | head -1)
+    inc=$(ls -d "$cu"/include/cupti.h "$cu"/extras/CUPTI/include/cupti.h 2>/dev/null | head -1)
+    [ -n "$tl_cupti" ] && [ -n "$inc" ] || { echo "timeline: no CUPTI under $cu"; return 1; }
+    gcc -O2 -Wall -std=c11 -shared -fPIC tools/probes/timeline.c -I"$(dirname "$inc")" -L"$(dirname "$tl_cupti")" -lcupti \
+        -o "$out/libtimeline.so" || { echo "timeline library: build failed"; return 1; }
+}
+tl() {
+    local name=$1 s=$2; shift 2
+    # shellcheck disable=SC2086 # s may be `env V=X stg`
+    LD_LIBRARY_PATH="$(dirname "$tl_cupti"):${LD_LIBRARY_PATH:-}" STG_TIMELINE_OUT="$out/l/tl_$name.tsv" \
+        CUDA_INJECTION64_PATH="$out/libtimeline.so" timeout 150 $s "$@" > "$out/l/tl_$name.out" 2>&1
+    echo "[$name] stg: $? $(grep -E "^  time|timeline:" "$out/l/tl_$name.out" | tr '\n' ' ')"
+    python3 tools/timeline.py "$out/l/tl_$name.tsv" > "$out/l/tl_$name.txt" 2>&1; echo "[$name] timeline.py: $?"
+    head -30 "$out/l/tl_$name.txt"
+    gzip -9 "$out/l/tl_$name.tsv"
 }
 perf_pack() { tar -czf "$out/logs.tgz" -C "$out" l && rm -rf "$out/l"; }

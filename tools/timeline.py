@@ -4,13 +4,19 @@ where one graph replay's time went: its span, how busy the device and each strea
 (and which kernels they sat between), the kernels that took the most time, and the tail: how long the kernels
 matching --tail (by default the optimizer's updates) ran on after every other kernel had ended.
 
-    python3 tools/timeline.py T.tsv [--graph G] [--replay K] [--tail REGEX] [--top N] [--gaps N]
+    python3 tools/timeline.py T.tsv[.gz] [--graph G] [--replay K] [--tail REGEX] [--top N] [--gaps N]
+                              [--list FROM:TO] [--period REGEX]
 
 A replay is every record of one graph launch (graph id and the launch's correlation id). By default the graph with
 the most records a replay is read, and of its replays the one with the median span (the others' spans are
-summarised). --replay K takes the K-th replay in time order instead (0 the first, -1 the last). Exits 2 with
-FILE:LINE on a malformed file, or when the file holds no graph replay."""
+summarised). --replay K takes the K-th replay in time order instead (0 the first, -1 the last). --list FROM:TO
+prints every record of the replay that starts between FROM and TO ms after the replay's start (its start, end and
+length, stream, grid, block, registers, name): how one layer's kernels follow each other. --period REGEX: the
+intervals between the starts of consecutive records whose names match (a layer's time, by its attention kernel).
+A file ending in .gz is read through gzip. Exits 2 with FILE:LINE on a malformed file, or when the file holds no
+graph replay."""
 import argparse
+import gzip
 import re
 import statistics
 import sys
@@ -26,14 +32,22 @@ class Bad(Exception):
 def read(path):
     recs, dropped = [], None
     try:
-        f = open(path, encoding="utf-8", errors="replace")
+        f = (gzip.open(path, "rt", encoding="utf-8", errors="replace") if path.endswith(".gz")
+             else open(path, encoding="utf-8", errors="replace"))
     except OSError as e:
         raise Bad(f"{path}: {e.strerror}")
     with f:
-        header = f.readline().rstrip("\n").split("\t")
+        try:
+            header = f.readline().rstrip("\n").split("\t")
+        except (OSError, EOFError) as e:  # not gzip data, or cut short
+            raise Bad(f"{path}: {e}")
         if header != FIELDS:
             raise Bad(f"{path}:1: not a timeline (the header should be: {' '.join(FIELDS)})")
-        for ln, line in enumerate(f, start=2):
+        try:
+            lines = list(f)
+        except (OSError, EOFError) as e:
+            raise Bad(f"{path}: {e}")
+        for ln, line in enumerate(lines, start=2):
             line = line.rstrip("\n")
             if line.startswith("# dropped "):
                 try:
@@ -184,6 +198,31 @@ def report(recs, dropped, a, out):
     for ln, s, e, before, nxt in gaps[:a.gaps]:
         pr(f"  {ln / 1e3:9.1f} us at {ms(s - t0):9.3f} ms: after {base_name(before['name'])} (stream {before['stream']}), "
            f"before {base_name(nxt['name'])} (stream {nxt['stream']})")
+    if a.period:
+        rx = re.compile(a.period)
+        st = sorted(r["start"] for r in rs if rx.search(r["name"]))
+        iv = [b - x for x, b in zip(st, st[1:])]
+        if iv:
+            pr(f"period /{a.period}/: {len(st)} records, {len(iv)} intervals between their starts: mean {statistics.mean(iv) / 1e3:.2f} us, "
+               f"median {statistics.median(iv) / 1e3:.2f}, min {min(iv) / 1e3:.2f}, max {max(iv) / 1e3:.2f}")
+        else:
+            pr(f"period /{a.period}/: {len(st)} records match; no interval")
+    if a.list:
+        lo, hi = a.list
+        pr(f"records starting {lo:g} to {hi:g} ms after the replay's start (us from it: start, end, length):")
+        for r in sorted(rs, key=lambda r: (r["start"], r["end"])):
+            if lo <= ms(r["start"] - t0) <= hi:
+                pr(f"  {(r['start'] - t0) / 1e3:10.2f} {(r['end'] - t0) / 1e3:10.2f} {(r['end'] - r['start']) / 1e3:8.2f}  stream {r['stream']} "
+                   f"grid {r['grid']} block {r['block']} registers {r['registers']} {r['kind']} {base_name(r['name'])}")
+
+
+def window(v):
+    """FROM:TO, two numbers of ms with FROM <= TO (argparse turns the ValueError into exit 2)."""
+    lo, sep, hi = v.partition(":")
+    lo, hi = float(lo), float(hi)  # ValueError on anything else
+    if not sep or lo > hi or lo != lo or hi != hi:
+        raise ValueError(v)
+    return lo, hi
 
 
 def main(argv=None):
@@ -194,7 +233,15 @@ def main(argv=None):
     p.add_argument("--tail", default="adamw|partials_final|slot_norm|lr_schedule")
     p.add_argument("--top", type=int, default=12)
     p.add_argument("--gaps", type=int, default=8)
+    p.add_argument("--list", type=window, metavar="FROM:TO")
+    p.add_argument("--period", metavar="REGEX")
     a = p.parse_args(argv)
+    if a.period is not None:
+        try:
+            re.compile(a.period)
+        except re.error as e:
+            print(f"timeline: --period: {e}", file=sys.stderr)
+            return 2
     if a.top < 0 or a.gaps < 0:
         print("timeline: --top and --gaps take counts >= 0", file=sys.stderr)
         return 2

@@ -4,7 +4,8 @@ source-page CSVs (the sums, shares and ranges it prints, and its refusals of bad
 synthetic metrics CSV (its unit conversions, groups, totals and rates, and its refusals), and tools/cubin_count.py's
 ELF reader on a hand-built ELF file (its section sizes as instruction counts) and its refusal of a non-ELF file, and
 tools/attn_trace.py on a synthetic timeline (its phase means, periods, spreads, lag, overlap and refusals), and
-tools/timeline.py on a synthetic CUPTI timeline (spans, unions, streams, the tail, names, gaps and refusals).
+tools/timeline.py on a synthetic CUPTI timeline (spans, unions, streams, the tail, names, gaps, gzip, --period, --list
+and refusals).
 Exits 0 when every check passes, 1 with the failed checks listed."""
 import os
 import struct
@@ -207,6 +208,7 @@ def test_timeline(tmp):
     p = os.path.join(tmp, "t.tsv")
     timeline_file(p)
     rc, out, err = run([tool, p])
+    out0 = out
     check(rc == 0, f"timeline: exit {rc} ({err.strip()})")
     check("graph 7: 2 replays, spans 6.100 / 6.100 / 7.100 ms" in out, "timeline: the replays' spans")
     check("1 other graphs; 1 records outside graphs; dropped 0" in out, "timeline: other graphs, outside records, dropped")
@@ -226,10 +228,35 @@ def test_timeline(tmp):
     check(rc == 0 and "replay 1: span 7.100 ms, 9 records" in out, "timeline: --replay -1")
     rc, out, err = run([tool, p, "--graph", "8"])
     check(rc == 0 and "graph 8: 1 replays" in out and "nothing to compare" in out, "timeline: --graph 8")
+    # the same file through gzip; --period and --list on the median replay and the last
+    import gzip
+    pz = p + ".gz"
+    with open(p, "rb") as f, gzip.open(pz, "wb") as g:
+        g.write(f.read())
+    rc, outz, err = run([tool, pz])
+    check(rc == 0 and outz == out0, f"timeline: a .gz file read as the plain one (exit {rc}, {err.strip()[:80]})")
+    rc, out, err = run([tool, p, "--period", "gemm", "--list", "0.4:1.3"])
+    check(rc == 0 and "period /gemm/: 2 records, 1 intervals between their starts: mean 1000.00 us, median 1000.00, min 1000.00, "
+          "max 1000.00" in out, f"timeline: --period on replay 0 ({err.strip()[:80]})")
+    listed = [l.split() for l in out.splitlines() if l.startswith("  ") and " stream " in l and "kernel" in l]
+    check([x[:3] + x[-1:] for x in listed] == [["500.00", "2500.00", "2000.00", "attn"], ["1000.00", "3000.00", "2000.00", "gemm"],
+                                               ["1200.00", "1500.00", "300.00", "attn"]], f"timeline: --list 0.4:1.3 {listed}")
+    check(len(listed) == 3 and listed[0][3:11] == ["stream", "14", "grid", "132", "block", "256", "registers", "32"],
+          f"timeline: --list's columns {listed[:1]}")
+    rc, out, err = run([tool, p, "--replay", "-1", "--period", "gemm"])
+    check(rc == 0 and "period /gemm/: 3 records, 2 intervals between their starts: mean 3300.00 us, median 3300.00, min 1000.00, "
+          "max 5600.00" in out, "timeline: --period on the last replay")
+    rc, out, err = run([tool, p, "--period", "nothing"])
+    check(rc == 0 and "period /nothing/: 0 records match; no interval" in out, "timeline: --period without a match")
     bad = {"header": "kind\tstart\n", "fields": TL_HEADER + "kernel\t1\t2\n",
            "number": TL_HEADER + "kernel\t1\tx\t0\t7\t1\t1\t1\t1\t1\t0\tk\n",
            "order": TL_HEADER + "kernel\t5\t2\t0\t7\t1\t1\t1\t1\t1\t0\tk\n",
            "no graph": TL_HEADER + "kernel\t1\t2\t0\t0\t0\t1\t1\t1\t1\t0\tk\n"}
+    nz = os.path.join(tmp, "plain.tsv.gz")  # not gzip data
+    with open(nz, "w") as f:
+        f.write(TL_HEADER)
+    rc, out, err = run([tool, nz])
+    check(rc == 2 and "plain.tsv.gz" in err and "Traceback" not in err, f"timeline: not gzip data: exit {rc}, '{err.strip()[:100]}'")
     for what, text in bad.items():
         b = os.path.join(tmp, "bad.tsv")
         with open(b, "w") as f:
@@ -238,7 +265,9 @@ def test_timeline(tmp):
         where = {"header": "bad.tsv:1:", "fields": "bad.tsv:2:", "number": "bad.tsv:2:", "order": "bad.tsv:2:", "no graph": "no graph replay"}[what]
         check(rc == 2 and where in err and "Traceback" not in err, f"timeline: {what}: exit {rc}, '{err.strip()[:100]}'")
     for args, what in (([os.path.join(tmp, "none.tsv")], "missing file"), ([p, "--graph", "99"], "no such graph"),
-                       ([p, "--replay", "5"], "no such replay"), ([p, "--top", "-1"], "negative count")):
+                       ([p, "--replay", "5"], "no such replay"), ([p, "--top", "-1"], "negative count"),
+                       ([p, "--list", "2:1"], "a window backwards"), ([p, "--list", "x"], "a window not of numbers"),
+                       ([p, "--list", "nan:1"], "a window of nan"), ([p, "--period", "("], "a bad pattern")):
         rc, out, err = run([tool, *args])
         check(rc == 2 and err.strip() and "Traceback" not in err, f"timeline: {what}: exit {rc}, '{err.strip()[:100]}'")
 

@@ -740,6 +740,38 @@ static void test_optimizer_bf16_grads(void **state) {
     run_optim(STG_PREC_BF16, 1);
 }
 
+// cuda_upload: pinned host memory read by its kernel (16 bytes a thread with a byte tail, and byte by byte
+// when unaligned), pageable memory through the copy engine; the destination poisoned first, the bytes
+// around each copy checked untouched.
+static void test_upload(void **state) {
+    (void)state;
+    const size_t n = 100003;
+    unsigned char *pin = NULL, *dev = NULL, *back = malloc(n + 64), *page = malloc(n);
+    assert_non_null(back);
+    assert_non_null(page);
+    CK(cudaMallocHost((void **)&pin, n));
+    CK(cudaMalloc((void **)&dev, n + 64));
+    for (size_t i = 0; i < n; i++) pin[i] = page[i] = (unsigned char)(urand() * 256);
+    const struct { size_t so, d, len; bool pinned; } cases[] = {
+        {0, 0, n, true}, {16, 32, 4093, true}, {3, 5, 4093, true}, {1, 0, 17, true}, {0, 0, 1, true}, {7, 9, 50000, false}};
+    stg_err err = {{0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        CK(cudaMemset(dev, 0xff, n + 64));
+        const unsigned char *src = (cases[k].pinned ? pin : page) + cases[k].so;
+        if (cuda_upload(ctx, dev + cases[k].d, src, cases[k].len, &err)) fail_msg("%s", err.msg);
+        CK(cudaStreamSynchronize((cudaStream_t)cuda_stream(ctx)));
+        CK(cudaMemcpy(back, dev, n + 64, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n + 64; i++) {
+            const bool in = i >= cases[k].d && i < cases[k].d + cases[k].len;
+            const unsigned char want = in ? src[i - cases[k].d] : 0xff;
+            if (back[i] != want) fail_msg("upload case %zu: byte %zu is %u, not %u", k, i, back[i], want);
+        }
+    }
+    CK(cudaFreeHost(pin));
+    CK(cudaFree(dev));
+    free(back), free(page);
+}
+
 static void test_context(void **state) {
     (void)state;
     printf("  device: %s, bf16 peak %.0f TFLOP/s, fp32 %.0f\n", cuda_device_name(ctx),
@@ -760,6 +792,7 @@ static void test_context(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_context),
+        cmocka_unit_test(test_upload),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_norms),
         cmocka_unit_test(test_rope_mask_softmax),

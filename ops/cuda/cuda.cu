@@ -120,6 +120,32 @@ extern "C" int cuda_poison_shared(stg_cuda *c, stg_err *err) {
     return 0;
 }
 
+// n bytes from src to dst, 16 bytes a thread where both are 16-byte aligned, else a byte a thread.
+__global__ void upload_kernel(unsigned char *dst, const unsigned char *src, size_t n) {
+    const size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    size_t done = 0;
+    if ((((uintptr_t)dst | (uintptr_t)src) & 15u) == 0) {
+        const size_t nv = n / 16;
+        for (size_t i = i0; i < nv; i += stride) ((uint4 *)dst)[i] = ((const uint4 *)src)[i];
+        done = nv * 16;
+    }
+    for (size_t i = done + i0; i < n; i += stride) dst[i] = src[i];
+}
+
+extern "C" int cuda_upload(stg_cuda *c, void *dst, const void *src, size_t n, stg_err *err) {
+    if (n == 0) return 0;
+    cudaPointerAttributes at;
+    CUDA_CHECK(err, cudaPointerGetAttributes(&at, src));
+    if (at.type != cudaMemoryTypeHost || !at.devicePointer) { // pageable host memory: the copy engine stages it
+        CUDA_CHECK(err, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream));
+        return 0;
+    }
+    const size_t per = 256 * 16, blocks = (n + per - 1) / per;
+    upload_kernel<<<(unsigned)(blocks < 1024 ? blocks : 1024), 256, 0, c->stream>>>((unsigned char *)dst, (const unsigned char *)at.devicePointer, n);
+    CUDA_LAUNCH_CHECK(err, "upload_kernel");
+    return 0;
+}
+
 // Frees what cuda_prepare made (plans, tables, workspace); keeps the device, stream and handle.
 static void cuda_release_prepared(stg_cuda *c) {
     for (int i = 0; c->state && i < c->nops; i++)

@@ -78,6 +78,11 @@ int cuda_op_run_on(stg_cuda *c, int s, const stg_graph *g, int op, void *const *
 // between kernels), so a test sees such a read instead of whatever finite bits were left.
 int cuda_poison_shared(stg_cuda *c, stg_err *err);
 
+// Copies n bytes of host memory at src to device memory dst on the context's stream. Pinned host memory
+// (cudaMallocHost) is read by a kernel over the bus, so a captured step uploads its inputs in kernel nodes
+// beside the others, not in copy-engine nodes; other host memory goes through cudaMemcpyAsync.
+int cuda_upload(stg_cuda *c, void *dst, const void *src, size_t n, stg_err *err);
+
 // Measures device-to-device copy bandwidth (bytes read plus bytes written per second): the median
 // of `reps` cudaMemcpyAsync of `bytes` between two fresh buffers, timed with events on c->stream
 // (ops/optim/cuda.cu). Allocates and frees 2 x bytes of device memory; not for use in a capture.

@@ -64,8 +64,7 @@ static int cb_alloc_host(rt_backend *b, size_t n, void **out, stg_err *err) {
 static void cb_release_host(rt_backend *b, void *p) { cudaFreeHost(p); }
 
 static int cb_upload(rt_backend *b, void *dst, const void *src, size_t n, stg_err *err) {
-    CK(err, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, impl(b)->stream));
-    return 0;
+    return cuda_upload(impl(b)->c, dst, src, n, err);
 }
 
 static int cb_download(rt_backend *b, void *dst, const void *src, size_t n, stg_err *err) {

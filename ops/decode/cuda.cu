@@ -9,8 +9,9 @@
 // split order (o = sum_s e^(m_s - M) out_s / sum_s e^(m_s - M) l_s): no float atomics, the same
 // bits in every run and in a captured graph. The block whose chunk holds the current position
 // first rotates (RoPE) and stores the new key and value there. The kernel is launched with programmatic
-// dependent launch: before its wait it only prefetches its rows of the cache into L2 (without the ring),
-// so the cache's DRAM latency and the launch fall under the end of the product of q, k and v before it.
+// dependent launch: before its wait it reads the position, makes the rotation at it and loads (or starts
+// copying) its first rows of the cache, none of which a kernel of the same step writes, so the launch,
+// those round trips and the cache's DRAM latency fall under the end of the product of q, k and v before it.
 // A row of the cache is NC = Dh / (16 / sizeof(T)) 16-byte chunks; R lanes share a row (R a power of
 // two), lane c of them taking chunks c, c + R, ... (CPL of them), so a warp covers 32 / R rows at a
 // time and a lane's score needs log2 R shuffles. A pass over the chunk serves GB query heads at once
@@ -97,24 +98,17 @@ template <typename T> __device__ __forceinline__ void dec_unpack(const uint4 &r,
 // The combine's splits in flight at once (a thread's loads of m, l and its output element of each).
 #define DEC_CB 16
 
-// Before the kernel's wait: a bulk prefetch into L2 of the block's rows of the cache (K and V, each a
-// contiguous run of its head's rows) below the position that a read of `pos` gives now. Only a hint: the
-// kernel before may not have written what this reads, and nothing prefetched is used as a value (the rows
-// are read again after the wait; L2 is coherent, so a row written later is read as written). It puts the
-// cache's DRAM latency under the end of the kernel before (the batch-1 step's product of q, k and v).
-template <typename T>
-__device__ __forceinline__ void dec_prefetch_rows(const T *kb, const T *vb, const int32_t *pos, int64_t j0, int chunk, int64_t C, int Dh) {
+// Before the kernel's wait: a bulk prefetch into L2 of the block's rows [from, j1) of the cache (K and V,
+// each a contiguous run of its head's rows): those past the trips a lane loads into registers before the
+// wait, so their DRAM latency too falls under the end of the kernel before.
+template <typename T> __device__ __forceinline__ void dec_prefetch_rows(const T *kb, const T *vb, int64_t from, int64_t j1, int Dh) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (threadIdx.x != 0) return;
-    int64_t ph = __ldcv(pos);
-    ph = ph < 0 ? 0 : ph >= C ? C - 1 : ph;
-    const int64_t n = (j0 + chunk <= ph + 1 ? j0 + chunk : ph + 1) - j0; // rows [j0, min(j0 + chunk, ph + 1))
-    if (n <= 0) return;
-    const uint32_t bytes = (uint32_t)(n * Dh * (int64_t)sizeof(T)); // a multiple of 16: Dh is of 16-byte chunks
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(kb + j0 * Dh), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(vb + j0 * Dh), "r"(bytes) : "memory");
+    if (threadIdx.x != 0 || from >= j1) return;
+    const uint32_t bytes = (uint32_t)((j1 - from) * Dh * (int64_t)sizeof(T)); // a multiple of 16: Dh is of 16-byte chunks
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(kb + from * Dh), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(vb + from * Dh), "r"(bytes) : "memory");
 #else
-    (void)kb, (void)vb, (void)pos, (void)j0, (void)chunk, (void)C, (void)Dh;
+    (void)kb, (void)vb, (void)from, (void)j1, (void)Dh;
 #endif
 }
 
@@ -134,7 +128,8 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     uint4 *ring = (uint4 *)smem + (warp * NS * SL) * 32 + lane; // this lane's slot 0 of stage 0; slot s of stage st: [(st SL + s) 32]
     uint4 *knew = (uint4 *)smem + DEC_WARPS * NS * SL * 32, *vnew = knew + NC; // the new row (position p), as the cache holds it
-    float *qs = (float *)(vnew + NC);            // (G, Dh) rotated queries
+    float2 *csm = (float2 *)(vnew + NC);         // (Dh / 2) RoPE's (cos, sin) at position p
+    float *qs = (float *)(csm + Dh / 2);         // (G, Dh) rotated queries
     float *wacc = qs + G * Dh;                   // (DEC_WARPS, GB, Dh)
     float *wm = wacc + DEC_WARPS * GB * Dh;      // (DEC_WARPS, GB)
     float *wl = wm + DEC_WARPS * GB;             // (DEC_WARPS, GB)
@@ -143,8 +138,14 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
     const int64_t rs = Dh; // between positions of the cache (head-major: a head's positions are contiguous)
     T *kb = kc + ((int64_t)b * a.Hkv + hk) * a.C * Dh, *vb = vc + ((int64_t)b * a.Hkv + hk) * a.C * Dh;
     const int64_t j0 = (int64_t)split * a.chunk;
-    if constexpr (!RING) dec_prefetch_rows(kb, vb, a.pos, j0, a.chunk, a.C, Dh);
-    cu_pdl_wait(); // the queries, the new row and the position are the kernels' before
+    // Before the wait (programmatic dependent launch: the kernels before may still run) this reads only
+    // what no kernel of this step writes: the position (advanced by the sampler at the end of the step
+    // before) and the cache below it (this op's rows of the steps before; position p's row is this
+    // kernel's, taken from knew / vnew). Those kernels are complete: a step begins with a kernel launched
+    // without the programmatic attribute (the embedding), which waits for everything before it, and each
+    // captured step is a graph launch that follows the last. So the position, the rotation at p and the
+    // block's rows of the cache are read and made here, under the end of the product of q, k and v; after
+    // the wait come only the queries and the new row.
     const int64_t p = *a.pos;
     if (p < 0 || p >= a.C) return; // the host never runs a step past the cache
     const int64_t L = p + 1, j1 = j0 + a.chunk < L ? j0 + a.chunk : L;
@@ -173,10 +174,10 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
         }
         cu_cp_commit(); // a group a trip, empty past the last: the waits count NS - 1 groups behind
     };
-    // The first trips' rows are in flight while the queries are rotated. Position p's row may be among
-    // them, read before this kernel writes it: every trip takes that row from knew / vnew instead.
-    // Without the ring, a lane's rows of its first U trips (all of them at batch 1) are loaded here, in
-    // flight while the queries are rotated: zero past j1 and at p (taken from knew / vnew once stored).
+    // The first trips' rows are in flight before the wait. Position p's row may be among them, read
+    // before this kernel writes it: every trip takes that row from knew / vnew instead. Without the
+    // ring, a lane's rows of its first U trips (all of them at batch 1) are loaded into registers before
+    // the wait: zero past j1 and at p (taken from knew / vnew once stored).
     uint4 kr[U][CPL], vr[U][CPL];
     auto load_rows = [&](int t) {
 #pragma unroll
@@ -198,14 +199,19 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
         for (int t = 0; t < NS - 1; t++) issue(t);
     } else {
         load_rows(0);
+        dec_prefetch_rows(kb, vb, j0 + (int64_t)U * STEP, j1, Dh); // the rows past the first U trips
     }
+    if (a.log_theta != 0)
+        for (int e = tid; e < Dh / 2; e += DEC_THREADS) csm[e] = rope_cos_sin(p, e, Dh, a.log_theta);
+    __syncthreads(); // the rotation at p
+    cu_pdl_wait();   // the queries and the new row are the kernel's before
     // the queries of this group, rotated at p and rounded to T as the rope op's output is
     for (int i = tid; i < G * Dh / 2; i += DEC_THREADS) {
         int g = i / (Dh / 2), e = i % (Dh / 2);
         const T *qr = q + ((int64_t)b * a.Hq + (int64_t)hk * G + g) * Dh;
         float x0 = cu_ld(qr, 2 * e), x1 = cu_ld(qr, 2 * e + 1);
         if (a.log_theta != 0) {
-            float2 cs = rope_cos_sin(p, e, Dh, a.log_theta);
+            const float2 cs = csm[e];
             float y0 = x0 * cs.x - x1 * cs.y, y1 = x0 * cs.y + x1 * cs.x;
             x0 = cu_f(cu_t<T>(y0));
             x1 = cu_f(cu_t<T>(y1));
@@ -221,7 +227,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
         for (int e = tid; e < Dh / 2; e += DEC_THREADS) {
             float x0 = cu_ld(kn, 2 * e), x1 = cu_ld(kn, 2 * e + 1);
             if (a.log_theta != 0) {
-                float2 cs = rope_cos_sin(p, e, Dh, a.log_theta);
+                const float2 cs = csm[e];
                 float y0 = x0 * cs.x - x1 * cs.y, y1 = x0 * cs.y + x1 * cs.x;
                 x0 = y0, x1 = y1;
             }
@@ -360,12 +366,18 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MINB) attention_cached_kernel
         __syncthreads(); // wacc, wm, wl reused by the next pass
     }
     if (a.nsplit == 1) return; // no partials, no combine (the whole grid: nsplit is the launch's)
-    // the last block of this (b, kv head) combines the splits: a warp a head
-    __threadfence();
-    if (tid == 0) *last = atomicAdd(&a.count[bh], 1) == a.nsplit - 1;
+    // The last block of this (b, kv head) combines the splits. The pass's last barrier ordered every
+    // thread's partials before thread 0's fence, which releases them all with the count (a fence is
+    // cumulative); the last block's thread 0 acquires the others' with its fence after the count, and
+    // the barrier passes that on to its threads, whose loads bypass L1.
+    if (tid == 0) {
+        __threadfence();
+        const int l = atomicAdd(&a.count[bh], 1) == a.nsplit - 1;
+        if (l) __threadfence();
+        *last = l;
+    }
     __syncthreads();
     if (!*last) return;
-    __threadfence();
     // A thread an output element: the splits' (m, l, output) in batches of DEC_CB, each batch's loads in
     // flight at once (one L2 round trip at batch 1's 16 splits: a chain of round trips made this the
     // batch-1 kernel's largest part), merged in split order: a batch's largest m first, then the running
@@ -469,7 +481,7 @@ template <typename T> static int dec_config_t(int Hq, int Hkv, int Dh, dec_cfg *
     k->G = G;
     k->step = DEC_WARPS * (32 / k->R);
     k->stages = dec_stages(2 * cpl);
-    k->smem0[0] = 2 * (size_t)Dh * sizeof(T) // the new row
+    k->smem0[0] = 2 * (size_t)Dh * sizeof(T) + (size_t)(Dh / 2) * sizeof(float2) // the new row, the rotation at p
                   + (size_t)(G * Dh + DEC_WARPS * gb * Dh + 2 * DEC_WARPS * gb + 4) * sizeof(float);
     k->smem0[1] = k->smem0[0] + (size_t)DEC_WARPS * k->stages * 2 * cpl * 32 * 16; // and the ring
     return 0;

@@ -412,6 +412,7 @@ static void test_matmul_group(void **state) {
 // otherwise; against the CPU, then (accum) run again adding into its output, as gradient accumulation
 // does (beta 1 with C the output): twice the product.
 static int expect_split = 0; // few_rows_case: the warps sharing a row's k the few-rows kernel must use (0: any, -1: more than 1)
+static int expect_loop = 0;  // few_rows_case: 1 when the grid must hold fewer blocks than row groups (unless STG_NO_GV_LOOP)
 // Which few-rows kernels the tests take (tc_set): 0 the CUDA-core kernels at every row count (STG_NO_GEMV_TC=1), 1
 // the tensor-core kernels from 2 rows on (the default). A split expectation is of the CUDA-core kernels.
 static int tc_on = 1;
@@ -450,9 +451,15 @@ static void few_rows_case(int64_t m, int64_t k, int64_t n, bool bias, bool f32_o
     assert_int_equal(info.gemv_tc, gemv && tc_on && m >= 2);
     if (info.gemv_tc) printf("  %-40s tensor cores, k split %d ways\n", what, info.gemv_split);
     if (gemv && expect_split && !info.gemv_tc) {
-        printf("  %-40s few-rows kernel: %d rows a warp, k split %d ways\n", what, info.gemv_rows, info.gemv_split);
+        printf("  %-40s few-rows kernel: %d rows a warp, k split %d ways, %lld blocks\n", what, info.gemv_rows, info.gemv_split,
+               (long long)info.gemv_blocks);
         if (expect_split > 0) assert_int_equal(info.gemv_split, expect_split);
         else assert_true(info.gemv_split > 1);
+        const char *nl = getenv("STG_NO_GV_LOOP");
+        if (expect_loop && !(nl && *nl && *nl != '0')) {
+            assert_true(info.gemv_blocks > 0);
+            assert_true(info.gemv_blocks < n * info.gemv_split / 8); // fewer than a block a row group: the loop runs
+        }
     }
     if (accum) { // the output holds the product: add it once more
         stg_err err;
@@ -488,6 +495,11 @@ static void few_rows_cases(void) {
     few_rows_case(3, 8192, 77, true, false, true, 1); // 10 blocks at one row a warp: 8 slices of 128 vectors
     expect_split = 2;
     few_rows_case(5, 2056, 300, false, true, false, 1); // 257 vectors: two slices (129 and 128), no more (128 a warp at least)
+    expect_split = -1; // 250 blocks at one row a warp: k split; then more row groups than one wave of blocks holds, so
+                       // each takes several rows, the last ones fewer (mm_gv_kernel's loop; STG_NO_GV_LOOP=1: a block a group)
+    expect_loop = 1;
+    few_rows_case(4, 10240, 2000, true, false, true, 1);
+    expect_loop = 0;
     expect_split = 0;
     few_rows_case(2, 36, 40, false, false, false, 0); // k not a multiple of 8: cuBLASLt
     few_rows_case(9, 64, 40, false, false, false, 0); // nine rows: cuBLASLt

@@ -101,6 +101,8 @@ typedef struct cuda_mm_info {
     float ms_first, ms_pick;
     int gemv; // 1: the few-rows kernel runs the product (bf16, at most 8 rows), not cuBLASLt's choice
     int gemv_rows, gemv_split; // its rows of W a warp and warps sharing a row's k (0 when not gemv)
+    int64_t gemv_blocks;       // with k split: the grid asked for (one wave; each group of warps takes several rows), 0: a
+                               // block a group of rows
     int gemv_fold;             // 1: it writes the output of the swiglu that reads its two outputs, not them
     int gemv_norm;             // 1: it reads the input of the RMSNorm whose output it multiplies, folded in
     int gemv_tc;               // 1: the few-rows kernel on the tensor cores (2 to 8 rows); gemv_split is then its

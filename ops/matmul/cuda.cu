@@ -92,6 +92,7 @@ struct cuda_mm_plan {
     int gv_w_early;                    // its Ws are parameters of a graph that never writes one (mm_gv_kernel)
     int gv_rows;                       // rows of W a warp (mm_gv_pick_t, chosen at prepare)
     int gv_split;                      // warps sharing a row's k (1, 2, 4 or 8; mm_gv_pick_t)
+    int64_t gv_blocks;                 // with split k: the grid, one wave of resident blocks (0: a block a row group)
     // a matmul_group of two whose outputs only a swiglu reads (mm_fold_plan): the few-rows kernel
     // writes the swiglu's output (tensor glu_out) from both sums, pair glu_a the swiglu's a
     int glu, glu_out, glu_a, glu_split; // (glu_split: warps sharing a row pair's k, mm_gv_glu_pick)
@@ -464,6 +465,8 @@ size_t cuda_mm_table_bytes(const stg_graph *g, int op) {
 // vectors of each W row a lane has in flight: 8 when a warp streams one row (long rows, few of them:
 // more bytes in flight per warp), else 4 (R rows x 4)
 #define MM_GV_U(R) ((R) == 1 ? 8 : 4)
+// rows a group of split-k warps takes at most (mm_gv_launch_shape: the grid is never smaller than that needs)
+#define MM_GV_IT 8
 
 typedef struct mm_gv_args {
     const bf16 *x[STG_MAX_OUT], *w[STG_MAX_OUT];
@@ -504,9 +507,10 @@ __device__ __forceinline__ void mm_gv_load(uint4 (&wv)[U][R], const uint4 *const
 // acc[r][i] += the warp's sum of x_i . w_r over the 16-byte vectors [lo, hi) (i < m): each lane in the
 // vectors' order, then across the warp (fixed shuffles: the same bits every run). wv holds the first
 // trip's W when w_early (loaded before cu_pdl_wait), else it is loaded here.
+// (mm_gv_sum_lanes, then mm_gv_warp_sum.)
 template <int M, int R, int U>
-__device__ __forceinline__ void mm_gv_sum(float (&acc)[R][M], uint4 (&wv)[U][R], const uint4 *const (&w)[R], const uint4 *x,
-                                          int64_t kv, int m, int64_t lo, int64_t hi, int lane, bool w_early) {
+__device__ __forceinline__ void mm_gv_sum_lanes(float (&acc)[R][M], uint4 (&wv)[U][R], const uint4 *const (&w)[R], const uint4 *x,
+                                                int64_t kv, int m, int64_t lo, int64_t hi, int lane, bool w_early) {
     if (!w_early) mm_gv_load<R, U>(wv, w, lo + lane, hi);
     for (int64_t v0 = lo + lane; v0 < hi; v0 += 32 * U) {
 #pragma unroll
@@ -523,12 +527,40 @@ __device__ __forceinline__ void mm_gv_sum(float (&acc)[R][M], uint4 (&wv)[U][R],
         }
         if (v0 + 32 * U < hi) mm_gv_load<R, U>(wv, w, v0 + 32 * U, hi); // the next trip's
     }
+}
+
+// acc[r][i] summed across the warp (fixed shuffles: the same bits every run).
+template <int M, int R> __device__ __forceinline__ void mm_gv_warp_sum(float (&acc)[R][M]) {
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int i = 0; i < M; i++)
 #pragma unroll
             for (int off = 16; off > 0; off >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], off);
+}
+
+template <int M, int R, int U>
+__device__ __forceinline__ void mm_gv_sum(float (&acc)[R][M], uint4 (&wv)[U][R], const uint4 *const (&w)[R], const uint4 *x,
+                                          int64_t kv, int m, int64_t lo, int64_t hi, int lane, bool w_early) {
+    mm_gv_sum_lanes<M, R, U>(acc, wv, w, x, kv, m, lo, hi, lane, w_early);
+    mm_gv_warp_sum<M, R>(acc);
+}
+
+// Output feature j of every row of x from its sums v (i < m): the folded norm's 1 / rms, the bias, C,
+// then y in its dtype.
+template <int M, typename TO, bool NRM>
+__device__ __forceinline__ void mm_gv_out(const mm_gv_args &a, int q, int64_t j, const float (&v)[M], const float (&rs)[NRM ? M : 1]) {
+    TO *y = (TO *)a.y[q];
+    const TO *c = (const TO *)a.c[q], *bias = (const TO *)a.bias[q];
+#pragma unroll
+    for (int i = 0; i < M; i++) {
+        if (i >= a.m) break;
+        float t = v[i];
+        if constexpr (NRM) t *= rs[i];
+        if (bias) t += cu_f(bias[j]);
+        if (c) t += cu_f(c[i * a.n + j]);
+        y[i * a.n + j] = cu_t<TO>(t);
+    }
 }
 
 // A folded norm's 1 / rms of a row from the sum of its k squares, as the rmsnorm kernel computes it.
@@ -587,7 +619,12 @@ __device__ __forceinline__ void mm_gv_norm_rows(uint4 *hs, float (&rs)[M], const
 // Grid (ceil(n KS / (MM_GV_WARPS R)), pairs); M >= a.m rows of x (the rows past a.m are not read).
 // KS warps share a group of R rows, warp w of the group taking the w-th of KS consecutive slices of
 // k (split k: enough warps in flight when the rows are few, the 2.7B model's w2 and wo); their sums
-// meet in shared memory and are added in the warps' order (the same bits every run).
+// meet in shared memory and are added in the warps' order (the same bits every run). With split k
+// the grid may be smaller (mm_gv_grid: one wave of the resident blocks): a group then takes rows the
+// grid's groups apart, up to MM_GV_IT, the next row's first vectors loaded while the last one's sums
+// cross the warp, and the block meets once at the end. It lets a product of few long rows take fewer,
+// longer slices a warp and still fill the GPU (mm_gv_pick_m); the loop alone, at the same slices, was
+// worth little (the 2.7B model's w2 at 8 slices: the batch-1 step 2.217 -> 2.214 ms, H200).
 // Launched with programmatic dependent launch where the device has it (mm_gv_run): when every W is
 // a parameter (a.w_early), the first trip's W is loaded before cu_pdl_wait(), under the end of the
 // kernel before; x, the addend and y only after it. Every thread waits, the warps past n too, so the
@@ -613,51 +650,51 @@ __global__ void __launch_bounds__(MM_GV_WARPS * 32) mm_gv_kernel(const mm_gv_arg
     cu_pdl_wait();
     float rs[NRM ? M : 1];
     if constexpr (NRM) mm_gv_norm_rows<M>(mm_gv_hs, rs, x, (const uint4 *)a.ng, kv, (int)a.m, a.k, a.neps);
-    if (KS == 1 && !live) return; // (split: every warp reaches the barrier below)
+    const uint4 *xs = NRM ? mm_gv_hs : x;
+    if constexpr (KS > 1) { // one row a group of KS warps: its rows the grid's groups apart (at most MM_GV_IT of them)
+        __shared__ float part_sum[MM_GV_IT][MM_GV_WARPS][M];
+        const int64_t stride = (int64_t)gridDim.x * (MM_GV_WARPS / KS);
+        int nit = 0;
+        for (int64_t j = row0; j < a.n && nit < MM_GV_IT; j += stride, nit++) {
+            float acc[1][M];
+#pragma unroll
+            for (int i = 0; i < M; i++) acc[0][i] = 0.0f;
+            mm_gv_sum_lanes<M, 1, U>(acc, wv, w, xs, kv, a.m, lo, hi, lane, a.w_early || nit > 0);
+            if (j + stride < a.n && nit + 1 < MM_GV_IT) { // the next row's first vectors in flight during the shuffles
+                w[0] = (const uint4 *)(a.w[q] + (j + stride) * a.k);
+                mm_gv_load<1, U>(wv, w, lo + lane, hi);
+            }
+            mm_gv_warp_sum<M, 1>(acc);
+            if (lane == 0)
+#pragma unroll
+                for (int i = 0; i < M; i++) part_sum[nit][warp][i] = acc[0][i];
+        }
+        __syncthreads();
+        if (part > 0 || lane != 0) return;
+        for (int it = 0; it < nit; it++) { // the group's first warp adds the other slices' sums, in order
+            float v[M];
+#pragma unroll
+            for (int i = 0; i < M; i++) {
+                v[i] = part_sum[it][warp][i];
+#pragma unroll
+                for (int p = 1; p < KS; p++) v[i] += part_sum[it][warp + p][i];
+            }
+            mm_gv_out<M, TO, NRM>(a, q, row0 + it * stride, v, rs);
+        }
+        return;
+    }
+    if (!live) return;
     float acc[R][M];
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int i = 0; i < M; i++) acc[r][i] = 0.0f;
-    if (live) {
-        if constexpr (NRM)
-            mm_gv_sum<M, R, U>(acc, wv, w, mm_gv_hs, kv, a.m, lo, hi, lane, a.w_early);
-        else
-            mm_gv_sum<M, R, U>(acc, wv, w, x, kv, a.m, lo, hi, lane, a.w_early);
-    }
-    if (KS > 1) { // the group's first warp adds the other slices' sums, in order
-        __shared__ float part_sum[MM_GV_WARPS][M];
-        if (lane == 0 && part > 0)
-#pragma unroll
-            for (int i = 0; i < M; i++) part_sum[warp][i] = acc[0][i];
-        __syncthreads();
-        if (part > 0 || !live) return;
-#pragma unroll
-        for (int p = 1; p < KS; p++)
-#pragma unroll
-            for (int i = 0; i < M; i++) acc[0][i] += part_sum[warp + p][i];
-    }
+    mm_gv_sum<M, R, U>(acc, wv, w, xs, kv, a.m, lo, hi, lane, a.w_early);
     if (lane != 0) return;
-    if constexpr (NRM) {
-#pragma unroll
-        for (int i = 0; i < M; i++)
-#pragma unroll
-            for (int r = 0; r < R; r++) acc[r][i] *= rs[i];
-    }
-    TO *y = (TO *)a.y[q];
-    const TO *c = (const TO *)a.c[q], *bias = (const TO *)a.bias[q];
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        const int64_t j = row0 + r;
-        if (j >= a.n) break;
-#pragma unroll
-        for (int i = 0; i < M; i++) {
-            if (i >= a.m) break;
-            float v = acc[r][i];
-            if (bias) v += cu_f(bias[j]);
-            if (c) v += cu_f(c[i * a.n + j]);
-            y[i * a.n + j] = cu_t<TO>(v);
-        }
+        if (row0 + r >= a.n) break;
+        mm_gv_out<M, TO, NRM>(a, q, row0 + r, acc[r], rs);
     }
 }
 
@@ -826,9 +863,18 @@ static double mm_gv_wave_use(int64_t blocks, int64_t slots) {
 // its warp has). Fewer rows (the 2.7B model's w2, 2560 rows of 10240: 320 blocks at one row a warp for
 // 528 slots, 61%) split k at one row a group instead: the best KS of 1, 2, 4 and 8 (w2: 8, 97%), the
 // smaller when within 2% of it, no warp left fewer than 128 vectors (four a lane: the 2.7B model's wo,
-// 320 vectors a row, took 0.336 ms over 32 layers split in four against 0.318 whole, H200).
-template <int M, typename TO> static void mm_gv_pick_m(int64_t n, int64_t k, int npairs, int sms, int *rows, int *split) {
+// 320 vectors a row, took 0.336 ms over 32 layers split in four against 0.318 whole, H200). With k split,
+// a single product's grid is one wave of resident blocks (*blocks), each group of warps looping over
+// rows (mm_gv_kernel); then the least KS that still gives every group a full trip (32 MM_GV_U(1)
+// vectors a warp) and two waves of groups (each block two rows or more, so the last round's imbalance
+// costs at most a third) goes before the wave rule: the 2.7B model's w2 at 4 (10 vectors a lane, 2.4
+// rows a block) took the batch-1 step 2.214 -> 2.192 ms against 8 (5 a lane, 4.85 rows), and 2 ways (1.2
+// rows a block) 2.317 (H200; docs/perf/LOG.md, twenty-ninth session). STG_NO_GV_LOOP=1: a block a group
+// and the wave rule alone.
+template <int M, typename TO>
+static void mm_gv_pick_m(int64_t n, int64_t k, int npairs, int sms, int *rows, int *split, int64_t *blocks) {
     const int64_t s = sms > 0 ? sms : 132, kv = k / 8;
+    *blocks = 0;
     const int64_t b1 = (n + MM_GV_WARPS - 1) / MM_GV_WARPS * npairs; // blocks at one row a warp
     const double u1 = mm_gv_wave_use(b1, s * mm_gv_resident<M, 1, 1, TO>());
     *rows = 1;
@@ -840,6 +886,15 @@ template <int M, typename TO> static void mm_gv_pick_m(int64_t n, int64_t k, int
             const double u = mm_gv_wave_use(b1 * ks[i], s * res[i]);
             if (u > best * 1.02) best = u, *split = ks[i];
         }
+        const char *nl = getenv("STG_NO_GV_LOOP");
+        if (*split == 1 || npairs != 1 || (nl && *nl && *nl != '0')) return;
+        for (int i = 0; i < 3; i++)
+            if (kv / ks[i] >= 32 * MM_GV_U(1) && b1 * ks[i] >= 2 * s * res[i]) {
+                *split = ks[i];
+                break;
+            }
+        for (int i = 0; i < 3; i++)
+            if (ks[i] == *split) *blocks = s * res[i];
         return;
     }
     const double u4 = mm_gv_wave_use((n + 4 * MM_GV_WARPS - 1) / (4 * MM_GV_WARPS) * npairs, s * mm_gv_resident<M, 4, 1, TO>()),
@@ -847,41 +902,45 @@ template <int M, typename TO> static void mm_gv_pick_m(int64_t n, int64_t k, int
     *rows = u4 + 0.02 >= u2 && u4 + 0.02 >= u1 ? 4 : u2 + 0.02 >= u1 ? 2 : 1;
 }
 
-template <typename TO> static void mm_gv_pick_t(int64_t m, int64_t n, int64_t k, int npairs, int sms, int *rows, int *split) {
-    if (m <= 1) mm_gv_pick_m<1, TO>(n, k, npairs, sms, rows, split);
-    else if (m <= 2) mm_gv_pick_m<2, TO>(n, k, npairs, sms, rows, split);
-    else if (m <= 4) mm_gv_pick_m<4, TO>(n, k, npairs, sms, rows, split);
-    else mm_gv_pick_m<8, TO>(n, k, npairs, sms, rows, split);
+template <typename TO>
+static void mm_gv_pick_t(int64_t m, int64_t n, int64_t k, int npairs, int sms, int *rows, int *split, int64_t *blocks) {
+    if (m <= 1) mm_gv_pick_m<1, TO>(n, k, npairs, sms, rows, split, blocks);
+    else if (m <= 2) mm_gv_pick_m<2, TO>(n, k, npairs, sms, rows, split, blocks);
+    else if (m <= 4) mm_gv_pick_m<4, TO>(n, k, npairs, sms, rows, split, blocks);
+    else mm_gv_pick_m<8, TO>(n, k, npairs, sms, rows, split, blocks);
 }
 
+// blocks: the grid's x (0: one row group a block); with split k never fewer than MM_GV_IT rows a group need.
 template <int M, int R, int KS, typename TO, bool NRM>
-static cudaError_t mm_gv_launch_shape(const mm_gv_args *a, int npairs, bool pdl, cudaStream_t st) {
+static cudaError_t mm_gv_launch_shape(const mm_gv_args *a, int npairs, int64_t blocks, bool pdl, cudaStream_t st) {
     constexpr int64_t per_block = (int64_t)MM_GV_WARPS / KS * R; // rows of W a block
-    return cu_launch_pdl(pdl, mm_gv_kernel<M, R, KS, TO, NRM>, dim3((unsigned)((a->n + per_block - 1) / per_block), (unsigned)npairs),
-                         dim3(MM_GV_WARPS * 32), mm_gv_smem(a, NRM), st, *a);
+    const int64_t full = (a->n + per_block - 1) / per_block, least = (full + MM_GV_IT - 1) / MM_GV_IT;
+    const int64_t gx = KS == 1 || blocks <= 0 || blocks > full ? full : blocks < least ? least : blocks;
+    return cu_launch_pdl(pdl, mm_gv_kernel<M, R, KS, TO, NRM>, dim3((unsigned)gx, (unsigned)npairs), dim3(MM_GV_WARPS * 32),
+                         mm_gv_smem(a, NRM), st, *a);
 }
 
 template <int M, typename TO, bool NRM>
-static cudaError_t mm_gv_launch_rows(const mm_gv_args *a, int npairs, int rows, int split, bool pdl, cudaStream_t st) {
+static cudaError_t mm_gv_launch_rows(const mm_gv_args *a, int npairs, int rows, int split, int64_t blocks, bool pdl, cudaStream_t st) {
     switch (split) {
-    case 2: return mm_gv_launch_shape<M, 1, 2, TO, NRM>(a, npairs, pdl, st);
-    case 4: return mm_gv_launch_shape<M, 1, 4, TO, NRM>(a, npairs, pdl, st);
-    case 8: return mm_gv_launch_shape<M, 1, 8, TO, NRM>(a, npairs, pdl, st);
+    case 2: return mm_gv_launch_shape<M, 1, 2, TO, NRM>(a, npairs, blocks, pdl, st);
+    case 4: return mm_gv_launch_shape<M, 1, 4, TO, NRM>(a, npairs, blocks, pdl, st);
+    case 8: return mm_gv_launch_shape<M, 1, 8, TO, NRM>(a, npairs, blocks, pdl, st);
     default: break;
     }
-    if (rows == 4) return mm_gv_launch_shape<M, 4, 1, TO, NRM>(a, npairs, pdl, st);
-    if (rows == 2) return mm_gv_launch_shape<M, 2, 1, TO, NRM>(a, npairs, pdl, st);
-    return mm_gv_launch_shape<M, 1, 1, TO, NRM>(a, npairs, pdl, st);
+    if (rows == 4) return mm_gv_launch_shape<M, 4, 1, TO, NRM>(a, npairs, 0, pdl, st);
+    if (rows == 2) return mm_gv_launch_shape<M, 2, 1, TO, NRM>(a, npairs, 0, pdl, st);
+    return mm_gv_launch_shape<M, 1, 1, TO, NRM>(a, npairs, 0, pdl, st);
 }
 
 template <typename TO, bool NRM>
-static cudaError_t mm_gv_launch(const mm_gv_args *a, int npairs, int rows, int split, bool pdl, cudaStream_t st) {
+static cudaError_t mm_gv_launch(const mm_gv_args *a, int npairs, int rows, int split, int64_t blocks, bool pdl, cudaStream_t st) {
     if constexpr (NRM) // a norm folds into one row only (mm_nrm_reader)
-        return a->m == 1 ? mm_gv_launch_rows<1, TO, true>(a, npairs, rows, split, pdl, st) : cudaErrorInvalidValue;
-    if (a->m <= 1) return mm_gv_launch_rows<1, TO, NRM>(a, npairs, rows, split, pdl, st);
-    if (a->m <= 2) return mm_gv_launch_rows<2, TO, NRM>(a, npairs, rows, split, pdl, st);
-    if (a->m <= 4) return mm_gv_launch_rows<4, TO, NRM>(a, npairs, rows, split, pdl, st);
-    return mm_gv_launch_rows<8, TO, NRM>(a, npairs, rows, split, pdl, st);
+        return a->m == 1 ? mm_gv_launch_rows<1, TO, true>(a, npairs, rows, split, blocks, pdl, st) : cudaErrorInvalidValue;
+    if (a->m <= 1) return mm_gv_launch_rows<1, TO, NRM>(a, npairs, rows, split, blocks, pdl, st);
+    if (a->m <= 2) return mm_gv_launch_rows<2, TO, NRM>(a, npairs, rows, split, blocks, pdl, st);
+    if (a->m <= 4) return mm_gv_launch_rows<4, TO, NRM>(a, npairs, rows, split, blocks, pdl, st);
+    return mm_gv_launch_rows<8, TO, NRM>(a, npairs, rows, split, blocks, pdl, st);
 }
 
 // ---- few rows on the tensor cores: 2 to 8 rows of x -------------------------------------------------
@@ -1151,9 +1210,9 @@ static int mm_gv_run(stg_cuda *c, const stg_op *o, const cuda_mm_plan *p, void *
         return 1;
     }
     // (a folded norm only before a bf16 product: mm_fold_plan)
-    cudaError_t e = p->key.c_type != CUDA_R_16BF ? mm_gv_launch<float, false>(&a, n, p->gv_rows, p->gv_split, c->pdl, c->stream)
-                    : p->nrm                     ? mm_gv_launch<bf16, true>(&a, n, p->gv_rows, p->gv_split, c->pdl, c->stream)
-                                                 : mm_gv_launch<bf16, false>(&a, n, p->gv_rows, p->gv_split, c->pdl, c->stream);
+    cudaError_t e = p->key.c_type != CUDA_R_16BF ? mm_gv_launch<float, false>(&a, n, p->gv_rows, p->gv_split, p->gv_blocks, c->pdl, c->stream)
+                    : p->nrm ? mm_gv_launch<bf16, true>(&a, n, p->gv_rows, p->gv_split, p->gv_blocks, c->pdl, c->stream)
+                             : mm_gv_launch<bf16, false>(&a, n, p->gv_rows, p->gv_split, p->gv_blocks, c->pdl, c->stream);
     if (e != cudaSuccess) return stg_errf(err, "matmul (few rows): launch: %s", cudaGetErrorString(e));
     CUDA_LAUNCH_CHECK(err, "matmul (few rows)");
     return 1;
@@ -1244,8 +1303,9 @@ int cuda_mm_prepare(stg_cuda *c, const stg_graph *g, int op, void *const *ptr, v
     for (int i = 0; p->gv_w_early && i < g->nops; i++) p->gv_w_early = g->ops[i].phase != STG_PHASE_OPTIMIZER;
     if (p->gv) { // our m rows (cuBLASLt's n), n output features (its m)
         const int np = p->npairs ? p->npairs : 1;
-        if (p->key.c_type == CUDA_R_16BF) mm_gv_pick_t<bf16>(p->key.n, p->key.m, p->key.k, np, c->sm_count, &p->gv_rows, &p->gv_split);
-        else mm_gv_pick_t<float>(p->key.n, p->key.m, p->key.k, np, c->sm_count, &p->gv_rows, &p->gv_split);
+        if (p->key.c_type == CUDA_R_16BF)
+            mm_gv_pick_t<bf16>(p->key.n, p->key.m, p->key.k, np, c->sm_count, &p->gv_rows, &p->gv_split, &p->gv_blocks);
+        else mm_gv_pick_t<float>(p->key.n, p->key.m, p->key.k, np, c->sm_count, &p->gv_rows, &p->gv_split, &p->gv_blocks);
         p->tc = mm_tc_takes(p->key.n);
         if (p->tc) p->tc_split = mm_tc_pick(p->key.m, p->key.k, np, false, p->key.c_type == CUDA_R_16BF, c->sm_count);
     }
@@ -1330,6 +1390,7 @@ extern "C" int cuda_mm_describe(const stg_cuda *c, int op, cuda_mm_info *out) {
     out->gemv = p->gv;
     out->gemv_rows = p->gv ? p->gv_rows : 0;
     out->gemv_split = p->gv ? p->gv_split : 0;
+    out->gemv_blocks = p->gv ? p->gv_blocks : 0;
     out->gemv_fold = p->glu;
     out->gemv_norm = p->nrm;
     out->gemv_tc = p->gv && p->tc;

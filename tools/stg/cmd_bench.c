@@ -132,7 +132,7 @@ static int print_gemm_algos(const stg_graph *g, rt_backend *b, const double *pm)
             if (inf[j].m == x.m && inf[j].n == x.n && inf[j].k == x.k && inf[j].batch == x.batch && inf[j].algo_id == x.algo_id &&
                 inf[j].tile == x.tile && inf[j].stages == x.stages && inf[j].splitk == x.splitk && inf[j].cluster == x.cluster &&
                 inf[j].gemv == x.gemv && inf[j].gemv_rows == x.gemv_rows && inf[j].gemv_split == x.gemv_split &&
-                inf[j].gemv_fold == x.gemv_fold)
+                inf[j].gemv_blocks == x.gemv_blocks && inf[j].gemv_fold == x.gemv_fold)
                 break;
         if (j == n) inf[n] = x, rep[n] = g->schedule[s], n++;
         cnt[j]++;
@@ -149,9 +149,12 @@ static int print_gemm_algos(const stg_graph *g, rt_backend *b, const double *pm)
             snprintf(tune, sizeof tune, "pick %d of %d, %.4f -> %.4f ms", x->pick, x->candidates, x->ms_first, x->ms_pick);
         printf("            %9.3f ms (%3d)  %5lld x %5lld x %5lld", tot[j], cnt[j], (long long)x->m, (long long)x->n, (long long)x->k);
         if (x->batch > 1) printf(" [%lld]", (long long)x->batch);
-        if (x->gemv)
-            printf("  few-rows kernel, %d rows a warp, k split %d ways%s  %s\n", x->gemv_rows, x->gemv_split,
+        if (x->gemv) {
+            char loop[64] = "";
+            if (x->gemv_blocks > 0) snprintf(loop, sizeof loop, " (at most %lld blocks, looping)", (long long)x->gemv_blocks);
+            printf("  few-rows kernel, %d rows a warp, k split %d ways%s%s  %s\n", x->gemv_rows, x->gemv_split, loop,
                    x->gemv_fold ? ", writing its swiglu's output" : "", g->t[g->ops[rep[j]].out[0]].name);
+        }
         else
             printf("  %d/%d/%d/%d/%d  %s  %s\n", x->algo_id, x->tile, x->stages, x->splitk, x->cluster, tune,
                    g->t[g->ops[rep[j]].out[0]].name);

@@ -27,6 +27,8 @@
 #   dec_prompt              a 512-token prompt (random bytes, `stg tokens`) in OUT/l/p.bin, and the array dec: the
 #                           2.7B decode of it (bf16, --init fill, ctx 1024, 512 new tokens, greedy, --json)
 #   dec_keys JSON           batch, tokens/s, steady ms a step and the bound of a `stg sample --json` record
+#   dec_tests               build-gpu's test_gpu_sample (200 s at most), then memcheck and racecheck of its
+#                           attention_cached tests (tools/sanitize_gpu.sh); prints each result
 #   dec_ab STG... -- B...   `stg "${dec[@]}" --batch B` for each build and batch (90 s each), two rounds, alternating
 #   ncu_step STG B SKIP N   Nsight Compute's duration and DRAM bytes of N kernels after SKIP of `stg "${dec[@]}" --batch B`
 #                           (clocks and caches left alone), summed by kernel (tools/ncu_kernels.py) into OUT/l/ncu_step_bB.txt
@@ -131,6 +133,11 @@ step_row_ib() {
 dec_prompt() {
     head -c 512 /dev/urandom > "$out/l/p.txt" && build-gpu/stg tokens "$out/l/p.txt" -o "$out/l/p.bin" > /dev/null
     dec=(sample models/cs336/2.7B.yaml --precision bf16 --init fill --set ctx=1024 --prompt-ids "$out/l/p.bin" -n 512 --temperature 0 --json)
+}
+dec_tests() {
+    (cd build-gpu && timeout 200 ./test_gpu_sample > "$out/l/test_gpu_sample.txt" 2>&1
+     echo "test_gpu_sample: $? $(grep -E "PASSED|FAILED" "$out/l/test_gpu_sample.txt" | tr '\n' ' ')")
+    tools/sanitize_gpu.sh build-gpu "$out/l/san" 200 memcheck:test_gpu_sample:'*attention_cached*' racecheck:test_gpu_sample:'*attention_cached*'
 }
 dec_keys() {
     python3 - "$1" <<'PY' 2>&1 | cut -c1-300

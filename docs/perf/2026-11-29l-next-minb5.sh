@@ -17,9 +17,7 @@ set -u
 source tools/perf_lib.sh "${1:?usage: $0 OUT}"
 build_old peer/base_decode.cu:ops/decode/cuda.cu
 perf_build || { wait; perf_pack; exit 1; }
-(cd build-gpu && timeout 200 ./test_gpu_sample > "$out/l/test_gpu_sample.txt" 2>&1
- echo "test_gpu_sample: $? $(grep -E "PASSED|FAILED" "$out/l/test_gpu_sample.txt" | tr '\n' ' ')")
-tools/sanitize_gpu.sh build-gpu "$out/l/san" 200 memcheck:test_gpu_sample:'*attention_cached*' racecheck:test_gpu_sample:'*attention_cached*'
+dec_tests
 wait
 say "tests done"
 dec_prompt

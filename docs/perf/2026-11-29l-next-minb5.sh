@@ -11,7 +11,9 @@
 # of rows a lane loaded into registers (the rest L2-prefetched before the wait): one block fits beside two of the
 # product's on every multiprocessor. Predicted: if co-residency is the loss, the attention's end after the product's
 # 8.4 -> ~6 us and the batch-1 step 2.183 -> ~2.12 ms; else equal or slower (a second round trip for the second trip).
-# Batch 64 (the ring) within 1%.
+# A second effect the same way: four attention blocks now hold 49,152 registers a multiprocessor, not all 65,536, so one
+# block of wo (256 threads at 59: 16,384) fits beside them and loads its first trip before attention ends: wo's end
+# after attention's 5.5 -> ~4 us. Batch 64 (the ring) within 1%.
 # Usage (GPU machine, repository root, carrying .deps and peer): bash docs/perf/2026-11-29l-next-minb5.sh OUT
 set -u
 source tools/perf_lib.sh "${1:?usage: $0 OUT}"

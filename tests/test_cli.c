@@ -3,6 +3,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +27,14 @@ static void expect_fail(const char *needle, const char *fmt, const char *arg) {
     if (rc == 0) fail_msg("stg %s succeeded; expected failure with '%s'", arg, needle);
     if (rc > 2) fail_msg("stg exited %d (a crash?) on: %s\n%s", rc, arg, out);
     if (!strstr(out, needle)) fail_msg("stg output\n%s\nlacks '%s'", out, needle);
+}
+
+// stg CMD must succeed, and its output hold `want` (present) or not hold it.
+static void expect_output(const char *cmd, const char *want, bool present) {
+    char out[16384];
+    int rc = tu_stg(out, sizeof out, "%s", cmd);
+    if (rc != 0) fail_msg("stg %s exited %d:\n%s", cmd, rc, out);
+    if ((strstr(out, want) != NULL) != present) fail_msg("stg %s: output\n%s\n%s '%s'", cmd, out, present ? "lacks" : "holds", want);
 }
 
 static void test_bad_command_lines(void **s) {
@@ -264,15 +273,13 @@ static void test_bench_json(void **s) {
         assert_true(!nl || w < nl);
     }
     // the optimizer in backward: the record and the text header say so, and stg train's header explains the clipping
-    rc = tu_stg(out, sizeof out, "bench models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --optimizer-in-backward --warmup 0 --iters 1 --json");
-    if (rc != 0) fail_msg("%s", out);
-    assert_non_null(strstr(out, "\"grad_dtype\": \"fp32\", \"optimizer\": \"in_backward\""));
-    rc = tu_stg(out, sizeof out, "bench models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --optimizer-in-backward --warmup 0 --iters 1");
-    if (rc != 0) fail_msg("%s", out);
-    assert_non_null(strstr(out, "fp32, AdamW in backward, flash attention"));
-    rc = tu_stg(out, sizeof out, "bench models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --warmup 0 --iters 1");
-    if (rc != 0) fail_msg("%s", out);
-    assert_null(strstr(out, "AdamW in backward"));
+    const char *b1 = "bench models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --warmup 0 --iters 1";
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "%s --optimizer-in-backward --json", b1);
+    expect_output(cmd, "\"grad_dtype\": \"fp32\", \"optimizer\": \"in_backward\"", true);
+    snprintf(cmd, sizeof cmd, "%s --optimizer-in-backward", b1);
+    expect_output(cmd, "fp32, AdamW in backward, flash attention", true);
+    expect_output(b1, "AdamW in backward", false);
     rc = tu_stg(out, sizeof out, "train models/tiny.yaml --device cpu --set n_layers=1 --set ctx=16 --steps 2 --optimizer-in-backward");
     if (rc != 0) fail_msg("%s", out);
     assert_non_null(strstr(out, "optimizer: AdamW in backward"));

@@ -105,26 +105,39 @@ size_t cuda_attention_scratch_bytes(const stg_graph *g, int op) {
 
 // ---- backward, first launch ---------------------------------------------------------------------
 
-// Dsum (B, H, S) = sum_d do . o: one thread per (b, s, h) row, 16-byte loads (head dims are multiples
-// of 8 and the tensors 16-byte aligned: checked by att_shape_of), the sum in d order; 32-bit index
-// arithmetic (B S H < 2^31: checked there too). A warp per row, with its shuffles and 64-bit
-// division, took the 2.7B step 0.3-0.4 ms longer (docs/PERF.md).
+// Dsum (B, H, S) = sum_d do . o: eight threads per (b, s, h) row, so a warp reads four whole rows, contiguous
+// (the rows of (B, S, H, D) are), with 16-byte loads (head dims are multiples of 8 and the tensors 16-byte
+// aligned: checked by att_shape_of); lane j of a row's eight takes vectors j, j + 8, ..., and three shuffles
+// sum the eight in a fixed order. 32-bit index arithmetic (B S H < 2^31: checked there too). One thread per
+// row (a warp's loads 32 rows apart) took 32-41 us a layer of medium's ctx-1024 step (H200 timeline, thirtieth
+// session) for 16 MB; a warp per row with 64-bit division had taken the 2.7B step 0.3-0.4 ms longer
+// (docs/PERF.md). Every lane of a warp runs the loop and the shuffles (rows past the end add zero).
 template <typename T>
 __global__ void att_bwd_dot_kernel(const T *__restrict__ o, const T *__restrict__ dout, float *__restrict__ Dsum,
                                        int rows, int S, int H, int D) {
     constexpr int N = 16 / (int)sizeof(T);
-    for (int r = (int)(blockIdx.x * blockDim.x + threadIdx.x); r < rows; r += (int)(gridDim.x * blockDim.x)) {
-        const uint4 *a = (const uint4 *)(o + (int64_t)r * D), *g = (const uint4 *)(dout + (int64_t)r * D);
+    const int nv = D / N, sub = (int)threadIdx.x & 7;
+    const int warps = (int)(gridDim.x * blockDim.x / 32);
+    for (int w = (int)((blockIdx.x * blockDim.x + threadIdx.x) / 32); w < (rows + 3) / 4; w += warps) {
+        const int r = 4 * w + ((int)threadIdx.x & 31) / 8;
         float acc = 0.0f;
-#pragma unroll 4
-        for (int v = 0; v < D / N; v++) {
-            const uint4 x = a[v], y = g[v];
-            const T *ex = (const T *)&x, *ey = (const T *)&y;
+        if (r < rows) {
+            const uint4 *a = (const uint4 *)(o + (int64_t)r * D), *g = (const uint4 *)(dout + (int64_t)r * D);
+#pragma unroll 2
+            for (int v = sub; v < nv; v += 8) {
+                const uint4 x = a[v], y = g[v];
+                const T *ex = (const T *)&x, *ey = (const T *)&y;
 #pragma unroll
-            for (int e = 0; e < N; e++) acc = fmaf(att_to_float(ex[e]), att_to_float(ey[e]), acc);
+                for (int e = 0; e < N; e++) acc = fmaf(att_to_float(ex[e]), att_to_float(ey[e]), acc);
+            }
         }
-        const int hh = r % H, t = r / H, sq = t % S, bb = t / S;
-        Dsum[((int64_t)bb * H + hh) * S + sq] = acc;
+        acc += __shfl_xor_sync(0xffffffffu, acc, 4);
+        acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+        if (sub == 0 && r < rows) {
+            const int hh = r % H, t = r / H, sq = t % S, bb = t / S;
+            Dsum[((int64_t)bb * H + hh) * S + sq] = acc;
+        }
     }
 }
 
@@ -143,7 +156,7 @@ template <typename T, int DP>
 static int att_bwd_launch(stg_cuda *c, const att_shape *s, void *const *ptr, const stg_op *op, float *Dsum, stg_err *err) {
     const T *o = (const T *)ptr[op->in[3]], *dout = (const T *)ptr[op->in[5]];
     int64_t rows = (int64_t)s->B * s->S * s->H;
-    att_bwd_dot_kernel<T><<<cuda_blocks(c, rows, 256), 256, 0, c->stream>>>(o, dout, Dsum, (int)rows, s->S, s->H,
+    att_bwd_dot_kernel<T><<<cuda_blocks(c, rows * 8, 256), 256, 0, c->stream>>>(o, dout, Dsum, (int)rows, s->S, s->H,
                                                                            s->D);
     CUDA_LAUNCH_CHECK(err, "attention backward (do . o)");
     if constexpr (sizeof(T) == 2) {

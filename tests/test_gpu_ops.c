@@ -772,6 +772,86 @@ static void test_upload(void **state) {
     free(back), free(page);
 }
 
+// cuda_graph_memsets_to_kernels: a graph of a copy, five memset nodes (1-, 2- and 4-byte elements, one of three rows a
+// pitch apart, unaligned starts, two long enough for 16-byte stores) and a copy after them, rewritten: no memset node is left, and the result is the
+// memsets' bytes over the first copy's, read back by the second copy (so the order was kept), nothing else touched.
+static void test_graph_memsets(void **state) {
+    (void)state;
+    const size_t n = 4096;
+    unsigned char *src = NULL, *dst = NULL, *out = NULL, *host = malloc(n), *want = malloc(n), *back = malloc(n);
+    assert_non_null(host);
+    assert_non_null(want);
+    assert_non_null(back);
+    CK(cudaMalloc((void **)&src, n));
+    CK(cudaMalloc((void **)&dst, n));
+    CK(cudaMalloc((void **)&out, n));
+    for (size_t i = 0; i < n; i++) host[i] = want[i] = (unsigned char)(urand() * 256);
+    CK(cudaMemcpy(src, host, n, cudaMemcpyHostToDevice));
+    CK(cudaMemset(dst, 0x11, n));
+    CK(cudaMemset(out, 0x22, n));
+    cudaGraph_t g = NULL;
+    CK(cudaGraphCreate(&g, 0));
+    cudaGraphNode_t first = NULL, last = NULL, ms[5];
+    CK(cudaGraphAddMemcpyNode1D(&first, g, NULL, 0, dst, src, n, cudaMemcpyDeviceToDevice));
+    const struct { size_t off, pitch, width, height; unsigned es, value; } m[5] = {
+        {3, 0, 37, 1, 1, 0x5cu}, {258, 64, 10, 3, 2, 0xbeefu}, {1028, 0, 5, 1, 4, 0xdeadbeefu},
+        {1101, 0, 1500, 1, 1, 0xa7u}, {2702, 0, 600, 1, 2, 0x1234u}}; // the last two: 16-byte stores between a head and a tail
+    for (int k = 0; k < 5; k++) {
+        struct cudaMemsetParams mp;
+        memset(&mp, 0, sizeof mp);
+        mp.dst = dst + m[k].off;
+        mp.pitch = m[k].height > 1 ? m[k].pitch : 0;
+        mp.value = m[k].value;
+        mp.elementSize = m[k].es;
+        mp.width = m[k].width;
+        mp.height = m[k].height;
+        CK(cudaGraphAddMemsetNode(&ms[k], g, &first, 1, &mp));
+        for (size_t r = 0; r < m[k].height; r++)
+            for (size_t w = 0; w < m[k].width; w++)
+                for (unsigned b = 0; b < m[k].es; b++) // little-endian: byte b of the element
+                    want[m[k].off + r * m[k].pitch + w * m[k].es + b] = (unsigned char)(m[k].value >> (8 * b));
+    }
+    CK(cudaGraphAddMemcpyNode1D(&last, g, ms, 5, out, dst, n, cudaMemcpyDeviceToDevice));
+    stg_err err = {{0}};
+    int converted = -1;
+    if (cuda_graph_memsets_to_kernels(g, &converted, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(converted, 5);
+    size_t nn = 0;
+    CK(cudaGraphGetNodes(g, NULL, &nn));
+    cudaGraphNode_t *nodes = calloc(nn, sizeof *nodes);
+    assert_non_null(nodes);
+    CK(cudaGraphGetNodes(g, nodes, &nn));
+    int kinds[3] = {0, 0, 0}; // memset, kernel, memcpy
+    for (size_t i = 0; i < nn; i++) {
+        enum cudaGraphNodeType t;
+        CK(cudaGraphNodeGetType(nodes[i], &t));
+        kinds[0] += t == cudaGraphNodeTypeMemset, kinds[1] += t == cudaGraphNodeTypeKernel, kinds[2] += t == cudaGraphNodeTypeMemcpy;
+    }
+    free(nodes);
+    assert_int_equal(kinds[0], 0);
+    assert_int_equal(kinds[1], 5);
+    assert_int_equal(kinds[2], 2);
+    size_t nd = 0;
+    CK(cudaGraphNodeGetDependencies(last, NULL, NULL, &nd));
+    assert_int_equal(nd, 5); // the second copy waits for the five kernels
+    cudaGraphExec_t ex = NULL;
+    CK(cudaGraphInstantiateWithFlags(&ex, g, 0));
+    for (int rep = 0; rep < 2; rep++) {
+        CK(cudaGraphLaunch(ex, (cudaStream_t)cuda_stream(ctx)));
+        CK(cudaStreamSynchronize((cudaStream_t)cuda_stream(ctx)));
+        CK(cudaMemcpy(back, out, n, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++)
+            if (back[i] != want[i]) fail_msg("graph memsets, launch %d: byte %zu is %u, not %u", rep, i, back[i], want[i]);
+        CK(cudaMemset(out, 0x22, n));
+    }
+    CK(cudaGraphExecDestroy(ex));
+    CK(cudaGraphDestroy(g));
+    CK(cudaFree(src));
+    CK(cudaFree(dst));
+    CK(cudaFree(out));
+    free(host), free(want), free(back);
+}
+
 static void test_context(void **state) {
     (void)state;
     printf("  device: %s, bf16 peak %.0f TFLOP/s, fp32 %.0f\n", cuda_device_name(ctx),
@@ -793,6 +873,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_context),
         cmocka_unit_test(test_upload),
+        cmocka_unit_test(test_graph_memsets),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_norms),
         cmocka_unit_test(test_rope_mask_softmax),

@@ -146,6 +146,107 @@ extern "C" int cuda_upload(stg_cuda *c, void *dst, const void *src, size_t n, st
     return 0;
 }
 
+// A memset node's work as a kernel: height rows of width elements of es bytes (1, 2 or 4), rows pitch
+// bytes apart, each element the low es bytes of value. Contiguous rows are one run of bytes, stored 16 at a
+// time between a head and a tail of single bytes: the element's bytes repeated to 32 bits (pat; es divides 4),
+// byte j of the run being byte j % 4 of pat, since the head's length is a multiple of es (dst is es-aligned).
+__global__ void memset_node_kernel(unsigned char *dst, size_t pitch, unsigned value, unsigned es, size_t width, size_t height) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x, i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint32_t pat = es == 1 ? (value & 0xffu) * 0x01010101u : es == 2 ? (value & 0xffffu) * 0x00010001u : value;
+    if (height == 1 || pitch == width * es) {
+        const size_t nb = width * height * es, head = min(nb, (size_t)((16u - (unsigned)((uintptr_t)dst % 16u)) % 16u));
+        const size_t nv = (nb - head) / 16, tail = head + 16 * nv;
+        for (size_t i = i0; i < nv; i += stride) ((uint4 *)(dst + head))[i] = make_uint4(pat, pat, pat, pat);
+        for (size_t i = i0; i < head + (nb - tail); i += stride) {
+            const size_t j = i < head ? i : tail + (i - head);
+            dst[j] = (unsigned char)(pat >> (8 * (j % 4)));
+        }
+        return;
+    }
+    for (size_t i = i0; i < width * height; i += stride) {
+        unsigned char *p = dst + (i / width) * pitch + (i % width) * es;
+        if (es == 4) *(uint32_t *)p = value;
+        else if (es == 2) *(uint16_t *)p = (uint16_t)value;
+        else *p = (unsigned char)value;
+    }
+}
+
+extern "C" int cuda_graph_memsets_to_kernels(void *graph, int *converted, stg_err *err) {
+    cudaGraph_t g = (cudaGraph_t)graph;
+    *converted = 0;
+    size_t n = 0;
+    CUDA_CHECK(err, cudaGraphGetNodes(g, NULL, &n));
+    if (n == 0) return 0;
+    cudaGraphNode_t *nodes = (cudaGraphNode_t *)calloc(n, sizeof *nodes), *par = NULL, *kid = NULL;
+    cudaGraphEdgeData *pe = NULL, *ke = NULL;
+    int rc = -1;
+    cudaError_t e = cudaSuccess;
+    const char *what = "cudaGraphGetNodes";
+    if (!nodes) {
+        stg_errf(err, "graph memsets: out of host memory for %zu nodes", n);
+        goto out;
+    }
+    if ((e = cudaGraphGetNodes(g, nodes, &n)) != cudaSuccess) goto fail;
+    for (size_t i = 0; i < n; i++) {
+        enum cudaGraphNodeType t;
+        what = "cudaGraphNodeGetType";
+        if ((e = cudaGraphNodeGetType(nodes[i], &t)) != cudaSuccess) goto fail;
+        if (t != cudaGraphNodeTypeMemset) continue;
+        struct cudaMemsetParams mp;
+        what = "cudaGraphMemsetNodeGetParams";
+        if ((e = cudaGraphMemsetNodeGetParams(nodes[i], &mp)) != cudaSuccess) goto fail;
+        if (mp.elementSize != 1 && mp.elementSize != 2 && mp.elementSize != 4) continue; // not a memset's shape: left as it is
+        size_t np = 0, nk = 0;
+        what = "cudaGraphNodeGetDependencies";
+        if ((e = cudaGraphNodeGetDependencies(nodes[i], NULL, NULL, &np)) != cudaSuccess) goto fail;
+        what = "cudaGraphNodeGetDependentNodes";
+        if ((e = cudaGraphNodeGetDependentNodes(nodes[i], NULL, NULL, &nk)) != cudaSuccess) goto fail;
+        free(par), free(pe), free(kid), free(ke);
+        par = (cudaGraphNode_t *)calloc(np + 1, sizeof *par), pe = (cudaGraphEdgeData *)calloc(np + 1, sizeof *pe);
+        kid = (cudaGraphNode_t *)calloc(nk + 1, sizeof *kid), ke = (cudaGraphEdgeData *)calloc(nk + 1, sizeof *ke);
+        if (!par || !pe || !kid || !ke) {
+            stg_errf(err, "graph memsets: out of host memory");
+            goto out;
+        }
+        what = "cudaGraphNodeGetDependencies";
+        if (np && (e = cudaGraphNodeGetDependencies(nodes[i], par, pe, &np)) != cudaSuccess) goto fail;
+        what = "cudaGraphNodeGetDependentNodes";
+        if (nk && (e = cudaGraphNodeGetDependentNodes(nodes[i], kid, ke, &nk)) != cudaSuccess) goto fail;
+        const size_t total = mp.width * mp.height * mp.elementSize, per = 256 * 16;
+        const unsigned blocks = (unsigned)(total / per + 1 < 1024 ? total / per + 1 : 1024);
+        unsigned char *dst = (unsigned char *)mp.dst;
+        size_t pitch = mp.height > 1 ? mp.pitch : 0, width = mp.width, height = mp.height;
+        unsigned value = mp.value, es = mp.elementSize;
+        void *args[6] = {&dst, &pitch, &value, &es, &width, &height};
+        struct cudaKernelNodeParams kp;
+        memset(&kp, 0, sizeof kp);
+        kp.func = (void *)memset_node_kernel;
+        kp.gridDim = dim3(blocks);
+        kp.blockDim = dim3(256);
+        kp.kernelParams = args;
+        cudaGraphNode_t k = NULL;
+        // The kernel takes the memset's place: full edges from its parents and to its children (a memset node has
+        // no others), and the memset goes.
+        what = "cudaGraphAddKernelNode";
+        if ((e = cudaGraphAddKernelNode(&k, g, NULL, 0, &kp)) != cudaSuccess) goto fail;
+        what = "cudaGraphAddDependencies";
+        for (size_t j = 0; j < np; j++)
+            if ((e = cudaGraphAddDependencies(g, &par[j], &k, NULL, 1)) != cudaSuccess) goto fail;
+        for (size_t j = 0; j < nk; j++)
+            if ((e = cudaGraphAddDependencies(g, &k, &kid[j], NULL, 1)) != cudaSuccess) goto fail;
+        what = "cudaGraphDestroyNode";
+        if ((e = cudaGraphDestroyNode(nodes[i])) != cudaSuccess) goto fail;
+        (*converted)++;
+    }
+    rc = 0;
+    goto out;
+fail:
+    stg_errf(err, "graph memsets: %s: %s", what, cudaGetErrorString(e));
+out:
+    free(nodes), free(par), free(pe), free(kid), free(ke);
+    return rc;
+}
+
 // Frees what cuda_prepare made (plans, tables, workspace); keeps the device, stream and handle.
 static void cuda_release_prepared(stg_cuda *c) {
     for (int i = 0; c->state && i < c->nops; i++)

@@ -83,6 +83,12 @@ int cuda_poison_shared(stg_cuda *c, stg_err *err);
 // beside the others, not in copy-engine nodes; other host memory goes through cudaMemcpyAsync.
 int cuda_upload(stg_cuda *c, void *dst, const void *src, size_t n, stg_err *err);
 
+// Rewrites a captured graph (a cudaGraph_t, before it is instantiated): every memset node becomes a kernel node
+// doing its work, with the same parents and children (a memset node costs the step ~5 us of idle device on each
+// side: the copy engine's hand-offs; cuBLASLt captures a 4-byte one before some of its algorithms). *converted: how
+// many. Errors leave the graph to be destroyed.
+int cuda_graph_memsets_to_kernels(void *graph, int *converted, stg_err *err);
+
 // Measures device-to-device copy bandwidth (bytes read plus bytes written per second): the median
 // of `reps` cudaMemcpyAsync of `bytes` between two fresh buffers, timed with events on c->stream
 // (ops/optim/cuda.cu). Allocates and frees 2 x bytes of device memory; not for use in a capture.

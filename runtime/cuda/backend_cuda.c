@@ -196,7 +196,7 @@ static int cb_capture_begin(rt_backend *b, stg_err *err) {
 }
 
 // STG_GRAPH_DUMP=PREFIX (a debugging aid): every captured graph's nodes, in the order they were captured, with
-// each node's kind (cudaGraphNodeType; a kernel's function name where the runtime knows it) and the nodes it depends on, each edge's type and port
+// each node's kind (cudaGraphNodeType; a kernel's function name where the runtime knows it; a kernel's priority as pN; a memset's address, value and bytes as ms:A:V:N) and the nodes it depends on, each edge's type and port
 // (programmatic edges: "prog", ports "trig" and "prog"), into PREFIX.N.txt (N counting the graphs of the
 // run from 0). A file that exists is never overwritten: the dump fails instead.
 static int graph_dump(cudaGraph_t graph, const char *prefix, stg_err *err) {
@@ -225,7 +225,7 @@ static int graph_dump(cudaGraph_t graph, const char *prefix, stg_err *err) {
         if (fd >= 0) close(fd);
         goto out;
     }
-    fprintf(f, "# %zu nodes; per node: index, kind, name, then the dependencies as index:type:port\n", n);
+    fprintf(f, "# %zu nodes; per node: index, kind, name, a kernel's priority (pN) or a memset's ms:address:value:bytes, then the dependencies as index:type:port\n", n);
     for (size_t i = 0; i < n; i++) {
         enum cudaGraphNodeType t;
         const char *name = "-";
@@ -250,6 +250,18 @@ static int graph_dump(cudaGraph_t graph, const char *prefix, stg_err *err) {
         what = "cudaGraphNodeGetDependencies";
         if (nd > 0 && (e = cudaGraphNodeGetDependencies(nodes[i], dep, ed, &nd)) != cudaSuccess) break; // (0 and arrays: invalid)
         fprintf(f, "%zu %d %.60s", i, (int)t, name);
+        if (t == cudaGraphNodeTypeKernel) { // the node's scheduling priority (captured from its stream's, where it is)
+            cudaLaunchAttributeValue pv;
+            memset(&pv, 0, sizeof pv);
+            what = "cudaGraphKernelNodeGetAttribute (priority)";
+            if ((e = cudaGraphKernelNodeGetAttribute(nodes[i], cudaLaunchAttributePriority, &pv)) != cudaSuccess) break;
+            fprintf(f, " p%d", pv.priority);
+        } else if (t == cudaGraphNodeTypeMemset) { // where, what and how much: ms:ADDRESS:VALUE:BYTES
+            struct cudaMemsetParams mp;
+            what = "cudaGraphMemsetNodeGetParams";
+            if ((e = cudaGraphMemsetNodeGetParams(nodes[i], &mp)) != cudaSuccess) break;
+            fprintf(f, " ms:%p:%u:%zu", mp.dst, mp.value, mp.elementSize * mp.width * mp.height);
+        }
         for (size_t j = 0; j < nd; j++) {
             size_t k = 0;
             while (k < n && nodes[k] != dep[j]) k++;
@@ -278,6 +290,14 @@ static int cb_capture_end(rt_backend *b, void **out, stg_err *err) {
     cudaGraph_t graph = NULL;
     *out = NULL;
     CK(err, cudaStreamEndCapture(impl(b)->stream, &graph));
+    // Memset nodes become kernel nodes (cuda_graph_memsets_to_kernels), unless STG_KEEP_MEMSETS is set to something
+    // other than 0 (for A/B runs).
+    const char *keep = getenv("STG_KEEP_MEMSETS");
+    int converted = 0;
+    if (!(keep && *keep && strcmp(keep, "0") != 0) && cuda_graph_memsets_to_kernels(graph, &converted, err)) {
+        cudaGraphDestroy(graph);
+        return stg_err_prefix(err, "cuda backend: the captured step");
+    }
     const char *dump = getenv("STG_GRAPH_DUMP");
     if (dump && *dump && graph_dump(graph, dump, err)) {
         cudaGraphDestroy(graph);

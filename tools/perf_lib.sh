@@ -18,7 +18,8 @@
 #                           prints "DIR build: RC" (wait for it)
 #   med JSON LABEL [KEY...] the named keys (median_ms, min_ms, mfu by default) of an `stg bench --json` record
 #   stg_step LABEL MODEL [ARG...]   `stg bench MODEL ARG... --json` (120 s at most), then med; STG_BIN=PATH: that stg
-#   peer_step SIZE CTX BATCH MODE   torch_lm.py --flash --sdpa cudnn (MODE c: default compile, cg: reduce-overhead)
+#   peer_step SIZE CTX BATCH MODE   torch_lm.py --flash --sdpa cudnn (MODE c: default compile, cg: reduce-overhead), killed
+#                           after PEER_TIMEOUT s (240 by default: xl's reduce-overhead compile outran 170 s twice, 2026-11-29n)
 #   step_row SIZE CTX MODES GATE [BATCH]   models/cs336/SIZE.yaml: stg_step default and with --grad-dtype bf16
 #                           --gemm-tune on, then peer_step for each of MODES (c, cg), if the clock is below GATE s
 #   step_row_ib SIZE CTX BATCH GATE   models/cs336/SIZE.yaml with --grad-dtype bf16 --gemm-tune on, ordinary and with
@@ -105,7 +106,7 @@ peer_step() {
     local extra=()
     [ "$4" = cg ] && extra=(--compile-mode reduce-overhead)
     local log="$out/l/peer_$1_$2_$3_$4.txt"
-    PYTHONUNBUFFERED=1 timeout 170 python3 peer/torch_lm.py --flash --sdpa cudnn --sizes "$1" --ctx "$2" --batch "$3" --modes bf16c \
+    PYTHONUNBUFFERED=1 timeout "${PEER_TIMEOUT:-240}" python3 peer/torch_lm.py --flash --sdpa cudnn --sizes "$1" --ctx "$2" --batch "$3" --modes bf16c \
         "${extra[@]}" --warm 3 --iters 10 --out "$out/l/peer_$1_$2_$3_$4.json" > "$log" 2>&1
     grep -E '^\{' "$log" | tail -1 | grep . || echo "peer $1 ctx $2 b$3 [$4] failed: $(tail -2 "$log" | tr '\n' ' ')"
 }

@@ -41,7 +41,8 @@ static size_t ws_fwd_smem(void) {
     return 128 + sizeof(wg_bf16) * ((size_t)64 * NWG * (D + 8) + (size_t)2 * NST * BK * D) + 1024;
 }
 
-// Grid (tiles of 64 NWG of the S G rows, H / G, B), the longest rows first; block 128 NWG + 32 PW threads:
+// Work items (tiles of 64 NWG of the S G rows, H / G, B), nq tiles each, the longest rows first, walked by persistent
+// blocks (the grid: ws_fwd_launch); block 128 NWG + 32 PW threads:
 // warpgroups 0 .. NWG - 1 consume, warp 4 NWG produces. A multiprocessor's registers are four files, one
 // per quarter, and a block's warps are dealt round-robin to them, so a block of 9 warps is held to the
 // registers of 12 (168 a thread for 288 threads). With RG > 0 the producer is a whole warpgroup (PW = 4)
@@ -53,7 +54,7 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
     att_ws_fwd_kernel(const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
                       const __grid_constant__ CUtensorMap tkt, const __grid_constant__ CUtensorMap tvt,
                       const wg_bf16 *__restrict__ q, const int *__restrict__ docs, wg_bf16 *__restrict__ o,
-                      float *__restrict__ lse, int S, int H, int G, float scale2) {
+                      float *__restrict__ lse, int S, int H, int G, float scale2, int nq, int B) {
     constexpr int BQ = 64 * NWG, LDQ = D + 8, KD = D / 16, NSC = BK / 64, NDC = D / 64;
     constexpr bool TL = D % 64 == 16; // head dim 80: a 16-dim tail panel (wgmma.cuh)
     constexpr int TILE = BK * D;      // elements of one K or V stage
@@ -65,14 +66,24 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
     const uint32_t full0 = sm0, empty0 = sm0 + 8u * NST; // barrier s at + 8 s
     wg_bf16 *Qs = (wg_bf16 *)(ws_smraw + 128);
     const uint32_t kv0 = (wg_smem(Qs + BQ * LDQ) + 1023u) & ~1023u; // stage s: K at kv0 + 2 s TILE, V after it
-    const int hk = blockIdx.y, b = blockIdx.z;
-    const int tile = gridDim.x - 1 - blockIdx.x; // the longest rows first
     const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x / 32, 0), lane = threadIdx.x % 32; // warp-uniform
-    const int RN = S * G, q0 = tile * BQ;
-    const int *dc = docs ? docs + (int64_t)b * S : nullptr;
-    const int last = (min(q0 + BQ, RN) - 1) / G; // the block's last position
-    const int kt0 = att_doc0(dc, q0 / G) / BK;   // its first visible key tile
-    const int ntiles = last / BK + 1 - kt0;      // key tiles of the block
+    const int RN = S * G, Hkv = H / G, items = nq * Hkv * B;
+    // Work item w (row tile, kv head, batch), the longest rows first over every head and batch; block x takes
+    // items x, x + gridDim.x, ... (ws_fwd_launch: as many blocks as are resident, or one a work item). Its
+    // producer and consumers walk the same items, so the stages' ring continues across them (T: the tiles of
+    // the block's earlier items).
+    struct wi { int tile, hk, b, q0, kt0, ntiles; const int *dc; };
+    auto item = [&](int w) {
+        wi it;
+        const int per = Hkv * B, r = w % per;
+        it.tile = nq - 1 - w / per, it.hk = r % Hkv, it.b = r / Hkv;
+        it.q0 = it.tile * BQ;
+        it.dc = docs ? docs + (int64_t)it.b * S : nullptr;
+        const int last = (min(it.q0 + BQ, RN) - 1) / G;  // the item's last position
+        it.kt0 = att_doc0(it.dc, it.q0 / G) / BK;        // its first visible key tile
+        it.ntiles = last / BK + 1 - it.kt0;              // its key tiles
+        return it;
+    };
 
     if (threadIdx.x == 0) {
 #pragma unroll
@@ -87,7 +98,12 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
     static_assert((PW == 1 && RG == 0) || (PW == 4 && RG % 8 == 0 && tm_regs_fit(NWG, RG, 24)), "producer warps, registers");
     if (warp >= 4 * NWG) { // the producer: tile t into stage t % NST once every warp has released it
         if constexpr (RG > 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-        if (warp == 4 * NWG && lane == 0) tm_kv_producer<D, BK, NST>(&tk, &tv, &tkt, &tvt, full0, empty0, kv0, kt0, ntiles, hk, b);
+        if (warp == 4 * NWG && lane == 0)
+            for (int w = blockIdx.x, T = 0; w < items; w += gridDim.x) {
+                const wi it = item(w);
+                tm_kv_producer<D, BK, NST>(&tk, &tv, &tkt, &tvt, full0, empty0, kv0, it.kt0, it.ntiles, it.hk, it.b, T);
+                T += it.ntiles;
+            }
         return;
     }
 
@@ -95,215 +111,221 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
     if constexpr (RG > 0) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(RG) : "memory");
     const int g = lane >> 2, t4 = lane & 3;
     const int wg = warp / 4; // provably warp-uniform (warp is): wgmma is not serialized
-    const int rw0 = q0 + 64 * wg, rwarp = rw0 + 16 * (warp % 4); // rows
-    const int64_t qstride = (int64_t)H * D;
-    const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D; // row 0 of the group
-    const int wtiles = rw0 < RN ? (min(rw0 + 63, RN - 1) / G) / BK + 1 - kt0 : 0; // key tiles of this warpgroup
-    int pos[2], first[2]; // this thread's rows rwarp + g + 8 i: position (-1 past the end), first visible key
+    for (int w = blockIdx.x, T = 0; w < items; w += gridDim.x) {
+        const wi it = item(w);
+        const int hk = it.hk, b = it.b, q0 = it.q0, kt0 = it.kt0, ntiles = it.ntiles;
+        const int *dc = it.dc;
+        const int rw0 = q0 + 64 * wg, rwarp = rw0 + 16 * (warp % 4); // rows
+        const int64_t qstride = (int64_t)H * D;
+        const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D; // row 0 of the group
+        const int wtiles = rw0 < RN ? (min(rw0 + 63, RN - 1) / G) / BK + 1 - kt0 : 0; // key tiles of this warpgroup
+        int pos[2], first[2]; // this thread's rows rwarp + g + 8 i: position (-1 past the end), first visible key
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int R = rwarp + g + 8 * i;
-        pos[i] = R < RN ? R / G : -1;
-        first[i] = R < RN ? att_doc0(dc, pos[i]) : 0;
-    }
-
-    // This warpgroup's 64 rows of Q (padded, for ldmatrix), then registers.
-    uint32_t qf[KD][4];
-    {
-        constexpr int NC8 = D / 8;
-        const int tw = threadIdx.x % 128;
-        for (int idx = tw; idx < 64 * NC8; idx += 128) {
-            const int r = idx / NC8, c = (idx % NC8) * 8;
-            const bool ok = rw0 + r < RN;
-            wg_cp16(wg_smem(Qs + (64 * wg + r) * LDQ + c), q + qhead0 + (ok ? att_row_off(rw0 + r, G, qstride, D) + c : 0), ok);
+        for (int i = 0; i < 2; i++) {
+            const int R = rwarp + g + 8 * i;
+            pos[i] = R < RN ? R / G : -1;
+            first[i] = R < RN ? att_doc0(dc, pos[i]) : 0;
         }
-        wg_cp_commit();
-        wg_cp_wait<0>();
-        tm_bar_sync<128>(1 + NWG + wg);
-#pragma unroll
-        for (int kd = 0; kd < KD; kd++)
-            wg_ldsm4(qf[kd], wg_smem(Qs + (16 * warp + (lane & 15)) * LDQ + kd * 16 + (lane >> 4) * 8));
-    }
 
-    float oacc[NDC][32], otl[8]; // otl: the tail panel's 16 dims (head dim 80)
-    uint32_t pf[BK / 16][4];     // P of the previous tile: the A operand of its P V product
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+        // This warpgroup's 64 rows of Q (padded, for ldmatrix), then registers.
+        uint32_t qf[KD][4];
+        {
+            constexpr int NC8 = D / 8;
+            const int tw = threadIdx.x % 128;
+            for (int idx = tw; idx < 64 * NC8; idx += 128) {
+                const int r = idx / NC8, c = (idx % NC8) * 8;
+                const bool ok = rw0 + r < RN;
+                wg_cp16(wg_smem(Qs + (64 * wg + r) * LDQ + c), q + qhead0 + (ok ? att_row_off(rw0 + r, G, qstride, D) + c : 0), ok);
+            }
+            wg_cp_commit();
+            wg_cp_wait<0>();
+            tm_bar_sync<128>(1 + NWG + wg);
 #pragma unroll
-    for (int c = 0; c < NDC; c++)
-#pragma unroll
-        for (int e = 0; e < 32; e++) oacc[c][e] = 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; e++) otl[e] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; kk++) pf[kk][0] = pf[kk][1] = pf[kk][2] = pf[kk][3] = 0u;
-
-    auto stage = [&](int t) { return kv0 + (uint32_t)(2 * (t % NST) * TILE * 2); };
-    // O += P(t) V(t) (issued, not waited for).
-    auto issue_pv = [&](int t) {
-        wg_arrive();
-        const uint32_t vb = stage(t) + (uint32_t)(TILE * 2);
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++) {
-#pragma unroll
-            for (int dc = 0; dc < NDC; dc++) // k: keys, n: dims
-                wg_mma_n64<1>(oacc[dc], pf[kk], wg_desc_mnmaj(vb, BK, kk, dc), 1);
-            if constexpr (TL) wg_mma_n16<1>(otl, pf[kk], wg_tdesc<NDC>(vb, BK, kk));
+            for (int kd = 0; kd < KD; kd++)
+                wg_ldsm4(qf[kd], wg_smem(Qs + (16 * warp + (lane & 15)) * LDQ + kd * 16 + (lane >> 4) * 8));
         }
-    };
-    auto keep_o = [&]() {
+
+        float oacc[NDC][32], otl[8]; // otl: the tail panel's 16 dims (head dim 80)
+        uint32_t pf[BK / 16][4];     // P of the previous tile: the A operand of its P V product
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int c = 0; c < NDC; c++)
 #pragma unroll
-            for (int e = 0; e < 32; e++) wg_keep(oacc[c][e]);
-        if constexpr (TL)
+            for (int e = 0; e < 32; e++) oacc[c][e] = 0.0f;
 #pragma unroll
-            for (int e = 0; e < 8; e++) wg_keep(otl[e]);
-    };
-    auto keep_p = [&]() {
+        for (int e = 0; e < 8; e++) otl[e] = 0.0f;
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) wg_keep(pf[kk][e]);
-    };
-    auto release = [&](int t) { // this warp is done reading tile t's stage
-        if (lane == 0) tm_mb_arrive(empty0 + 8u * (uint32_t)(t % NST));
-    };
+        for (int kk = 0; kk < BK / 16; kk++) pf[kk][0] = pf[kk][1] = pf[kk][2] = pf[kk][3] = 0u;
 
-    // The ring: warpgroup w issues after w - 1 (warpgroup 0 after NWG - 1, which lets it go first).
-    const int turn = 1 + wg, next = 1 + (wg + 1) % NWG;
-    if (wg == NWG - 1) tm_bar_arrive<256>(1);
-    // Iteration t: S(t) for t < wtiles, P V of tile t - 1 for 0 < t <= wtiles; every warpgroup takes
-    // ntiles + 1 turns (the ring's arrivals balance: the last warpgroup's last one is left out).
-    auto pass = [&](int t) { // hand the tensor cores to the next warpgroup
-        if (!(wg == NWG - 1 && t == ntiles)) tm_bar_arrive<256>(next);
-    };
-    for (int t = 0; t <= ntiles; t++) {
-        if (t < wtiles) {
-            tm_mb_wait(full0 + 8u * (uint32_t)(t % NST), (uint32_t)((t / NST) & 1));
-        } else if (t < ntiles) { // a tile past this warpgroup's diagonal: released once it has landed
-            tm_mb_wait(full0 + 8u * (uint32_t)(t % NST), (uint32_t)((t / NST) & 1));
-            release(t);
-        }
-        tm_bar_sync<256>(turn);
-        if (t >= wtiles) {
-            if (t == wtiles && t > 0) { // this warpgroup's last P V product
+        auto stage = [&](int t) { return kv0 + (uint32_t)(2 * ((T + t) % NST) * TILE * 2); };
+        // O += P(t) V(t) (issued, not waited for).
+        auto issue_pv = [&](int t) {
+            wg_arrive();
+            const uint32_t vb = stage(t) + (uint32_t)(TILE * 2);
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++) {
+#pragma unroll
+                for (int dc = 0; dc < NDC; dc++) // k: keys, n: dims
+                    wg_mma_n64<1>(oacc[dc], pf[kk], wg_desc_mnmaj(vb, BK, kk, dc), 1);
+                if constexpr (TL) wg_mma_n16<1>(otl, pf[kk], wg_tdesc<NDC>(vb, BK, kk));
+            }
+        };
+        auto keep_o = [&]() {
+#pragma unroll
+            for (int c = 0; c < NDC; c++)
+#pragma unroll
+                for (int e = 0; e < 32; e++) wg_keep(oacc[c][e]);
+            if constexpr (TL)
+#pragma unroll
+                for (int e = 0; e < 8; e++) wg_keep(otl[e]);
+        };
+        auto keep_p = [&]() {
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) wg_keep(pf[kk][e]);
+        };
+        auto release = [&](int t) { // this warp is done reading tile t's stage
+            if (lane == 0) tm_mb_arrive(empty0 + 8u * (uint32_t)((T + t) % NST));
+        };
+
+        // The ring: warpgroup w issues after w - 1 (warpgroup 0 after NWG - 1, which lets it go first).
+        const int turn = 1 + wg, next = 1 + (wg + 1) % NWG;
+        if (wg == NWG - 1) tm_bar_arrive<256>(1);
+        // Iteration t: S(t) for t < wtiles, P V of tile t - 1 for 0 < t <= wtiles; every warpgroup takes
+        // ntiles + 1 turns (the ring's arrivals balance: the last warpgroup's last one is left out).
+        auto pass = [&](int t) { // hand the tensor cores to the next warpgroup
+            if (!(wg == NWG - 1 && t == ntiles)) tm_bar_arrive<256>(next);
+        };
+        for (int t = 0; t <= ntiles; t++) {
+            if (t < wtiles) {
+                tm_mb_wait(full0 + 8u * (uint32_t)((T + t) % NST), (uint32_t)(((T + t) / NST) & 1));
+            } else if (t < ntiles) { // a tile past this warpgroup's diagonal: released once it has landed
+                tm_mb_wait(full0 + 8u * (uint32_t)((T + t) % NST), (uint32_t)(((T + t) / NST) & 1));
+                release(t);
+            }
+            tm_bar_sync<256>(turn);
+            if (t >= wtiles) {
+                if (t == wtiles && t > 0) { // this warpgroup's last P V product
+                    keep_o();
+                    keep_p();
+                    issue_pv(t - 1);
+                    wg_commit();
+                    pass(t);
+                    wg_wait<0>();
+                    keep_o();
+                    release(t - 1);
+                } else {
+                    pass(t);
+                }
+                continue;
+            }
+            const uint32_t kb = stage(t);
+            float s[NSC][32];
+            wg_arrive();
+#pragma unroll
+            for (int kd = 0; kd < KD; kd++)
+#pragma unroll
+                for (int c = 0; c < NSC; c++) // k: dims, n: keys
+                    if (kd == 0)
+                        wg_mma_n64_set<0>(s[c], qf[kd], wg_kdesc<NDC>(kb, BK, kd, 64 * c));
+                    else
+                        wg_mma_n64<0>(s[c], qf[kd], wg_kdesc<NDC>(kb, BK, kd, 64 * c), 1);
+            wg_commit();
+            if (t > 0) {
                 keep_o();
                 keep_p();
                 issue_pv(t - 1);
                 wg_commit();
                 pass(t);
-                wg_wait<0>();
-                keep_o();
-                release(t - 1);
+                wg_wait<1>();
             } else {
                 pass(t);
+                wg_wait<0>();
             }
-            continue;
-        }
-        const uint32_t kb = stage(t);
-        float s[NSC][32];
-        wg_arrive();
 #pragma unroll
-        for (int kd = 0; kd < KD; kd++)
+            for (int c = 0; c < NSC; c++)
 #pragma unroll
-            for (int c = 0; c < NSC; c++) // k: dims, n: keys
-                if (kd == 0)
-                    wg_mma_n64_set<0>(s[c], qf[kd], wg_kdesc<NDC>(kb, BK, kd, 64 * c));
-                else
-                    wg_mma_n64<0>(s[c], qf[kd], wg_kdesc<NDC>(kb, BK, kd, 64 * c), 1);
-        wg_commit();
-        if (t > 0) {
-            keep_o();
-            keep_p();
-            issue_pv(t - 1);
-            wg_commit();
-            pass(t);
-            wg_wait<1>();
-        } else {
-            pass(t);
-            wg_wait<0>();
-        }
-#pragma unroll
-        for (int c = 0; c < NSC; c++)
-#pragma unroll
-            for (int e = 0; e < 32; e++) wg_keep(s[c][e]);
+                for (int e = 0; e < 32; e++) wg_keep(s[c][e]);
 
-        // Online softmax on this thread's rows rwarp + g (i = 0) and rwarp + g + 8 (i = 1). Some row of the
-        // warp needs masking (a key past a row, past S or before its document): decided once a tile for the
-        // warp, so the unmasked tiles run a loop without the mask's instructions (a test inside the element
-        // loop was compiled to predicated code that every tile issued).
-        const int k0 = (kt0 + t) * BK;
-        const bool mask = __any_sync(0xffffffffu, k0 + BK - 1 > min(pos[0], pos[1]) || k0 + BK > S ||
-                                                       k0 < max(first[0], first[1]));
-        float mx[2] = {m[0], m[1]};
-        if (mask) {
+            // Online softmax on this thread's rows rwarp + g (i = 0) and rwarp + g + 8 (i = 1). Some row of the
+            // warp needs masking (a key past a row, past S or before its document): decided once a tile for the
+            // warp, so the unmasked tiles run a loop without the mask's instructions (a test inside the element
+            // loop was compiled to predicated code that every tile issued).
+            const int k0 = (kt0 + t) * BK;
+            const bool mask = __any_sync(0xffffffffu, k0 + BK - 1 > min(pos[0], pos[1]) || k0 + BK > S ||
+                                                           k0 < max(first[0], first[1]));
+            float mx[2] = {m[0], m[1]};
+            if (mask) {
+#pragma unroll
+                for (int c = 0; c < NSC; c++)
+#pragma unroll
+                    for (int e = 0; e < 32; e++) {
+                        const int key = k0 + c * 64 + (e >> 2) * 8 + 2 * t4 + (e & 1), i = (e >> 1) & 1;
+                        if (key > pos[i] || key >= S || key < first[i]) s[c][e] = -INFINITY;
+                        mx[i] = fmaxf(mx[i], s[c][e]);
+                    }
+            } else {
+#pragma unroll
+                for (int c = 0; c < NSC; c++)
+#pragma unroll
+                    for (int e = 0; e < 32; e++) mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], s[c][e]);
+            }
+            float alpha[2], base[2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+                base[i] = mx[i] == -INFINITY ? 0.0f : mx[i] * scale2;
+                alpha[i] = wg_ex2(fmaf(m[i], scale2, -base[i])); // 0 on the first tile (m = -inf)
+                m[i] = mx[i];
+            }
+            float sum[2] = {0.0f, 0.0f};
 #pragma unroll
             for (int c = 0; c < NSC; c++)
 #pragma unroll
                 for (int e = 0; e < 32; e++) {
-                    const int key = k0 + c * 64 + (e >> 2) * 8 + 2 * t4 + (e & 1), i = (e >> 1) & 1;
-                    if (key > pos[i] || key >= S || key < first[i]) s[c][e] = -INFINITY;
-                    mx[i] = fmaxf(mx[i], s[c][e]);
+                    const float p = wg_ex2(fmaf(s[c][e], scale2, -base[(e >> 1) & 1]));
+                    s[c][e] = p;
+                    sum[(e >> 1) & 1] += p;
                 }
-        } else {
+#pragma unroll
+            for (int i = 0; i < 2; i++) l[i] = l[i] * alpha[i] + sum[i];
+            // The P V product must be complete before its A registers (pf) and O are written.
+            wg_wait<0>();
+            keep_o();
+            keep_p();
+            if (t > 0) release(t - 1);
+#pragma unroll
+            for (int c = 0; c < NDC; c++)
+#pragma unroll
+                for (int e = 0; e < 32; e++) oacc[c][e] *= alpha[(e >> 1) & 1];
+            if constexpr (TL)
+#pragma unroll
+                for (int e = 0; e < 8; e++) otl[e] *= alpha[(e >> 1) & 1];
 #pragma unroll
             for (int c = 0; c < NSC; c++)
 #pragma unroll
-                for (int e = 0; e < 32; e++) mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], s[c][e]);
+                for (int e = 0; e < 32; e += 2) {
+                    // n8 block j = 8 c + e / 4 of the keys: k-step j / 2, A register (row half i, j % 2).
+                    const int j = c * 8 + (e >> 2), i = (e >> 1) & 1;
+                    pf[j >> 1][(j & 1) * 2 + i] = wg_pack(s[c][e], s[c][e + 1]);
+                }
         }
-        float alpha[2], base[2];
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-            base[i] = mx[i] == -INFINITY ? 0.0f : mx[i] * scale2;
-            alpha[i] = wg_ex2(fmaf(m[i], scale2, -base[i])); // 0 on the first tile (m = -inf)
-            m[i] = mx[i];
-        }
-        float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int c = 0; c < NSC; c++)
-#pragma unroll
-            for (int e = 0; e < 32; e++) {
-                const float p = wg_ex2(fmaf(s[c][e], scale2, -base[(e >> 1) & 1]));
-                s[c][e] = p;
-                sum[(e >> 1) & 1] += p;
-            }
-#pragma unroll
-        for (int i = 0; i < 2; i++) l[i] = l[i] * alpha[i] + sum[i];
-        // The P V product must be complete before its A registers (pf) and O are written.
-        wg_wait<0>();
-        keep_o();
-        keep_p();
-        if (t > 0) release(t - 1);
-#pragma unroll
-        for (int c = 0; c < NDC; c++)
-#pragma unroll
-            for (int e = 0; e < 32; e++) oacc[c][e] *= alpha[(e >> 1) & 1];
-        if constexpr (TL)
-#pragma unroll
-            for (int e = 0; e < 8; e++) otl[e] *= alpha[(e >> 1) & 1];
-#pragma unroll
-        for (int c = 0; c < NSC; c++)
-#pragma unroll
-            for (int e = 0; e < 32; e += 2) {
-                // n8 block j = 8 c + e / 4 of the keys: k-step j / 2, A register (row half i, j % 2).
-                const int j = c * 8 + (e >> 2), i = (e >> 1) & 1;
-                pf[j >> 1][(j & 1) * 2 + i] = wg_pack(s[c][e], s[c][e + 1]);
-            }
-    }
 
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        float li = l[i];
-        li += __shfl_xor_sync(0xffffffffu, li, 1);
-        li += __shfl_xor_sync(0xffffffffu, li, 2);
-        const int row = rwarp + g + 8 * i;
-        if (row >= RN) continue;
-        const float inv = 1.0f / li;
-        wg_store_row<NDC, TL>(o + qhead0 + att_row_off(row, G, qstride, D), oacc, otl, i, t4, inv);
-        if (t4 == 0) lse[att_stat_idx(row, G, b, H, hk, S)] = (m[i] * scale2 + log2f(li)) * (float)WG_LN2;
-    }
+        for (int i = 0; i < 2; i++) {
+            float li = l[i];
+            li += __shfl_xor_sync(0xffffffffu, li, 1);
+            li += __shfl_xor_sync(0xffffffffu, li, 2);
+            const int row = rwarp + g + 8 * i;
+            if (row >= RN) continue;
+            const float inv = 1.0f / li;
+            wg_store_row<NDC, TL>(o + qhead0 + att_row_off(row, G, qstride, D), oacc, otl, i, t4, inv);
+            if (t4 == 0) lse[att_stat_idx(row, G, b, H, hk, S)] = (m[i] * scale2 + log2f(li)) * (float)WG_LN2;
+        }
+        T += ntiles;
+    } // work items
 }
 
 // Shapes (overridable for sweeps: tools/attn_tiles.sh). NWG consumer warpgroups, key tiles of BK, NST stages,
@@ -400,6 +422,27 @@ int tm_kv_maps(CUtensorMap *tk, CUtensorMap *tv, CUtensorMap *tkt, CUtensorMap *
     return 0;
 }
 
+int tm_persist_grid(const void *kernel, int threads, size_t smem, long long items, int cap, int *grid, stg_err *err) {
+    *grid = (int)items;
+    if (cap > 0 && cap < items) *grid = cap;
+    if (cap >= 0) return 0;
+    int dev = 0, sms = 0, per = 0;
+    CUDA_CHECK(err, cudaGetDevice(&dev));
+    CUDA_CHECK(err, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_CHECK(err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, threads, smem));
+    if (per > 0 && 2LL * sms * per <= items) *grid = sms * per;
+    return 0;
+}
+
+// STG_ATT_FWD_PERSIST (read at every launch; for A/B runs and tests): unset, as many blocks as are resident; 0, a block a
+// work item; N > 0, at most N blocks (the tests' way of giving every block many work items at any shape).
+static int ws_fwd_grid_cap(void) {
+    const char *e = getenv("STG_ATT_FWD_PERSIST");
+    if (!e || !*e) return -1;
+    const int n = atoi(e);
+    return n > 0 ? n : 0;
+}
+
 template <int D, int NWG, int BK, int NST, int MINB, int PW, int RG>
 static int ws_fwd_launch(cudaStream_t st, const void *q, const void *k, const void *v, const int *docs, void *o, float *lse,
                          int B, int S, int H, int G, float scale2, stg_err *err) {
@@ -409,10 +452,18 @@ static int ws_fwd_launch(cudaStream_t st, const void *q, const void *k, const vo
     const size_t smem = ws_fwd_smem<D, NWG, BK, NST>();
     CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_fwd_kernel<D, NWG, BK, NST, MINB, PW, RG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem));
-    const int nq = (S * G + 64 * NWG - 1) / (64 * NWG);
-    dim3 grid((unsigned)nq, (unsigned)Hkv, (unsigned)B);
-    att_ws_fwd_kernel<D, NWG, BK, NST, MINB, PW, RG><<<grid, 128 * NWG + 32 * PW, smem, st>>>(tk, tv, tkt, tvt, (const wg_bf16 *)q, docs,
-                                                                               (wg_bf16 *)o, lse, S, H, G, scale2);
+    const int nq = (S * G + 64 * NWG - 1) / (64 * NWG), threads = 128 * NWG + 32 * PW;
+    const int64_t items = (int64_t)nq * Hkv * B;
+    if (items > 0x7fffffff) return stg_errf(err, "attention forward (wgmma): %lld work items (over 2^31 - 1)", (long long)items);
+    // Persistent blocks at two waves of items or more (tm_persist_grid): as many as are resident at once, each walking
+    // its work items (the kernel's comment), so a block's next K and V tiles stream in while its consumers store the last
+    // item's rows and load the next one's queries (ws_fwd_grid_cap: other grids, for A/B runs and tests).
+    int grid = 0;
+    if (tm_persist_grid((const void *)att_ws_fwd_kernel<D, NWG, BK, NST, MINB, PW, RG>, threads, smem, (long long)items,
+                        ws_fwd_grid_cap(), &grid, err))
+        return -1;
+    att_ws_fwd_kernel<D, NWG, BK, NST, MINB, PW, RG><<<(unsigned)grid, threads, smem, st>>>(tk, tv, tkt, tvt, (const wg_bf16 *)q, docs,
+                                                                               (wg_bf16 *)o, lse, S, H, G, scale2, nq, B);
     CUDA_LAUNCH_CHECK(err, "attention forward (warp-specialised, TMA)");
     return 0;
 }

@@ -326,7 +326,8 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     att_ws_dkdv_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
                        const int *__restrict__ docs, const float *__restrict__ lse, const wg_bf16 *__restrict__ dout,
                        const float *__restrict__ Dsum, wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, float *dqacc,
-                       unsigned *cnt, int RT, int S, int H, int G, int hminor, int defer, unsigned ns, float scale, float scale2) {
+                       unsigned *cnt, int RT, int S, int H, int G, int hminor, int defer, unsigned ns, float scale, float scale2,
+                       int nkb, int B) {
     constexpr int BQ = 64, BKB = 64 * NWG, NT = 128 * NWG + 128, KD = D / 16, NDC = D / 64, TILE = BQ * D;
     constexpr bool TL = D % 64 == 16, WH = D == 128;
     // NST >= 3: the producer publishes tile t - 1 after waiting for tile t's stage (tile t - NST), which the
@@ -352,21 +353,40 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     // registers, which head dim 128's consumers (dK and dV alone are 128) do not have: in registers they spilled.
     constexpr bool SSA = D == 128;
     static_assert(!(SSA && DQ1), "the single pass is for head dims 64 and 80");
-    // hminor 2 (DQ1): grid (H / G, B, key tiles), every head's key block x before any head's x + 1
-    const int x = hminor == 2 ? (int)blockIdx.z : hminor ? (int)blockIdx.y : (int)blockIdx.x;
-    const int hk = hminor ? (int)blockIdx.x : (int)blockIdx.y, b = hminor == 2 ? (int)blockIdx.y : (int)blockIdx.z;
-    const int k0 = x * BKB;
     const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x / 32, 0), lane = threadIdx.x % 32; // warp-uniform
     const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
-    const int64_t qhead0 = ((int64_t)b * S * H + (int64_t)hk * G) * D;
-    const int64_t khead0 = (int64_t)b * S * kstride + (int64_t)hk * D;
-    const int *dc = docs ? docs + (int64_t)b * S : nullptr;
     const att_grp gr = att_grp_of(G);
-    // rows that may see these keys (every thread of the block takes part)
-    const int RS = k0 * G, RN = (att_doc_end_block<NT>(dc, S, min(k0 + BKB, S) - 1) + 1) * G;
-    const int ntiles = (RN - RS + BQ - 1) / BQ; // row tiles RS, RS + BQ, ... below RN
-    // the first row of the t-th tile visited: upwards, or with DQ1 from the last tile down
-    auto row0 = [&](int t) { return RS + (DQ1 ? ntiles - 1 - t : t) * BQ; };
+    // Work items (key block x, kv head hk, batch b). hminor 3: nkb B H / G items, key block 0 (the most row tiles)
+    // first over every head and batch, block i taking items i, i + gridDim.x, ... (persistent blocks, or a block an
+    // item: ws_bwd_launch); its producer and consumers walk the same items, the stages' ring and its barriers
+    // continuing across them (T: the row tiles of the block's earlier items). Else a block is one item, from the
+    // grid: (key tiles, H / G, B), or (H / G, key tiles, B) when hminor, or (H / G, B, key tiles) when hminor is 2
+    // (DQ1: every head's key block x before any head's x + 1; its dQ turns name blocks by the grid).
+    struct kv_item {
+        int x, hk, b, k0, RS, RN, ntiles;
+        int64_t qhead0, khead0;
+        const int *dc;
+    };
+    const int items = hminor == 3 ? nkb * (H / G) * B : 1, wstride = hminor == 3 ? (int)gridDim.x : 1;
+    const int wfirst = hminor == 3 ? (int)blockIdx.x : 0;
+    auto item = [&](int w) {
+        kv_item it;
+        if (hminor == 3) {
+            const int per = (H / G) * B, r = w % per;
+            it.x = w / per, it.hk = r % (H / G), it.b = r / (H / G);
+        } else {
+            it.x = hminor == 2 ? (int)blockIdx.z : hminor ? (int)blockIdx.y : (int)blockIdx.x;
+            it.hk = hminor ? (int)blockIdx.x : (int)blockIdx.y, it.b = hminor == 2 ? (int)blockIdx.y : (int)blockIdx.z;
+        }
+        it.k0 = it.x * BKB;
+        it.qhead0 = ((int64_t)it.b * S * H + (int64_t)it.hk * G) * D;
+        it.khead0 = (int64_t)it.b * S * kstride + (int64_t)it.hk * D;
+        it.dc = docs ? docs + (int64_t)it.b * S : nullptr;
+        // rows that may see these keys (with documents every thread of the block takes part: a block an item then)
+        it.RS = it.k0 * G, it.RN = (att_doc_end_block<NT>(it.dc, S, min(it.k0 + BKB, S) - 1) + 1) * G;
+        it.ntiles = (it.RN - it.RS + BQ - 1) / BQ; // row tiles RS, RS + BQ, ... below RN
+        return it;
+    };
 
 
     if (warp >= 4 * NWG) { // the producer warpgroup: row tile t into stage t % NST once every warp has released it
@@ -375,343 +395,364 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
         // Tile t's copies are issued, then tile t - 1's awaited: this thread's writes to its stage (copies and
         // stores) are made visible to the products (async proxy) and published by this thread's arrival, with
         // two tiles' copies in flight.
-        auto publish = [&](int t) {
+        auto publish = [&](int u) { // u: the block's running tile count
             wg_fence_proxy();
 #pragma unroll
-            for (int w = 0; w < NWG; w++) tm_bar_arrive<256>(FB + NWG * (t % NST) + w);
+            for (int w = 0; w < NWG; w++) tm_bar_arrive<256>(FB + NWG * (u % NST) + w);
         };
         // This thread's statistic of row tile t (lse of row tp for tp < 64, else D of row tp - 64; 0 past the
         // rows), loaded a tile ahead of its use, so that the load's latency passes while the thread waits for a
         // stage; stored as -lse log2 e and D, each consumer thread's 16 together (ws_stat_slot_of).
         static_assert(2 * BQ == 128, "a statistic a producer thread");
         const int si = tp % BQ;
-        auto stat_load = [&](int t) {
-            const int r = row0(t) + si;
-            return r < RN ? (tp < BQ ? lse : Dsum)[att_stat_idx(r, gr, b, H, hk, S)] : 0.0f;
-        };
-        float sv = ntiles > 0 ? stat_load(0) : 0.0f;
-        for (int t = 0; t < ntiles; t++) {
-            const int s = t % NST, qn = row0(t);
-            if (t >= NST) tm_bar_sync<NT>(EB + s); // tile t - NST released
-            const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE);
-            const uint32_t dst[2] = {qs, qs + (uint32_t)(2 * TILE)};
-            const wg_bf16 *const src[2] = {q + qhead0, dout + qhead0};
-            wg_load_rows_g<D, BQ, 128, 2>(dst, src, qstride, gr, qn, RN, tp); // Q and dO: one row offset for both
-            {
-                const float v = sv;
-                if (t + 1 < ntiles) sv = stat_load(t + 1);
-                stat[(2 * s + tp / BQ) * BQ + ws_stat_slot_of(si)] = tp < BQ ? -v * WS_LOG2E : v;
-            }
-            if (tp < BQ) { // the rows' positions (-1 past the rows) and first visible keys
-                const bool ok = qn + tp < RN;
-                const int p = ok ? att_div(gr, qn + tp) : -1;
-                pstat[s * BQ + tp] = p;
-                fstat[s * BQ + tp] = ok ? att_doc0(dc, p) : 0;
-            } else if (tp == 127) { // each consumer warpgroup's tests of the tile, from its first and last rows
-                const int p0 = att_div(gr, qn), pl = att_div(gr, min(qn + BQ, RN) - 1), f0 = att_doc0(dc, p0);
-                const int fl = qn + BQ <= RN ? att_doc0(dc, att_div(gr, qn + BQ - 1)) : 0;
+        int T = 0;
+        for (int wk = wfirst; wk < items; wk += wstride) {
+            const kv_item it = item(wk);
+            const int k0 = it.k0, hk = it.hk, b = it.b, RS = it.RS, RN = it.RN, ntiles = it.ntiles;
+            const int64_t qhead0 = it.qhead0;
+            const int *dc = it.dc;
+            // the first row of the t-th tile visited: upwards, or with DQ1 from the last tile down
+            auto row0 = [&](int t) { return RS + (DQ1 ? ntiles - 1 - t : t) * BQ; };
+            auto stat_load = [&](int t) {
+                const int r = row0(t) + si;
+                return r < RN ? (tp < BQ ? lse : Dsum)[att_stat_idx(r, gr, b, H, hk, S)] : 0.0f;
+            };
+            float sv = ntiles > 0 ? stat_load(0) : 0.0f;
+            for (int t = 0; t < ntiles; t++) {
+                const int s = (T + t) % NST, qn = row0(t);
+                if (T + t >= NST) tm_bar_sync<NT>(EB + s); // tile T + t - NST released
+                const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE);
+                const uint32_t dst[2] = {qs, qs + (uint32_t)(2 * TILE)};
+                const wg_bf16 *const src[2] = {q + qhead0, dout + qhead0};
+                wg_load_rows_g<D, BQ, 128, 2>(dst, src, qstride, gr, qn, RN, tp); // Q and dO: one row offset for both
+                {
+                    const float v = sv;
+                    if (t + 1 < ntiles) sv = stat_load(t + 1);
+                    stat[(2 * s + tp / BQ) * BQ + ws_stat_slot_of(si)] = tp < BQ ? -v * WS_LOG2E : v;
+                }
+                if (tp < BQ) { // the rows' positions (-1 past the rows) and first visible keys
+                    const bool ok = qn + tp < RN;
+                    const int p = ok ? att_div(gr, qn + tp) : -1;
+                    pstat[s * BQ + tp] = p;
+                    fstat[s * BQ + tp] = ok ? att_doc0(dc, p) : 0;
+                } else if (tp == 127) { // each consumer warpgroup's tests of the tile, from its first and last rows
+                    const int p0 = att_div(gr, qn), pl = att_div(gr, min(qn + BQ, RN) - 1), f0 = att_doc0(dc, p0);
+                    const int fl = qn + BQ <= RN ? att_doc0(dc, att_div(gr, qn + BQ - 1)) : 0;
 #pragma unroll
-                for (int w = 0; w < NWG; w++) {
-                    const int kw = k0 + 64 * w;
-                    // every row of the tile before every key of the warpgroup, or (docs) in documents after them
-                    const bool skip = pl < kw || kw >= S || f0 > kw + 63;
-                    const bool mask = kw + 63 > p0 || qn + BQ > RN || fl > kw;
-                    flags[s * NWG + w] = (int)skip | (int)mask << 1;
+                    for (int w = 0; w < NWG; w++) {
+                        const int kw = k0 + 64 * w;
+                        // every row of the tile before every key of the warpgroup, or (docs) in documents after them
+                        const bool skip = pl < kw || kw >= S || f0 > kw + 63;
+                        const bool mask = kw + 63 > p0 || qn + BQ > RN || fl > kw;
+                        flags[s * NWG + w] = (int)skip | (int)mask << 1;
+                    }
+                }
+                wg_cp_commit();
+                if (t > 0) {
+                    wg_cp_wait<1>();
+                    publish(T + t - 1);
                 }
             }
-            wg_cp_commit();
-            if (t > 0) {
-                wg_cp_wait<1>();
-                publish(t - 1);
+            if (ntiles > 0) {
+                wg_cp_wait<0>();
+                publish(T + ntiles - 1);
             }
-        }
-        if (ntiles > 0) {
-            wg_cp_wait<0>();
-            publish(ntiles - 1);
-        }
-        for (int t = max(ntiles - NST, 0); t < ntiles; t++) tm_bar_sync<NT>(EB + t % NST); // the last releases: every arrival met
+            T += ntiles;
+        } // work items
+        for (int u = max(T - NST, 0); u < T; u++) tm_bar_sync<NT>(EB + u % NST); // the last releases: every arrival met
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(RG) : "memory");
 
     const int g = lane >> 2, t4 = lane & 3, wg = warp / 4, tw = threadIdx.x % 128;
-    const int kw0 = k0 + 64 * wg, kwarp = kw0 + 16 * (warp % 4);
     const uint32_t Kw = Kb + (uint32_t)(64 * wg * D * 2), Vw = Vb + (uint32_t)(64 * wg * D * 2);
-    wg_load_rows<D, 64, 128>(Kw, k + khead0 + (int64_t)kw0 * kstride, kstride, S - kw0, tw);
-    wg_load_rows<D, 64, 128>(Vw, v + khead0 + (int64_t)kw0 * kstride, kstride, S - kw0, tw);
-    wg_cp_commit();
-    wg_cp_wait<0>();
-    wg_fence_proxy();
-    tm_bar_sync<128>(1 + NWG + wg);
+    int T = 0;
+    for (int wk = wfirst; wk < items; wk += wstride) {
+        const kv_item it = item(wk);
+        const int x = it.x, k0 = it.k0, RS = it.RS, ntiles = it.ntiles;
+        const int64_t khead0 = it.khead0;
+        const int *dc = it.dc;
+        auto row0 = [&](int t) { return RS + (DQ1 ? ntiles - 1 - t : t) * BQ; };
+        const int kw0 = k0 + 64 * wg, kwarp = kw0 + 16 * (warp % 4);
+        // a later item: every warp of this warpgroup is past the last one's products, which read its K and V tiles
+        if (wk != wfirst) tm_bar_sync<128>(1 + NWG + wg);
+        wg_load_rows<D, 64, 128>(Kw, k + khead0 + (int64_t)kw0 * kstride, kstride, S - kw0, tw);
+        wg_load_rows<D, 64, 128>(Vw, v + khead0 + (int64_t)kw0 * kstride, kstride, S - kw0, tw);
+        wg_cp_commit();
+        wg_cp_wait<0>();
+        wg_fence_proxy();
+        tm_bar_sync<128>(1 + NWG + wg);
 
-    float dka[NDC][32], dva[NDC][32], dkt[8], dvt[8]; // dkt, dvt: the tail panel's 16 dims (head dim 80)
+        float dka[NDC][32], dva[NDC][32], dkt[8], dvt[8]; // dkt, dvt: the tail panel's 16 dims (head dim 80)
 #pragma unroll
-    for (int c = 0; c < NDC; c++)
+        for (int c = 0; c < NDC; c++)
 #pragma unroll
-        for (int e = 0; e < 32; e++) dka[c][e] = dva[c][e] = 0.0f;
+            for (int e = 0; e < 32; e++) dka[c][e] = dva[c][e] = 0.0f;
 #pragma unroll
-    for (int e = 0; e < 8; e++) dkt[e] = dvt[e] = 0.0f;
-    uint32_t pa[4][4], sa4[4][4]; // Pᵀ and dSᵀ of the last tile (bf16): A operands, k-steps of 16 queries
+        for (int e = 0; e < 8; e++) dkt[e] = dvt[e] = 0.0f;
+        uint32_t pa[4][4], sa4[4][4]; // Pᵀ and dSᵀ of the last tile (bf16): A operands, k-steps of 16 queries
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++)
+        for (int kk = 0; kk < 4; kk++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) pa[kk][e] = sa4[kk][e] = 0u;
-    auto keep_acc = [&]() {
+            for (int e = 0; e < 4; e++) pa[kk][e] = sa4[kk][e] = 0u;
+        auto keep_acc = [&]() {
 #pragma unroll
-        for (int c = 0; c < NDC; c++) {
-            ws_keep_all(dka[c]);
-            ws_keep_all(dva[c]);
-        }
-        if constexpr (TL) {
-            ws_keep_all(dkt);
-            ws_keep_all(dvt);
-        }
-    };
-    auto release = [&](int t) { // this warp is done reading row tile t's stage
-        tm_bar_arrive<NT>(EB + t % NST);
-    };
-    // DQ1: this warpgroup's dS tile (64 rows x 64 keys, the 128-byte swizzle: a K-major A operand) and dQ tile
-    const uint32_t dSw = xb + (uint32_t)(wg * 64 * 64 * 2), Pw = xb + (uint32_t)(NWG * 64 * 64 * 2 + wg * 64 * D * 4);
-    // row tile r of this warpgroup's sum at this kv head (B (H / G) RT row tiles a sum; grid (H / G, B, x)):
-    // from the launch's constants where used (one thread), so that no register holds it through the loop
-    auto tile_w = [&](int r) {
-        return ((int64_t)wg * gridDim.y + blockIdx.y) * (H / G) * RT + (int64_t)blockIdx.x * RT + r;
-    };
-    // This warpgroup's turn at row tile q0 / 64 (one thread). The turn is passed on one tile late, so that no
-    // warpgroup waits for its own addition to reach the L2: dq_turn first finishes the pending turn (waits for its
-    // bulk reduction to be complete, or for a turn that had nothing to add to come), then, when `add`, waits for
-    // this tile's turn and issues the reduction; dq_flush finishes the last. Blocks before x0 see none of the
-    // tile's documents: not in the order, nothing to add. No wait is endless: a turn waits only for the same
-    // warpgroup of lower key blocks at the same tile, which pass it at their next tile (needing only their own
-    // ring turns and stages). Stages are published to each consumer warpgroup by a barrier of its own: one barrier
-    // for all consumer warps, with the turns of one shared sum, made warpgroup 0 wait for warpgroup 1 at a stage
-    // while 1 waited for 0's turn (a hang; docs/perf/2026-11-29b-dq1-protocol.py models the waits).
-    // The pending turn (its row tile + 1, 0 when none; its turn; whether it added), kept by the warpgroup's thread
-    // 0 in shared memory rather than in registers the whole warpgroup would hold through the loop.
-    __shared__ unsigned ws_pend[NWG][3];
-    if (DQ1 && tw == 0) ws_pend[wg][0] = 0u;
-    auto dq_flush = [&]() {
-        unsigned *const pd = ws_pend[wg];
-        if (pd[0] == 0u) return;
-        unsigned *const c = cnt + tile_w((int)pd[0] - 1);
-        if (pd[2]) {
-            tm_bulk_wait_all();
-            tm_fence_proxy_global();
-        } else {
-            while (tm_ld_acquire(c) != pd[1]) __nanosleep(ns);
-        }
-        tm_st_release(c, pd[1] + 1u);
-        pd[0] = 0u;
-    };
-    auto dq_turn = [&](int q0, bool add) {
-        dq_flush();
-        const int r = q0 / 64, x0 = att_doc0(dc, att_div(gr, q0)) / BKB;
-        if (x < x0) return;
-        unsigned *const pd = ws_pend[wg];
-        pd[0] = (unsigned)r + 1u;
-        pd[1] = (unsigned)(x - x0);
-        pd[2] = add;
-        if (add) {
-            while (tm_ld_acquire(cnt + tile_w(r)) != (unsigned)(x - x0)) __nanosleep(ns);
-            tm_fence_proxy_global();
-            tm_bulk_add_f32(dqacc + tile_w(r) * 64 * D, Pw, 64u * D * 4u);
-            tm_bulk_commit();
-        }
-        if (!defer) dq_flush(); // STG_ATT_DQ_DEFER=0: the turn passed at once (for A/B runs)
-    };
-    // SSA: this warpgroup's Pᵀ and dSᵀ tiles
-    const uint32_t Ptw = xb + (uint32_t)(wg * 2 * 64 * 64 * 2), dStw = Ptw + (uint32_t)(64 * 64 * 2);
-    // dV += Pᵀ dO and dK += dSᵀ Q of row tile t (Pᵀ, dSᵀ in pa, sa4, or with SSA in their tiles), issued as one
-    // commit group.
-    auto issue_dkdv = [&](int t) {
-        const uint32_t qs = st0 + (uint32_t)((t % NST) * 4 * TILE), ds = qs + (uint32_t)(2 * TILE);
-        keep_acc();
-        if constexpr (SSA) {
-            wg_arrive();
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++) // m: keys, n: dims, k: queries
-#pragma unroll
-                for (int dc2 = 0; dc2 < NDC; dc2++) {
-                    wg_mma_ss_n64<1>(dva[dc2], wg_desc_kmaj(Ptw, 64, kk, 0), wg_desc_mnmaj<WH>(ds, BQ, kk, dc2), 1);
-                    wg_mma_ss_n64<1>(dka[dc2], wg_desc_kmaj(dStw, 64, kk, 0), wg_desc_mnmaj<WH>(qs, BQ, kk, dc2), 1);
-                }
-            wg_commit();
-            return;
-        }
-        ws_keep_a(pa);
-        ws_keep_a(sa4);
-        wg_arrive();
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) { // m: keys, n: dims, k: queries
-#pragma unroll
-            for (int dc2 = 0; dc2 < NDC; dc2++) {
-                wg_mma_n64<1>(dva[dc2], pa[kk], wg_desc_mnmaj<WH>(ds, BQ, kk, dc2), 1);
-                wg_mma_n64<1>(dka[dc2], sa4[kk], wg_desc_mnmaj<WH>(qs, BQ, kk, dc2), 1);
+            for (int c = 0; c < NDC; c++) {
+                ws_keep_all(dka[c]);
+                ws_keep_all(dva[c]);
             }
             if constexpr (TL) {
-                wg_mma_n16<1>(dvt, pa[kk], wg_tdesc<NDC, WH>(ds, BQ, kk));
-                wg_mma_n16<1>(dkt, sa4[kk], wg_tdesc<NDC, WH>(qs, BQ, kk));
+                ws_keep_all(dkt);
+                ws_keep_all(dvt);
             }
-        }
-        wg_commit();
-    };
-
-    const ws_ring<NWG> ring{wg, ntiles + 1};
-    ring.start();
-    int prev = -1; // the row tile whose products wait in pa, sa4
-    for (int t = 0; t <= ntiles; t++) {
-        if (t < ntiles) tm_bar_sync<256>(FB + NWG * (t % NST) + wg);
-        ring.wait();
-        const int q0 = row0(t), s = t % NST;
-        const int *f_s = fstat + s * BQ, *p_s = pstat + s * BQ;
-        const int fl = t < ntiles ? flags[s * NWG + wg] : 1; // the producer's tests (bit 0: skip, bit 1: mask)
-        // past the last tile, or nothing of the tile to do: the previous tile's products, if any, are issued and
-        // finished now
-        if (fl & 1) {
-            if (prev >= 0) {
-                issue_dkdv(prev);
-                ring.pass(t);
-                wg_wait<0>();
-                keep_acc();
-                release(prev);
-                prev = -1;
+        };
+        auto release = [&](int t) { // this warp is done reading row tile t's stage
+            tm_bar_arrive<NT>(EB + (T + t) % NST);
+        };
+        // DQ1: this warpgroup's dS tile (64 rows x 64 keys, the 128-byte swizzle: a K-major A operand) and dQ tile
+        const uint32_t dSw = xb + (uint32_t)(wg * 64 * 64 * 2), Pw = xb + (uint32_t)(NWG * 64 * 64 * 2 + wg * 64 * D * 4);
+        // row tile r of this warpgroup's sum at this kv head (B (H / G) RT row tiles a sum; grid (H / G, B, x)):
+        // from the launch's constants where used (one thread), so that no register holds it through the loop
+        auto tile_w = [&](int r) {
+            return ((int64_t)wg * gridDim.y + blockIdx.y) * (H / G) * RT + (int64_t)blockIdx.x * RT + r;
+        };
+        // This warpgroup's turn at row tile q0 / 64 (one thread). The turn is passed on one tile late, so that no
+        // warpgroup waits for its own addition to reach the L2: dq_turn first finishes the pending turn (waits for its
+        // bulk reduction to be complete, or for a turn that had nothing to add to come), then, when `add`, waits for
+        // this tile's turn and issues the reduction; dq_flush finishes the last. Blocks before x0 see none of the
+        // tile's documents: not in the order, nothing to add. No wait is endless: a turn waits only for the same
+        // warpgroup of lower key blocks at the same tile, which pass it at their next tile (needing only their own
+        // ring turns and stages). Stages are published to each consumer warpgroup by a barrier of its own: one barrier
+        // for all consumer warps, with the turns of one shared sum, made warpgroup 0 wait for warpgroup 1 at a stage
+        // while 1 waited for 0's turn (a hang; docs/perf/2026-11-29b-dq1-protocol.py models the waits).
+        // The pending turn (its row tile + 1, 0 when none; its turn; whether it added), kept by the warpgroup's thread
+        // 0 in shared memory rather than in registers the whole warpgroup would hold through the loop.
+        __shared__ unsigned ws_pend[NWG][3];
+        if (DQ1 && tw == 0) ws_pend[wg][0] = 0u;
+        auto dq_flush = [&]() {
+            unsigned *const pd = ws_pend[wg];
+            if (pd[0] == 0u) return;
+            unsigned *const c = cnt + tile_w((int)pd[0] - 1);
+            if (pd[2]) {
+                tm_bulk_wait_all();
+                tm_fence_proxy_global();
             } else {
-                ring.pass(t);
+                while (tm_ld_acquire(c) != pd[1]) __nanosleep(ns);
             }
-            if (t < ntiles) release(t);
-            if constexpr (DQ1)
-                if (t < ntiles) {
-                    if (tw == 0) dq_turn(q0, false);
-                    __syncwarp(); // warp 0 whole again before the next barrier and products (they are .aligned)
-                }
-            continue;
-        }
-        const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE), ds = qs + (uint32_t)(2 * TILE);
-        const float *lse_s = stat + 2 * s * BQ, *D_s = lse_s + BQ;
-        float st[32], dpt[32];
-        wg_ss_product<KD, NDC, WH>(st, Kw, 64, 0, qs, BQ); // m: keys, n: queries, k: dims
-        wg_ss_product<KD, NDC, WH>(dpt, Vw, 64, 0, ds, BQ);
-        if (prev >= 0)
-            issue_dkdv(prev);
-        else
-            wg_commit(); // an empty group: three groups after Sᵀ's either way
-        ring.pass(t);
-        // -lse log2 e and D of this thread's 16 query columns (element k = 2 (e / 4) + e % 2 for accumulator
-        // element e): in registers, four 16-byte loads each, or at head dim 128 (whose consumers are short of
-        // registers: dK and dV alone are 128) read from shared memory where used
-        constexpr bool NLR = D != 128;
-        float nl[NLR ? 16 : 1] = {}, dd[NLR ? 16 : 1] = {};
-        if constexpr (NLR)
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const float4 l4 = *(const float4 *)(lse_s + ws_stat_slot(t4, 4 * c)), d4 = *(const float4 *)(D_s + ws_stat_slot(t4, 4 * c));
-                nl[4 * c] = l4.x, nl[4 * c + 1] = l4.y, nl[4 * c + 2] = l4.z, nl[4 * c + 3] = l4.w;
-                dd[4 * c] = d4.x, dd[4 * c + 1] = d4.y, dd[4 * c + 2] = d4.z, dd[4 * c + 3] = d4.w;
+            tm_st_release(c, pd[1] + 1u);
+            pd[0] = 0u;
+        };
+        auto dq_turn = [&](int q0, bool add) {
+            dq_flush();
+            const int r = q0 / 64, x0 = att_doc0(dc, att_div(gr, q0)) / BKB;
+            if (x < x0) return;
+            unsigned *const pd = ws_pend[wg];
+            pd[0] = (unsigned)r + 1u;
+            pd[1] = (unsigned)(x - x0);
+            pd[2] = add;
+            if (add) {
+                while (tm_ld_acquire(cnt + tile_w(r)) != (unsigned)(x - x0)) __nanosleep(ns);
+                tm_fence_proxy_global();
+                tm_bulk_add_f32(dqacc + tile_w(r) * 64 * D, Pw, 64u * D * 4u);
+                tm_bulk_commit();
             }
-        auto nlc = [&](int e) { return NLR ? nl[NLR ? 2 * (e >> 2) + (e & 1) : 0] : lse_s[ws_stat_slot(t4, 2 * (e >> 2) + (e & 1))]; };
-        auto ddc = [&](int e) { return NLR ? dd[NLR ? 2 * (e >> 2) + (e & 1) : 0] : D_s[ws_stat_slot(t4, 2 * (e >> 2) + (e & 1))]; };
-        wg_wait<2>(); // Sᵀ is done
-        ws_keep_all(st);
-        if (fl & 2) { // masked
+            if (!defer) dq_flush(); // STG_ATT_DQ_DEFER=0: the turn passed at once (for A/B runs)
+        };
+        // SSA: this warpgroup's Pᵀ and dSᵀ tiles
+        const uint32_t Ptw = xb + (uint32_t)(wg * 2 * 64 * 64 * 2), dStw = Ptw + (uint32_t)(64 * 64 * 2);
+        // dV += Pᵀ dO and dK += dSᵀ Q of row tile t (Pᵀ, dSᵀ in pa, sa4, or with SSA in their tiles), issued as one
+        // commit group.
+        auto issue_dkdv = [&](int t) {
+            const uint32_t qs = st0 + (uint32_t)(((T + t) % NST) * 4 * TILE), ds = qs + (uint32_t)(2 * TILE);
+            keep_acc();
+            if constexpr (SSA) {
+                wg_arrive();
 #pragma unroll
-            for (int e = 0; e < 32; e++) {
-                const int key = kwarp + wg_row(e, g), col = wg_col(e, t4);
-                const float p = wg_ex2(fmaf(st[e], scale2, nlc(e)));
-                st[e] = key > p_s[col] || key < f_s[col] ? 0.0f : p; // rows past RN: position -1
+                for (int kk = 0; kk < 4; kk++) // m: keys, n: dims, k: queries
+#pragma unroll
+                    for (int dc2 = 0; dc2 < NDC; dc2++) {
+                        wg_mma_ss_n64<1>(dva[dc2], wg_desc_kmaj(Ptw, 64, kk, 0), wg_desc_mnmaj<WH>(ds, BQ, kk, dc2), 1);
+                        wg_mma_ss_n64<1>(dka[dc2], wg_desc_kmaj(dStw, 64, kk, 0), wg_desc_mnmaj<WH>(qs, BQ, kk, dc2), 1);
+                    }
+                wg_commit();
+                return;
             }
-        } else {
-#pragma unroll
-            for (int e = 0; e < 32; e++) st[e] = wg_ex2(fmaf(st[e], scale2, nlc(e)));
-        }
-        wg_wait<1>(); // dPᵀ is done
-        ws_keep_all(dpt);
-#pragma unroll
-        for (int e = 0; e < 32; e++) dpt[e] = st[e] * (dpt[e] - ddc(e));
-        wg_wait<0>(); // the previous tile's products are done: pa, sa4 (or the tiles), dK, dV and its stage are free
-        keep_acc();
-        if (prev >= 0) release(prev);
-        if constexpr (SSA) {
-            // Pᵀ and dSᵀ into their tiles, two rows (elements e, e + 1: columns 2 t4, 2 t4 + 1 of a k-step) a store:
-            // key kl's row of 128 bytes, 16-byte chunk r / 8 at chunk (r / 8) ^ (kl % 8). The products read them
-            // in the next tile's turn, after this warpgroup's ring wait (a barrier of all its warps), so the
-            // writes only need the proxy fence.
-#pragma unroll
-            for (int e = 0; e < 32; e += 2) {
-                const int kl = 16 * (warp % 4) + wg_row(e, g), rl = wg_col(e, t4);
-                const uint32_t o = (uint32_t)(kl * 128 + (((rl >> 3) ^ (kl & 7)) << 4) + (rl & 7) * 2);
-                *(uint32_t *)(ws_smraw + (Ptw + o - raw)) = wg_pack(st[e], st[e + 1]);
-                *(uint32_t *)(ws_smraw + (dStw + o - raw)) = wg_pack(dpt[e], dpt[e + 1]);
-            }
-            wg_fence_proxy();
-        } else {
             ws_keep_a(pa);
             ws_keep_a(sa4);
-            ws_to_a(pa, st);
-            ws_to_a(sa4, dpt);
-        }
-        prev = t;
-        if constexpr (DQ1) {
-            // dS (rows x this warpgroup's keys) into its tile: element e is key 16 (warp % 4) + wg_row(e, g), row
-            // wg_col(e, t4); 16-byte chunk key / 8 of a row at chunk (key / 8) ^ (row % 8)
-#pragma unroll
-            for (int e = 0; e < 32; e++) {
-                const int kl = 16 * (warp % 4) + wg_row(e, g), rl = wg_col(e, t4);
-                const uint32_t a = dSw + (uint32_t)(rl * 128 + (((kl >> 3) ^ (rl & 7)) << 4) + (kl & 7) * 2);
-                *(wg_bf16 *)(ws_smraw + (a - raw)) = __float2bfloat16_rn(dpt[e]);
-            }
-            if (tw == 0) tm_bulk_wait_read_all(); // the dQ tile: the last tile's reduction has read it
-            __syncwarp();
-            wg_fence_proxy();
-            tm_bar_sync<128>(1 + NWG + wg);
-            float dqa[NDC][32], dqt[8]; // dQ = dS K_w (m: rows, n: dims, k: this warpgroup's keys)
-#pragma unroll
-            for (int c = 0; c < NDC; c++)
-#pragma unroll
-                for (int e = 0; e < 32; e++) dqa[c][e] = 0.0f;
-#pragma unroll
-            for (int e = 0; e < 8; e++) dqt[e] = 0.0f;
             wg_arrive();
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++) {
-                const uint64_t da = wg_desc_kmaj(dSw, 64, kk, 0);
+            for (int kk = 0; kk < 4; kk++) { // m: keys, n: dims, k: queries
 #pragma unroll
-                for (int dc2 = 0; dc2 < NDC; dc2++) wg_mma_ss_n64<1>(dqa[dc2], da, wg_desc_mnmaj<WH>(Kw, 64, kk, dc2), 1);
-                if constexpr (TL) wg_mma_ss_n16<1>(dqt, da, wg_tdesc<NDC, WH>(Kw, 64, kk));
+                for (int dc2 = 0; dc2 < NDC; dc2++) {
+                    wg_mma_n64<1>(dva[dc2], pa[kk], wg_desc_mnmaj<WH>(ds, BQ, kk, dc2), 1);
+                    wg_mma_n64<1>(dka[dc2], sa4[kk], wg_desc_mnmaj<WH>(qs, BQ, kk, dc2), 1);
+                }
+                if constexpr (TL) {
+                    wg_mma_n16<1>(dvt, pa[kk], wg_tdesc<NDC, WH>(ds, BQ, kk));
+                    wg_mma_n16<1>(dkt, sa4[kk], wg_tdesc<NDC, WH>(qs, BQ, kk));
+                }
             }
             wg_commit();
-            wg_wait<0>();
-#pragma unroll
-            for (int c = 0; c < NDC; c++) ws_keep_all(dqa[c]);
-            ws_keep_all(dqt);
-            // the dQ tile, f32 rows of D in chunks placed by ws_dq_chunk: this thread's pairs of adjacent dims
-            float *P = (float *)(ws_smraw + (Pw - raw));
-            auto at = [&](int rl, int d) { return P + rl * D + 4 * ws_dq_chunk(d >> 2, rl) + (d & 3); };
-#pragma unroll
-            for (int e = 0; e < 32; e += 2) {
-                const int rl = 16 * (warp % 4) + wg_row(e, g), cl = wg_col(e, t4);
-#pragma unroll
-                for (int c = 0; c < NDC; c++) *(float2 *)at(rl, 64 * c + cl) = make_float2(dqa[c][e], dqa[c][e + 1]);
-                if constexpr (TL)
-                    if (e < 8) *(float2 *)at(rl, 64 * NDC + cl) = make_float2(dqt[e], dqt[e + 1]);
+        };
+
+        const ws_ring<NWG> ring{wg, ntiles + 1};
+        ring.start();
+        int prev = -1; // the row tile whose products wait in pa, sa4
+        for (int t = 0; t <= ntiles; t++) {
+            if (t < ntiles) tm_bar_sync<256>(FB + NWG * ((T + t) % NST) + wg);
+            ring.wait();
+            const int q0 = row0(t), s = (T + t) % NST;
+            const int *f_s = fstat + s * BQ, *p_s = pstat + s * BQ;
+            const int fl = t < ntiles ? flags[s * NWG + wg] : 1; // the producer's tests (bit 0: skip, bit 1: mask)
+            // past the last tile, or nothing of the tile to do: the previous tile's products, if any, are issued and
+            // finished now
+            if (fl & 1) {
+                if (prev >= 0) {
+                    issue_dkdv(prev);
+                    ring.pass(t);
+                    wg_wait<0>();
+                    keep_acc();
+                    release(prev);
+                    prev = -1;
+                } else {
+                    ring.pass(t);
+                }
+                if (t < ntiles) release(t);
+                if constexpr (DQ1)
+                    if (t < ntiles) {
+                        if (tw == 0) dq_turn(q0, false);
+                        __syncwarp(); // warp 0 whole again before the next barrier and products (they are .aligned)
+                    }
+                continue;
             }
-            wg_fence_proxy();
-            tm_bar_sync<128>(1 + NWG + wg);
-            if (tw == 0) dq_turn(q0, true);
-            __syncwarp();
-            tm_bar_sync<128>(1 + NWG + wg); // the dS and dQ tiles are free again
-        }
-    }
-    if constexpr (DQ1)
-        if (tw == 0) dq_flush(); // the last turn, its reduction complete (its shared source too)
-    __syncwarp();
-    keep_acc();
+            const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE), ds = qs + (uint32_t)(2 * TILE);
+            const float *lse_s = stat + 2 * s * BQ, *D_s = lse_s + BQ;
+            float st[32], dpt[32];
+            wg_ss_product<KD, NDC, WH>(st, Kw, 64, 0, qs, BQ); // m: keys, n: queries, k: dims
+            wg_ss_product<KD, NDC, WH>(dpt, Vw, 64, 0, ds, BQ);
+            if (prev >= 0)
+                issue_dkdv(prev);
+            else
+                wg_commit(); // an empty group: three groups after Sᵀ's either way
+            ring.pass(t);
+            // -lse log2 e and D of this thread's 16 query columns (element k = 2 (e / 4) + e % 2 for accumulator
+            // element e): in registers, four 16-byte loads each, or at head dim 128 (whose consumers are short of
+            // registers: dK and dV alone are 128) read from shared memory where used
+            constexpr bool NLR = D != 128;
+            float nl[NLR ? 16 : 1] = {}, dd[NLR ? 16 : 1] = {};
+            if constexpr (NLR)
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int row = kwarp + g + 8 * i;
-        if (row >= S) continue;
-        wg_store_row<NDC, TL>(dk + khead0 + (int64_t)row * kstride, dka, dkt, i, t4, scale);
-        wg_store_row<NDC, TL>(dv + khead0 + (int64_t)row * kstride, dva, dvt, i, t4, 1.0f);
-    }
+                for (int c = 0; c < 4; c++) {
+                    const float4 l4 = *(const float4 *)(lse_s + ws_stat_slot(t4, 4 * c)), d4 = *(const float4 *)(D_s + ws_stat_slot(t4, 4 * c));
+                    nl[4 * c] = l4.x, nl[4 * c + 1] = l4.y, nl[4 * c + 2] = l4.z, nl[4 * c + 3] = l4.w;
+                    dd[4 * c] = d4.x, dd[4 * c + 1] = d4.y, dd[4 * c + 2] = d4.z, dd[4 * c + 3] = d4.w;
+                }
+            auto nlc = [&](int e) { return NLR ? nl[NLR ? 2 * (e >> 2) + (e & 1) : 0] : lse_s[ws_stat_slot(t4, 2 * (e >> 2) + (e & 1))]; };
+            auto ddc = [&](int e) { return NLR ? dd[NLR ? 2 * (e >> 2) + (e & 1) : 0] : D_s[ws_stat_slot(t4, 2 * (e >> 2) + (e & 1))]; };
+            wg_wait<2>(); // Sᵀ is done
+            ws_keep_all(st);
+            if (fl & 2) { // masked
+#pragma unroll
+                for (int e = 0; e < 32; e++) {
+                    const int key = kwarp + wg_row(e, g), col = wg_col(e, t4);
+                    const float p = wg_ex2(fmaf(st[e], scale2, nlc(e)));
+                    st[e] = key > p_s[col] || key < f_s[col] ? 0.0f : p; // rows past RN: position -1
+                }
+            } else {
+#pragma unroll
+                for (int e = 0; e < 32; e++) st[e] = wg_ex2(fmaf(st[e], scale2, nlc(e)));
+            }
+            wg_wait<1>(); // dPᵀ is done
+            ws_keep_all(dpt);
+#pragma unroll
+            for (int e = 0; e < 32; e++) dpt[e] = st[e] * (dpt[e] - ddc(e));
+            wg_wait<0>(); // the previous tile's products are done: pa, sa4 (or the tiles), dK, dV and its stage are free
+            keep_acc();
+            if (prev >= 0) release(prev);
+            if constexpr (SSA) {
+                // Pᵀ and dSᵀ into their tiles, two rows (elements e, e + 1: columns 2 t4, 2 t4 + 1 of a k-step) a store:
+                // key kl's row of 128 bytes, 16-byte chunk r / 8 at chunk (r / 8) ^ (kl % 8). The products read them
+                // in the next tile's turn, after this warpgroup's ring wait (a barrier of all its warps), so the
+                // writes only need the proxy fence.
+#pragma unroll
+                for (int e = 0; e < 32; e += 2) {
+                    const int kl = 16 * (warp % 4) + wg_row(e, g), rl = wg_col(e, t4);
+                    const uint32_t o = (uint32_t)(kl * 128 + (((rl >> 3) ^ (kl & 7)) << 4) + (rl & 7) * 2);
+                    *(uint32_t *)(ws_smraw + (Ptw + o - raw)) = wg_pack(st[e], st[e + 1]);
+                    *(uint32_t *)(ws_smraw + (dStw + o - raw)) = wg_pack(dpt[e], dpt[e + 1]);
+                }
+                wg_fence_proxy();
+            } else {
+                ws_keep_a(pa);
+                ws_keep_a(sa4);
+                ws_to_a(pa, st);
+                ws_to_a(sa4, dpt);
+            }
+            prev = t;
+            if constexpr (DQ1) {
+                // dS (rows x this warpgroup's keys) into its tile: element e is key 16 (warp % 4) + wg_row(e, g), row
+                // wg_col(e, t4); 16-byte chunk key / 8 of a row at chunk (key / 8) ^ (row % 8)
+#pragma unroll
+                for (int e = 0; e < 32; e++) {
+                    const int kl = 16 * (warp % 4) + wg_row(e, g), rl = wg_col(e, t4);
+                    const uint32_t a = dSw + (uint32_t)(rl * 128 + (((kl >> 3) ^ (rl & 7)) << 4) + (kl & 7) * 2);
+                    *(wg_bf16 *)(ws_smraw + (a - raw)) = __float2bfloat16_rn(dpt[e]);
+                }
+                if (tw == 0) tm_bulk_wait_read_all(); // the dQ tile: the last tile's reduction has read it
+                __syncwarp();
+                wg_fence_proxy();
+                tm_bar_sync<128>(1 + NWG + wg);
+                float dqa[NDC][32], dqt[8]; // dQ = dS K_w (m: rows, n: dims, k: this warpgroup's keys)
+#pragma unroll
+                for (int c = 0; c < NDC; c++)
+#pragma unroll
+                    for (int e = 0; e < 32; e++) dqa[c][e] = 0.0f;
+#pragma unroll
+                for (int e = 0; e < 8; e++) dqt[e] = 0.0f;
+                wg_arrive();
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) {
+                    const uint64_t da = wg_desc_kmaj(dSw, 64, kk, 0);
+#pragma unroll
+                    for (int dc2 = 0; dc2 < NDC; dc2++) wg_mma_ss_n64<1>(dqa[dc2], da, wg_desc_mnmaj<WH>(Kw, 64, kk, dc2), 1);
+                    if constexpr (TL) wg_mma_ss_n16<1>(dqt, da, wg_tdesc<NDC, WH>(Kw, 64, kk));
+                }
+                wg_commit();
+                wg_wait<0>();
+#pragma unroll
+                for (int c = 0; c < NDC; c++) ws_keep_all(dqa[c]);
+                ws_keep_all(dqt);
+                // the dQ tile, f32 rows of D in chunks placed by ws_dq_chunk: this thread's pairs of adjacent dims
+                float *P = (float *)(ws_smraw + (Pw - raw));
+                auto at = [&](int rl, int d) { return P + rl * D + 4 * ws_dq_chunk(d >> 2, rl) + (d & 3); };
+#pragma unroll
+                for (int e = 0; e < 32; e += 2) {
+                    const int rl = 16 * (warp % 4) + wg_row(e, g), cl = wg_col(e, t4);
+#pragma unroll
+                    for (int c = 0; c < NDC; c++) *(float2 *)at(rl, 64 * c + cl) = make_float2(dqa[c][e], dqa[c][e + 1]);
+                    if constexpr (TL)
+                        if (e < 8) *(float2 *)at(rl, 64 * NDC + cl) = make_float2(dqt[e], dqt[e + 1]);
+                }
+                wg_fence_proxy();
+                tm_bar_sync<128>(1 + NWG + wg);
+                if (tw == 0) dq_turn(q0, true);
+                __syncwarp();
+                tm_bar_sync<128>(1 + NWG + wg); // the dS and dQ tiles are free again
+            }
+        }
+        if constexpr (DQ1)
+            if (tw == 0) dq_flush(); // the last turn, its reduction complete (its shared source too)
+        __syncwarp();
+        keep_acc();
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int row = kwarp + g + 8 * i;
+            if (row >= S) continue;
+            wg_store_row<NDC, TL>(dk + khead0 + (int64_t)row * kstride, dka, dkt, i, t4, scale);
+            wg_store_row<NDC, TL>(dv + khead0 + (int64_t)row * kstride, dva, dvt, i, t4, 1.0f);
+        }
+        T += ntiles;
+    } // work items
 }
 
 // ---- host side ----------------------------------------------------------------------------------
@@ -804,6 +845,15 @@ static unsigned ws_dq_ns(void) {
     return (unsigned)ns;
 }
 
+// STG_ATT_DKDV_PERSIST (read at every launch; for A/B runs and tests): unset, as many dk/dv blocks as are resident;
+// 0, a block a work item; N > 0, at most N blocks (the tests' way of giving every block many work items at any shape).
+static int ws_dkdv_grid_cap(void) {
+    const char *e = getenv("STG_ATT_DKDV_PERSIST");
+    if (!e || !*e) return -1;
+    const int n = atoi(e);
+    return n > 0 ? n : 0;
+}
+
 // The two launches on two streams (the dq blocks beside the dk/dv blocks' last wave) unless STG_ATT_BWD_SIDE=0 (one
 // stream, for A/B runs).
 static bool ws_bwd_side(void) {
@@ -841,7 +891,7 @@ static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, c
             dim3 grid((unsigned)hkv, (unsigned)B, (unsigned)nk); // key blocks slowest: every head's x before any x + 1
             att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), true><<<grid, 128 * KW + 128, smem, st>>>(
                 (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum,
-                (wg_bf16 *)dk, (wg_bf16 *)dv, dqacc, cnt, RT, S, H, G, 2, ws_dq_defer(), ws_dq_ns(), scale, scale2);
+                (wg_bf16 *)dk, (wg_bf16 *)dv, dqacc, cnt, RT, S, H, G, 2, ws_dq_defer(), ws_dq_ns(), scale, scale2, nk, B);
             CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, dq; warp-specialised, single pass)");
             const int64_t n4 = (int64_t)B * S * H * D / 4;
             att_ws_dq_convert_kernel<KW><<<(unsigned)std::min<int64_t>((n4 + 255) / 256, 65535), 256, 0, st>>>(
@@ -857,10 +907,20 @@ static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, c
     // stream is joined back whatever the launches report, so an error never leaves st's capture or order forked.
     const bool two = side && side->aux && ws_bwd_side();
     cudaStream_t sq = two ? side->aux : st;
-    const int nk = (S + 64 * KW - 1) / (64 * KW), hminor_k = G > 1 && nk <= 65535;
+    const int nk = (S + 64 * KW - 1) / (64 * KW);
     const size_t smem_k = ws_dkdv_smem<D, KW, KS, false>();
     CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_k));
+    // The dk/dv blocks: work items (key block, kv head, batch), key block 0 first; persistent (tm_persist_grid: at
+    // two waves of items or more, as many blocks as are resident, each walking items) unless the rows are packed
+    // documents (their row ends are found by the whole block together: a block an item) or ws_dkdv_grid_cap says
+    // otherwise.
+    const int64_t items_k = (int64_t)nk * hkv * B;
+    if (items_k > 0x7fffffff) return stg_errf(err, "attention backward (dk, dv): %lld work items (over 2^31 - 1)", (long long)items_k);
+    int grid_k = 0;
+    if (tm_persist_grid((const void *)att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false>, 128 * KW + 128, smem_k,
+                        (long long)items_k, docs ? 0 : ws_dkdv_grid_cap(), &grid_k, err))
+        return -1;
     CUtensorMap tk, tv, tkt, tvt;
     if (tm_kv_maps(&tk, &tv, &tkt, &tvt, k, v, B, S, hkv, D, 64, err)) return -1;
     const int nq = (S * G + 64 * QW - 1) / (64 * QW), hminor_q = G > 1 && nq <= 65535;
@@ -871,10 +931,9 @@ static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, c
         CUDA_CHECK(err, cudaEventRecord(side->fork, st));
         CUDA_CHECK(err, cudaStreamWaitEvent(side->aux, side->fork, 0));
     }
-    dim3 grid_k(hminor_k ? (unsigned)hkv : (unsigned)nk, hminor_k ? (unsigned)nk : (unsigned)hkv, (unsigned)B);
-    att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false><<<grid_k, 128 * KW + 128, smem_k, st>>>(
+    att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false><<<(unsigned)grid_k, 128 * KW + 128, smem_k, st>>>(
         (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dk,
-        (wg_bf16 *)dv, nullptr, nullptr, RT, S, H, G, hminor_k, 0, 0u, scale, scale2);
+        (wg_bf16 *)dv, nullptr, nullptr, RT, S, H, G, 3, 0, 0u, scale, scale2, nk, B);
     const cudaError_t ek = cudaGetLastError();
     dim3 grid_q(hminor_q ? (unsigned)hkv : (unsigned)nq, hminor_q ? (unsigned)nq : (unsigned)hkv, (unsigned)B);
     if (ek == cudaSuccess)

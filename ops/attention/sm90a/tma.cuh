@@ -94,17 +94,21 @@ constexpr bool tm_regs_fit(int NC, int RC, int RP) {
 // stage t % NST (stage s holds K at kv0 + 4 s BK D bytes and V after it, each D / 64
 // panels of BK rows x 128 bytes and at head dim 64 NP + 16 a tail panel), once every consumer warp has released the
 // stage (its empty barrier, at empty0 + 8 s); the stage's full barrier (full0 + 8 s) completes with the bytes.
+// T0: the tiles this block's producer streamed before (a persistent block's earlier work items): the ring's stages
+// and phases continue from there.
 template <int D, int BK, int NST>
 __device__ __forceinline__ void tm_kv_producer(const void *tk, const void *tv, const void *tkt, const void *tvt, uint32_t full0,
-                                               uint32_t empty0, uint32_t kv0, int kt0, int ntiles, int hk, int b) {
+                                               uint32_t empty0, uint32_t kv0, int kt0, int ntiles, int hk, int b, int T0 = 0) {
     constexpr int TILE = BK * D, NDC = D / 64;
     constexpr bool TL = D % 64 == 16;
     constexpr uint32_t TXB = 4u * TILE; // bytes of K and V (bf16) a tile
-    tm_prefetch_map(tk);
-    tm_prefetch_map(tv);
+    if (T0 == 0) {
+        tm_prefetch_map(tk);
+        tm_prefetch_map(tv);
+    }
     for (int t = 0; t < ntiles; t++) {
-        const int s = t % NST;
-        if (t >= NST) tm_mb_wait(empty0 + 8u * s, (uint32_t)((t / NST - 1) & 1));
+        const int u = T0 + t, s = u % NST;
+        if (u >= NST) tm_mb_wait(empty0 + 8u * s, (uint32_t)((u / NST - 1) & 1));
         const uint32_t fb = full0 + 8u * s, st = kv0 + (uint32_t)(4 * s * TILE);
         const int kn = (kt0 + t) * BK;
         tm_mb_expect_tx(fb, TXB);

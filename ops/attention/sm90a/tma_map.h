@@ -16,10 +16,11 @@ int tm_kv_maps(CUtensorMap *tk, CUtensorMap *tv, CUtensorMap *tkt, CUtensorMap *
 
 // The grid of a launch whose blocks walk work items (the forward's and the dk/dv launch's persistent blocks): with cap < 0
 // (its switch unset) as many blocks as are resident at once when the items are at least two such waves, else a block an
-// item: below two waves a block would take one item or two either way, and the hardware's own scheduler, which starts a
+// item: below two waves a block takes one item or two either way, and the hardware's own scheduler, which starts a
 // block wherever a multiprocessor frees (another stream's products hold some in a step), balances those better than a
-// fixed share (small ctx 512, 192 items over 132 blocks: +0.3% a step persistent, the thirty-first session). cap 0: a
-// block an item; cap > 0: at most cap blocks. Returns 0 with *grid set, or -1 with err set.
+// fixed share (docs/perf/2026-11-29n-snake.py models small ctx 512's forward, 192 items over 132 blocks: the longest
+// block 1.57 of the average with the fixed share, 1.18 placed by the hardware). cap 0: a block an item; cap > 0: at
+// most cap blocks. Returns 0 with *grid set, or -1 with err set.
 int tm_persist_grid(const void *kernel, int threads, size_t smem, long long items, int cap, int *grid, stg_err *err);
 
 #endif

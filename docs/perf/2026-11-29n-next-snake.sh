@@ -11,8 +11,10 @@
 # persistent form gains ~10% on its own, hidden by the imbalance.
 # Predicted (attn-bench, B4 H16 D64): S1024 forward 0.049 -> ~0.045 ms, backward 0.120 -> ~0.112; S4096 forward 0.380 ->
 # ~0.360, backward 1.249 -> ~1.18; S16384 within 1-2%. Steps: medium 1024 in backward -0.5 to -1%, xl 1024 -1 to -1.5%,
-# 2.7B ctx 4096 -1%.
+# 2.7B ctx 4096 -1%. Small ctx 512 with persistence forced at its 1.45 waves: -0.5 to -1% if the start and end gain holds.
 # The A/B: the patched tree (build-gpu) against the same tree with the patch taken back out (/tmp/old, built beside it).
+# The xl ctx 1024 peer runs only if the clock allows (its compile takes 120-240 s); else give it the next call, beside
+# an xl step of the same tree.
 # Usage (GPU machine, repository root, carrying .deps and peer): bash docs/perf/2026-11-29n-next-snake.sh OUT
 set -u
 source tools/perf_lib.sh "${1:?usage: $0 OUT}"
@@ -44,6 +46,15 @@ for r in 1 2; do
         STG_BIN=$s stg_step "xl 1024 ib [$s] r$r" models/cs336/xl.yaml --set ctx=1024 "${OPT[@]}"
         STG_BIN=$s stg_step "2.7B 4096 b1 ib [$s] r$r" models/cs336/2.7B.yaml --set ctx=4096 --set batch=1 "${OPT[@]}"
     done
+done
+# Small ctx 512's 1.45 waves: under the two-wave rule a block an item; back and forth, a fixed share is as even as the
+# hardware's placement in the model (1.18 both), so persistent blocks there may gain their start and end: forced by the
+# caps (132 blocks: the H200's multiprocessors, a block each), the new tree only.
+SOPT=(--precision bf16 --grad-dtype bf16 --gemm-tune on --warmup 3 --iters 10)
+for r in 1 2; do
+    stg_step "small 512 [two-wave rule] r$r" models/cs336/small.yaml --set ctx=512 "${SOPT[@]}"
+    ( export STG_ATT_FWD_PERSIST=132 STG_ATT_DKDV_PERSIST=132
+      stg_step "small 512 [persistent, 132 blocks] r$r" models/cs336/small.yaml --set ctx=512 "${SOPT[@]}" )
 done
 say "steps done"
 if [ "$(el)" -lt 330 ]; then peer_step xl 1024 4 cg; say "xl peer done"; else say "xl peer skipped (time)"; fi

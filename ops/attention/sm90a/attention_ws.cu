@@ -20,6 +20,7 @@
 // the 128-byte swizzle, at head dim 80 a tail panel of 16 dims in the 32-byte swizzle; the tensor maps
 // name the same swizzles, so each panel is one copy. Q: cp.async by each warpgroup for its own rows,
 // then registers (ldmatrix), the A operand of every S product.
+#include <algorithm>
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -54,7 +55,7 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
     att_ws_fwd_kernel(const __grid_constant__ CUtensorMap tk, const __grid_constant__ CUtensorMap tv,
                       const __grid_constant__ CUtensorMap tkt, const __grid_constant__ CUtensorMap tvt,
                       const wg_bf16 *__restrict__ q, const int *__restrict__ docs, wg_bf16 *__restrict__ o,
-                      float *__restrict__ lse, int S, int H, int G, float scale2, int nq, int B) {
+                      float *__restrict__ lse, int S, int H, int G, float scale2, int nq, int B, int hg) {
     constexpr int BQ = 64 * NWG, LDQ = D + 8, KD = D / 16, NSC = BK / 64, NDC = D / 64;
     constexpr bool TL = D % 64 == 16; // head dim 80: a 16-dim tail panel (wgmma.cuh)
     constexpr int TILE = BK * D;      // elements of one K or V stage
@@ -68,15 +69,15 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
     const uint32_t kv0 = (wg_smem(Qs + BQ * LDQ) + 1023u) & ~1023u; // stage s: K at kv0 + 2 s TILE, V after it
     const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x / 32, 0), lane = threadIdx.x % 32; // warp-uniform
     const int RN = S * G, Hkv = H / G, items = nq * Hkv * B;
-    // Work item w (row tile, kv head, batch), the longest rows first over every head and batch; block x takes
-    // items x, x + gridDim.x, ... (ws_fwd_launch: as many blocks as are resident, or one a work item). Its
-    // producer and consumers walk the same items, so the stages' ring continues across them (T: the tiles of
-    // the block's earlier items).
+    // Work item w (row tile, kv head, batch), the longest rows first over each group of hg head-batches
+    // (tm_item_split); block x takes items x, x + gridDim.x, ... (ws_fwd_launch: as many blocks as are resident, or
+    // one a work item). Its producer and consumers walk the same items, so the stages' ring continues across them (T:
+    // the tiles of the block's earlier items).
     struct wi { int tile, hk, b, q0, kt0, ntiles; const int *dc; };
     auto item = [&](int w) {
         wi it;
-        const int per = Hkv * B, r = w % per;
-        it.tile = nq - 1 - w / per, it.hk = r % Hkv, it.b = r / Hkv;
+        int hb;
+        it.tile = nq - 1 - tm_item_split(w, nq, Hkv * B, hg, &hb), it.hk = hb % Hkv, it.b = hb / Hkv;
         it.q0 = it.tile * BQ;
         it.dc = docs ? docs + (int64_t)it.b * S : nullptr;
         const int last = (min(it.q0 + BQ, RN) - 1) / G;  // the item's last position
@@ -434,6 +435,21 @@ int tm_persist_grid(const void *kernel, int threads, size_t smem, long long item
     return 0;
 }
 
+int tm_head_group(long long HB, long long bytes, int *hg, stg_err *err) {
+    *hg = (int)HB;
+    const char *e = getenv("STG_ATT_HGROUP");
+    const int n = e && *e ? atoi(e) : 0;
+    if (n > 0) {
+        if (n < HB) *hg = n;
+        return 0;
+    }
+    int dev = 0, l2 = 0;
+    CUDA_CHECK(err, cudaGetDevice(&dev));
+    CUDA_CHECK(err, cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+    if (l2 > 0 && bytes > 0 && HB * bytes > 4LL * l2) *hg = (int)std::max(1LL, std::min(HB, (long long)l2 / bytes));
+    return 0;
+}
+
 // STG_ATT_FWD_PERSIST (read at every launch; for A/B runs and tests): unset, as many blocks as are resident; 0, a block a
 // work item; N > 0, at most N blocks (the tests' way of giving every block many work items at any shape).
 static int ws_fwd_grid_cap(void) {
@@ -458,12 +474,13 @@ static int ws_fwd_launch(cudaStream_t st, const void *q, const void *k, const vo
     // Persistent blocks at two waves of items or more (tm_persist_grid): as many as are resident at once, each walking
     // its work items (the kernel's comment), so a block's next K and V tiles stream in while its consumers store the last
     // item's rows and load the next one's queries (ws_fwd_grid_cap: other grids, for A/B runs and tests).
-    int grid = 0;
+    int grid = 0, hg = 0;
     if (tm_persist_grid((const void *)att_ws_fwd_kernel<D, NWG, BK, NST, MINB, PW, RG>, threads, smem, (long long)items,
-                        ws_fwd_grid_cap(), &grid, err))
+                        ws_fwd_grid_cap(), &grid, err) ||
+        tm_head_group((long long)Hkv * B, 4LL * S * D, &hg, err)) // a kv head's K and V, bf16
         return -1;
     att_ws_fwd_kernel<D, NWG, BK, NST, MINB, PW, RG><<<(unsigned)grid, threads, smem, st>>>(tk, tv, tkt, tvt, (const wg_bf16 *)q, docs,
-                                                                               (wg_bf16 *)o, lse, S, H, G, scale2, nq, B);
+                                                                               (wg_bf16 *)o, lse, S, H, G, scale2, nq, B, hg);
     CUDA_LAUNCH_CHECK(err, "attention forward (warp-specialised, TMA)");
     return 0;
 }

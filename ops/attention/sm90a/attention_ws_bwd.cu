@@ -327,7 +327,7 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
                        const int *__restrict__ docs, const float *__restrict__ lse, const wg_bf16 *__restrict__ dout,
                        const float *__restrict__ Dsum, wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, float *dqacc,
                        unsigned *cnt, int RT, int S, int H, int G, int hminor, int defer, unsigned ns, float scale, float scale2,
-                       int nkb, int B) {
+                       int nkb, int B, int hg) {
     constexpr int BQ = 64, BKB = 64 * NWG, NT = 128 * NWG + 128, KD = D / 16, NDC = D / 64, TILE = BQ * D;
     constexpr bool TL = D % 64 == 16, WH = D == 128;
     // NST >= 3: the producer publishes tile t - 1 after waiting for tile t's stage (tile t - NST), which the
@@ -357,9 +357,10 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
     const att_grp gr = att_grp_of(G);
     // Work items (key block x, kv head hk, batch b). hminor 3: nkb B H / G items, key block 0 (the most row tiles)
-    // first over every head and batch, block i taking items i, i + gridDim.x, ... (persistent blocks, or a block an
-    // item: ws_bwd_launch); its producer and consumers walk the same items, the stages' ring and its barriers
-    // continuing across them (T: the row tiles of the block's earlier items). Else a block is one item, from the
+    // first over each group of hg head-batches (tm_item_split), block i taking items i, i + gridDim.x, ... (persistent
+    // blocks, or a block an item: ws_bwd_launch); its producer and consumers walk the same items, the stages' ring and
+    // its barriers continuing across them (T: the row tiles of the block's earlier items). Else a block is one item,
+    // from the
     // grid: (key tiles, H / G, B), or (H / G, key tiles, B) when hminor, or (H / G, B, key tiles) when hminor is 2
     // (DQ1: every head's key block x before any head's x + 1; its dQ turns name blocks by the grid).
     struct kv_item {
@@ -372,8 +373,8 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     auto item = [&](int w) {
         kv_item it;
         if (hminor == 3) {
-            const int per = (H / G) * B, r = w % per;
-            it.x = w / per, it.hk = r % (H / G), it.b = r / (H / G);
+            int hb;
+            it.x = tm_item_split(w, nkb, (H / G) * B, hg, &hb), it.hk = hb % (H / G), it.b = hb / (H / G);
         } else {
             it.x = hminor == 2 ? (int)blockIdx.z : hminor ? (int)blockIdx.y : (int)blockIdx.x;
             it.hk = hminor ? (int)blockIdx.x : (int)blockIdx.y, it.b = hminor == 2 ? (int)blockIdx.y : (int)blockIdx.z;
@@ -891,7 +892,7 @@ static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, c
             dim3 grid((unsigned)hkv, (unsigned)B, (unsigned)nk); // key blocks slowest: every head's x before any x + 1
             att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), true><<<grid, 128 * KW + 128, smem, st>>>(
                 (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum,
-                (wg_bf16 *)dk, (wg_bf16 *)dv, dqacc, cnt, RT, S, H, G, 2, ws_dq_defer(), ws_dq_ns(), scale, scale2, nk, B);
+                (wg_bf16 *)dk, (wg_bf16 *)dv, dqacc, cnt, RT, S, H, G, 2, ws_dq_defer(), ws_dq_ns(), scale, scale2, nk, B, 1);
             CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, dq; warp-specialised, single pass)");
             const int64_t n4 = (int64_t)B * S * H * D / 4;
             att_ws_dq_convert_kernel<KW><<<(unsigned)std::min<int64_t>((n4 + 255) / 256, 65535), 256, 0, st>>>(
@@ -917,9 +918,10 @@ static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, c
     // otherwise.
     const int64_t items_k = (int64_t)nk * hkv * B;
     if (items_k > 0x7fffffff) return stg_errf(err, "attention backward (dk, dv): %lld work items (over 2^31 - 1)", (long long)items_k);
-    int grid_k = 0;
+    int grid_k = 0, hg = 0;
     if (tm_persist_grid((const void *)att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false>, 128 * KW + 128, smem_k,
-                        (long long)items_k, docs ? 0 : ws_dkdv_grid_cap(), &grid_k, err))
+                        (long long)items_k, docs ? 0 : ws_dkdv_grid_cap(), &grid_k, err) ||
+        tm_head_group((long long)hkv * B, (4LL * D + 8) * S * G, &hg, err)) // a kv head's Q and dO (bf16), lse and D (fp32)
         return -1;
     CUtensorMap tk, tv, tkt, tvt;
     if (tm_kv_maps(&tk, &tv, &tkt, &tvt, k, v, B, S, hkv, D, 64, err)) return -1;
@@ -933,7 +935,7 @@ static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, c
     }
     att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false><<<(unsigned)grid_k, 128 * KW + 128, smem_k, st>>>(
         (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dk,
-        (wg_bf16 *)dv, nullptr, nullptr, RT, S, H, G, 3, 0, 0u, scale, scale2, nk, B);
+        (wg_bf16 *)dv, nullptr, nullptr, RT, S, H, G, 3, 0, 0u, scale, scale2, nk, B, hg);
     const cudaError_t ek = cudaGetLastError();
     dim3 grid_q(hminor_q ? (unsigned)hkv : (unsigned)nq, hminor_q ? (unsigned)nq : (unsigned)hkv, (unsigned)B);
     if (ek == cudaSuccess)

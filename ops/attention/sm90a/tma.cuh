@@ -90,6 +90,17 @@ constexpr bool tm_regs_fit(int NC, int RC, int RP) {
     return NC * RC + RP <= (NC + 1) * ((65536 / (128 * (NC + 1))) & ~7);
 }
 
+// Work item w of a launch whose items are nl levels (row tiles or key blocks, the longest first) of HB head-batches,
+// taken in groups of hg head-batches: a group's items level by level (every head-batch of the group at level 0, then
+// at level 1, ...), the groups one after another. hg = HB: the longest items of every head first (the best balance);
+// a smaller hg keeps fewer heads' K and V (or Q and dO) live at once (L2; tm_head_group). Returns w's level and sets
+// *hb to its head-batch (kv head + H / G batch).
+__device__ __forceinline__ int tm_item_split(int w, int nl, int HB, int hg, int *hb) {
+    const int g0 = w / (hg * nl) * hg, gs = min(hg, HB - g0), r = w - g0 * nl;
+    *hb = g0 + r % gs;
+    return r / gs;
+}
+
 // The producer of the K and V key tiles of a block (one thread): key tile kt0 + t of kv head hk, batch b into
 // stage t % NST (stage s holds K at kv0 + 4 s BK D bytes and V after it, each D / 64
 // panels of BK rows x 128 bytes and at head dim 64 NP + 16 a tail panel), once every consumer warp has released the

@@ -23,4 +23,13 @@ int tm_kv_maps(CUtensorMap *tk, CUtensorMap *tv, CUtensorMap *tkt, CUtensorMap *
 // most cap blocks. Returns 0 with *grid set, or -1 with err set.
 int tm_persist_grid(const void *kernel, int threads, size_t smem, long long items, int cap, int *grid, stg_err *err);
 
+// The head-batch group *hg of a launch's work items (tm_item_split) out of HB head-batches whose items each read
+// `bytes` (a forward's kv head: its K and V; a dk/dv launch's: its Q, dO, lse and D): every head-batch in one group
+// (the longest items of all first: the best balance) unless all of them read more than 4 times the L2, then as many as
+// fit the L2 (at least 1), so fewer heads' rows stream through it at once: B4 H16 seq 16384 head dim 64 (4 MB a head,
+// 256 MB in all) read 9.1 GB from DRAM in one group and 0.9 GB a head at a time, forward 3-4% faster in groups of 4 or
+// 16 (docs/perf/2026-11-29o-h200-call1.txt); seq 4096 (64 MB) ran 18-34% slower in groups of 4 or 16. STG_ATT_HGROUP=N
+// (read at every launch; for A/B runs and tests): groups of N. Returns 0, or -1 with err set.
+int tm_head_group(long long HB, long long bytes, int *hg, stg_err *err);
+
 #endif

@@ -423,30 +423,21 @@ int tm_kv_maps(CUtensorMap *tk, CUtensorMap *tv, CUtensorMap *tkt, CUtensorMap *
     return 0;
 }
 
-int tm_persist_grid(const void *kernel, int threads, size_t smem, long long items, int cap, int *grid, stg_err *err) {
+int tm_item_plan(const void *kernel, int threads, size_t smem, long long items, long long HB, long long bytes, int cap,
+                 int *grid, int *hg, stg_err *err) {
+    int dev = 0, sms = 0, per = 0, l2 = 0;
+    CUDA_CHECK(err, cudaGetDevice(&dev));
+    CUDA_CHECK(err, cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+    const bool big = l2 > 0 && bytes > 0 && HB * bytes > 2LL * l2;
+    const char *e = getenv("STG_ATT_HGROUP");
+    const int n = e && *e ? atoi(e) : 0;
+    *hg = (int)(n > 0 ? std::min<long long>(n, HB) : big ? std::min<long long>(2, HB) : HB);
     *grid = (int)items;
     if (cap > 0 && cap < items) *grid = cap;
-    if (cap >= 0) return 0;
-    int dev = 0, sms = 0, per = 0;
-    CUDA_CHECK(err, cudaGetDevice(&dev));
+    if (cap >= 0 || big) return 0;
     CUDA_CHECK(err, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     CUDA_CHECK(err, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, threads, smem));
     if (per > 0 && 2LL * sms * per <= items) *grid = sms * per;
-    return 0;
-}
-
-int tm_head_group(long long HB, long long bytes, int *hg, stg_err *err) {
-    *hg = (int)HB;
-    const char *e = getenv("STG_ATT_HGROUP");
-    const int n = e && *e ? atoi(e) : 0;
-    if (n > 0) {
-        if (n < HB) *hg = n;
-        return 0;
-    }
-    int dev = 0, l2 = 0;
-    CUDA_CHECK(err, cudaGetDevice(&dev));
-    CUDA_CHECK(err, cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-    if (l2 > 0 && bytes > 0 && HB * bytes > 4LL * l2) *hg = (int)std::max(1LL, std::min(HB, (long long)l2 / bytes));
     return 0;
 }
 
@@ -471,13 +462,13 @@ static int ws_fwd_launch(cudaStream_t st, const void *q, const void *k, const vo
     const int nq = (S * G + 64 * NWG - 1) / (64 * NWG), threads = 128 * NWG + 32 * PW;
     const int64_t items = (int64_t)nq * Hkv * B;
     if (items > 0x7fffffff) return stg_errf(err, "attention forward (wgmma): %lld work items (over 2^31 - 1)", (long long)items);
-    // Persistent blocks at two waves of items or more (tm_persist_grid): as many as are resident at once, each walking
-    // its work items (the kernel's comment), so a block's next K and V tiles stream in while its consumers store the last
-    // item's rows and load the next one's queries (ws_fwd_grid_cap: other grids, for A/B runs and tests).
+    // Persistent blocks at two waves of items or more unless the heads' K and V outgrow the L2 (tm_item_plan): as many
+    // as are resident at once, each walking its work items (the kernel's comment), so a block's next K and V tiles
+    // stream in while its consumers store the last item's rows and load the next one's queries (ws_fwd_grid_cap: other
+    // grids, for A/B runs and tests).
     int grid = 0, hg = 0;
-    if (tm_persist_grid((const void *)att_ws_fwd_kernel<D, NWG, BK, NST, MINB, PW, RG>, threads, smem, (long long)items,
-                        ws_fwd_grid_cap(), &grid, err) ||
-        tm_head_group((long long)Hkv * B, 4LL * S * D, &hg, err)) // a kv head's K and V, bf16
+    if (tm_item_plan((const void *)att_ws_fwd_kernel<D, NWG, BK, NST, MINB, PW, RG>, threads, smem, (long long)items,
+                     (long long)Hkv * B, 4LL * S * D, ws_fwd_grid_cap(), &grid, &hg, err)) // a kv head's K and V (bf16)
         return -1;
     att_ws_fwd_kernel<D, NWG, BK, NST, MINB, PW, RG><<<(unsigned)grid, threads, smem, st>>>(tk, tv, tkt, tvt, (const wg_bf16 *)q, docs,
                                                                                (wg_bf16 *)o, lse, S, H, G, scale2, nq, B, hg);

@@ -912,16 +912,16 @@ static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, c
     const size_t smem_k = ws_dkdv_smem<D, KW, KS, false>();
     CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_k));
-    // The dk/dv blocks: work items (key block, kv head, batch), key block 0 first; persistent (tm_persist_grid: at
-    // two waves of items or more, as many blocks as are resident, each walking items) unless the rows are packed
+    // The dk/dv blocks: work items (key block, kv head, batch), key block 0 first; persistent (tm_item_plan: at two
+    // waves of items or more, as many blocks as are resident, each walking items, unless the heads' Q and dO outgrow
+    // the L2: then a block an item in groups of 2 head-batches) unless the rows are packed
     // documents (their row ends are found by the whole block together: a block an item) or ws_dkdv_grid_cap says
     // otherwise.
     const int64_t items_k = (int64_t)nk * hkv * B;
     if (items_k > 0x7fffffff) return stg_errf(err, "attention backward (dk, dv): %lld work items (over 2^31 - 1)", (long long)items_k);
-    int grid_k = 0, hg = 0;
-    if (tm_persist_grid((const void *)att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false>, 128 * KW + 128, smem_k,
-                        (long long)items_k, docs ? 0 : ws_dkdv_grid_cap(), &grid_k, err) ||
-        tm_head_group((long long)hkv * B, (4LL * D + 8) * S * G, &hg, err)) // a kv head's Q and dO (bf16), lse and D (fp32)
+    int grid_k = 0, hg = 0; // a kv head's items read its query heads' Q and dO (bf16), lse and D (fp32)
+    if (tm_item_plan((const void *)att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false>, 128 * KW + 128, smem_k,
+                     (long long)items_k, (long long)hkv * B, (4LL * D + 8) * S * G, docs ? 0 : ws_dkdv_grid_cap(), &grid_k, &hg, err))
         return -1;
     CUtensorMap tk, tv, tkt, tvt;
     if (tm_kv_maps(&tk, &tv, &tkt, &tvt, k, v, B, S, hkv, D, 64, err)) return -1;

@@ -93,7 +93,7 @@ constexpr bool tm_regs_fit(int NC, int RC, int RP) {
 // Work item w of a launch whose items are nl levels (row tiles or key blocks, the longest first) of HB head-batches,
 // taken in groups of hg head-batches: a group's items level by level (every head-batch of the group at level 0, then
 // at level 1, ...), the groups one after another. hg = HB: the longest items of every head first (the best balance);
-// a smaller hg keeps fewer heads' K and V (or Q and dO) live at once (L2; tm_head_group). Returns w's level and sets
+// a smaller hg keeps fewer heads' K and V (or Q and dO) live at once (L2; tm_item_plan). Returns w's level and sets
 // *hb to its head-batch (kv head + H / G batch).
 __device__ __forceinline__ int tm_item_split(int w, int nl, int HB, int hg, int *hb) {
     const int g0 = w / (hg * nl) * hg, gs = min(hg, HB - g0), r = w - g0 * nl;

@@ -14,22 +14,26 @@ extern "C" {
 int tm_kv_maps(CUtensorMap *tk, CUtensorMap *tv, CUtensorMap *tkt, CUtensorMap *tvt, const void *k, const void *v, int B,
                int S, int Hkv, int D, int BK, stg_err *err);
 
-// The grid of a launch whose blocks walk work items (the forward's and the dk/dv launch's persistent blocks): with cap < 0
-// (its switch unset) as many blocks as are resident at once when the items are at least two such waves, else a block an
-// item: below two waves a block takes one item or two either way, and the hardware's own scheduler, which starts a
-// block wherever a multiprocessor frees (another stream's products hold some in a step), balances those better than a
-// fixed share (docs/perf/2026-11-29n-snake.py models small ctx 512's forward, 192 items over 132 blocks: the longest
-// block 1.57 of the average with the fixed share, 1.18 placed by the hardware). cap 0: a block an item; cap > 0: at
-// most cap blocks. Returns 0 with *grid set, or -1 with err set.
-int tm_persist_grid(const void *kernel, int threads, size_t smem, long long items, int cap, int *grid, stg_err *err);
-
-// The head-batch group *hg of a launch's work items (tm_item_split) out of HB head-batches whose items each read
-// `bytes` (a forward's kv head: its K and V; a dk/dv launch's: its Q, dO, lse and D): every head-batch in one group
-// (the longest items of all first: the best balance) unless all of them read more than 4 times the L2, then as many as
-// fit the L2 (at least 1), so fewer heads' rows stream through it at once: B4 H16 seq 16384 head dim 64 (4 MB a head,
-// 256 MB in all) read 9.1 GB from DRAM in one group and 0.9 GB a head at a time, forward 3-4% faster in groups of 4 or
-// 16 (docs/perf/2026-11-29o-h200-call1.txt); seq 4096 (64 MB) ran 18-34% slower in groups of 4 or 16. STG_ATT_HGROUP=N
-// (read at every launch; for A/B runs and tests): groups of N. Returns 0, or -1 with err set.
-int tm_head_group(long long HB, long long bytes, int *hg, stg_err *err);
+// The grid and head-batch groups of a launch whose blocks walk work items (the forward's and the dk/dv launch's: items
+// longest first within each group of *hg head-batches, tm_item_split), of HB head-batches whose items each read `bytes`
+// (a forward's kv head: its K and V; a dk/dv launch's: its query heads' Q, dO, lse and D).
+// - When all head-batches read more than twice the L2: groups of 2 head-batches and a block an item. Longest first over
+//   every head keeps all heads' rows streaming through the L2 at once (B4 H16 seq 16384 head dim 64: 9.1 GB read from
+//   DRAM in one group against 0.9 GB in groups of 1); and a fixed share of a grouped order is unbalanced (each group's
+//   longest items come late in the launch), where the hardware's placement, starting a block wherever a multiprocessor
+//   frees, balances any order. Measured (docs/perf/2026-11-29o-h200-call3.txt; B4 H16): seq 16384 head dim 64 forward /
+//   backward 4.81 / 18.12 ms against 5.16 / 19.29 persistent in one group, head dim 128 8.05 / 31.26 against 8.86 /
+//   33.84; seq 4096 head dim 128 forward 0.576 against 0.621 (backward 2.056 against 2.046); persistent in groups of 4,
+//   8 or 16 up to 1.3-1.4 times slower at seq 4096 (the fixed shares' longest / average 1.50 in groups of 4 in a model
+//   of the items' tiles).
+// - Else one group (the longest items of all first) and, at two waves of items or more, as many persistent blocks as
+//   are resident (each walking items x, x + grid, ...; the stages' ring carried across them). Below two waves a block
+//   takes one item or two either way, and the hardware's placement balances those better than a fixed share
+//   (docs/perf/2026-11-29n-snake.py models small ctx 512's forward, 192 items over 132 blocks: the longest block 1.57 of
+//   the average with the fixed share, 1.18 placed by the hardware).
+// Switches (read at every launch; for A/B runs and tests): cap >= 0 (the launch's STG_ATT_*_PERSIST set) fixes the grid
+// (0: a block an item; N > 0: at most N blocks); STG_ATT_HGROUP=N, groups of N. Returns 0, or -1 with err set.
+int tm_item_plan(const void *kernel, int threads, size_t smem, long long items, long long HB, long long bytes, int cap,
+                 int *grid, int *hg, stg_err *err);
 
 #endif

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Thirty-second session (2026-11-29), call 5 (~3 min): the attention table's rows, stg (the tree of call 4, e0 = the
+# Thirty-second session (2026-11-29), call 5 (~3 min): the attention table's rows, stg (the tree of call 4, c4c4c8a: the
 # landed tm_item_plan) beside cuDNN and FlashAttention-2 (torch_attn.py) in the same call, B4 H16 causal bf16, head dims
 # 64, 80, 128 at seq 4096 and 16384. Predicted from calls 2 and 4: head dim 64 forward 0.95 / 1.01 of cuDNN, backward
 # 0.92 / 0.73; head dim 128 forward 0.87 / 0.96, backward 0.76 / 0.69.

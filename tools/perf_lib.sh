@@ -14,6 +14,8 @@
 #   build_old SRC:DST...    a copy of the tree in /tmp/old with each DST (a repository path) replaced by SRC (a
 #                           carried file, e.g. the file before the change under test), its stg built in the
 #                           background (wait for it; prints "old build: RC"), for A/B runs in one call
+#   build_rev DIR           build_old with every file under DIR (a carried copy of some of the tree's paths, e.g.
+#                           `git archive REV ops/attention | tar -xf - -C peer/rev` here) that differs from the tree's
 #   side DIR TARGET SRC:DST...  like build_old, into DIR and for one build target (e.g. a test program of a variant);
 #                           prints "DIR build: RC" (wait for it)
 #   med JSON LABEL [KEY...] the named keys (median_ms, min_ms, mfu by default) of an `stg bench --json` record
@@ -80,6 +82,13 @@ build_old() {
     for p in "$@"; do cp "${p%%:*}" "/tmp/old/${p#*:}" || { echo "build_old: $p"; return 1; }; done
     (cd /tmp/old && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 > "$out/l/cmake_old.txt" 2>&1 &&
         timeout 300 cmake --build build-gpu --target stg > "$out/l/build_old.txt" 2>&1; echo "old build: $?") &
+}
+build_rev() {
+    local p=() f
+    [ -d "$1" ] || { echo "build_rev: no $1"; return 1; }
+    for f in $(cd "$1" && find . -type f | sed 's|^\./||'); do cmp -s "$1/$f" "$f" || p+=("$1/$f:$f"); done
+    echo "files that differ: ${#p[@]}"
+    build_old "${p[@]}"
 }
 side() {
     local d=$1 tg=$2 p; shift 2

@@ -25,7 +25,7 @@ int tm_kv_maps(CUtensorMap *tk, CUtensorMap *tv, CUtensorMap *tkt, CUtensorMap *
 //   backward 4.81 / 18.12 ms against 5.16 / 19.29 persistent in one group, head dim 128 8.05 / 31.26 against 8.86 /
 //   33.84; seq 4096 head dim 128 forward 0.576 against 0.621 (backward 2.056 against 2.046); persistent in groups of 4,
 //   8 or 16 up to 1.3-1.4 times slower at seq 4096 (the fixed shares' longest / average 1.50 in groups of 4 in a model
-//   of the items' tiles).
+//   of the items' tiles, docs/perf/2026-11-29o-groups.py).
 // - Else one group (the longest items of all first) and, at two waves of items or more, as many persistent blocks as
 //   are resident (each walking items x, x + grid, ...; the stages' ring carried across them). Below two waves a block
 //   takes one item or two either way, and the hardware's placement balances those better than a fixed share

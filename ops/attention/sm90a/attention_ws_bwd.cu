@@ -360,9 +360,8 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     // first over each group of hg head-batches (tm_item_split), block i taking items i, i + gridDim.x, ... (persistent
     // blocks, or a block an item: ws_bwd_launch); its producer and consumers walk the same items, the stages' ring and
     // its barriers continuing across them (T: the row tiles of the block's earlier items). Else a block is one item,
-    // from the
-    // grid: (key tiles, H / G, B), or (H / G, key tiles, B) when hminor, or (H / G, B, key tiles) when hminor is 2
-    // (DQ1: every head's key block x before any head's x + 1; its dQ turns name blocks by the grid).
+    // from the grid: (key tiles, H / G, B), or (H / G, key tiles, B) when hminor, or (H / G, B, key tiles) when hminor
+    // is 2 (DQ1: every head's key block x before any head's x + 1; its dQ turns name blocks by the grid).
     struct kv_item {
         int x, hk, b, k0, RS, RN, ntiles;
         int64_t qhead0, khead0;
@@ -914,9 +913,8 @@ static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, c
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_k));
     // The dk/dv blocks: work items (key block, kv head, batch), key block 0 first; persistent (tm_item_plan: at two
     // waves of items or more, as many blocks as are resident, each walking items, unless the heads' Q and dO outgrow
-    // the L2: then a block an item in groups of 2 head-batches) unless the rows are packed
-    // documents (their row ends are found by the whole block together: a block an item) or ws_dkdv_grid_cap says
-    // otherwise.
+    // the L2: then a block an item in groups of 2 head-batches) unless the rows are packed documents (their row ends
+    // are found by the whole block together: a block an item) or ws_dkdv_grid_cap says otherwise.
     const int64_t items_k = (int64_t)nk * hkv * B;
     if (items_k > 0x7fffffff) return stg_errf(err, "attention backward (dk, dv): %lld work items (over 2^31 - 1)", (long long)items_k);
     int grid_k = 0, hg = 0; // a kv head's items read its query heads' Q and dO (bf16), lse and D (fp32)

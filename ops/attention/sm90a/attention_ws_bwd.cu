@@ -330,9 +330,9 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
                        int nkb, int B, int hg) {
     constexpr int BQ = 64, BKB = 64 * NWG, NT = 128 * NWG + 128, KD = D / 16, NDC = D / 64, TILE = BQ * D;
     constexpr bool TL = D % 64 == 16, WH = D == 128;
-    // NST >= 3: the producer publishes tile t - 1 after waiting for tile t's stage (tile t - NST), which the
-    // consumers release while working on tile t - NST + 1, published by then only when t - NST + 1 <= t - 2
-    static_assert(NST >= 3 && NWG >= 2 && 2 * NWG + (NWG + 1) * NST <= 15, "stages, warpgroups: named barriers 1 .. 2 NWG + (NWG + 1) NST");
+    // NST >= 2: the producer publishes tile t - 1 before it waits for tile t's stage (tile t - NST), which the
+    // consumers release while working on tile t - NST + 1 <= t - 1, published by then
+    static_assert(NST >= 2 && NWG >= 2 && 2 * NWG + (NWG + 1) * NST <= 15, "stages, warpgroups: named barriers 1 .. 2 NWG + (NWG + 1) NST");
     static_assert(RG % 8 == 0 && PR % 8 == 0 && PR >= 24 && tm_regs_fit(NWG, RG, PR), "registers: within the launch share (tm_regs_fit)");
     extern __shared__ __align__(128) unsigned char ws_smraw[];
     const uint32_t raw = wg_smem(ws_smraw), base = (raw + 1023u) & ~1023u;
@@ -392,9 +392,13 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     if (warp >= 4 * NWG) { // the producer warpgroup: row tile t into stage t % NST once every warp has released it
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PR) : "memory");
         const int tp = (int)threadIdx.x - 128 * NWG;
-        // Tile t's copies are issued, then tile t - 1's awaited: this thread's writes to its stage (copies and
-        // stores) are made visible to the products (async proxy) and published by this thread's arrival, with
-        // two tiles' copies in flight.
+        // Tile t - 1's copies are awaited and the tile published before tile t waits for its stage, then tile t's
+        // copies are issued: this thread's writes to its stage (copies and stores) are made visible to the products
+        // (async proxy) and published by this thread's arrival. One tile's copies in flight, issued a tile before
+        // the consumers need them. (Issuing tile t before publishing t - 1, two tiles in flight, tied each
+        // publication to the release of the stage before: tile t - 1 went out only after the consumers had
+        // released tile t - NST in the middle of tile t - 2, and they waited ~1,300 of a tile pair's ~2,900 cycles
+        // for it; H200, head dim 64, thirty-third session's timeline probe.)
         auto publish = [&](int u) { // u: the block's running tile count
             wg_fence_proxy();
 #pragma unroll
@@ -405,7 +409,7 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
         // stage; stored as -lse log2 e and D, each consumer thread's 16 together (ws_stat_slot_of).
         static_assert(2 * BQ == 128, "a statistic a producer thread");
         const int si = tp % BQ;
-        int T = 0;
+        int T = 0, pend = -1; // pend: the running count of the tile whose copies are in flight, not yet published
         for (int wk = wfirst; wk < items; wk += wstride) {
             const kv_item it = item(wk);
             const int k0 = it.k0, hk = it.hk, b = it.b, RS = it.RS, RN = it.RN, ntiles = it.ntiles;
@@ -419,6 +423,10 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
             };
             float sv = ntiles > 0 ? stat_load(0) : 0.0f;
             for (int t = 0; t < ntiles; t++) {
+                if (pend >= 0) { // the tile before (this item's or the last item's) out before the wait for a stage
+                    wg_cp_wait<0>();
+                    publish(pend);
+                }
                 const int s = (T + t) % NST, qn = row0(t);
                 if (T + t >= NST) tm_bar_sync<NT>(EB + s); // tile T + t - NST released
                 const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE);
@@ -448,17 +456,14 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
                     }
                 }
                 wg_cp_commit();
-                if (t > 0) {
-                    wg_cp_wait<1>();
-                    publish(T + t - 1);
-                }
-            }
-            if (ntiles > 0) {
-                wg_cp_wait<0>();
-                publish(T + ntiles - 1);
+                pend = T + t;
             }
             T += ntiles;
         } // work items
+        if (pend >= 0) {
+            wg_cp_wait<0>();
+            publish(pend);
+        }
         for (int u = max(T - NST, 0); u < T; u++) tm_bar_sync<NT>(EB + u % NST); // the last releases: every arrival met
         return;
     }

@@ -5,7 +5,8 @@ synthetic metrics CSV (its unit conversions, groups, totals and rates, and its r
 ELF reader on a hand-built ELF file (its section sizes as instruction counts) and its refusal of a non-ELF file, and
 tools/attn_trace.py on a synthetic timeline (its phase means, periods, spreads, lag, overlap and refusals), and
 tools/timeline.py on a synthetic CUPTI timeline (spans, unions, streams, the tail, names, gaps, gzip, --period, --list
-and refusals).
+and refusals), and tools/smi_mark.py on a synthetic nvidia-smi log and marks (each span's samples and statistics, and
+its refusals).
 Exits 0 when every check passes, 1 with the failed checks listed."""
 import os
 import struct
@@ -272,6 +273,38 @@ def test_timeline(tmp):
         check(rc == 2 and err.strip() and "Traceback" not in err, f"timeline: {what}: exit {rc}, '{err.strip()[:100]}'")
 
 
+def test_smi_mark(tmp):
+    import datetime
+    tool = os.path.join(TOOLS, "smi_mark.py")
+    t0 = 1700000000.0
+    smi, marks = os.path.join(tmp, "smi.csv"), os.path.join(tmp, "marks.txt")
+    with open(smi, "w") as f:
+        for i in range(20):  # every 0.2 s: clock 1980 - i MHz, power 500 + i W, temperature 50 + i // 10 C
+            ts = datetime.datetime.fromtimestamp(t0 + 0.2 * i).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+            f.write(f"{ts}, {1980 - i} MHz, {500 + i}.00 W, {50 + i // 10}\n")
+        f.write("2023/11/14 22:13:20.000, [N/A], [N/A], [N/A]\n")
+    with open(marks, "w") as f:  # a: samples 1 .. 9; b: samples 11 .. 17; c: none
+        f.write(f"{t0 + 0.1} a start\n{t0 + 1.9} a end\n{t0 + 2.1} b start\n{t0 + 3.5} b end\n{t0 + 9} c start\n{t0 + 10} c end\n")
+    rc, out, err = run([tool, smi, marks])
+    check(rc == 0, f"smi_mark: exit {rc} ({err.strip()})")
+    rows = {l.split("|")[1].strip(): [c.strip() for c in l.split("|")[2:-1]] for l in out.splitlines() if l.startswith("| ") and "span" not in l}
+    check(rows.get("a") == ["9", "1975 / 1971", "505 / 509", "50"], f"smi_mark: span a {rows.get('a')}")
+    check(rows.get("b") == ["7", "1966 / 1963", "514 / 517", "51"], f"smi_mark: span b {rows.get('b')}")
+    check(rows.get("c") == ["0", "-", "-", "-"], f"smi_mark: span c {rows.get('c')}")
+    bad1, bad2, bad3 = (os.path.join(tmp, n) for n in ("m1.txt", "m2.txt", "m3.txt"))
+    with open(bad1, "w") as f:
+        f.write("12 a middle\n")
+    with open(bad2, "w") as f:
+        f.write("x a start\n")
+    with open(bad3, "w") as f:
+        f.write("12 a end\n")
+    for args, what in (([smi], "one argument"), ([os.path.join(tmp, "none.csv"), marks], "missing log"),
+                       ([smi, bad1], "a mark that is not start or end"), ([smi, bad2], "a time that is not a number"),
+                       ([smi, bad3], "an end without a start")):
+        rc, out, err = run([tool, *args])
+        check(rc != 0 and err.strip() and "Traceback" not in err, f"smi_mark: {what}: exit {rc}, '{err.strip()[:80]}'")
+
+
 def main():
     sys.dont_write_bytecode = True
     with tempfile.TemporaryDirectory() as tmp:
@@ -280,6 +313,7 @@ def main():
         test_cubin_count(tmp)
         test_attn_trace(tmp)
         test_timeline(tmp)
+        test_smi_mark(tmp)
     for f in fails:
         print("FAILED:", f)
     print(f"{'ok' if not fails else 'FAILED'}: tests/py/test_perf_tools.py ({len(fails)} failed checks)")

@@ -317,6 +317,9 @@ static void test_attn_bench_paths(void **s) {
     attn_rows("--attention flash", (const char *const[]){"flash", "flash"}, 2);
     attn_rows("--attention naive", (const char *const[]){"naive", "naive"}, 2);
     attn_rows("--docs 2 --attention flash", (const char *const[]){"flash", "flash, 2 docs", "flash", "flash, 2 docs"}, 4);
+    attn_rows("--attention flash --order phases", (const char *const[]){"flash", "flash"}, 2);
+    attn_rows("--order alternate", (const char *const[]){"naive", "flash", "naive", "flash"}, 4);
+    expect_fail("--order 'mixed': expected alternate or phases", "attn-bench --device cpu --order %s", "mixed");
     expect_fail("--attention 'fused': expected naive, flash or both", "attn-bench --device cpu --attention %s", "fused");
     expect_fail("--attention naive has no document mask", "attn-bench --device cpu --docs 2 --attention %s", "naive");
     expect_fail("--seqs '1,2,3,4,5,6,7,8,9': at most 8 values", "attn-bench --device cpu --seqs %s", "1,2,3,4,5,6,7,8,9");

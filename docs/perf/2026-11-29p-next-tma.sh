@@ -18,7 +18,10 @@
 # 4096 1.79 -> ~1.70; head dim 64 16384 15.2 -> ~14.6-15.0, 4096 1.08 -> ~1.04; head dim 80 between; the forward
 # unchanged; 2.7B ctx 4096 batch 1 156.5 -> ~155.5 ms. A miss to look at first: a misplaced box (wrong coordinates or
 # swizzle) fails the attention tests at every shape; a consumer reading before the copies land shows as rare mismatches
-# (run the tests twice) or racecheck reports.
+# (run the tests twice) or racecheck reports. Also (--order phases, new in the thirty-third session): every forward
+# iteration before the first backward one, against attn-bench's alternating order, at seq 16384: the thirty-third
+# session measured the forward 3-5% slower beside the faster backward with the same forward code; if the phases order
+# shows both binaries' forwards equal, it is the backward before each forward that slows it.
 # Here first (a fresh checkout, the tree at the commit after 2026-11-29p): ../shared/device/prep.sh; mkdir -p peer &&
 # cp ../shared/peers/*.py peer/; rm -rf peer/rev && mkdir -p peer/rev && git archive HEAD ops/attention CMakeLists.txt |
 # tar -xf - -C peer/rev; git apply docs/perf/2026-11-29p-dkdv-tma.patch (the tree under test; peer/rev the A/B's other side).
@@ -46,6 +49,8 @@ for r in 1 2; do
             --iters 20 2>&1 | grep -E "^\| flash" | sed "s/^/[${b%%:*} r$r] /"
         timeout 30 "${b#*:}" attn-bench --device cuda --attention flash --batch 1 --heads 32 --kv-heads 8 --dims 64,128 --seqs 4096 \
             --iters 20 2>&1 | grep -E "^\| flash" | sed "s/^/[${b%%:*} gqa r$r] /"
+        timeout 60 "${b#*:}" attn-bench --device cuda --attention flash --batch 4 --heads 16 --dims 64,128 --seqs 16384 --iters 20 \
+            --order phases 2>&1 | grep -E "^\| flash" | sed "s/^/[${b%%:*} phases r$r] /"
     done
 done
 say "rates done"

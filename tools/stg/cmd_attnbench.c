@@ -6,7 +6,9 @@
 // repeat_kv). --docs N: each row packed with N documents of S / N tokens; the fused attention with
 // its docs input is timed beside the full causal row (the written-out path has no document mask).
 // --attention flash|naive: only one of the two (the written-out path at long sequences takes most of
-// a run's time: S x S scores, and its inputs drawn on the host).
+// a run's time: S x S scores, and its inputs drawn on the host). --order: the forward and backward iterations
+// alternate (as in a training step; the default), or (phases) every forward iteration runs before the first backward
+// one, so that neither is timed just after the other.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +125,7 @@ int cmd_attnbench(int argc, char **argv) {
     int nd = 4, ns = 5;
     bool json = false;
     int only = -1; // --attention: -1 both, 0 naive only, 1 flash only (with --docs both rows are flash)
+    bool phases = false; // --order phases: every forward iteration timed, then every backward one (else alternating)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (strcmp(a, "--json") == 0) json = true;
@@ -147,6 +150,11 @@ int cmd_attnbench(int argc, char **argv) {
             else if (strcmp(v, "flash") == 0) only = 1;
             else if (strcmp(v, "both") == 0) only = -1;
             else return fprintf(stderr, "stg attn-bench: --attention '%s': expected naive, flash or both\n", v), 2;
+        } else if (strcmp(a, "--order") == 0) {
+            if (!(v = cli_value(argc, argv, &i))) return 2;
+            if (strcmp(v, "alternate") == 0) phases = false;
+            else if (strcmp(v, "phases") == 0) phases = true;
+            else return fprintf(stderr, "stg attn-bench: --order '%s': expected alternate or phases\n", v), 2;
         } else if (strcmp(a, "--dims") == 0) {
             if (!(v = cli_value(argc, argv, &i)) || (nd = parse_list(a, v, dims, 8)) < 1) return 2;
         } else if (strcmp(a, "--seqs") == 0) {
@@ -154,7 +162,7 @@ int cmd_attnbench(int argc, char **argv) {
         } else {
             fprintf(stderr, "usage: stg attn-bench [--device cuda] [--precision bf16|fp32] [--batch 8] [--heads 1] "
                             "[--kv-heads N] [--docs N] [--attention naive|flash|both] [--dims 16,32,64,128] "
-                            "[--seqs 256,1024,4096,8192,16384] [--iters 10] [--json]\n");
+                            "[--seqs 256,1024,4096,8192,16384] [--iters 10] [--order alternate|phases] [--json]\n");
             return 2;
         }
     }
@@ -255,8 +263,15 @@ int cmd_attnbench(int argc, char **argv) {
                     if (rt_exec_write_f64(e, t, rnd + (j++ * (n / 4 + 1)) % n, &err)) goto fail;
                 }
                 if (rt_exec_run(e, RT_PHASE_FORWARD | RT_PHASE_BACKWARD, &err)) goto fail; // warm-up
-                for (int64_t it = 0; it < iters; it++)
-                    if (time_run(e, b, RT_PHASE_FORWARD, &tf[it], &err) || time_run(e, b, RT_PHASE_BACKWARD, &tb[it], &err)) goto fail;
+                if (phases) { // the forward's iterations after one another, then the backward's (each reads the last forward's)
+                    for (int64_t it = 0; it < iters; it++)
+                        if (time_run(e, b, RT_PHASE_FORWARD, &tf[it], &err)) goto fail;
+                    for (int64_t it = 0; it < iters; it++)
+                        if (time_run(e, b, RT_PHASE_BACKWARD, &tb[it], &err)) goto fail;
+                } else {
+                    for (int64_t it = 0; it < iters; it++)
+                        if (time_run(e, b, RT_PHASE_FORWARD, &tf[it], &err) || time_run(e, b, RT_PHASE_BACKWARD, &tb[it], &err)) goto fail;
+                }
                 double f = median(tf, iters), bw = median(tb, iters); // ms
                 // causal FLOPs: half of 4·B·H·S²·D forward (over docs: half of 4·B·H·Σ L²·D, the pairs
                 // that are computed); backward 2.5× forward

@@ -140,6 +140,7 @@ static const opt_usage opts[] = {
     {C_ATTN, "--dims A,B,...", "head dims (default 16,32,64,128)"},
     {C_ATTN, "--seqs A,B,...", "sequence lengths (default 256,1024,4096,8192,16384)"},
     {C_ATTN, "--iters N", "timed iterations (default 10)"},
+    {C_ATTN, "--order alternate|phases", "forward and backward iterations alternating (default), or all forwards first"},
     {C_COMM, "--iters N", "timed iterations (default 20)"},
     {C_LAUNCH, "-n N", "processes on this node"},
     {C_LAUNCH, "--nnodes M --node-rank K", "node K of M (RANK = K x N + LOCAL_RANK, WORLD_SIZE = M x N)"},

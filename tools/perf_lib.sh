@@ -38,6 +38,11 @@
 #   tl_lib                  builds tools/probes/timeline.c (CUPTI) into OUT/libtimeline.so; returns 1 when it cannot
 #   tl NAME STG ARG...      `STG ARG...` with the timeline injected (150 s at most): OUT/l/tl_NAME.tsv.gz, its reading by
 #                           tools/timeline.py in OUT/l/tl_NAME.txt (the first 30 lines printed); STG may be `env V=X stg`
+#   attn_grids              attn_tests at the default grid, a block an item in head-batch groups of 3 (hgroup3) and 3
+#                           persistent blocks in groups of 4 (p3g4), as the ctest variants run them
+#   build_traced FILE       a copy of the tree in /tmp/tr with FILE as ops/attention/sm90a/attention_ws_bwd.cu, its stg
+#                           built with -DWS_TRACE in the background (wait for it; prints "trace build: RC")
+#   gpu_suite GATE          ctest -L gpu in build-gpu (200 s at most) if the clock is below GATE s, its summary printed
 #   perf_pack               packs OUT/l into OUT/logs.tgz (the device returns at most 8 files)
 out=${1:?usage: source tools/perf_lib.sh OUT}
 mkdir -p "$out/l" && out=$(cd "$out" && pwd)
@@ -196,5 +201,24 @@ tl() {
     python3 tools/timeline.py "$out/l/tl_$name.tsv" > "$out/l/tl_$name.txt" 2>&1; echo "[$name] timeline.py: $?"
     head -30 "$out/l/tl_$name.txt"
     gzip -9 "$out/l/tl_$name.tsv"
+}
+attn_grids() {
+    attn_tests default || echo "default: attention tests failed (see above)"
+    attn_tests hgroup3 STG_ATT_FWD_PERSIST=0 STG_ATT_DKDV_PERSIST=0 STG_ATT_HGROUP=3 || echo "hgroup3: failed"
+    attn_tests p3g4 STG_ATT_FWD_PERSIST=3 STG_ATT_DKDV_PERSIST=3 STG_ATT_HGROUP=4 || echo "p3g4: failed"
+}
+build_traced() {
+    [ -f "$1" ] || { echo "build_traced: no $1"; return 1; }
+    rm -rf /tmp/tr && mkdir -p /tmp/tr && tar --exclude=./build-gpu --exclude=./build --exclude=./.deps -cf - . | tar -xf - -C /tmp/tr
+    cp "$1" /tmp/tr/ops/attention/sm90a/attention_ws_bwd.cu
+    (cd /tmp/tr && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+        -DCMAKE_CUDA_FLAGS=-DWS_TRACE > "$out/l/cmake_tr.txt" 2>&1 &&
+        timeout 300 cmake --build build-gpu --target stg > "$out/l/build_tr.txt" 2>&1; echo "trace build: $?") &
+}
+gpu_suite() {
+    if [ "$(el)" -ge "$1" ]; then echo "ctest -L gpu skipped (clock: $(el) s, gate $1 s)"; return; fi
+    (cd build-gpu && timeout 200 ctest -L gpu --timeout 200 > "$out/l/ctest_gpu.txt" 2>&1; echo "ctest -L gpu: $?")
+    grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/l/ctest_gpu.txt" | grep -v Skipped | head -20
+    say "ctest done"
 }
 perf_pack() { tar -czf "$out/logs.tgz" -C "$out" l && rm -rf "$out/l"; }

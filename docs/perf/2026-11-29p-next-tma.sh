@@ -34,11 +34,9 @@ build_rev peer/rev
 perf_build || { perf_pack; exit 1; }
 wait
 say "builds done"
-attn_tests tma || echo "tma: attention tests failed (see above)"
-attn_tests tma_again || echo "tma (again): attention tests failed"
+attn_grids
+attn_tests again || echo "again: attention tests failed"
 attn_tests cpasync STG_ATT_DKDV_TMA=0 STG_ATT_DKDV_PERSIST=3 || echo "cpasync: failed"
-attn_tests hgroup3 STG_ATT_FWD_PERSIST=0 STG_ATT_DKDV_PERSIST=0 STG_ATT_HGROUP=3 || echo "hgroup3: failed"
-attn_tests p3g4 STG_ATT_FWD_PERSIST=3 STG_ATT_DKDV_PERSIST=3 STG_ATT_HGROUP=4 || echo "p3g4: failed"
 tools/sanitize_gpu.sh build-gpu "$out/l/san" 150 memcheck:test_gpu_mm_attn:'*attention_bf16*' \
     racecheck:test_gpu_mm_attn:'*attention_bf16*' memcheck:test_gpu_ops:'*attention_gqa*'
 say "tests done"
@@ -63,11 +61,5 @@ for r in 1 2; do
     STG_BIN=/tmp/old/build-gpu/stg stg_step "2.7B 4096 b1 [options ib, tree] r$r" models/cs336/2.7B.yaml --set ctx=4096 --set batch=1 "${IB[@]}"
 done
 say "steps done"
-if [ "$(el)" -lt 380 ]; then
-    (cd build-gpu && timeout 200 ctest -L gpu --timeout 200 > "$out/l/ctest_gpu.txt" 2>&1; echo "ctest -L gpu: $?")
-    grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/l/ctest_gpu.txt" | grep -v Skipped | head -20
-    say "ctest done"
-else
-    echo "ctest skipped (clock): run ctest -L gpu in the next call"
-fi
+gpu_suite 380
 perf_pack

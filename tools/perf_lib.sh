@@ -43,6 +43,8 @@
 #   build_traced FILE       a copy of the tree in /tmp/tr with FILE as ops/attention/sm90a/attention_ws_bwd.cu, its stg
 #                           built with -DWS_TRACE in the background (wait for it; prints "trace build: RC")
 #   gpu_suite GATE          ctest -L gpu in build-gpu (200 s at most) if the clock is below GATE s, its summary printed
+#   attn_ab ROUNDS NAME:STG...  for each round, each binary: attn-bench B4 H16 causal, head dims 64, 80, 128, seq 1024,
+#                           4096, 16384, 20 iterations (ATT_AB_ARGS: more options, e.g. --order phases); rows tagged [NAME rR]
 #   perf_pack               packs OUT/l into OUT/logs.tgz (the device returns at most 8 files)
 out=${1:?usage: source tools/perf_lib.sh OUT}
 mkdir -p "$out/l" && out=$(cd "$out" && pwd)
@@ -220,5 +222,14 @@ gpu_suite() {
     (cd build-gpu && timeout 200 ctest -L gpu --timeout 200 > "$out/l/ctest_gpu.txt" 2>&1; echo "ctest -L gpu: $?")
     grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/l/ctest_gpu.txt" | grep -v Skipped | head -20
     say "ctest done"
+}
+attn_ab() {
+    local rounds=$1 r b; shift
+    for r in $(seq 1 "$rounds"); do
+        for b in "$@"; do
+            timeout 60 "${b#*:}" attn-bench --device cuda --attention flash --batch 4 --heads 16 --dims 64,80,128 \
+                --seqs 1024,4096,16384 --iters 20 ${ATT_AB_ARGS:-} 2>&1 | grep -E "^\| flash" | sed "s/^/[${b%%:*} r$r] /"
+        done
+    done
 }
 perf_pack() { tar -czf "$out/logs.tgz" -C "$out" l && rm -rf "$out/l"; }

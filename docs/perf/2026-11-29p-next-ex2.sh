@@ -41,11 +41,6 @@ for v in eb ef; do
     [ $ok = 1 ] && B+=("$v:/tmp/$v/build-gpu/stg")
 done
 say "tests done"
-for r in 1 2; do
-    for b in "${B[@]}"; do
-        timeout 60 "${b#*:}" attn-bench --device cuda --attention flash --batch 4 --heads 16 --dims 64,80,128 --seqs 1024,4096,16384 \
-            --iters 20 2>&1 | grep -E "^\| flash" | sed "s/^/[${b%%:*} r$r] /"
-    done
-done
+attn_ab 2 "${B[@]}"
 say "rates done"
 perf_pack

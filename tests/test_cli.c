@@ -306,6 +306,10 @@ static void attn_rows(const char *opts, const char *const *want, int n) {
         if (strncmp(line + 15, want[k], strlen(want[k])) != 0 || line[15 + strlen(want[k])] != '"')
             fail_msg("attn-bench %s: row %d is not '%s'\n%s", opts, k, want[k], out);
         if (!strstr(line, "\"forward_ms\": ")) fail_msg("attn-bench %s: row %d has no time\n%s", opts, k, out);
+        // the order the iterations ran in, as asked (--order phases; alternating otherwise)
+        const char *want_order = strstr(opts, "--order phases") ? "\"order\": \"phases\"" : "\"order\": \"alternate\"";
+        const char *eol = strchr(line, '\n'), *hit = strstr(line, want_order);
+        if (!hit || (eol && hit > eol)) fail_msg("attn-bench %s: row %d does not say %s\n%s", opts, k, want_order, out);
         k++;
     }
     if (k != n) fail_msg("attn-bench %s: %d rows, expected %d\n%s", opts, k, n, out);

@@ -279,9 +279,11 @@ int cmd_attnbench(int argc, char **argv) {
                 double ff = 2.0 * (double)batch * (double)heads * pairs * (double)D, fb = 2.5 * ff;
                 int64_t meas = rt_exec_measured_bytes(e);
                 if (json)
-                    printf("{\"attention\": \"%s\", \"d_head\": %lld, \"seq\": %lld, \"forward_ms\": %.4f, \"backward_ms\": %.4f, "
-                           "\"forward_tflops\": %.2f, \"backward_tflops\": %.2f, \"planned_bytes\": %lld, \"measured_bytes\": %lld}\n",
-                           name, (long long)D, (long long)S, f, bw, ff / f / 1e9, fb / bw / 1e9, (long long)p->peak_bytes, (long long)meas);
+                    printf("{\"attention\": \"%s\", \"d_head\": %lld, \"seq\": %lld, \"order\": \"%s\", \"forward_ms\": %.4f, "
+                           "\"backward_ms\": %.4f, \"forward_tflops\": %.2f, \"backward_tflops\": %.2f, \"planned_bytes\": %lld, "
+                           "\"measured_bytes\": %lld}\n",
+                           name, (long long)D, (long long)S, phases ? "phases" : "alternate", f, bw, ff / f / 1e9, fb / bw / 1e9,
+                           (long long)p->peak_bytes, (long long)meas);
                 else { // measured: "-" where the device's free bytes did not drop (small plans fit in memory the
                        // driver kept from the previous row: below what cudaMemGetInfo resolves)
                     char mb[32] = "-";

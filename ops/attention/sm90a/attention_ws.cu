@@ -394,19 +394,19 @@ static PFN_cuTensorMapEncodeTiled_v12000 ws_encode_fn(stg_err *err) {
     return f;
 }
 
-// The map of a (B, S, Hkv, D) bf16 tensor at base as (D, Hkv, S, B), boxes of box0 x 1 x BK x 1.
-static int ws_map(CUtensorMap *m, const void *base, int B, int S, int Hkv, int D, int box0, int BK, CUtensorMapSwizzle sw,
+// The map of a (B, S, Hkv, D) bf16 tensor at base as (D, Hkv, S, B), boxes of box0 x box1 x BK x 1.
+static int ws_map(CUtensorMap *m, const void *base, int B, int S, int Hkv, int D, int box0, int box1, int BK, CUtensorMapSwizzle sw,
                   stg_err *err) {
     PFN_cuTensorMapEncodeTiled_v12000 enc = ws_encode_fn(err);
     if (!enc) return -1;
     const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)Hkv, (cuuint64_t)S, (cuuint64_t)B};
     const cuuint64_t strides[3] = {(cuuint64_t)D * 2, (cuuint64_t)Hkv * D * 2, (cuuint64_t)S * Hkv * D * 2}; // bytes
-    const cuuint32_t box[4] = {(cuuint32_t)box0, 1, (cuuint32_t)BK, 1}, estr[4] = {1, 1, 1, 1};
+    const cuuint32_t box[4] = {(cuuint32_t)box0, (cuuint32_t)box1, (cuuint32_t)BK, 1}, estr[4] = {1, 1, 1, 1};
     CUresult r = enc(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, (void *)base, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                      sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
-        return stg_errf(err, "attention forward (TMA): cuTensorMapEncodeTiled failed (error %d) for (%d, %d, %d, %d), box %d x %d",
-                        (int)r, B, S, Hkv, D, box0, BK);
+        return stg_errf(err, "attention (TMA): cuTensorMapEncodeTiled failed (error %d) for (%d, %d, %d, %d), box %d x %d x %d",
+                        (int)r, B, S, Hkv, D, box0, box1, BK);
     return 0;
 }
 
@@ -414,11 +414,26 @@ int tm_kv_maps(CUtensorMap *tk, CUtensorMap *tv, CUtensorMap *tkt, CUtensorMap *
                int S, int Hkv, int D, int BK, stg_err *err) {
     memset(tkt, 0, sizeof *tkt);
     memset(tvt, 0, sizeof *tvt);
-    if (ws_map(tk, k, B, S, Hkv, D, 64, BK, CU_TENSOR_MAP_SWIZZLE_128B, err) ||
-        ws_map(tv, v, B, S, Hkv, D, 64, BK, CU_TENSOR_MAP_SWIZZLE_128B, err))
+    if (ws_map(tk, k, B, S, Hkv, D, 64, 1, BK, CU_TENSOR_MAP_SWIZZLE_128B, err) ||
+        ws_map(tv, v, B, S, Hkv, D, 64, 1, BK, CU_TENSOR_MAP_SWIZZLE_128B, err))
         return -1;
-    if (D % 64 == 16 && (ws_map(tkt, k, B, S, Hkv, D, 16, BK, CU_TENSOR_MAP_SWIZZLE_32B, err) ||
-                         ws_map(tvt, v, B, S, Hkv, D, 16, BK, CU_TENSOR_MAP_SWIZZLE_32B, err)))
+    if (D % 64 == 16 && (ws_map(tkt, k, B, S, Hkv, D, 16, 1, BK, CU_TENSOR_MAP_SWIZZLE_32B, err) ||
+                         ws_map(tvt, v, B, S, Hkv, D, 16, 1, BK, CU_TENSOR_MAP_SWIZZLE_32B, err)))
+        return -1;
+    return 0;
+}
+
+int tm_q_maps(CUtensorMap *tq, CUtensorMap *tdo, CUtensorMap *tqt, CUtensorMap *tdot, const void *q, const void *dout, int B,
+              int S, int H, int G, int D, stg_err *err) {
+    if (G < 1 || 64 % G != 0 || H % G != 0)
+        return stg_errf(err, "attention backward (TMA): a 64-row tile of a group of %d of %d query heads is not a tensor box", G, H);
+    memset(tqt, 0, sizeof *tqt);
+    memset(tdot, 0, sizeof *tdot);
+    if (ws_map(tq, q, B, S, H, D, 64, G, 64 / G, CU_TENSOR_MAP_SWIZZLE_128B, err) ||
+        ws_map(tdo, dout, B, S, H, D, 64, G, 64 / G, CU_TENSOR_MAP_SWIZZLE_128B, err))
+        return -1;
+    if (D % 64 == 16 && (ws_map(tqt, q, B, S, H, D, 16, G, 64 / G, CU_TENSOR_MAP_SWIZZLE_32B, err) ||
+                         ws_map(tdot, dout, B, S, H, D, 16, G, 64 / G, CU_TENSOR_MAP_SWIZZLE_32B, err)))
         return -1;
     return 0;
 }

@@ -299,10 +299,10 @@ template <int D, int NWG, int NST, bool DQ1>
 static size_t ws_dkdv_smem(void) {
     // 1 KiB to align the swizzled tiles; K and V of the block (a 64-row tile per warpgroup each); NST stages of Q
     // and dO (64 rows each); per stage -lse log2 e, D, first visible keys and positions of the 64 rows, and a flags
-    // word per warpgroup; with DQ1, 1 KiB to align, then per warpgroup its dS tile (64 rows x 64 keys, bf16) and its
+    // word per warpgroup; NST transaction barriers (TQ: the stages' tensor copies); with DQ1, 1 KiB to align, then per warpgroup its dS tile (64 rows x 64 keys, bf16) and its
     // dQ tile (64 rows x D, f32)
     return 1024 + sizeof(wg_bf16) * ((size_t)2 * 64 * NWG * D + (size_t)2 * NST * 64 * D) + (size_t)16 * NST * 64 +
-           (size_t)4 * NST * NWG +
+           (size_t)4 * NST * NWG + 8 + (size_t)8 * NST +
            (DQ1 ? 1024 + (size_t)NWG * (64 * 64 * 2 + 64 * D * 4) : D == 128 ? 1024 + (size_t)NWG * 2 * 64 * 64 * 2 : 0);
 }
 
@@ -322,9 +322,16 @@ static size_t ws_dkdv_smem(void) {
 // their row tiles from the last one down, so every key block of a head starts at the same tile; turns are passed
 // on a tile late (dq_turn), so block x trails x - 1 by a tile. The grid launches every head's key block x before
 // any head's x + 1: a head's blocks that start together are few.
-template <int D, int NWG, int NST, int RG, int PR, bool DQ1>
+//
+// TQ (no documents, G dividing 64): the producer loads a row tile's Q and dO by tensor copies (TMA: one thread, a box of
+// 64 dims x G heads x 64 / G positions per panel, rows landing in the tile's row order R = s G + h % G) that complete on
+// the stage's transaction barrier, and publishes the tile (its statistics) as soon as they are issued; each consumer
+// warpgroup waits for the barrier's phase after the publication. Rows past the tensor's end are zero-filled by the
+// copy, as cp.async zero-fills rows past RN (without documents RN is the tensor's end).
+template <int D, int NWG, int NST, int RG, int PR, bool DQ1, bool TQ>
 __global__ void __launch_bounds__(128 * NWG + 128, 1)
-    att_ws_dkdv_kernel(const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
+    att_ws_dkdv_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo,
+                       const __grid_constant__ CUtensorMap tqt, const __grid_constant__ CUtensorMap tdot, const wg_bf16 *__restrict__ q, const wg_bf16 *__restrict__ k, const wg_bf16 *__restrict__ v,
                        const int *__restrict__ docs, const float *__restrict__ lse, const wg_bf16 *__restrict__ dout,
                        const float *__restrict__ Dsum, wg_bf16 *__restrict__ dk, wg_bf16 *__restrict__ dv, float *dqacc,
                        unsigned *cnt, int RT, int S, int H, int G, int hminor, int defer, unsigned ns, float scale, float scale2,
@@ -335,6 +342,7 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     // consumers release while working on tile t - NST + 1 <= t - 1, published by then
     static_assert(NST >= 2 && NWG >= 2 && 2 * NWG + (NWG + 1) * NST <= 15, "stages, warpgroups: named barriers 1 .. 2 NWG + (NWG + 1) NST");
     static_assert(RG % 8 == 0 && PR % 8 == 0 && PR >= 24 && tm_regs_fit(NWG, RG, PR), "registers: within the launch share (tm_regs_fit)");
+    static_assert(!(TQ && DQ1), "tensor copies of Q and dO: the two-launch form only");
     extern __shared__ __align__(128) unsigned char ws_smraw[];
     const uint32_t raw = wg_smem(ws_smraw), base = (raw + 1023u) & ~1023u;
     // Stage s is published to consumer warpgroup w by named barrier FB + NWG s + w (the producer warpgroup arrives
@@ -348,7 +356,9 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     // keys and positions; flags NWG s + w: warpgroup w's test of the tile (bit 0: nothing of it to do; bit 1: masked)
     float *stat = (float *)(ws_smraw + (st0 + NST * 4 * TILE - raw));
     int *fstat = (int *)(stat + 2 * NST * BQ), *pstat = fstat + NST * BQ, *flags = pstat + NST * BQ;
-    const uint32_t xb = (wg_smem(flags + NST * NWG) + 1023u) & ~1023u; // DQ1: the dS tiles, then the dQ tiles; SSA: Pᵀ, dSᵀ
+    // TQ: stage s's tensor copies complete on the transaction barrier at fq0 + 8 s (its phase: the tile's use of the stage)
+    const uint32_t fq0 = (wg_smem(flags + NST * NWG) + 7u) & ~7u;
+    const uint32_t xb = (fq0 + 8u * NST + 1023u) & ~1023u; // DQ1: the dS tiles, then the dQ tiles; SSA: Pᵀ, dSᵀ
     // SSA (head dim 128): Pᵀ and dSᵀ of the last tile wait for their products in shared memory (a 64 keys x 64 rows
     // bf16 tile each per warpgroup, rows contiguous with the 128-byte swizzle: K-major A operands), not in 32
     // registers, which head dim 128's consumers (dK and dV alone are 128) do not have: in registers they spilled.
@@ -390,6 +400,15 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     };
 
 
+    if constexpr (TQ) {
+        if (threadIdx.x == 0) {
+#pragma unroll
+            for (int i = 0; i < NST; i++) tm_mb_init(fq0 + 8u * i, 1u);
+            tm_mb_init_fence();
+        }
+        __syncthreads(); // the barriers initialised, for every thread and the copy engine
+    }
+
     if (warp >= 4 * NWG) { // the producer warpgroup: row tile t into stage t % NST once every warp has released it
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PR) : "memory");
         const int tp = (int)threadIdx.x - 128 * NWG;
@@ -401,10 +420,15 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
         // released tile t - NST in the middle of tile t - 2, and they waited ~1,300 of a tile pair's ~2,900 cycles
         // for it; H200, head dim 64, thirty-third session's timeline probe.)
         auto publish = [&](int u) { // u: the block's running tile count
-            wg_fence_proxy();
+            if constexpr (!TQ) wg_fence_proxy(); // (TQ: the tensor copies' bytes are the async proxy's; the statistics are read as plain loads)
 #pragma unroll
             for (int w = 0; w < NWG; w++) tm_bar_arrive<256>(FB + NWG * (u % NST) + w);
         };
+        if constexpr (TQ)
+            if (tp == 0) {
+                tm_prefetch_map(&tq);
+                tm_prefetch_map(&tdo);
+            }
         // This thread's statistic of row tile t (lse of row tp for tp < 64, else D of row tp - 64; 0 past the
         // rows), loaded a tile ahead of its use, so that the load's latency passes while the thread waits for a
         // stage; stored as -lse log2 e and D, each consumer thread's 16 together (ws_stat_slot_of).
@@ -424,7 +448,7 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
             };
             float sv = ntiles > 0 ? stat_load(0) : 0.0f;
             for (int t = 0; t < ntiles; t++) {
-                if (pend >= 0) { // the tile before (this item's or the last item's) out before the wait for a stage
+                if (!TQ && pend >= 0) { // the tile before (this item's or the last item's) out before the wait for a stage
                     wg_cp_wait<0>();
                     publish(pend);
                 }
@@ -433,7 +457,23 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
                 const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE);
                 const uint32_t dst[2] = {qs, qs + (uint32_t)(2 * TILE)};
                 const wg_bf16 *const src[2] = {q + qhead0, dout + qhead0};
-                wg_load_rows_g<D, BQ, 128, 2>(dst, src, qstride, gr, qn, RN, tp); // Q and dO: one row offset for both
+                if constexpr (TQ) { // the tile's rows qn .. qn + 63: positions qn / G .. of the group's G heads
+                    if (tp == 0) {
+                        const uint32_t fb = fq0 + 8u * (uint32_t)s;
+                        tm_mb_expect_tx(fb, 4u * TILE); // Q and dO, bf16, zero-filled rows counted
+#pragma unroll
+                        for (int pn = 0; pn < NDC; pn++) {
+                            tm_load4(dst[0] + (uint32_t)(pn * BQ * 128), &tq, 64 * pn, hk * G, qn / G, b, fb);
+                            tm_load4(dst[1] + (uint32_t)(pn * BQ * 128), &tdo, 64 * pn, hk * G, qn / G, b, fb);
+                        }
+                        if constexpr (TL) {
+                            tm_load4(dst[0] + (uint32_t)(NDC * BQ * 128), &tqt, 64 * NDC, hk * G, qn / G, b, fb);
+                            tm_load4(dst[1] + (uint32_t)(NDC * BQ * 128), &tdot, 64 * NDC, hk * G, qn / G, b, fb);
+                        }
+                    }
+                } else {
+                    wg_load_rows_g<D, BQ, 128, 2>(dst, src, qstride, gr, qn, RN, tp); // Q and dO: one row offset for both
+                }
                 {
                     const float v = sv;
                     if (t + 1 < ntiles) sv = stat_load(t + 1);
@@ -456,12 +496,16 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
                         flags[s * NWG + w] = (int)skip | (int)mask << 1;
                     }
                 }
-                wg_cp_commit();
-                pend = T + t;
+                if constexpr (TQ) {
+                    publish(T + t); // the statistics now; the consumers wait for the copies on the stage's barrier
+                } else {
+                    wg_cp_commit();
+                    pend = T + t;
+                }
             }
             T += ntiles;
         } // work items
-        if (pend >= 0) {
+        if (!TQ && pend >= 0) {
             wg_cp_wait<0>();
             publish(pend);
         }
@@ -605,7 +649,10 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
         ring.start();
         int prev = -1; // the row tile whose products wait in pa, sa4
         for (int t = 0; t <= ntiles; t++) {
-            if (t < ntiles) tm_bar_sync<256>(FB + NWG * ((T + t) % NST) + wg);
+            if (t < ntiles) {
+                tm_bar_sync<256>(FB + NWG * ((T + t) % NST) + wg);
+                if constexpr (TQ) tm_mb_wait(fq0 + 8u * (uint32_t)((T + t) % NST), (uint32_t)(((T + t) / NST) & 1));
+            }
             ring.wait();
             const int q0 = row0(t), s = (T + t) % NST;
             const int *f_s = fstat + s * BQ, *p_s = pstat + s * BQ;
@@ -860,6 +907,17 @@ static int ws_dkdv_grid_cap(void) {
     return n > 0 ? n : 0;
 }
 
+// The dk/dv producer's tensor copies of Q and dO (TQ, where the rows allow them) unless STG_ATT_DKDV_TMA=0 (cp.async,
+// for A/B runs and the tests of the cp.async producer).
+static bool ws_dkdv_tma(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("STG_ATT_DKDV_TMA");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on > 0;
+}
+
 // The two launches on two streams (the dq blocks beside the dk/dv blocks' last wave) unless STG_ATT_BWD_SIDE=0 (one
 // stream, for A/B runs).
 static bool ws_bwd_side(void) {
@@ -892,11 +950,13 @@ static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, c
             unsigned *cnt = (unsigned *)(dqacc + (size_t)KW * nacc * 64 * D);
             CUDA_CHECK(err, cudaMemsetAsync(ws, 0, need, st));
             const size_t smem = ws_dkdv_smem<D, KW, KS, true>();
-            CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), true>,
+            CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), true, false>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
             dim3 grid((unsigned)hkv, (unsigned)B, (unsigned)nk); // key blocks slowest: every head's x before any x + 1
-            att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), true><<<grid, 128 * KW + 128, smem, st>>>(
-                (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum,
+            CUtensorMap none;
+            memset(&none, 0, sizeof none); // (the cp.async producer reads no map)
+            att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), true, false><<<grid, 128 * KW + 128, smem, st>>>(
+                none, none, none, none, (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum,
                 (wg_bf16 *)dk, (wg_bf16 *)dv, dqacc, cnt, RT, S, H, G, 2, ws_dq_defer(), ws_dq_ns(), scale, scale2, nk, B, 1);
             CUDA_LAUNCH_CHECK(err, "attention backward (dk, dv, dq; warp-specialised, single pass)");
             const int64_t n4 = (int64_t)B * S * H * D / 4;
@@ -915,8 +975,12 @@ static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, c
     cudaStream_t sq = two ? side->aux : st;
     const int nk = (S + 64 * KW - 1) / (64 * KW);
     const size_t smem_k = ws_dkdv_smem<D, KW, KS, false>();
-    CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_k));
+    // Q and dO by tensor copies where a row tile is a tensor box (G divides 64; no documents, whose rows end inside the
+    // tensor and are zero-filled past RN by cp.async) and the tensors are 16-byte aligned, as TMA needs
+    const bool tq = ws_dkdv_tma() && !docs && 64 % G == 0 && (uintptr_t)q % 16 == 0 && (uintptr_t)dout % 16 == 0;
+    auto *const kdkdv = tq ? att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false, true>
+                           : att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false, false>;
+    CUDA_CHECK(err, cudaFuncSetAttribute((const void *)kdkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_k));
     // The dk/dv blocks: work items (key block, kv head, batch), key block 0 first; persistent (tm_item_plan: at two
     // waves of items or more, as many blocks as are resident, each walking items, unless the heads' Q and dO outgrow
     // the L2: then a block an item in groups of 2 head-batches) unless the rows are packed documents (their row ends
@@ -924,11 +988,17 @@ static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, c
     const int64_t items_k = (int64_t)nk * hkv * B;
     if (items_k > 0x7fffffff) return stg_errf(err, "attention backward (dk, dv): %lld work items (over 2^31 - 1)", (long long)items_k);
     int grid_k = 0, hg = 0; // a kv head's items read its query heads' Q and dO (bf16), lse and D (fp32)
-    if (tm_item_plan((const void *)att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false>, 128 * KW + 128, smem_k,
+    if (tm_item_plan((const void *)kdkdv, 128 * KW + 128, smem_k,
                      (long long)items_k, (long long)hkv * B, (4LL * D + 8) * S * G, docs ? 0 : ws_dkdv_grid_cap(), &grid_k, &hg, err))
         return -1;
-    CUtensorMap tk, tv, tkt, tvt;
+    CUtensorMap tk, tv, tkt, tvt, mq, mdo, mqt, mdot;
     if (tm_kv_maps(&tk, &tv, &tkt, &tvt, k, v, B, S, hkv, D, 64, err)) return -1;
+    if (tq) {
+        if (tm_q_maps(&mq, &mdo, &mqt, &mdot, q, dout, B, S, H, G, D, err)) return -1;
+    } else {
+        memset(&mq, 0, sizeof mq); // (the cp.async producer reads no map)
+        mdo = mqt = mdot = mq;
+    }
     const int nq = (S * G + 64 * QW - 1) / (64 * QW), hminor_q = G > 1 && nq <= 65535;
     const size_t smem_q = ws_dq_smem<D, QW, QS>();
     CUDA_CHECK(err, cudaFuncSetAttribute(att_ws_dq_kernel<D, QW, QS, WS_BWD_RG(QW)>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -937,8 +1007,8 @@ static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, c
         CUDA_CHECK(err, cudaEventRecord(side->fork, st));
         CUDA_CHECK(err, cudaStreamWaitEvent(side->aux, side->fork, 0));
     }
-    att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false><<<(unsigned)grid_k, 128 * KW + 128, smem_k, st>>>(
-        (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dk,
+    kdkdv<<<(unsigned)grid_k, 128 * KW + 128, smem_k, st>>>(
+        mq, mdo, mqt, mdot, (const wg_bf16 *)q, (const wg_bf16 *)k, (const wg_bf16 *)v, docs, lse, (const wg_bf16 *)dout, Dsum, (wg_bf16 *)dk,
         (wg_bf16 *)dv, nullptr, nullptr, RT, S, H, G, 3, 0, 0u, scale, scale2, nk, B, hg);
     const cudaError_t ek = cudaGetLastError();
     dim3 grid_q(hminor_q ? (unsigned)hkv : (unsigned)nq, hminor_q ? (unsigned)nq : (unsigned)hkv, (unsigned)B);

@@ -14,6 +14,13 @@ extern "C" {
 int tm_kv_maps(CUtensorMap *tk, CUtensorMap *tv, CUtensorMap *tkt, CUtensorMap *tvt, const void *k, const void *v, int B,
                int S, int Hkv, int D, int BK, stg_err *err);
 
+// q, dout (B, S, H, D) bf16 as 4-D maps (D, H, S, B) with boxes of 64 dims x G heads x 64 / G positions x 1 (tq, tdo) and
+// of the 16 tail dims at head dim 64 NP + 16 (tqt, tdot; zeroed otherwise), in the swizzles above: a box at (0, hk G, R0 /
+// G, b) is the 64-row tile of rows R0 .. R0 + 63 of kv head hk's group (row R = s G + h % G, R0 a multiple of G), rows in
+// that order. G must divide 64 (and H). Returns 0, or -1 with err set.
+int tm_q_maps(CUtensorMap *tq, CUtensorMap *tdo, CUtensorMap *tqt, CUtensorMap *tdot, const void *q, const void *dout, int B,
+              int S, int H, int G, int D, stg_err *err);
+
 // The grid and head-batch groups of a launch whose blocks walk work items (the forward's and the dk/dv launch's: items
 // longest first within each group of *hg head-batches, tm_item_split), of HB head-batches whose items each read `bytes`
 // (a forward's kv head: its K and V; a dk/dv launch's: its query heads' Q, dO, lse and D).

@@ -727,12 +727,18 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
                 // key kl's row of 128 bytes, 16-byte chunk r / 8 at chunk (r / 8) ^ (kl % 8). The products read them
                 // in the next tile's turn, after this warpgroup's ring wait (a barrier of all its warps), so the
                 // writes only need the proxy fence.
+                // By stmatrix: the warp's 16 keys x 64 rows are 2 x 8 matrices of 8 x 8 (key half i, row chunk j), which
+                // hold elements e = 4 j + 2 i, e + 1 of the accumulator in the mma fragment's order; each x4 store takes
+                // four (j = 2 m, 2 m + 1; i = 0, 1), lane l giving the address of row l % 8 of matrix l / 8.
+                const int mr = lane & 7, mi = (lane >> 3) & 1, mj = lane >> 4; // this lane's row, key half, chunk (of 2)
+                const uint32_t kl = (uint32_t)(16 * (warp % 4) + 8 * mi + mr);
 #pragma unroll
-                for (int e = 0; e < 32; e += 2) {
-                    const int kl = 16 * (warp % 4) + wg_row(e, g), rl = wg_col(e, t4);
-                    const uint32_t o = (uint32_t)(kl * 128 + (((rl >> 3) ^ (kl & 7)) << 4) + (rl & 7) * 2);
-                    *(uint32_t *)(ws_smraw + (Ptw + o - raw)) = wg_pack(st[e], st[e + 1]);
-                    *(uint32_t *)(ws_smraw + (dStw + o - raw)) = wg_pack(dpt[e], dpt[e + 1]);
+                for (int m = 0; m < 4; m++) {
+                    const uint32_t o = kl * 128u + ((uint32_t)((2 * m + mj) ^ mr) << 4);
+                    wg_stmatrix4(Ptw + o, wg_pack(st[8 * m], st[8 * m + 1]), wg_pack(st[8 * m + 2], st[8 * m + 3]),
+                                 wg_pack(st[8 * m + 4], st[8 * m + 5]), wg_pack(st[8 * m + 6], st[8 * m + 7]));
+                    wg_stmatrix4(dStw + o, wg_pack(dpt[8 * m], dpt[8 * m + 1]), wg_pack(dpt[8 * m + 2], dpt[8 * m + 3]),
+                                 wg_pack(dpt[8 * m + 4], dpt[8 * m + 5]), wg_pack(dpt[8 * m + 6], dpt[8 * m + 7]));
                 }
                 wg_fence_proxy();
             } else {

@@ -324,6 +324,13 @@ __device__ __forceinline__ void wg_cp4(uint32_t dst, const void *src, bool valid
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
 }
 
+// Four 8 x 8 b16 matrices to shared memory: this lane's 32-bit fragment of each (row lane / 4, columns 2 (lane % 4),
+// + 1), matrix q's row r stored (16 bytes) at the address lane 8 q + r gives.
+__device__ __forceinline__ void wg_stmatrix4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+}
+
 // The 32 f32 of a thread in a 64 x 64 accumulator: element e is row 16 (warp % 4) + wg_row(e) and
 // column wg_col(e) (g = lane / 4, t4 = lane % 4).
 __device__ __forceinline__ int wg_row(int e, int g) { return g + ((e >> 1) & 1) * 8; }

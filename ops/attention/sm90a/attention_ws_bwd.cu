@@ -841,6 +841,14 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
 #ifndef WS_DKDV_RG
 #define WS_DKDV_RG(D) 224
 #endif
+// The same with the producer's Q and dO by tensor copies (one thread issues them; the rest load statistics); plain
+// numbers when given (-DWS_DKDV_TQ_PR=24 -DWS_DKDV_TQ_RG=240 for a sweep), else the cp.async producer's
+#ifndef WS_DKDV_TQ_PR
+#define WS_DKDV_TQ_PR WS_DKDV_PR(D)
+#endif
+#ifndef WS_DKDV_TQ_RG
+#define WS_DKDV_TQ_RG WS_DKDV_RG(D)
+#endif
 
 // dq (B, S, H, D) bf16 = scale dqacc (B, H / G, RT 64, D) f32, row R = s G + h % G of kv head h / G (its chunks
 // placed by ws_dq_chunk with the row's index in its tile, R % 64): a thread per 4 dims.
@@ -984,7 +992,7 @@ static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, c
     // Q and dO by tensor copies where a row tile is a tensor box (G divides 64; no documents, whose rows end inside the
     // tensor and are zero-filled past RN by cp.async) and the tensors are 16-byte aligned, as TMA needs
     const bool tq = ws_dkdv_tma() && !docs && 64 % G == 0 && (uintptr_t)q % 16 == 0 && (uintptr_t)dout % 16 == 0;
-    auto *const kdkdv = tq ? att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false, true>
+    auto *const kdkdv = tq ? att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_TQ_RG, WS_DKDV_TQ_PR, false, true>
                            : att_ws_dkdv_kernel<D, KW, KS, WS_DKDV_RG(D), WS_DKDV_PR(D), false, false>;
     CUDA_CHECK(err, cudaFuncSetAttribute((const void *)kdkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_k));
     // The dk/dv blocks: work items (key block, kv head, batch), key block 0 first; persistent (tm_item_plan: at two

@@ -45,6 +45,8 @@
 #   gpu_suite GATE          ctest -L gpu in build-gpu (200 s at most) if the clock is below GATE s, its summary printed
 #   attn_ab ROUNDS NAME:STG...  for each round, each binary: attn-bench B4 H16 causal, head dims 64, 80, 128, seq 1024,
 #                           4096, 16384, 20 iterations (ATT_AB_ARGS: more options, e.g. --order phases); rows tagged [NAME rR]
+#   peer_rows LIMIT SIZE:CTX:BATCH...  the reduce-overhead peer (peer_step ... cg) of each row in turn, each killed at
+#                           LIMIT s on the clock, a row skipped when less than 150 s are left (a 2.7B compile takes ~120 s)
 #   perf_pack               packs OUT/l into OUT/logs.tgz (the device returns at most 8 files)
 out=${1:?usage: source tools/perf_lib.sh OUT}
 mkdir -p "$out/l" && out=$(cd "$out" && pwd)
@@ -230,6 +232,15 @@ attn_ab() {
             timeout 60 "${b#*:}" attn-bench --device cuda --attention flash --batch 4 --heads 16 --dims 64,80,128 \
                 --seqs 1024,4096,16384 --iters 20 ${ATT_AB_ARGS:-} 2>&1 | grep -E "^\| flash" | sed "s/^/[${b%%:*} r$r] /"
         done
+    done
+}
+peer_rows() {
+    local lim=$1 r s c b; shift
+    for r in "$@"; do
+        IFS=: read -r s c b <<< "$r"
+        if [ "$(el)" -gt $((lim - 150)) ]; then say "peer $s ctx $c b$b skipped (clock $(el) s, limit $lim s)"; continue; fi
+        PEER_TIMEOUT=$((lim - $(el))) peer_step "$s" "$c" "$b" cg
+        say "$s ctx $c b$b reduce-overhead peer done"
     done
 }
 perf_pack() { tar -czf "$out/logs.tgz" -C "$out" l && rm -rf "$out/l"; }

@@ -45,6 +45,11 @@
 #   gpu_suite GATE          ctest -L gpu in build-gpu (200 s at most) if the clock is below GATE s, its summary printed
 #   attn_ab ROUNDS NAME:STG...  for each round, each binary: attn-bench B4 H16 causal, head dims 64, 80, 128, seq 1024,
 #                           4096, 16384, 20 iterations (ATT_AB_ARGS: more options, e.g. --order phases); rows tagged [NAME rR]
+#   variant NAME PATCH FLAGS [TARGET...]  a copy of the tree in /tmp/NAME with PATCH applied (none when PATCH is -), built
+#                           with CMAKE_CUDA_FLAGS=FLAGS (the targets, or everything) in the background (wait for it;
+#                           prints "/tmp/NAME build: RC")
+#   variant_tests NAME      attn_tests in /tmp/NAME at the default grid, hgroup3, p3g4 and with the cp.async producer
+#                           (STG_ATT_DKDV_TMA=0, 3 persistent blocks); returns 1 at the first failure
 #   peer_rows LIMIT SIZE:CTX:BATCH...  the reduce-overhead peer (peer_step ... cg) of each row in turn, each killed at
 #                           LIMIT s on the clock, a row skipped when less than 150 s are left (a 2.7B compile takes ~120 s)
 #   perf_pack               packs OUT/l into OUT/logs.tgz (the device returns at most 8 files)
@@ -233,6 +238,20 @@ attn_ab() {
                 --seqs 1024,4096,16384 --iters 20 ${ATT_AB_ARGS:-} 2>&1 | grep -E "^\| flash" | sed "s/^/[${b%%:*} r$r] /"
         done
     done
+}
+variant() {
+    local d=/tmp/$1 p=$2 fl=$3 tg=() t; shift 3
+    for t in "$@"; do tg+=(--target "$t"); done
+    rm -rf "$d" && mkdir -p "$d" && tar --exclude=./build-gpu --exclude=./build --exclude=./.deps -cf - . | tar -xf - -C "$d"
+    (cd "$d" && { [ "$p" = - ] || patch -p1 -s < "$p"; } &&
+        cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "-DCMAKE_CUDA_FLAGS=$fl" \
+            > "$out/l/cmake_$(basename "$d").txt" 2>&1 &&
+        timeout 400 cmake --build build-gpu "${tg[@]}" > "$out/l/build_$(basename "$d").txt" 2>&1; echo "$d build: $?") &
+}
+variant_tests() {
+    (cd "/tmp/$1" && attn_tests "$1_default" && attn_tests "$1_hgroup3" STG_ATT_FWD_PERSIST=0 STG_ATT_DKDV_PERSIST=0 STG_ATT_HGROUP=3 &&
+        attn_tests "$1_p3g4" STG_ATT_FWD_PERSIST=3 STG_ATT_DKDV_PERSIST=3 STG_ATT_HGROUP=4 &&
+        attn_tests "$1_cpasync" STG_ATT_DKDV_TMA=0 STG_ATT_DKDV_PERSIST=3)
 }
 peer_rows() {
     local lim=$1 r s c b; shift

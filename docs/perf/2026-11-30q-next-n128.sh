@@ -27,24 +27,14 @@ set -u
 source tools/perf_lib.sh "${1:?usage: $0 OUT}"
 P=docs/perf/2026-11-30q-n128.patch
 patch -p1 --dry-run -s < "$P" > /dev/null || { echo "$P does not apply to this tree"; exit 2; }
-variant() { # NAME FLAGS TARGET...
-    local d=/tmp/$1 fl=$2 tg=() t; shift 2
-    for t in "$@"; do tg+=(--target "$t"); done
-    rm -rf "$d" && mkdir -p "$d" && tar --exclude=./build-gpu --exclude=./build --exclude=./.deps -cf - . | tar -xf - -C "$d"
-    (cd "$d" && patch -p1 -s < "$P" && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-        "-DCMAKE_CUDA_FLAGS=$fl" > "$out/l/cmake_$(basename "$d").txt" 2>&1 &&
-        timeout 400 cmake --build build-gpu "${tg[@]}" > "$out/l/build_$(basename "$d").txt" 2>&1; echo "$d build: $?") &
-}
-variant n128 -DWS_DKDV_N128=1 stg test_gpu_mm_attn test_gpu_ops
-variant all "-DWS_DKDV_N128=1 -DWS_DQ_N128=1 -DWS_FWD_N128=1"
+variant n128 "$P" -DWS_DKDV_N128=1 stg test_gpu_mm_attn test_gpu_ops
+variant all "$P" "-DWS_DKDV_N128=1 -DWS_DQ_N128=1 -DWS_FWD_N128=1"
 perf_build stg || { perf_pack; exit 1; }
 wait
 say "builds done"
 B=("tree:build-gpu/stg")
 for v in n128 all; do
-    if (cd /tmp/$v && attn_tests "${v}_default" && attn_tests "${v}_hgroup3" STG_ATT_FWD_PERSIST=0 STG_ATT_DKDV_PERSIST=0 STG_ATT_HGROUP=3 &&
-        attn_tests "${v}_p3g4" STG_ATT_FWD_PERSIST=3 STG_ATT_DKDV_PERSIST=3 STG_ATT_HGROUP=4 &&
-        attn_tests "${v}_cpasync" STG_ATT_DKDV_TMA=0 STG_ATT_DKDV_PERSIST=3); then
+    if variant_tests $v; then
         B+=("$v:/tmp/$v/build-gpu/stg")
     else
         echo "$v: attention tests failed; its rates not run"

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""A model of the pipelined dk/dv consumers (docs/perf/2026-11-30q-pipe.patch, WS_DKDV_PIPE) against their producer,
-run under random interleavings: no deadlock, every product group waited for before its registers are read, every
-stage released once per warpgroup and tile, and no stage refilled while a product that reads it is pending.
+"""A model of the pipelined attention-backward consumers (docs/perf/2026-11-30q-pipe.patch: WS_DKDV_PIPE, the dk/dv
+kernel, NST 3, any tiles skipped; WS_DQ_PIPE, the dq kernel, NST 4, a warpgroup's tiles past its diagonal skipped and
+released as soon as they are full) against their producer, run under random interleavings: no deadlock, every product
+group waited for before its registers are read, every stage released once per warpgroup and tile, and no stage refilled
+while a product that reads it is pending.
 
 Actors: the producer (a row tile u into stage u % NST once both warpgroups released tile u - NST; then published),
 NWG consumer warpgroups (the code's order of stage waits, ring turns, commit groups, waits and releases), and the
@@ -11,20 +13,23 @@ warpgroup has nothing to do in a tile) are random. Several work items run back t
 """
 import random, sys
 
-NST, NWG = 3, 2
+NWG = 2
+NST = {"dkdv": 3, "dq": 4}
 
 
 class Deadlock(Exception):
     pass
 
 
-def run(items, skip, rng):
-    """items: ntiles of each work item; skip[i][w][t]: warpgroup w has nothing to do in item i's tile t."""
+def run(items, skip, rng, kind="dkdv"):
+    """items: ntiles of each work item; skip[i][w][t]: warpgroup w has nothing to do in item i's tile t. kind dq: a
+    warpgroup's skipped tiles are released when their stage is full (before its turn), as the dq kernel does."""
+    nst = NST[kind]
     total = sum(items)
     tile_of = []  # the block's running tile count -> (item, t)
     for i, n in enumerate(items):
         tile_of += [(i, t) for t in range(n)]
-    stage = [None] * NST          # the running tile count each stage holds
+    stage = [None] * nst          # the running tile count each stage holds
     published = [False] * total
     released = [[False] * total for _ in range(NWG)]
     ring = [0] * NWG              # ring tokens (named barriers 1 .. NWG)
@@ -34,17 +39,17 @@ def run(items, skip, rng):
 
     def producer():
         for u in range(total):
-            if u >= NST:
-                yield lambda u=u: all(released[w][u - NST] for w in range(NWG))
+            if u >= nst:
+                yield lambda u=u: all(released[w][u - nst] for w in range(NWG))
             for w in range(NWG):
                 for (k, x) in pend[w]:
-                    assert x is None or x != u - NST or k == "e", f"stage of tile {u - NST} refilled under a pending {k}"
-            stage[u % NST] = u
+                    assert x is None or x != u - nst or k == "e", f"stage of tile {u - nst} refilled under a pending {k}"
+            stage[u % nst] = u
             published[u] = True
 
     def group(w, kind, u):
         if kind != "e":
-            assert stage[u % NST] == u and published[u], f"{kind} of tile {u} issued on a stage holding {stage[u % NST]}"
+            assert stage[u % nst] == u and published[u], f"{kind} of tile {u} issued on a stage holding {stage[u % nst]}"
         pend[w].append((kind, u))
 
     def wait(w, n):  # wg_wait<n>
@@ -71,6 +76,8 @@ def run(items, skip, rng):
                 return t < n and not skip[i][w][t]
             def stage_wait(t):
                 yield lambda: published[T + t]
+                if kind == "dq" and not act(t):
+                    rel(w, T + t)
             prev = -1
             if n > 0:
                 yield from stage_wait(0)
@@ -98,7 +105,8 @@ def run(items, skip, rng):
                 if act(t):
                     prev = t
                 else:
-                    rel(w, T + t)
+                    if kind == "dkdv":
+                        rel(w, T + t)
                     prev = -1
             yield from ring_wait()
             group(w, "B" if prev >= 0 else "e", T + prev if prev >= 0 else None)
@@ -149,8 +157,12 @@ def main():
         items = [rng.randint(0, 7) for _ in range(rng.randint(1, 3))]
         p = rng.choice([0.0, 0.2, 0.5, 0.9])
         skip = [[[rng.random() < p for _ in range(n)] for _ in range(NWG)] for n in items]
-        run(items, skip, rng)
-    print(f"{trials} random interleavings: no deadlock, every check held (NST {NST}, NWG {NWG})")
+        run(items, skip, rng, "dkdv")
+        # dq: one block's key tiles (one item), warpgroup w active in the first wtiles of them
+        n = rng.randint(0, 9)
+        skip = [[[t >= wt for t in range(n)] for wt in (rng.randint(0, n) for _ in range(NWG))]]
+        run([n], skip, rng, "dq")
+    print(f"{trials} random interleavings of each kernel: no deadlock, every check held (NWG {NWG}, NST {NST})")
 
 
 if __name__ == "__main__":

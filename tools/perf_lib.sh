@@ -50,6 +50,8 @@
 #                           prints "/tmp/NAME build: RC")
 #   variant_tests NAME      attn_tests in /tmp/NAME at the default grid, hgroup3, p3g4 and with the cp.async producer
 #                           (STG_ATT_DKDV_TMA=0, 3 persistent blocks); returns 1 at the first failure
+#   variants_ab NAME...     after perf_build stg and the variants' builds: sets B (attn_ab's list) to the tree's stg
+#                           and each variant's whose variant_tests pass (a failing one is named and left out)
 #   peer_rows LIMIT SIZE:CTX:BATCH...  the reduce-overhead peer (peer_step ... cg) of each row in turn, each killed at
 #                           LIMIT s on the clock, a row skipped when less than 150 s are left (a 2.7B compile takes ~120 s)
 #   perf_pack               packs OUT/l into OUT/logs.tgz (the device returns at most 8 files)
@@ -252,6 +254,17 @@ variant_tests() {
     (cd "/tmp/$1" && attn_tests "$1_default" && attn_tests "$1_hgroup3" STG_ATT_FWD_PERSIST=0 STG_ATT_DKDV_PERSIST=0 STG_ATT_HGROUP=3 &&
         attn_tests "$1_p3g4" STG_ATT_FWD_PERSIST=3 STG_ATT_DKDV_PERSIST=3 STG_ATT_HGROUP=4 &&
         attn_tests "$1_cpasync" STG_ATT_DKDV_TMA=0 STG_ATT_DKDV_PERSIST=3)
+}
+variants_ab() {
+    local v
+    B=("tree:build-gpu/stg")
+    for v in "$@"; do
+        if variant_tests "$v"; then
+            B+=("$v:/tmp/$v/build-gpu/stg")
+        else
+            echo "$v: attention tests failed; its rates not run"
+        fi
+    done
 }
 peer_rows() {
     local lim=$1 r s c b; shift

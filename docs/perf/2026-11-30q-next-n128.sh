@@ -32,14 +32,7 @@ variant all "$P" "-DWS_DKDV_N128=1 -DWS_DQ_N128=1 -DWS_FWD_N128=1"
 perf_build stg || { perf_pack; exit 1; }
 wait
 say "builds done"
-B=("tree:build-gpu/stg")
-for v in n128 all; do
-    if variant_tests $v; then
-        B+=("$v:/tmp/$v/build-gpu/stg")
-    else
-        echo "$v: attention tests failed; its rates not run"
-    fi
-done
+variants_ab n128 all
 [[ " ${B[*]} " == *" all:"* ]] && tools/sanitize_gpu.sh /tmp/all/build-gpu "$out/l/san_all" 120 memcheck:test_gpu_mm_attn:'*attention_bf16*' \
     racecheck:test_gpu_mm_attn:'*attention_bf16*'
 say "tests done"

@@ -39,14 +39,7 @@ variant pipeq "$P" "-DWS_DKDV_PIPE=1 -DWS_DQ_PIPE=1 -DWS_DKDV_TQ_PR=24 -DWS_DKDV
 perf_build stg || { perf_pack; exit 1; }
 wait
 say "builds done"
-B=("tree:build-gpu/stg")
-for v in pipe pipeq; do
-    if variant_tests $v; then
-        B+=("$v:/tmp/$v/build-gpu/stg")
-    else
-        echo "$v: attention tests failed; its rates not run"
-    fi
-done
+variants_ab pipe pipeq
 if [[ " ${B[*]} " == *" pipeq:"* ]]; then
     (cd /tmp/pipeq && attn_tests pipeq_again) || echo "pipeq: the second run failed"
     tools/sanitize_gpu.sh /tmp/pipeq/build-gpu "$out/l/san_pipeq" 150 memcheck:test_gpu_mm_attn:'*attention_bf16*' \

@@ -255,10 +255,18 @@ variant_tests() {
         attn_tests "$1_p3g4" STG_ATT_FWD_PERSIST=3 STG_ATT_DKDV_PERSIST=3 STG_ATT_HGROUP=4 &&
         attn_tests "$1_cpasync" STG_ATT_DKDV_TMA=0 STG_ATT_DKDV_PERSIST=3)
 }
+# ptxas's wgmma serialization notes (C7510-C7518, C7520: every wgmma of the kernel waited for at once) in a build log,
+# one line per (note, kernel); the thirty-fifth session's pipe variant ran 1.8x slower under C7514 that nobody read.
+serial_report() {
+    grep -o "(C75[12][0-9]) Potential Performance Loss.*function '[^']*'" "$1" 2>/dev/null |
+        sed -E "s/^\((C75[0-9]+)\).*function '_Z[0-9]+([A-Za-z_]+)I([^']{0,40}).*/\1 \2<\3>/" | sort | uniq -c | sed "s|^|[$2 ptxas] |"
+}
 variants_ab() {
     local v
     B=("tree:build-gpu/stg")
+    serial_report "$out/l/build.txt" tree
     for v in "$@"; do
+        serial_report "$out/l/build_$v.txt" "$v"
         if variant_tests "$v"; then
             B+=("$v:/tmp/$v/build-gpu/stg")
         else

@@ -165,9 +165,13 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
             const uint32_t vb = stage(t) + (uint32_t)(TILE * 2);
 #pragma unroll
             for (int kk = 0; kk < BK / 16; kk++) {
+                if constexpr (NDC == 2 && !TL) { // both panels of dims in one product
+                    wg_mma_n128<1>(oacc[0], oacc[1], pf[kk], wg_desc_mnmaj(vb, BK, kk, 0), 1);
+                } else {
 #pragma unroll
-                for (int dc = 0; dc < NDC; dc++) // k: keys, n: dims
-                    wg_mma_n64<1>(oacc[dc], pf[kk], wg_desc_mnmaj(vb, BK, kk, dc), 1);
+                    for (int dc = 0; dc < NDC; dc++) // k: keys, n: dims
+                        wg_mma_n64<1>(oacc[dc], pf[kk], wg_desc_mnmaj(vb, BK, kk, dc), 1);
+                }
                 if constexpr (TL) wg_mma_n16<1>(otl, pf[kk], wg_tdesc<NDC>(vb, BK, kk));
             }
         };

@@ -218,8 +218,12 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
         wg_arrive();
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) { // m: queries, n: dims, k: keys
+            if constexpr (NDC == 2 && !TL) { // both panels of dims in one product: one m64n128 for two m64n64
+                wg_mma_n128<1>(dqa[0], dqa[1], sa4[kk], wg_desc_mnmaj<WH>(ks, BK, kk, 0), 1);
+            } else {
 #pragma unroll
-            for (int dc2 = 0; dc2 < NDC; dc2++) wg_mma_n64<1>(dqa[dc2], sa4[kk], wg_desc_mnmaj<WH>(ks, BK, kk, dc2), 1);
+                for (int dc2 = 0; dc2 < NDC; dc2++) wg_mma_n64<1>(dqa[dc2], sa4[kk], wg_desc_mnmaj<WH>(ks, BK, kk, dc2), 1);
+            }
             if constexpr (TL) wg_mma_n16<1>(dqt, sa4[kk], wg_tdesc<NDC, WH>(ks, BK, kk));
         }
         wg_commit();
@@ -618,12 +622,18 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
             if constexpr (SSA) {
                 wg_arrive();
 #pragma unroll
-                for (int kk = 0; kk < 4; kk++) // m: keys, n: dims, k: queries
+                for (int kk = 0; kk < 4; kk++) { // m: keys, n: dims, k: queries
+                    if constexpr (NDC == 2) { // both panels of dims in one product (wg_mma_ss_n128)
+                        wg_mma_ss_n128<1>(dva[0], dva[1], wg_desc_kmaj(Ptw, 64, kk, 0), wg_desc_mnmaj<WH>(ds, BQ, kk, 0), 1);
+                        wg_mma_ss_n128<1>(dka[0], dka[1], wg_desc_kmaj(dStw, 64, kk, 0), wg_desc_mnmaj<WH>(qs, BQ, kk, 0), 1);
+                    } else {
 #pragma unroll
-                    for (int dc2 = 0; dc2 < NDC; dc2++) {
-                        wg_mma_ss_n64<1>(dva[dc2], wg_desc_kmaj(Ptw, 64, kk, 0), wg_desc_mnmaj<WH>(ds, BQ, kk, dc2), 1);
-                        wg_mma_ss_n64<1>(dka[dc2], wg_desc_kmaj(dStw, 64, kk, 0), wg_desc_mnmaj<WH>(qs, BQ, kk, dc2), 1);
+                        for (int dc2 = 0; dc2 < NDC; dc2++) {
+                            wg_mma_ss_n64<1>(dva[dc2], wg_desc_kmaj(Ptw, 64, kk, 0), wg_desc_mnmaj<WH>(ds, BQ, kk, dc2), 1);
+                            wg_mma_ss_n64<1>(dka[dc2], wg_desc_kmaj(dStw, 64, kk, 0), wg_desc_mnmaj<WH>(qs, BQ, kk, dc2), 1);
+                        }
                     }
+                }
                 wg_commit();
                 return;
             }

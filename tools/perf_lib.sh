@@ -156,6 +156,17 @@ step_row_ib() {
     peer_step "$1" "$2" "$3" cg
     say "$1 ctx $2 done"
 }
+# The step with options and the optimizer in backward (the PERF.md rows), ROUNDS rounds of each NAME:BIN alternating:
+# steps_ab SIZE CTX BATCH ROUNDS NAME:BIN...
+steps_ab() {
+    local size=$1 ctx=$2 b=$3 rounds=$4 r x; shift 4
+    for r in $(seq 1 "$rounds"); do
+        for x in "$@"; do
+            STG_BIN=${x#*:} stg_step "$size $ctx b$b [options ib, ${x%%:*}] r$r" "models/cs336/$size.yaml" --set ctx="$ctx" \
+                --set batch="$b" --precision bf16 --grad-dtype bf16 --gemm-tune on --optimizer-in-backward --warmup 3 --iters 10
+        done
+    done
+}
 dec_prompt() {
     head -c 512 /dev/urandom > "$out/l/p.txt" && build-gpu/stg tokens "$out/l/p.txt" -o "$out/l/p.bin" > /dev/null
     dec=(sample models/cs336/2.7B.yaml --precision bf16 --init fill --set ctx=1024 --prompt-ids "$out/l/p.bin" -n 512 --temperature 0 --json)

@@ -39,12 +39,7 @@ PYTHONUNBUFFERED=1 timeout 90 python3 peer/torch_attn.py --batch 4 --heads 16 --
     | tee "$out/l/peer_attn.txt" | grep -E "CUDNN|FLASH"
 say "cuDNN done"
 if [[ " ${B[*]} " == *" rsk:"* ]]; then
-    IB=(--precision bf16 --grad-dtype bf16 --gemm-tune on --optimizer-in-backward --warmup 3 --iters 10)
-    for r in 1 2; do
-        for b in "tree:build-gpu/stg" "rsk:/tmp/rsk/build-gpu/stg"; do
-            STG_BIN=${b#*:} stg_step "xl 1024 b4 [options ib, ${b%%:*}] r$r" models/cs336/xl.yaml --set ctx=1024 --set batch=4 "${IB[@]}"
-        done
-    done
+    steps_ab xl 1024 4 2 tree:build-gpu/stg rsk:/tmp/rsk/build-gpu/stg
     say "steps done"
     (cd /tmp/rsk && gpu_suite 380)
 fi

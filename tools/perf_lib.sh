@@ -51,7 +51,11 @@
 #   variant_tests NAME      attn_tests in /tmp/NAME at the default grid, hgroup3, p3g4 and with the cp.async producer
 #                           (STG_ATT_DKDV_TMA=0, 3 persistent blocks); returns 1 at the first failure
 #   variants_ab NAME...     after perf_build stg and the variants' builds: sets B (attn_ab's list) to the tree's stg
-#                           and each variant's whose variant_tests pass (a failing one is named and left out)
+#                           and each variant's whose variant_tests pass (a failing one is named and left out); prints
+#                           serial_report of each build, and a WARNING line for a variant with a note the tree's lacks
+#   serial_report LOG NAME  ptxas's wgmma serialization notes (C7510-C7529) in a build log, one line per note and kernel
+#   steps_ab SIZE CTX BATCH ROUNDS NAME:STG...  stg_step of models/cs336/SIZE.yaml with options and
+#                           --optimizer-in-backward, ROUNDS rounds of each binary alternating; rows tagged [options ib, NAME]
 #   peer_rows LIMIT SIZE:CTX:BATCH...  the reduce-overhead peer (peer_step ... cg) of each row in turn, each killed at
 #                           LIMIT s on the clock, a row skipped when less than 150 s are left (a 2.7B compile takes ~120 s)
 #   perf_pack               packs OUT/l into OUT/logs.tgz (the device returns at most 8 files)
@@ -273,11 +277,15 @@ serial_report() {
         sed -E "s/^\((C75[0-9]+)\).*function '_Z[0-9]+([A-Za-z_]+)I([^']{0,40}).*/\1 \2<\3>/" | sort | uniq -c | sed "s|^|[$2 ptxas] |"
 }
 variants_ab() {
-    local v
+    local v new
     B=("tree:build-gpu/stg")
     serial_report "$out/l/build.txt" tree
     for v in "$@"; do
         serial_report "$out/l/build_$v.txt" "$v"
+        # notes the tree's build does not have: the variant's rates would measure ptxas's serialization, not the change
+        new=$(comm -13 <(serial_report "$out/l/build.txt" x | sed 's/^\[x ptxas\] *[0-9]* //' | sort -u) \
+            <(serial_report "$out/l/build_$v.txt" x | sed 's/^\[x ptxas\] *[0-9]* //' | sort -u))
+        [ -n "$new" ] && echo "$v: WARNING: wgmma serialized where the tree's is not: $(echo "$new" | tr '\n' ';')"
         if variant_tests "$v"; then
             B+=("$v:/tmp/$v/build-gpu/stg")
         else

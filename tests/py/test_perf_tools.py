@@ -6,7 +6,8 @@ ELF reader on a hand-built ELF file (its section sizes as instruction counts) an
 tools/attn_trace.py on a synthetic timeline (its phase means, periods, spreads, lag, overlap and refusals), and
 tools/timeline.py on a synthetic CUPTI timeline (spans, unions, streams, the tail, names, gaps, gzip, --period, --list
 and refusals), and tools/smi_mark.py on a synthetic nvidia-smi log and marks (each span's samples and statistics, and
-its refusals).
+its refusals), and tools/perf_lib.sh's serial_report and variants_ab on synthetic build logs (the ptxas notes it lists,
+the warning for a variant whose wgmmas are serialized where the tree's are not, and the binaries it keeps).
 Exits 0 when every check passes, 1 with the failed checks listed."""
 import os
 import struct
@@ -305,6 +306,53 @@ def test_smi_mark(tmp):
         check(rc != 0 and err.strip() and "Traceback" not in err, f"smi_mark: {what}: exit {rc}, '{err.strip()[:80]}'")
 
 
+def test_perf_lib(tmp):
+    """serial_report and variants_ab of tools/perf_lib.sh, sourced in a scratch repository (a stub .deps/env.sh and
+    nvidia-smi), on build logs with ptxas notes; variant_tests replaced by one that fails for the variant "bad"."""
+    import shutil
+    repo = os.path.join(tmp, "repo")
+    os.makedirs(os.path.join(repo, "tools"))
+    os.makedirs(os.path.join(repo, ".deps"))
+    os.makedirs(os.path.join(tmp, "bin"))
+    shutil.copy(os.path.join(TOOLS, "perf_lib.sh"), os.path.join(repo, "tools", "perf_lib.sh"))
+    open(os.path.join(repo, ".deps", "env.sh"), "w").close()
+    smi = os.path.join(tmp, "bin", "nvidia-smi")
+    with open(smi, "w") as f:
+        f.write("#!/bin/sh\necho 'FAKE GPU'\n")
+    os.chmod(smi, 0o755)
+    out = os.path.join(tmp, "out")
+    os.makedirs(os.path.join(out, "l"))
+
+    def note(code, kernel, what="wgmma.mma_async instructions are serialized due to something"):
+        return f"ptxas info    : ({code}) Potential Performance Loss: {what} in the function '_Z9{kernel}ILi64ELi2EEvPf'\n"
+
+    logs = {
+        "build.txt": note("C7520", "kern_abc") + "ptxas info    : (C7519) warpgroup.arrive is injected in around line 1\n",
+        "build_same.txt": note("C7520", "kern_abc"),
+        "build_ser.txt": note("C7520", "kern_abc") + note("C7514", "kern_xyz") + note("C7514", "kern_xyz"),
+        "build_bad.txt": note("C7515", "kern_abc"),
+    }
+    for n, text in logs.items():
+        with open(os.path.join(out, "l", n), "w") as f:
+            f.write("[1/2] Building CUDA object x.o\n" + text)
+    script = ('set -u; source tools/perf_lib.sh "$1" > /dev/null; '
+              'variant_tests() { [ "$1" != bad ]; }; variants_ab same ser bad; echo "B=${B[*]}"')
+    env = dict(os.environ, PATH=os.path.join(tmp, "bin") + os.pathsep + os.environ.get("PATH", ""))
+    r = subprocess.run(["bash", "-c", script, "x", out], cwd=repo, capture_output=True, text=True, env=env)
+    lines = r.stdout.splitlines()
+    check(r.returncode == 0, f"perf_lib: exit {r.returncode} ({r.stderr.strip()[:200]})")
+    check("[tree ptxas]       1 C7520 kern_abc<Li64ELi2EEvPf>" in lines, f"perf_lib: the tree's note: {lines[:3]}")
+    check(not any("C7519" in l for l in lines), "perf_lib: C7519 (not a serialization) listed")
+    check("[ser ptxas]       2 C7514 kern_xyz<Li64ELi2EEvPf>" in lines, "perf_lib: the variant's note counted twice")
+    warn = [l for l in lines if "WARNING" in l]
+    check(len(warn) == 2 and warn[0].startswith("ser: WARNING") and "C7514 kern_xyz" in warn[0] and "C7520" not in warn[0],
+          f"perf_lib: the warnings {warn}")
+    check(len(warn) == 2 and warn[1].startswith("bad: WARNING") and "C7515 kern_abc" in warn[1], f"perf_lib: bad's warning {warn}")
+    check("bad: attention tests failed; its rates not run" in lines, "perf_lib: the failing variant not named")
+    check("B=tree:build-gpu/stg same:/tmp/same/build-gpu/stg ser:/tmp/ser/build-gpu/stg" in lines,
+          f"perf_lib: the binaries kept: {[l for l in lines if l.startswith('B=')]}")
+
+
 def main():
     sys.dont_write_bytecode = True
     with tempfile.TemporaryDirectory() as tmp:
@@ -314,6 +362,7 @@ def main():
         test_attn_trace(tmp)
         test_timeline(tmp)
         test_smi_mark(tmp)
+        test_perf_lib(tmp)
     for f in fails:
         print("FAILED:", f)
     print(f"{'ok' if not fails else 'FAILED'}: tests/py/test_perf_tools.py ({len(fails)} failed checks)")

@@ -127,8 +127,11 @@ print(sys.argv[2], {k: d.get(k) for k in keys})
 PY
 }
 stg_step() {
-    local label=$1 model=$2; shift 2
+    local label=$1 model=$2 rc; shift 2
     timeout 120 "${STG_BIN:-build-gpu/stg}" bench "$model" "$@" --json > "$out/l/b.json" 2> "$out/l/b.err"
+    rc=$?
+    # a run that failed is no measurement, whatever it printed
+    if [ $rc -ne 0 ]; then echo "$label failed (exit $rc): $(tail -2 "$out/l/b.err" 2>/dev/null | tr '\n' ' ')"; return; fi
     med "$out/l/b.json" "$label"
 }
 peer_step() {

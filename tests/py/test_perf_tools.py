@@ -7,7 +7,8 @@ tools/attn_trace.py on a synthetic timeline (its phase means, periods, spreads, 
 tools/timeline.py on a synthetic CUPTI timeline (spans, unions, streams, the tail, names, gaps, gzip, --period, --list
 and refusals), and tools/smi_mark.py on a synthetic nvidia-smi log and marks (each span's samples and statistics, and
 its refusals), and tools/perf_lib.sh's serial_report and variants_ab on synthetic build logs (the ptxas notes it lists,
-the warning for a variant whose wgmmas are serialized where the tree's are not, and the binaries it keeps).
+the warning for a variant whose wgmmas are serialized where the tree's are not, and the binaries it keeps) and
+steps_ab with stub binaries (its rows, their order, each binary's arguments, a failing run named).
 Exits 0 when every check passes, 1 with the failed checks listed."""
 import os
 import struct
@@ -351,6 +352,28 @@ def test_perf_lib(tmp):
     check("bad: attention tests failed; its rates not run" in lines, "perf_lib: the failing variant not named")
     check("B=tree:build-gpu/stg same:/tmp/same/build-gpu/stg ser:/tmp/ser/build-gpu/stg" in lines,
           f"perf_lib: the binaries kept: {[l for l in lines if l.startswith('B=')]}")
+    # steps_ab: each round, each binary in turn, its own stg (STG_BIN) with the row's options; a failing run named
+    for name, rc, ms in (("fa", 0, 1.5), ("fb", 0, 2.5), ("fc", 3, 0)):
+        fake = os.path.join(tmp, "bin", name)
+        with open(fake, "w") as f:
+            f.write(f"#!/bin/sh\necho \"{name} $*\" >> {os.path.join(tmp, 'args.txt')}\n"
+                    f"echo '{{\"median_ms\": {ms}, \"min_ms\": {ms}, \"mfu\": 0.5}}'\nexit {rc}\n")
+        os.chmod(fake, 0o755)
+    b = os.path.join(tmp, "bin")
+    script = f'set -u; source tools/perf_lib.sh "$1" > /dev/null; steps_ab xl 1024 4 2 a:{b}/fa b:{b}/fb c:{b}/fc'
+    r = subprocess.run(["bash", "-c", script, "x", out], cwd=repo, capture_output=True, text=True, env=env)
+    rows = [l for l in r.stdout.splitlines() if l.strip()]
+    check(r.returncode == 0 and len(rows) == 6, f"perf_lib steps_ab: exit {r.returncode}, rows {rows}")
+    check(len(rows) == 6 and rows[0].startswith("xl 1024 b4 [options ib, a] r1 ") and "1.5" in rows[0]
+          and rows[1].startswith("xl 1024 b4 [options ib, b] r1 ") and "2.5" in rows[1] and rows[5].startswith("xl 1024 b4 [options ib, c] r2"),
+          f"perf_lib steps_ab: the rows {rows}")
+    check(len(rows) == 6 and "failed" in rows[2], f"perf_lib steps_ab: the failing binary's row {rows[2:3]}")
+    af = os.path.join(tmp, "args.txt")
+    args = open(af).read().splitlines() if os.path.exists(af) else []
+    want = ("bench models/cs336/xl.yaml --set ctx=1024 --set batch=4 --precision bf16 --grad-dtype bf16 --gemm-tune on "
+            "--optimizer-in-backward --warmup 3 --iters 10 --json")
+    check([a.split(" ", 1)[0] for a in args] == ["fa", "fb", "fc"] * 2 and all(a.split(" ", 1)[1] == want for a in args),
+          f"perf_lib steps_ab: the runs {args[:2]}")
 
 
 def main():

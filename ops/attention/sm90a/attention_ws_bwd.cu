@@ -332,6 +332,15 @@ static size_t ws_dkdv_smem(void) {
 // the stage's transaction barrier, and publishes the tile (its statistics) as soon as they are issued; each consumer
 // warpgroup waits for the barrier's phase after the publication. Rows past the tensor's end are zero-filled by the
 // copy, as cp.async zero-fills rows past RN (without documents RN is the tensor's end).
+// 1: at head dim 64 the Sᵀ = K Qᵀ and dPᵀ = V dOᵀ products take K and V as register fragments (RS, loaded once a
+// work item) instead of from shared memory (SS): an SS m64n64k16 reads 4 KB of shared memory in its 32 tensor cycles,
+// the limit of 128 bytes a cycle, an RS one 2 KB. Measured (H200, 2026-11-30s call 1, B4 H16 causal, two rounds
+// alternating): head dim 64's backward 14.69-14.73 -> 14.50-14.52 ms at seq 16384 and 1.039-1.044 -> 1.023-1.034 at
+// 4096 against the same registers with SS; 80 and 128 unchanged. 0 keeps SS (the A/B switch).
+#ifndef WS_DKDV_RSK
+#define WS_DKDV_RSK 1
+#endif
+
 template <int D, int NWG, int NST, int RG, int PR, bool DQ1, bool TQ>
 __global__ void __launch_bounds__(128 * NWG + 128, 1)
     att_ws_dkdv_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo,
@@ -367,6 +376,7 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     // bf16 tile each per warpgroup, rows contiguous with the 128-byte swizzle: K-major A operands), not in 32
     // registers, which head dim 128's consumers (dK and dV alone are 128) do not have: in registers they spilled.
     constexpr bool SSA = D == 128;
+    constexpr bool RSK = WS_DKDV_RSK && D == 64 && !DQ1 && RG >= 240; // K, V: the A fragments of Sᵀ, dPᵀ (spills at 224)
     static_assert(!(SSA && DQ1), "the single pass is for head dims 64 and 80");
     const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x / 32, 0), lane = threadIdx.x % 32; // warp-uniform
     const int64_t qstride = (int64_t)H * D, kstride = (int64_t)(H / G) * D;
@@ -536,6 +546,18 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
         wg_cp_wait<0>();
         wg_fence_proxy();
         tm_bar_sync<128>(1 + NWG + wg);
+        // RSK: this warp's 16 key rows of K and V as the A fragments of the four k-steps (the tiles' 128-byte swizzle:
+        // the 16-byte chunk c of row r at chunk c ^ (r % 8))
+        uint32_t kf[RSK ? 4 : 1][4], vf[RSK ? 4 : 1][4];
+        if constexpr (RSK) {
+            const uint32_t r = (uint32_t)(16 * (warp % 4) + (lane & 15));
+#pragma unroll
+            for (int kd = 0; kd < 4; kd++) {
+                const uint32_t o = r * 128u + ((((uint32_t)(2 * kd + (lane >> 4))) ^ (r & 7u)) << 4);
+                wg_ldsm4(kf[kd], Kw + o);
+                wg_ldsm4(vf[kd], Vw + o);
+            }
+        }
 
         float dka[NDC][32], dva[NDC][32], dkt[8], dvt[8]; // dkt, dvt: the tail panel's 16 dims (head dim 80)
 #pragma unroll
@@ -691,8 +713,13 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
             const uint32_t qs = st0 + (uint32_t)(s * 4 * TILE), ds = qs + (uint32_t)(2 * TILE);
             const float *lse_s = stat + 2 * s * BQ, *D_s = lse_s + BQ;
             float st[32], dpt[32];
-            wg_ss_product<KD, NDC, WH>(st, Kw, 64, 0, qs, BQ); // m: keys, n: queries, k: dims
-            wg_ss_product<KD, NDC, WH>(dpt, Vw, 64, 0, ds, BQ);
+            if constexpr (RSK) {
+                wg_rs_product<KD, NDC, WH>(st, kf, qs, BQ); // m: keys, n: queries, k: dims
+                wg_rs_product<KD, NDC, WH>(dpt, vf, ds, BQ);
+            } else {
+                wg_ss_product<KD, NDC, WH>(st, Kw, 64, 0, qs, BQ); // m: keys, n: queries, k: dims
+                wg_ss_product<KD, NDC, WH>(dpt, Vw, 64, 0, ds, BQ);
+            }
             if (prev >= 0)
                 issue_dkdv(prev);
             else
@@ -851,13 +878,15 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
 #ifndef WS_DKDV_RG
 #define WS_DKDV_RG(D) 224
 #endif
-// The same with the producer's Q and dO by tensor copies (one thread issues them; the rest load statistics); plain
-// numbers when given (-DWS_DKDV_TQ_PR=24 -DWS_DKDV_TQ_RG=240 for a sweep), else the cp.async producer's
+// The same with the producer's Q and dO by tensor copies (one thread issues them; the rest load statistics): plain
+// numbers when given (for a sweep); else head dim 64 takes 240 and 24, where its Sᵀ and dPᵀ take K and V from
+// registers (WS_DKDV_RSK; at 224 that spilled), and the others the cp.async producer's numbers (240 / 24 measured
+// equal there, 2026-11-30s call 1).
 #ifndef WS_DKDV_TQ_PR
-#define WS_DKDV_TQ_PR WS_DKDV_PR(D)
+#define WS_DKDV_TQ_PR (D == 64 && WS_DKDV_RSK ? 24 : WS_DKDV_PR(D))
 #endif
 #ifndef WS_DKDV_TQ_RG
-#define WS_DKDV_TQ_RG WS_DKDV_RG(D)
+#define WS_DKDV_TQ_RG (D == 64 && WS_DKDV_RSK ? 240 : WS_DKDV_RG(D))
 #endif
 
 // dq (B, S, H, D) bf16 = scale dqacc (B, H / G, RT 64, D) f32, row R = s G + h % G of kv head h / G (its chunks

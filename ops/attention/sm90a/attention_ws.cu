@@ -19,7 +19,8 @@
 // Shared layout per stage (wgmma.cuh): D / 64 panels of BK rows x 128 bytes in
 // the 128-byte swizzle, at head dim 80 a tail panel of 16 dims in the 32-byte swizzle; the tensor maps
 // name the same swizzles, so each panel is one copy. Q: cp.async by each warpgroup for its own rows,
-// then registers (ldmatrix), the A operand of every S product.
+// then registers (ldmatrix), the A operand of every S product; at head dim 128 Q stays in shared memory in the
+// stages' swizzled layout and the S product reads it by descriptor (ws_fwd_qs).
 #include <algorithm>
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -35,10 +36,24 @@
 #include "ops/attention/sm90a/tma_map.h"
 #include "ops/attention/sm90a/wgmma.cuh"
 
-// Shared bytes: 16 barriers' worth of header (NST full and NST empty barriers), Q's padded rows, the
-// stages (1024-byte aligned).
+// Q in shared memory (head dim 128; WS_FWD128_QSS=0 for the A/B): each warpgroup's 64 rows of Q stay in shared
+// memory in the K tiles' layout (D / 64 panels of 64 rows x 128 bytes, 128-byte swizzle), the A operand of every S
+// product read by descriptor (SS; with 128-key tiles one m64n128 product a k-step), where at 64 and 80 they are
+// ldmatrix'd into 4 D / 16 registers (RS). FlashAttention-3's form at head dim 128: it frees the 32 registers a thread
+// that 128-key tiles need there (S 64, O 64, P 32). Measured (H200, 2026-11-30s call 3, B4 H16 causal, two rounds
+// alternating; docs/perf/LOG.md): 64-key tiles in 4 stages with Q in registers 8.41-8.42 ms at seq 16384, 0.568-0.573
+// at 4096; 128-key tiles with Q here in 3 stages 7.30-7.37 (-13%) and 0.505-0.511; in 2 stages (call 2) 10.46.
+#ifndef WS_FWD128_QSS
+#define WS_FWD128_QSS 1
+#endif
+template <int D>
+__host__ __device__ constexpr bool ws_fwd_qs(void) { return D == 128 && WS_FWD128_QSS; }
+
+// Shared bytes: 16 barriers' worth of header (NST full and NST empty barriers), Q (padded rows, or with ws_fwd_qs the
+// swizzled panels, 1024-byte aligned), the stages (1024-byte aligned).
 template <int D, int NWG, int BK, int NST>
 static size_t ws_fwd_smem(void) {
+    if (ws_fwd_qs<D>()) return 128 + 1024 + sizeof(wg_bf16) * ((size_t)64 * NWG * D + (size_t)2 * NST * BK * D);
     return 128 + sizeof(wg_bf16) * ((size_t)64 * NWG * (D + 8) + (size_t)2 * NST * BK * D) + 1024;
 }
 
@@ -59,6 +74,8 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
     constexpr int BQ = 64 * NWG, LDQ = D + 8, KD = D / 16, NSC = BK / 64, NDC = D / 64;
     constexpr bool TL = D % 64 == 16; // head dim 80: a 16-dim tail panel (wgmma.cuh)
     constexpr int TILE = BK * D;      // elements of one K or V stage
+    constexpr bool QS = ws_fwd_qs<D>();
+    static_assert(!(QS && TL), "Q in shared memory: whole 64-dim panels");
     static_assert(NST >= 2 && NST <= 8, "2 to 8 stages (the header holds 16 barriers)");
     static_assert(NWG >= 2 && 2 * NWG + 1 <= 15, "a ring of at least two warpgroups; named barriers 1 .. 2 NWG");
     static_assert((D % 64 == 0 || D % 64 == 16) && BK % 64 == 0 && BK <= 256, "head dim 64 NP (+ 16), key tile in chunks of 64");
@@ -66,7 +83,8 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
     const uint32_t sm0 = wg_smem(ws_smraw);
     const uint32_t full0 = sm0, empty0 = sm0 + 8u * NST; // barrier s at + 8 s
     wg_bf16 *Qs = (wg_bf16 *)(ws_smraw + 128);
-    const uint32_t kv0 = (wg_smem(Qs + BQ * LDQ) + 1023u) & ~1023u; // stage s: K at kv0 + 2 s TILE, V after it
+    const uint32_t qp0 = (wg_smem(Qs) + 1023u) & ~1023u; // QS: warpgroup w's Q panels at qp0 + 128 D w
+    const uint32_t kv0 = QS ? qp0 + (uint32_t)(2 * BQ * D) : (wg_smem(Qs + BQ * LDQ) + 1023u) & ~1023u; // stage s: K at kv0 + 2 s TILE, V after it
     const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x / 32, 0), lane = threadIdx.x % 32; // warp-uniform
     const int RN = S * G, Hkv = H / G, items = nq * Hkv * B;
     // Work item w (row tile, kv head, batch), the longest rows first over each group of hg head-batches
@@ -128,9 +146,25 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
             first[i] = R < RN ? att_doc0(dc, pos[i]) : 0;
         }
 
-        // This warpgroup's 64 rows of Q (padded, for ldmatrix), then registers.
-        uint32_t qf[KD][4];
-        {
+        // This warpgroup's 64 rows of Q (padded, for ldmatrix), then registers; with QS into its swizzled panels, once
+        // every warp is done with the last item's S products (they read the panels).
+        uint32_t qf[QS ? 1 : KD][4];
+        const uint32_t qw = qp0 + (uint32_t)(128 * D * wg);
+        if constexpr (QS) {
+            constexpr int NC8 = D / 8;
+            const int tw = threadIdx.x % 128;
+            tm_bar_sync<128>(1 + NWG + wg);
+            for (int idx = tw; idx < 64 * NC8; idx += 128) {
+                const int r = idx / NC8, c = idx % NC8; // 16-byte chunk c of row r: panel c / 8, chunk (c % 8) ^ (r % 8)
+                const bool ok = rw0 + r < RN;
+                wg_cp16(qw + (uint32_t)((c / 8) * 64 * 128 + r * 128 + (((c % 8) ^ (r % 8)) << 4)),
+                        q + qhead0 + (ok ? att_row_off(rw0 + r, G, qstride, D) + 8 * c : 0), ok);
+            }
+            wg_cp_commit();
+            wg_cp_wait<0>();
+            wg_fence_proxy();
+            tm_bar_sync<128>(1 + NWG + wg);
+        } else {
             constexpr int NC8 = D / 8;
             const int tw = threadIdx.x % 128;
             for (int idx = tw; idx < 64 * NC8; idx += 128) {
@@ -229,13 +263,30 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
             float s[NSC][32];
             wg_arrive();
 #pragma unroll
-            for (int kd = 0; kd < KD; kd++)
-#pragma unroll
-                for (int c = 0; c < NSC; c++) // k: dims, n: keys
+            for (int kd = 0; kd < KD; kd++) { // k: dims, n: keys
+                if constexpr (QS && NSC == 2) { // both 64-key chunks in one product
+                    const uint64_t da = wg_kdesc<NDC>(qw, 64, kd, 0), db = wg_kdesc<NDC>(kb, BK, kd, 0);
                     if (kd == 0)
-                        wg_mma_n64_set<0>(s[c], qf[kd], wg_kdesc<NDC>(kb, BK, kd, 64 * c));
+                        wg_mma_ss_n128_set<0>(s[0], s[NSC - 1], da, db);
                     else
-                        wg_mma_n64<0>(s[c], qf[kd], wg_kdesc<NDC>(kb, BK, kd, 64 * c), 1);
+                        wg_mma_ss_n128<0>(s[0], s[NSC - 1], da, db, 1);
+                } else {
+#pragma unroll
+                    for (int c = 0; c < NSC; c++) {
+                        if constexpr (QS) {
+                            const uint64_t da = wg_kdesc<NDC>(qw, 64, kd, 0), db = wg_kdesc<NDC>(kb, BK, kd, 64 * c);
+                            if (kd == 0)
+                                wg_mma_ss_n64_set<0>(s[c], da, db);
+                            else
+                                wg_mma_ss_n64<0>(s[c], da, db, 1);
+                        } else if (kd == 0) {
+                            wg_mma_n64_set<0>(s[c], qf[QS ? 0 : kd], wg_kdesc<NDC>(kb, BK, kd, 64 * c));
+                        } else {
+                            wg_mma_n64<0>(s[c], qf[QS ? 0 : kd], wg_kdesc<NDC>(kb, BK, kd, 64 * c), 1);
+                        }
+                    }
+                }
+            }
             wg_commit();
             if (t > 0) {
                 keep_o();
@@ -339,7 +390,8 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
 // S 4096 / 16384 TFLOP/s): head dim 64, 2 warpgroups with 128-key tiles and 240 registers 340 / 447 (3 warpgroups
 // of 64-key tiles 333-343 / 434-438); head dim 80, 3 warpgroups at 160 registers 375-380 / 470 (2 warpgroups
 // 336-347 / 413); head dim 128, 4 stages 469-484 / 584 (5 stages 463-473 / 565-570; 128-key tiles in 2 stages
-// 369-372 / 440).
+// 369-372 / 440). Head dim 128 since 2026-11-30s (call 3): Q in shared memory (ws_fwd_qs), 128-key tiles in 3 stages
+// 537-544 / 597-603 against 480-484 / 522-523 for the 64-key tiles in 4 stages with Q in registers.
 #ifndef WS_FWD64_NWG
 #define WS_FWD64_NWG 2
 #endif
@@ -371,10 +423,10 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
 #define WS_FWD128_NWG 2
 #endif
 #ifndef WS_FWD128_BK
-#define WS_FWD128_BK 64
+#define WS_FWD128_BK (WS_FWD128_QSS ? 128 : 64)
 #endif
 #ifndef WS_FWD128_NST
-#define WS_FWD128_NST 4
+#define WS_FWD128_NST (WS_FWD128_QSS ? 3 : 4) // 3 x 64 KB with Q's 32 KB: 225 KB of shared memory
 #endif
 #ifndef WS_FWD128_RG
 #define WS_FWD128_RG 240 // the consumers' registers (a producer warpgroup of 24)

@@ -42,7 +42,8 @@
 #                           persistent blocks in groups of 4 (p3g4), as the ctest variants run them
 #   build_traced FILE       a copy of the tree in /tmp/tr with FILE as ops/attention/sm90a/attention_ws_bwd.cu, its stg
 #                           built with -DWS_TRACE in the background (wait for it; prints "trace build: RC")
-#   gpu_suite GATE          ctest -L gpu in build-gpu (200 s at most) if the clock is below GATE s, its summary printed
+#   gpu_suite GATE          ctest -L gpu in build-gpu (200 s at most) if the clock is below GATE s, its summary printed;
+#                           returns 1 on a failure, and names tests "Not Run" (a build of some targets only) as no run
 #   attn_ab ROUNDS NAME:STG...  for each round, each binary: attn-bench B4 H16 causal, head dims 64, 80, 128, seq 1024,
 #                           4096, 16384, 20 iterations (ATT_AB_ARGS: more options, e.g. --order phases); rows tagged [NAME rR]
 #   variant NAME PATCH FLAGS [TARGET...]  a copy of the tree in /tmp/NAME with PATCH applied (none when PATCH is -), built
@@ -246,9 +247,15 @@ build_traced() {
 }
 gpu_suite() {
     if [ "$(el)" -ge "$1" ]; then echo "ctest -L gpu skipped (clock: $(el) s, gate $1 s)"; return; fi
-    (cd build-gpu && timeout 200 ctest -L gpu --timeout 200 > "$out/l/ctest_gpu.txt" 2>&1; echo "ctest -L gpu: $?")
+    local rc nr
+    (cd build-gpu && timeout 200 ctest -L gpu --timeout 200 > "$out/l/ctest_gpu.txt" 2>&1)
+    rc=$?; echo "ctest -L gpu: $rc"
     grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/l/ctest_gpu.txt" | grep -v Skipped | head -20
+    # a test program the build did not make is "Not Run": a build of some targets only is no run of the suite
+    nr=$(grep -c "Not Run" "$out/l/ctest_gpu.txt")
+    [ "$nr" -gt 0 ] && echo "gpu_suite: $nr test(s) not built in $(pwd)/build-gpu: NOT a run of the GPU suite"
     say "ctest done"
+    [ "$rc" -eq 0 ] && [ "$nr" -eq 0 ]
 }
 attn_ab() {
     local rounds=$1 r b; shift

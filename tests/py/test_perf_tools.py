@@ -8,7 +8,8 @@ tools/timeline.py on a synthetic CUPTI timeline (spans, unions, streams, the tai
 and refusals), and tools/smi_mark.py on a synthetic nvidia-smi log and marks (each span's samples and statistics, and
 its refusals), and tools/perf_lib.sh's serial_report and variants_ab on synthetic build logs (the ptxas notes it lists,
 the warning for a variant whose wgmmas are serialized where the tree's are not, and the binaries it keeps) and
-steps_ab with stub binaries (its rows, their order, each binary's arguments, a failing run named).
+steps_ab with stub binaries (its rows, their order, each binary's arguments, a failing run named), and gpu_suite with a
+stub ctest (a pass, a failure, and tests not built: no run of the suite).
 Exits 0 when every check passes, 1 with the failed checks listed."""
 import os
 import struct
@@ -374,6 +375,22 @@ def test_perf_lib(tmp):
             "--optimizer-in-backward --warmup 3 --iters 10 --json")
     check([a.split(" ", 1)[0] for a in args] == ["fa", "fb", "fc"] * 2 and all(a.split(" ", 1)[1] == want for a in args),
           f"perf_lib steps_ab: the runs {args[:2]}")
+    # gpu_suite: ctest's summary; a suite with tests "Not Run" (a partial build) is named as no run and returns 1
+    os.makedirs(os.path.join(repo, "build-gpu"), exist_ok=True)
+    for case, text, code, want_rc, want_not in (
+            ("pass", "100% tests passed, 0 tests failed out of 2\n", 0, 0, False),
+            ("notrun", " 1/2 Test #14: test_gpu_accum ....***Not Run   0.00 sec\n50% tests passed, 1 tests failed out of 2\n", 8, 1, True),
+            ("fail", " 1/2 Test #14: test_gpu_accum ....***Failed   0.10 sec\n50% tests passed, 1 tests failed out of 2\n", 8, 1, False)):
+        with open(os.path.join(tmp, "bin", "ctest"), "w") as f:
+            f.write(f"#!/bin/sh\nprintf '%b' '{text}'\nexit {code}\n")
+        os.chmod(os.path.join(tmp, "bin", "ctest"), 0o755)
+        script = 'set -u; source tools/perf_lib.sh "$1" > /dev/null; gpu_suite 9999; echo "rc=$?"'
+        r = subprocess.run(["bash", "-c", script, "x", out], cwd=repo, capture_output=True, text=True, env=env)
+        lines = r.stdout.splitlines()
+        check(f"rc={want_rc}" in lines, f"perf_lib gpu_suite {case}: {lines}")
+        check(any("NOT a run of the GPU suite" in l for l in lines) == want_not, f"perf_lib gpu_suite {case}: the not-run line {lines}")
+        check(f"ctest -L gpu: {code}" in lines, f"perf_lib gpu_suite {case}: ctest's status {lines}")
+        check(any("tests passed" in l for l in lines), f"perf_lib gpu_suite {case}: the summary line {lines}")
 
 
 def main():

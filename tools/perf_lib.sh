@@ -46,6 +46,8 @@
 #                           returns 1 on a failure, and names tests "Not Run" (a build of some targets only) as no run
 #   attn_ab ROUNDS NAME:STG...  for each round, each binary: attn-bench B4 H16 causal, head dims 64, 80, 128, seq 1024,
 #                           4096, 16384, 20 iterations (ATT_AB_ARGS: more options, e.g. --order phases); rows tagged [NAME rR]
+#   attn_peer [DIMS]        torch_attn.py (batch 4, 16 heads, causal) at head dims DIMS (64,80,128), seq 4096 and 16384,
+#                           20 iterations, 90 s at most: its output in OUT/l/peer_attn.txt, the cuDNN rows printed
 #   variant NAME PATCH FLAGS [TARGET...]  a copy of the tree in /tmp/NAME with PATCH applied (none when PATCH is -), built
 #                           with CMAKE_CUDA_FLAGS=FLAGS (the targets, or everything) in the background (wait for it;
 #                           prints "/tmp/NAME build: RC")
@@ -265,6 +267,12 @@ attn_ab() {
                 --seqs 1024,4096,16384 --iters 20 ${ATT_AB_ARGS:-} 2>&1 | grep -E "^\| flash" | sed "s/^/[${b%%:*} r$r] /"
         done
     done
+}
+attn_peer() {
+    PYTHONUNBUFFERED=1 timeout 90 python3 peer/torch_attn.py --batch 4 --heads 16 --dims "${1:-64,80,128}" --seqs 4096,16384 \
+        --iters 20 > "$out/l/peer_attn.txt" 2>&1 || echo "attn_peer: torch_attn.py failed (exit $?): $(tail -2 "$out/l/peer_attn.txt" | tr '\n' ' ')"
+    grep -E "CUDNN" "$out/l/peer_attn.txt"
+    say "cuDNN done"
 }
 variant() {
     local d=/tmp/$1 p=$2 fl=$3 tg=() t; shift 3

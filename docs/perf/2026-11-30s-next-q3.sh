@@ -27,9 +27,7 @@ variant_tests q3 && tools/sanitize_gpu.sh /tmp/q3/build-gpu "$out/l/san_q3" 120 
     racecheck:test_gpu_mm_attn:'*attention_bf16*' memcheck:test_gpu_ops:'*attention_gqa*'
 say "tests done"
 attn_ab 1 tree:build-gpu/stg q3:/tmp/q3/build-gpu/stg
-PYTHONUNBUFFERED=1 timeout 90 python3 peer/torch_attn.py --batch 4 --heads 16 --dims 64,80,128 --seqs 4096,16384 --iters 20 2>&1 \
-    | tee "$out/l/peer_attn.txt" | grep -E "CUDNN"
-say "cuDNN done"
+attn_peer
 steps_ab xl 1024 4 2 tree:build-gpu/stg q3:/tmp/q3/build-gpu/stg
 steps_ab small 512 4 2 tree:build-gpu/stg q3:/tmp/q3/build-gpu/stg
 say "steps done"

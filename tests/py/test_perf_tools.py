@@ -9,7 +9,7 @@ and refusals), and tools/smi_mark.py on a synthetic nvidia-smi log and marks (ea
 its refusals), and tools/perf_lib.sh's serial_report and variants_ab on synthetic build logs (the ptxas notes it lists,
 the warning for a variant whose wgmmas are serialized where the tree's are not, and the binaries it keeps) and
 steps_ab with stub binaries (its rows, their order, each binary's arguments, a failing run named), and gpu_suite with a
-stub ctest (a pass, a failure, and tests not built: no run of the suite).
+stub ctest (a pass, a failure, and tests not built: no run of the suite), and attn_peer with a stub peer.
 Exits 0 when every check passes, 1 with the failed checks listed."""
 import os
 import struct
@@ -391,6 +391,20 @@ def test_perf_lib(tmp):
         check(any("NOT a run of the GPU suite" in l for l in lines) == want_not, f"perf_lib gpu_suite {case}: the not-run line {lines}")
         check(f"ctest -L gpu: {code}" in lines, f"perf_lib gpu_suite {case}: ctest's status {lines}")
         check(any("tests passed" in l for l in lines), f"perf_lib gpu_suite {case}: the summary line {lines}")
+    # attn_peer: the peer's arguments, its cuDNN rows printed (not the others), and a failing peer named
+    os.makedirs(os.path.join(repo, "peer"), exist_ok=True)
+    for case, code in (("ok", 0), ("bad", 4)):
+        with open(os.path.join(repo, "peer", "torch_attn.py"), "w") as f:
+            f.write("import sys\nprint('ARGS', ' '.join(sys.argv[1:]))\n"
+                    "print('{\"backend\": \"FLASH_ATTENTION\"}')\nprint('{\"backend\": \"CUDNN_ATTENTION\"}')\n"
+                    f"sys.exit({code})\n")
+        script = 'set -u; source tools/perf_lib.sh "$1" > /dev/null; attn_peer 128; cat "$1/l/peer_attn.txt"'
+        r = subprocess.run(["bash", "-c", script, "x", out], cwd=repo, capture_output=True, text=True, env=env)
+        lines = r.stdout.splitlines()
+        check(lines[:1] == ['{"backend": "CUDNN_ATTENTION"}'] if code == 0 else lines[0].startswith("attn_peer: torch_attn.py failed (exit 4)"),
+              f"perf_lib attn_peer {case}: {lines[:3]}")
+        check("ARGS --batch 4 --heads 16 --dims 128 --seqs 4096,16384 --iters 20" in lines, f"perf_lib attn_peer {case}: arguments {lines}")
+        check(not any(l.startswith('{"backend": "FLASH') for l in lines[:3]), f"perf_lib attn_peer {case}: FLASH rows printed")
 
 
 def main():

@@ -46,8 +46,17 @@
 #ifndef WS_FWD128_QSS
 #define WS_FWD128_QSS 1
 #endif
+// At head dim 64 with 3 consumer warpgroups (FlashAttention-3's 192 x 128 tile there; Q in registers, 3 warpgroups
+// at 160 registers spill 96 bytes and ptxas serializes their wgmmas, C7512). Measured (H200, 2026-11-30s call 5, B4
+// H16 causal, two rounds alternating): 2 warpgroups with Q in registers 5.028-5.052 ms at seq 16384, 0.386-0.388 at
+// 4096; 3 with Q here 4.436-4.443 (-12%) and 0.335-0.339; 2 with Q here 5.144-5.163.
+// Landed after 2026-11-30t call 1 (the GPU suite, the attention tests at four grids, memcheck and racecheck): 5.010 ->
+// 4.393 ms at 16384 (500.5 TFLOP/s against cuDNN's 455.6 in the same call), 0.384 -> 0.335 at 4096. 0 = the old form.
+#ifndef WS_FWD64_QSS
+#define WS_FWD64_QSS 1
+#endif
 template <int D>
-__host__ __device__ constexpr bool ws_fwd_qs(void) { return D == 128 && WS_FWD128_QSS; }
+__host__ __device__ constexpr bool ws_fwd_qs(void) { return (D == 128 && WS_FWD128_QSS) || (D == 64 && WS_FWD64_QSS); }
 
 // Shared bytes: 16 barriers' worth of header (NST full and NST empty barriers), Q (padded rows, or with ws_fwd_qs the
 // swizzled panels, 1024-byte aligned), the stages (1024-byte aligned).
@@ -393,13 +402,13 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
 // 369-372 / 440). Head dim 128 since 2026-11-30s (call 3): Q in shared memory (ws_fwd_qs), 128-key tiles in 3 stages
 // 537-544 / 597-603 against 480-484 / 522-523 for the 64-key tiles in 4 stages with Q in registers.
 #ifndef WS_FWD64_NWG
-#define WS_FWD64_NWG 2
+#define WS_FWD64_NWG (WS_FWD64_QSS ? 3 : 2)
 #endif
 #ifndef WS_FWD64_MINB
 #define WS_FWD64_MINB 1
 #endif
 #ifndef WS_FWD64_RG
-#define WS_FWD64_RG 240 // > 0: a producer warpgroup, the consumers' registers raised to this (att_ws_fwd_kernel)
+#define WS_FWD64_RG (WS_FWD64_QSS ? 160 : 240) // > 0: a producer warpgroup, the consumers' registers raised to this
 #endif
 #ifndef WS_FWD64_BK
 #define WS_FWD64_BK 128

@@ -55,8 +55,15 @@
 #ifndef WS_FWD64_QSS
 #define WS_FWD64_QSS 1
 #endif
+// Head dim 80 the same way (its 16-dim tail panel in the 32-byte swizzle, as the K tiles hold it) with 128-key tiles
+// in 4 stages (Q 30 KB, a stage 40 KB).
+#ifndef WS_FWD80_QSS
+#define WS_FWD80_QSS 0
+#endif
 template <int D>
-__host__ __device__ constexpr bool ws_fwd_qs(void) { return (D == 128 && WS_FWD128_QSS) || (D == 64 && WS_FWD64_QSS); }
+__host__ __device__ constexpr bool ws_fwd_qs(void) {
+    return (D == 128 && WS_FWD128_QSS) || (D == 64 && WS_FWD64_QSS) || (D == 80 && WS_FWD80_QSS);
+}
 
 // Shared bytes: 16 barriers' worth of header (NST full and NST empty barriers), Q (padded rows, or with ws_fwd_qs the
 // swizzled panels, 1024-byte aligned), the stages (1024-byte aligned).
@@ -84,7 +91,6 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
     constexpr bool TL = D % 64 == 16; // head dim 80: a 16-dim tail panel (wgmma.cuh)
     constexpr int TILE = BK * D;      // elements of one K or V stage
     constexpr bool QS = ws_fwd_qs<D>();
-    static_assert(!(QS && TL), "Q in shared memory: whole 64-dim panels");
     static_assert(NST >= 2 && NST <= 8, "2 to 8 stages (the header holds 16 barriers)");
     static_assert(NWG >= 2 && 2 * NWG + 1 <= 15, "a ring of at least two warpgroups; named barriers 1 .. 2 NWG");
     static_assert((D % 64 == 0 || D % 64 == 16) && BK % 64 == 0 && BK <= 256, "head dim 64 NP (+ 16), key tile in chunks of 64");
@@ -160,15 +166,12 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
         uint32_t qf[QS ? 1 : KD][4];
         const uint32_t qw = qp0 + (uint32_t)(128 * D * wg);
         if constexpr (QS) {
-            constexpr int NC8 = D / 8;
-            const int tw = threadIdx.x % 128;
+            const uint32_t qd[1] = {qw};
+            const wg_bf16 *const qb[1] = {q + qhead0};
             tm_bar_sync<128>(1 + NWG + wg);
-            for (int idx = tw; idx < 64 * NC8; idx += 128) {
-                const int r = idx / NC8, c = idx % NC8; // 16-byte chunk c of row r: panel c / 8, chunk (c % 8) ^ (r % 8)
-                const bool ok = rw0 + r < RN;
-                wg_cp16(qw + (uint32_t)((c / 8) * 64 * 128 + r * 128 + (((c % 8) ^ (r % 8)) << 4)),
-                        q + qhead0 + (ok ? att_row_off(rw0 + r, G, qstride, D) + 8 * c : 0), ok);
-            }
+            // rows rw0 .. rw0 + 63 in the K tiles' layout (panels of 64 rows x 128 bytes, then the tail panel of 80)
+            wg_load_rows_x<D, 64, 128, 1>(qd, qb, [=](int R) { return att_row_off(R, G, qstride, D); }, rw0, RN,
+                                          (int)threadIdx.x % 128);
             wg_cp_commit();
             wg_cp_wait<0>();
             wg_fence_proxy();
@@ -425,8 +428,11 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
 #ifndef WS_FWD80_RG
 #define WS_FWD80_RG 160
 #endif
+#ifndef WS_FWD80_BK
+#define WS_FWD80_BK (WS_FWD80_QSS ? 128 : 64)
+#endif
 #ifndef WS_FWD80_NST
-#define WS_FWD80_NST 5
+#define WS_FWD80_NST (WS_FWD80_QSS ? 4 : 5)
 #endif
 #ifndef WS_FWD128_NWG
 #define WS_FWD128_NWG 2
@@ -575,7 +581,7 @@ int att_wgmma_fwd(cudaStream_t st, const void *q, const void *k, const void *v, 
     case 64:
         return ws_fwd_launch<64, WS_FWD64_NWG, WS_FWD64_BK, WS_FWD64_NST, WS_FWD64_MINB, WS_FWD64_RG ? 4 : 1, WS_FWD64_RG>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
     case 80:
-        return ws_fwd_launch<80, WS_FWD80_NWG, 64, WS_FWD80_NST, WS_FWD80_MINB, WS_FWD80_RG ? 4 : 1, WS_FWD80_RG>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
+        return ws_fwd_launch<80, WS_FWD80_NWG, WS_FWD80_BK, WS_FWD80_NST, WS_FWD80_MINB, WS_FWD80_RG ? 4 : 1, WS_FWD80_RG>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
     case 128:
         return ws_fwd_launch<128, WS_FWD128_NWG, WS_FWD128_BK, WS_FWD128_NST, 1, 4, WS_FWD128_RG>(st, q, k, v, docs, o, lse, B, S, H, G, scale2, err);
     }

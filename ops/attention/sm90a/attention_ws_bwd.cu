@@ -91,7 +91,9 @@ __host__ __device__ __forceinline__ int ws_stat_slot_of(int c) { return ws_stat_
 
 // Q and dO of the block in registers (RS: the A operands of S and dP, from padded rows) or, at head dim 128,
 // in swizzled tiles (a 64-row tile per warpgroup) read from shared memory by the products.
+#ifndef WS_DQ_RS
 #define WS_DQ_RS(D) ((D) != 128)
+#endif
 
 template <int D, int NWG, int NST>
 static size_t ws_dq_smem(void) {
@@ -863,6 +865,9 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
 #ifndef WS_DQ_NWG
 #define WS_DQ_NWG 2
 #endif
+#ifndef WS_DQ_NWGD // the dq kernel's consumer warpgroups at head dim D (3 at 160 registers need Q and dO in tiles: WS_DQ_RS)
+#define WS_DQ_NWGD(D) WS_DQ_NWG
+#endif
 #ifndef WS_DQ_NST
 #define WS_DQ_NST 4
 #endif
@@ -992,7 +997,7 @@ template <int D>
 static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, const void *k, const void *v, const int *docs,
                          const float *lse, const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S,
                          int H, int G, float scale, float scale2, void *ws, size_t ws_bytes, stg_err *err) {
-    constexpr int KW = WS_DKDV_NWG, KS = WS_DKDV_NST, QW = WS_DQ_NWG, QS = WS_DQ_NST;
+    constexpr int KW = WS_DKDV_NWG, KS = WS_DKDV_NST, QW = WS_DQ_NWGD(D), QS = WS_DQ_NST;
     const int hkv = H / G, RT = (S * G + 63) / 64;
     const size_t need = att_ws_bwd_ws_bytes(B, S, H, G, D);
     if constexpr (D == 64 || D == 80) {

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Thirty-seventh session, call 4 (2026-11-30): head dim 64's dq kernel in 3 consumer warpgroups at 160 registers with Q
 # and dO in swizzled tiles read by the S and dP products (SS, as head dim 128 does; with Q and dO in registers 3
-# warpgroups do not fit), the forward's winning shape (call 1: -12%): dq3 = the tree built with
-# -DWS_DQ_NWGD(D)=(D==64?3:2) -DWS_DQ_RS(D)=((D)==80) (ptxas: no spills, no serialization notes). Predicted: head dim
+# warpgroups do not fit), the forward's winning shape (call 1: -12%): dq3 = the tree built with -DWS_DQ64_W3=1 (ptxas:
+# no spills, no serialization notes). Predicted: head dim
 # 64's backward 2-7% faster at seq 4096 and 16384 (the dq launch is ~35-40% of it and, like the forward, waits on its
 # softmax between turns), 80 and 128 unchanged. Then dq3's attention tests at four grids, its sanitizers and, whole, its
 # GPU suite. Usage (GPU machine, repository root, carrying .deps and peer): bash docs/perf/2026-11-30t-call4.sh OUT
 set -u
 source tools/perf_lib.sh "${1:?usage: $0 OUT}"
-variant dq3 - "-DWS_DQ_NWGD(D)=(D==64?3:2) -DWS_DQ_RS(D)=((D)==80)"
+variant dq3 - "-DWS_DQ64_W3=1"
 perf_build stg || { wait; perf_pack; exit 1; }
 wait
 say "builds done"

@@ -91,9 +91,12 @@ __host__ __device__ __forceinline__ int ws_stat_slot_of(int c) { return ws_stat_
 
 // Q and dO of the block in registers (RS: the A operands of S and dP, from padded rows) or, at head dim 128,
 // in swizzled tiles (a 64-row tile per warpgroup) read from shared memory by the products.
-#ifndef WS_DQ_RS
-#define WS_DQ_RS(D) ((D) != 128)
+// WS_DQ64_W3: head dim 64's dq kernel in 3 consumer warpgroups at 160 registers, Q and dO in tiles (with them in
+// registers 3 warpgroups do not fit).
+#ifndef WS_DQ64_W3
+#define WS_DQ64_W3 0
 #endif
+#define WS_DQ_RS(D) ((D) != 128 && !((D) == 64 && WS_DQ64_W3))
 
 template <int D, int NWG, int NST>
 static size_t ws_dq_smem(void) {
@@ -865,9 +868,7 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
 #ifndef WS_DQ_NWG
 #define WS_DQ_NWG 2
 #endif
-#ifndef WS_DQ_NWGD // the dq kernel's consumer warpgroups at head dim D (3 at 160 registers need Q and dO in tiles: WS_DQ_RS)
-#define WS_DQ_NWGD(D) WS_DQ_NWG
-#endif
+#define WS_DQ_NWGD(D) ((D) == 64 && WS_DQ64_W3 ? 3 : WS_DQ_NWG) // the dq kernel's consumer warpgroups at head dim D
 #ifndef WS_DQ_NST
 #define WS_DQ_NST 4
 #endif

@@ -91,10 +91,12 @@ __host__ __device__ __forceinline__ int ws_stat_slot_of(int c) { return ws_stat_
 
 // Q and dO of the block in registers (RS: the A operands of S and dP, from padded rows) or, at head dim 128,
 // in swizzled tiles (a 64-row tile per warpgroup) read from shared memory by the products.
-// WS_DQ64_W3: head dim 64's dq kernel in 3 consumer warpgroups at 160 registers, Q and dO in tiles (with them in
-// registers 3 warpgroups do not fit).
+// WS_DQ64_W3: head dim 64's dq kernel in 3 consumer warpgroups at 160 registers, Q and dO in tiles read by the S and
+// dP products (SS; with them in registers 3 warpgroups do not fit), as the forward's 3 warpgroups there. Measured
+// (H200, 2026-11-30t call 4, B4 H16 causal, two rounds alternating): head dim 64's backward 15.09-15.11 -> 14.27-14.41
+// ms at seq 16384, 1.022-1.031 -> 0.974-0.976 at 4096 against 2 warpgroups with Q and dO in registers (0, the A/B).
 #ifndef WS_DQ64_W3
-#define WS_DQ64_W3 0
+#define WS_DQ64_W3 1
 #endif
 #define WS_DQ_RS(D) ((D) != 128 && !((D) == 64 && WS_DQ64_W3))
 

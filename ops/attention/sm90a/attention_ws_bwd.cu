@@ -98,7 +98,12 @@ __host__ __device__ __forceinline__ int ws_stat_slot_of(int c) { return ws_stat_
 #ifndef WS_DQ64_W3
 #define WS_DQ64_W3 1
 #endif
-#define WS_DQ_RS(D) ((D) != 128 && !((D) == 64 && WS_DQ64_W3))
+// WS_DQ80_W3: the same at head dim 80 (its tail panel in the tiles' 32-byte swizzle).
+#ifndef WS_DQ80_W3
+#define WS_DQ80_W3 0
+#endif
+#define WS_DQ_W3(D) (((D) == 64 && WS_DQ64_W3) || ((D) == 80 && WS_DQ80_W3))
+#define WS_DQ_RS(D) ((D) != 128 && !WS_DQ_W3(D))
 
 template <int D, int NWG, int NST>
 static size_t ws_dq_smem(void) {
@@ -120,7 +125,6 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     constexpr int LDQ = RSQ ? D + 8 : D;
     static_assert(NST >= 2 && NST <= 8 && NWG >= 2 && 2 * NWG + 1 <= 15, "stages, warpgroups");
     static_assert(RG % 8 == 0 && tm_regs_fit(NWG, RG, 24), "registers: within the launch share (tm_regs_fit)");
-    static_assert(RSQ || D % 64 == 0, "Q in tiles: head dim 64 NP");
     extern __shared__ __align__(128) unsigned char ws_smraw[];
     const uint32_t base = (wg_smem(ws_smraw) + 1023u) & ~1023u;
     const uint32_t full0 = base, empty0 = base + 8u * NST, st0 = base + 1024u; // stage s: K at st0 + 4 s TILE bytes, V after
@@ -870,7 +874,7 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
 #ifndef WS_DQ_NWG
 #define WS_DQ_NWG 2
 #endif
-#define WS_DQ_NWGD(D) ((D) == 64 && WS_DQ64_W3 ? 3 : WS_DQ_NWG) // the dq kernel's consumer warpgroups at head dim D
+#define WS_DQ_NWGD(D) (WS_DQ_W3(D) ? 3 : WS_DQ_NWG) // the dq kernel's consumer warpgroups at head dim D
 #ifndef WS_DQ_NST
 #define WS_DQ_NST 4
 #endif

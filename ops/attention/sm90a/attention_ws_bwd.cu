@@ -102,13 +102,21 @@ __host__ __device__ __forceinline__ int ws_stat_slot_of(int c) { return ws_stat_
 #ifndef WS_DQ80_W3
 #define WS_DQ80_W3 0
 #endif
-#define WS_DQ_W3(D) (((D) == 64 && WS_DQ64_W3) || ((D) == 80 && WS_DQ80_W3))
+// WS_DQ128_W3: head dim 128's in 3 warpgroups too, at 160 registers, which fit only with dS (the A operand of
+// dQ += dS K) through a shared-memory tile per warpgroup instead of 16 registers (DSS; stmatrix, as the dk/dv kernel's
+// Pᵀ and dSᵀ at head dim 128) and 3 stages (Q, dO, the stages and the dS tiles: 218 KB).
+#ifndef WS_DQ128_W3
+#define WS_DQ128_W3 0
+#endif
+#define WS_DQ_W3(D) (((D) == 64 && WS_DQ64_W3) || ((D) == 80 && WS_DQ80_W3) || ((D) == 128 && WS_DQ128_W3))
 #define WS_DQ_RS(D) ((D) != 128 && !WS_DQ_W3(D))
+#define WS_DQ_DSS(D) ((D) == 128 && WS_DQ128_W3)
 
 template <int D, int NWG, int NST>
 static size_t ws_dq_smem(void) {
     constexpr int LDQ = WS_DQ_RS(D) ? D + 8 : D;
-    return 2048 + sizeof(wg_bf16) * ((size_t)2 * NST * 64 * D + (size_t)2 * 64 * NWG * LDQ); // barriers, stages, Q and dO
+    // barriers, stages, Q and dO; DSS: a 64 x 64 dS tile a warpgroup
+    return 2048 + sizeof(wg_bf16) * ((size_t)2 * NST * 64 * D + (size_t)2 * 64 * NWG * LDQ + (WS_DQ_DSS(D) ? (size_t)NWG * 64 * 64 : 0));
 }
 
 // Grid (row tiles of 64 NWG of the S G rows, H / G, B), or (H / G, row tiles, B) when hminor; the longest rows
@@ -121,7 +129,7 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
                      const wg_bf16 *__restrict__ dout, const float *__restrict__ Dsum, wg_bf16 *__restrict__ dq, int S,
                      int H, int G, int hminor, float scale, float scale2) {
     constexpr int BK = 64, BQB = 64 * NWG, KD = D / 16, NDC = D / 64, TILE = BK * D;
-    constexpr bool TL = D % 64 == 16, WH = D == 128, RSQ = WS_DQ_RS(D);
+    constexpr bool TL = D % 64 == 16, WH = D == 128, RSQ = WS_DQ_RS(D), DSS = WS_DQ_DSS(D);
     constexpr int LDQ = RSQ ? D + 8 : D;
     static_assert(NST >= 2 && NST <= 8 && NWG >= 2 && 2 * NWG + 1 <= 15, "stages, warpgroups");
     static_assert(RG % 8 == 0 && tm_regs_fit(NWG, RG, 24), "registers: within the launch share (tm_regs_fit)");
@@ -129,6 +137,7 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     const uint32_t base = (wg_smem(ws_smraw) + 1023u) & ~1023u;
     const uint32_t full0 = base, empty0 = base + 8u * NST, st0 = base + 1024u; // stage s: K at st0 + 4 s TILE bytes, V after
     const uint32_t Qb = st0 + (uint32_t)(4 * NST * TILE), dOb = Qb + (uint32_t)(BQB * LDQ * 2);
+    const uint32_t dSb = dOb + (uint32_t)(BQB * LDQ * 2); // DSS: warpgroup w's dS tile at + 8192 w (1024-aligned)
     const int x = hminor ? (int)blockIdx.y : (int)blockIdx.x, hk = hminor ? (int)blockIdx.x : (int)blockIdx.y;
     const int nbx = (int)(hminor ? gridDim.y : gridDim.x), b = blockIdx.z;
     const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x / 32, 0), lane = threadIdx.x % 32; // warp-uniform
@@ -212,11 +221,12 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
         for (int c = 0; c < NDC; c++) ws_keep_all(dqa[c]);
         if constexpr (TL) ws_keep_all(dqt);
     };
-    uint32_t sa4[4][4]; // dS of the last tile (bf16): the A operand of dQ += dS K
+    uint32_t sa4[DSS ? 1 : 4][4]; // dS of the last tile (bf16): the A operand of dQ += dS K (DSS: its tile, dSw)
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++)
+    for (int kk = 0; kk < (DSS ? 1 : 4); kk++)
 #pragma unroll
         for (int e = 0; e < 4; e++) sa4[kk][e] = 0u;
+    const uint32_t dSw = dSb + (uint32_t)(wg * 64 * 64 * 2);
     auto stage = [&](int t) { return st0 + (uint32_t)(4 * (t % NST) * TILE); };
     auto release = [&](int t) { // this warp is done reading tile t's stage
         if (lane == 0) tm_mb_arrive(empty0 + 8u * (uint32_t)(t % NST));
@@ -225,7 +235,16 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
     auto issue_dq = [&](int t) {
         const uint32_t ks = stage(t);
         keep_acc();
-        ws_keep_a(sa4);
+        if constexpr (DSS) {
+            wg_arrive();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) // m: queries, n: dims, k: keys
+                wg_mma_ss_n128<1>(dqa[0], dqa[1], wg_desc_kmaj(dSw, 64, kk, 0), wg_desc_mnmaj<WH>(ks, BK, kk, 0), 1);
+            wg_commit();
+            return;
+        } else {
+            ws_keep_a(sa4);
+        }
         wg_arrive();
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) { // m: queries, n: dims, k: keys
@@ -293,11 +312,26 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
         ws_keep_all(dpa);
 #pragma unroll
         for (int e = 0; e < 32; e++) dpa[e] = sc[e] * (dpa[e] - dr[(e >> 1) & 1]);
-        wg_wait<0>(); // the last tile's product is done: sa4, dQ and its stage are free
+        wg_wait<0>(); // the last tile's product is done: sa4 (DSS: the dS tile), dQ and its stage are free
         keep_acc();
-        ws_keep_a(sa4);
+        if constexpr (!DSS) ws_keep_a(sa4);
         if (t > 0) release(t - 1);
-        ws_to_a(sa4, dpa);
+        if constexpr (DSS) {
+            // dS into this warpgroup's tile by stmatrix (row r = query 16 (warp % 4) + 8 i + lane % 8 of 128 bytes,
+            // 16-byte chunk c of keys at c ^ (r % 8); the warp's 16 x 64 as 2 x 8 matrices of 8 x 8, elements
+            // 4 j + 2 i, + 1 of the accumulator): read by the next turn's dQ product, after the ring's wait (a barrier
+            // of the warpgroup's warps), so the stores need only the proxy fence.
+            const int mr = lane & 7, mi = (lane >> 3) & 1, mj = lane >> 4;
+            const uint32_t rl = (uint32_t)(16 * (warp % 4) + 8 * mi + mr);
+#pragma unroll
+            for (int m = 0; m < 4; m++)
+                wg_stmatrix4(dSw + rl * 128u + ((uint32_t)((2 * m + mj) ^ mr) << 4), wg_pack(dpa[8 * m], dpa[8 * m + 1]),
+                             wg_pack(dpa[8 * m + 2], dpa[8 * m + 3]), wg_pack(dpa[8 * m + 4], dpa[8 * m + 5]),
+                             wg_pack(dpa[8 * m + 6], dpa[8 * m + 7]));
+            wg_fence_proxy();
+        } else {
+            ws_to_a(sa4, dpa);
+        }
     }
     keep_acc();
 #pragma unroll
@@ -878,6 +912,7 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
 #ifndef WS_DQ_NST
 #define WS_DQ_NST 4
 #endif
+#define WS_DQ_NSTD(D) (WS_DQ_DSS(D) ? 3 : WS_DQ_NST) // the dq kernel's stages at head dim D (218 KB with DSS)
 #define WS_BWD_RG(NWG) ((NWG) == 2 ? 240 : 160) // the dq consumers' registers (its producer keeps 24)
 // The dk/dv producer computes its rows' addresses (cp.async), so it keeps PR registers and the consumers RG
 // (tm_regs_fit: 2 x 240 + 32 is past the 3 x 168 a block of 384 threads has, and the consumers' setmaxnreg.inc
@@ -1004,7 +1039,7 @@ template <int D>
 static int ws_bwd_launch(cudaStream_t st, const att_side *side, const void *q, const void *k, const void *v, const int *docs,
                          const float *lse, const void *dout, const float *Dsum, void *dq, void *dk, void *dv, int B, int S,
                          int H, int G, float scale, float scale2, void *ws, size_t ws_bytes, stg_err *err) {
-    constexpr int KW = WS_DKDV_NWG, KS = WS_DKDV_NST, QW = WS_DQ_NWGD(D), QS = WS_DQ_NST;
+    constexpr int KW = WS_DKDV_NWG, KS = WS_DKDV_NST, QW = WS_DQ_NWGD(D), QS = WS_DQ_NSTD(D);
     const int hkv = H / G, RT = (S * G + 63) / 64;
     const size_t need = att_ws_bwd_ws_bytes(B, S, H, G, D);
     if constexpr (D == 64 || D == 80) {

@@ -53,6 +53,11 @@
 #                           prints "/tmp/NAME build: RC")
 #   variant_tests NAME      attn_tests in /tmp/NAME at the default grid, hgroup3, p3g4 and with the cp.async producer
 #                           (STG_ATT_DKDV_TMA=0, 3 persistent blocks); returns 1 at the first failure
+#   variant_build NAME PATCH FLAGS   variant NAME PATCH FLAGS (built whole, so its GPU suite can run) beside perf_build stg
+#                           of the tree, waited for, then serial_report of the variant; returns 1 when the tree's build fails
+#   variant_checks NAME     what landing a variant needs before its suite: variant_tests NAME, then memcheck and
+#                           racecheck of the bf16 attention tests and memcheck of the GQA tests (tools/sanitize_gpu.sh,
+#                           100 s) in /tmp/NAME; returns 1 at the first failure (the sanitizers not run after failed tests)
 #   variants_ab NAME...     after perf_build stg and the variants' builds: sets B (attn_ab's list) to the tree's stg
 #                           and each variant's whose variant_tests pass (a failing one is named and left out); prints
 #                           serial_report of each build, and a WARNING line for a variant with a note the tree's lacks
@@ -287,6 +292,19 @@ variant_tests() {
     (cd "/tmp/$1" && attn_tests "$1_default" && attn_tests "$1_hgroup3" STG_ATT_FWD_PERSIST=0 STG_ATT_DKDV_PERSIST=0 STG_ATT_HGROUP=3 &&
         attn_tests "$1_p3g4" STG_ATT_FWD_PERSIST=3 STG_ATT_DKDV_PERSIST=3 STG_ATT_HGROUP=4 &&
         attn_tests "$1_cpasync" STG_ATT_DKDV_TMA=0 STG_ATT_DKDV_PERSIST=3)
+}
+variant_build() {
+    variant "$1" "$2" "$3"
+    perf_build stg || { wait; return 1; }
+    wait
+    say "builds done"
+    serial_report "$out/l/build_$1.txt" "$1"
+}
+variant_checks() {
+    variant_tests "$1" || return 1
+    tools/sanitize_gpu.sh "/tmp/$1/build-gpu" "$out/l/san_$1" 100 memcheck:test_gpu_mm_attn:'*attention_bf16*' \
+        racecheck:test_gpu_mm_attn:'*attention_bf16*' memcheck:test_gpu_ops:'*attention_gqa*' || return 1
+    say "$1: tests and sanitizers done"
 }
 # ptxas's wgmma serialization notes (C7510-C7518, C7520: every wgmma of the kernel waited for at once) in a build log,
 # one line per (note, kernel); the thirty-fifth session's pipe variant ran 1.8x slower under C7514 that nobody read.

@@ -19,15 +19,8 @@
 # Usage (GPU machine, repository root, carrying .deps and peer): bash docs/perf/2026-11-30t-next-w3.sh OUT
 set -u
 source tools/perf_lib.sh "${1:?usage: $0 OUT}"
-variant w3 - "-DWS_DQ80_W3=1 -DWS_DQ128_W3=1"
-perf_build stg || { wait; perf_pack; exit 1; }
-wait
-say "builds done"
-serial_report "$out/l/build_w3.txt" w3
-if variant_tests w3; then
-    tools/sanitize_gpu.sh /tmp/w3/build-gpu "$out/l/san_w3" 100 memcheck:test_gpu_mm_attn:'*attention_bf16*' \
-        racecheck:test_gpu_mm_attn:'*attention_bf16*' memcheck:test_gpu_ops:'*attention_gqa*'
-    say "tests done"
+variant_build w3 - "-DWS_DQ80_W3=1 -DWS_DQ128_W3=1" || { perf_pack; exit 1; }
+if variant_checks w3; then
     attn_ab 2 tree:build-gpu/stg w3:/tmp/w3/build-gpu/stg
     attn_peer
     steps_ab 2.7B 4096 1 2 tree:build-gpu/stg w3:/tmp/w3/build-gpu/stg

@@ -6,7 +6,7 @@ ELF reader on a hand-built ELF file (its section sizes as instruction counts) an
 tools/attn_trace.py on a synthetic timeline (its phase means, periods, spreads, lag, overlap and refusals), and
 tools/timeline.py on a synthetic CUPTI timeline (spans, unions, streams, the tail, names, gaps, gzip, --period, --list
 and refusals), and tools/smi_mark.py on a synthetic nvidia-smi log and marks (each span's samples and statistics, and
-its refusals), and tools/perf_lib.sh's serial_report and variants_ab on synthetic build logs (the ptxas notes it lists,
+its refusals), and tools/perf_lib.sh's serial_report, variants_ab, variant_build and variant_checks on synthetic build logs and stubs (the ptxas notes it lists,
 the warning for a variant whose wgmmas are serialized where the tree's are not, and the binaries it keeps) and
 steps_ab with stub binaries (its rows, their order, each binary's arguments, a failing run named), and gpu_suite with a
 stub ctest (a pass, a failure, and tests not built: no run of the suite), and attn_peer with a stub peer.
@@ -405,6 +405,37 @@ def test_perf_lib(tmp):
               f"perf_lib attn_peer {case}: {lines[:3]}")
         check("ARGS --batch 4 --heads 16 --dims 128 --seqs 4096,16384 --iters 20" in lines, f"perf_lib attn_peer {case}: arguments {lines}")
         check(not any(l.startswith('{"backend": "FLASH') for l in lines[:3]), f"perf_lib attn_peer {case}: FLASH rows printed")
+    # variant_checks: the variant's tests, then the three sanitizer runs in its build; neither after a failure
+    san = os.path.join(repo, "tools", "sanitize_gpu.sh")
+    sargs = os.path.join(tmp, "san_args.txt")
+    for case, tests_ok, san_rc, want_rc, want_san in (("pass", True, 0, 0, True), ("tests", False, 0, 1, False),
+                                                       ("san", True, 1, 1, True)):
+        if os.path.exists(sargs):
+            os.remove(sargs)
+        with open(san, "w") as f:
+            f.write(f"#!/bin/sh\necho \"$@\" > {sargs}\nexit {san_rc}\n")
+        os.chmod(san, 0o755)
+        script = ('set -u; source tools/perf_lib.sh "$1" > /dev/null; '
+                  f'variant_tests() {{ echo "tests $1"; {"true" if tests_ok else "false"}; }}; variant_checks vv; echo "rc=$?"')
+        r = subprocess.run(["bash", "-c", script, "x", out], cwd=repo, capture_output=True, text=True, env=env)
+        lines = r.stdout.splitlines()
+        check("tests vv" in lines and f"rc={want_rc}" in lines, f"perf_lib variant_checks {case}: {lines}")
+        got = open(sargs).read().split() if os.path.exists(sargs) else None
+        check((got is not None) == want_san, f"perf_lib variant_checks {case}: sanitizers run {got is not None}")
+        if want_san and got:
+            check(got == ["/tmp/vv/build-gpu", f"{out}/l/san_vv", "100", "memcheck:test_gpu_mm_attn:*attention_bf16*",
+                          "racecheck:test_gpu_mm_attn:*attention_bf16*", "memcheck:test_gpu_ops:*attention_gqa*"],
+                  f"perf_lib variant_checks {case}: the sanitizer runs {got}")
+    # variant_build: the variant and the tree's stg built, then the variant's ptxas notes; 1 when the tree's build fails
+    with open(os.path.join(out, "l", "build_vb.txt"), "w") as f:
+        f.write(note("C7514", "kern_q"))
+    for case, pb, want_rc in (("ok", 0, 0), ("treefail", 2, 1)):
+        script = ('set -u; source tools/perf_lib.sh "$1" > /dev/null; variant() { echo "variant $*"; }; '
+                  f'perf_build() {{ echo "perf_build $*"; return {pb}; }}; variant_build vb - "-DX=1"; echo "rc=$?"')
+        r = subprocess.run(["bash", "-c", script, "x", out], cwd=repo, capture_output=True, text=True, env=env)
+        lines = r.stdout.splitlines()
+        check(lines[:2] == ["variant vb - -DX=1", "perf_build stg"] and f"rc={want_rc}" in lines, f"perf_lib variant_build {case}: {lines}")
+        check(("[vb ptxas]       1 C7514 kern_q<Li64ELi2EEvPf>" in lines) == (pb == 0), f"perf_lib variant_build {case}: notes {lines}")
 
 
 def main():

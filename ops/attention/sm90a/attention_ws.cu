@@ -55,22 +55,33 @@
 #ifndef WS_FWD64_QSS
 #define WS_FWD64_QSS 1
 #endif
-// Head dim 80 the same way (its 16-dim tail panel in the 32-byte swizzle, as the K tiles hold it) with 128-key tiles
-// in 4 stages (Q 30 KB, a stage 40 KB).
+// Head dim 80 the same way (its 16-dim tail panel in the 32-byte swizzle, as the K tiles hold it): measured no faster
+// (H200, 2026-11-30t call 2: 3 warpgroups with 64-key tiles in 6 stages, or 2 at 240 registers with 128-key tiles in
+// 5 stages, against the tree's 3 with Q in registers; 3 with 128-key tiles spill at 160 registers). Off.
 #ifndef WS_FWD80_QSS
 #define WS_FWD80_QSS 0
+#endif
+// P through shared memory (PSS, head dim 80): P, the A operand of O += P V, stored by stmatrix into a 64-row tile a
+// warpgroup (the K tiles' layout: 64-key panels of 128-byte rows, 128-byte swizzle) and read by descriptor (SS),
+// instead of BK / 4 registers a thread: what lets 3 warpgroups at 160 registers take 128-key tiles at head dim 80
+// (S 64, O 40, P 32 spilled). 3 stages (Q 33 KB, a stage 40 KB, the P tiles 48 KB). Off (not yet run on a GPU).
+#ifndef WS_FWD80_PSS
+#define WS_FWD80_PSS 0
 #endif
 template <int D>
 __host__ __device__ constexpr bool ws_fwd_qs(void) {
     return (D == 128 && WS_FWD128_QSS) || (D == 64 && WS_FWD64_QSS) || (D == 80 && WS_FWD80_QSS);
 }
+template <int D>
+__host__ __device__ constexpr bool ws_fwd_ps(void) { return D == 80 && WS_FWD80_PSS; }
 
 // Shared bytes: 16 barriers' worth of header (NST full and NST empty barriers), Q (padded rows, or with ws_fwd_qs the
 // swizzled panels, 1024-byte aligned), the stages (1024-byte aligned).
 template <int D, int NWG, int BK, int NST>
 static size_t ws_fwd_smem(void) {
-    if (ws_fwd_qs<D>()) return 128 + 1024 + sizeof(wg_bf16) * ((size_t)64 * NWG * D + (size_t)2 * NST * BK * D);
-    return 128 + sizeof(wg_bf16) * ((size_t)64 * NWG * (D + 8) + (size_t)2 * NST * BK * D) + 1024;
+    const size_t pt = ws_fwd_ps<D>() ? sizeof(wg_bf16) * 64 * NWG * BK : 0; // PSS: the P tiles after the stages
+    if (ws_fwd_qs<D>()) return 128 + 1024 + sizeof(wg_bf16) * ((size_t)64 * NWG * D + (size_t)2 * NST * BK * D) + pt;
+    return 128 + sizeof(wg_bf16) * ((size_t)64 * NWG * (D + 8) + (size_t)2 * NST * BK * D) + 1024 + pt;
 }
 
 // Work items (tiles of 64 NWG of the S G rows, H / G, B), nq tiles each, the longest rows first, walked by persistent
@@ -90,7 +101,7 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
     constexpr int BQ = 64 * NWG, LDQ = D + 8, KD = D / 16, NSC = BK / 64, NDC = D / 64;
     constexpr bool TL = D % 64 == 16; // head dim 80: a 16-dim tail panel (wgmma.cuh)
     constexpr int TILE = BK * D;      // elements of one K or V stage
-    constexpr bool QS = ws_fwd_qs<D>();
+    constexpr bool QS = ws_fwd_qs<D>(), PS = ws_fwd_ps<D>();
     static_assert(NST >= 2 && NST <= 8, "2 to 8 stages (the header holds 16 barriers)");
     static_assert(NWG >= 2 && 2 * NWG + 1 <= 15, "a ring of at least two warpgroups; named barriers 1 .. 2 NWG");
     static_assert((D % 64 == 0 || D % 64 == 16) && BK % 64 == 0 && BK <= 256, "head dim 64 NP (+ 16), key tile in chunks of 64");
@@ -192,8 +203,9 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
                 wg_ldsm4(qf[kd], wg_smem(Qs + (16 * warp + (lane & 15)) * LDQ + kd * 16 + (lane >> 4) * 8));
         }
 
-        float oacc[NDC][32], otl[8]; // otl: the tail panel's 16 dims (head dim 80)
-        uint32_t pf[BK / 16][4];     // P of the previous tile: the A operand of its P V product
+        float oacc[NDC][32], otl[8];     // otl: the tail panel's 16 dims (head dim 80)
+        uint32_t pf[PS ? 1 : BK / 16][4]; // P of the previous tile: the A operand of its P V product (PS: its tile, pw)
+        const uint32_t pw = kv0 + (uint32_t)(2 * NST * TILE * 2 + 64 * BK * 2 * wg); // PS: this warpgroup's P tile
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int c = 0; c < NDC; c++)
@@ -202,7 +214,7 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
 #pragma unroll
         for (int e = 0; e < 8; e++) otl[e] = 0.0f;
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++) pf[kk][0] = pf[kk][1] = pf[kk][2] = pf[kk][3] = 0u;
+        for (int kk = 0; kk < (PS ? 1 : BK / 16); kk++) pf[kk][0] = pf[kk][1] = pf[kk][2] = pf[kk][3] = 0u;
 
         auto stage = [&](int t) { return kv0 + (uint32_t)(2 * ((T + t) % NST) * TILE * 2); };
         // O += P(t) V(t) (issued, not waited for).
@@ -211,6 +223,13 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
             const uint32_t vb = stage(t) + (uint32_t)(TILE * 2);
 #pragma unroll
             for (int kk = 0; kk < BK / 16; kk++) {
+                if constexpr (PS) { // k: keys (panel kk / 4 of the P tile), n: dims
+                    const uint64_t da = wg_desc_kmaj(pw, 64, kk, 0);
+#pragma unroll
+                    for (int dc = 0; dc < NDC; dc++) wg_mma_ss_n64<1>(oacc[dc], da, wg_desc_mnmaj(vb, BK, kk, dc), 1);
+                    if constexpr (TL) wg_mma_ss_n16<1>(otl, da, wg_tdesc<NDC>(vb, BK, kk));
+                    continue;
+                }
                 if constexpr (NDC == 2 && !TL) { // both panels of dims in one product
                     wg_mma_n128<1>(oacc[0], oacc[1], pf[kk], wg_desc_mnmaj(vb, BK, kk, 0), 1);
                 } else {
@@ -232,7 +251,7 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
         };
         auto keep_p = [&]() {
 #pragma unroll
-            for (int kk = 0; kk < BK / 16; kk++)
+            for (int kk = 0; kk < (PS ? 1 : BK / 16); kk++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) wg_keep(pf[kk][e]);
         };
@@ -371,14 +390,31 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
             if constexpr (TL)
 #pragma unroll
                 for (int e = 0; e < 8; e++) otl[e] *= alpha[(e >> 1) & 1];
+            if constexpr (PS) {
+                // P into this warpgroup's tile by stmatrix: row r = query 16 (warp % 4) + 8 i + lane % 8, key chunk
+                // (16 bytes) q of panel c at q ^ (r % 8); the warp's 16 x 64 of a panel as 2 x 8 matrices of 8 x 8
+                // (elements 4 j + 2 i, + 1 of s[c]). Read by the next turn's P V product, after the ring's wait (a
+                // barrier of the warpgroup's warps), so the stores need only the proxy fence.
+                const int mr = lane & 7, mi = (lane >> 3) & 1, mj = lane >> 4;
+                const uint32_t rl = (uint32_t)(16 * (warp % 4) + 8 * mi + mr);
 #pragma unroll
-            for (int c = 0; c < NSC; c++)
+                for (int c = 0; c < NSC; c++)
 #pragma unroll
-                for (int e = 0; e < 32; e += 2) {
-                    // n8 block j = 8 c + e / 4 of the keys: k-step j / 2, A register (row half i, j % 2).
-                    const int j = c * 8 + (e >> 2), i = (e >> 1) & 1;
-                    pf[j >> 1][(j & 1) * 2 + i] = wg_pack(s[c][e], s[c][e + 1]);
-                }
+                    for (int m = 0; m < 4; m++)
+                        wg_stmatrix4(pw + (uint32_t)(c * 64 * 128) + rl * 128u + ((uint32_t)((2 * m + mj) ^ mr) << 4),
+                                     wg_pack(s[c][8 * m], s[c][8 * m + 1]), wg_pack(s[c][8 * m + 2], s[c][8 * m + 3]),
+                                     wg_pack(s[c][8 * m + 4], s[c][8 * m + 5]), wg_pack(s[c][8 * m + 6], s[c][8 * m + 7]));
+                wg_fence_proxy();
+            } else {
+#pragma unroll
+                for (int c = 0; c < NSC; c++)
+#pragma unroll
+                    for (int e = 0; e < 32; e += 2) {
+                        // n8 block j = 8 c + e / 4 of the keys: k-step j / 2, A register (row half i, j % 2).
+                        const int j = c * 8 + (e >> 2), i = (e >> 1) & 1;
+                        pf[j >> 1][(j & 1) * 2 + i] = wg_pack(s[c][e], s[c][e + 1]);
+                    }
+            }
         }
 
 #pragma unroll
@@ -429,10 +465,10 @@ __global__ void __launch_bounds__(128 * NWG + 32 * PW, MINB)
 #define WS_FWD80_RG 160
 #endif
 #ifndef WS_FWD80_BK
-#define WS_FWD80_BK (WS_FWD80_QSS ? 128 : 64)
+#define WS_FWD80_BK (WS_FWD80_PSS ? 128 : 64)
 #endif
 #ifndef WS_FWD80_NST
-#define WS_FWD80_NST (WS_FWD80_QSS ? 4 : 5)
+#define WS_FWD80_NST (WS_FWD80_PSS ? 3 : 5)
 #endif
 #ifndef WS_FWD128_NWG
 #define WS_FWD128_NWG 2

@@ -19,8 +19,8 @@
 // Shared layout per stage (wgmma.cuh): D / 64 panels of BK rows x 128 bytes in
 // the 128-byte swizzle, at head dim 80 a tail panel of 16 dims in the 32-byte swizzle; the tensor maps
 // name the same swizzles, so each panel is one copy. Q: cp.async by each warpgroup for its own rows,
-// then registers (ldmatrix), the A operand of every S product; at head dim 128 Q stays in shared memory in the
-// stages' swizzled layout and the S product reads it by descriptor (ws_fwd_qs).
+// then registers (ldmatrix), the A operand of every S product; at head dims 64 and 128 Q stays in shared memory in
+// the stages' swizzled layout and the S product reads it by descriptor (ws_fwd_qs).
 #include <algorithm>
 #include <cuda.h>
 #include <cudaTypedefs.h>

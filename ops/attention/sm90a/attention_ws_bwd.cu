@@ -89,8 +89,8 @@ __host__ __device__ __forceinline__ int ws_stat_slot_of(int c) { return ws_stat_
 
 // ---- dq -----------------------------------------------------------------------------------------
 
-// Q and dO of the block in registers (RS: the A operands of S and dP, from padded rows) or, at head dim 128,
-// in swizzled tiles (a 64-row tile per warpgroup) read from shared memory by the products.
+// Q and dO of the block in registers (RS: the A operands of S and dP, from padded rows) or, at head dim 128 and in 3
+// warpgroups (WS_DQ_W3), in swizzled tiles (a 64-row tile per warpgroup) read from shared memory by the products.
 // WS_DQ64_W3: head dim 64's dq kernel in 3 consumer warpgroups at 160 registers, Q and dO in tiles read by the S and
 // dP products (SS; with them in registers 3 warpgroups do not fit), as the forward's 3 warpgroups there. Measured
 // (H200, 2026-11-30t call 4, B4 H16 causal, two rounds alternating): head dim 64's backward 15.09-15.11 -> 14.27-14.41

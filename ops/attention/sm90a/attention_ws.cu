@@ -57,16 +57,20 @@
 #endif
 // Head dim 80 the same way (its 16-dim tail panel in the 32-byte swizzle, as the K tiles hold it): measured no faster
 // (H200, 2026-11-30t call 2: 3 warpgroups with 64-key tiles in 6 stages, or 2 at 240 registers with 128-key tiles in
-// 5 stages, against the tree's 3 with Q in registers; 3 with 128-key tiles spill at 160 registers). Off.
+// 5 stages, against the tree's 3 with Q in registers; 3 with 128-key tiles spill at 160 registers). On since it
+// carries WS_FWD80_PSS below, which is faster; 0 with WS_FWD80_PSS=0 = the old form (Q in registers).
 #ifndef WS_FWD80_QSS
-#define WS_FWD80_QSS 0
+#define WS_FWD80_QSS 1
 #endif
 // P through shared memory (PSS, head dim 80): P, the A operand of O += P V, stored by stmatrix into a 64-row tile a
 // warpgroup (the K tiles' layout: 64-key panels of 128-byte rows, 128-byte swizzle) and read by descriptor (SS),
 // instead of BK / 4 registers a thread: what lets 3 warpgroups at 160 registers take 128-key tiles at head dim 80
-// (S 64, O 40, P 32 spilled). 3 stages (Q 33 KB, a stage 40 KB, the P tiles 48 KB). Off (not yet run on a GPU).
+// (S 64, O 40, P 32 spilled). 3 stages (Q 33 KB, a stage 40 KB, the P tiles 48 KB). Measured (H200, 2026-11-30u
+// call 1, B4 H16 causal, two rounds alternating, with WS_FWD80_QSS): 6.022-6.036 -> 5.522-5.544 ms (-8.3%) at seq
+// 16384, 0.428-0.430 -> 0.410-0.411 at 4096; the GPU suite, the attention tests at four grids, memcheck and racecheck
+// passed. Landed; 0 (with WS_FWD80_QSS=0) = the old form.
 #ifndef WS_FWD80_PSS
-#define WS_FWD80_PSS 0
+#define WS_FWD80_PSS 1
 #endif
 template <int D>
 __host__ __device__ constexpr bool ws_fwd_qs(void) {

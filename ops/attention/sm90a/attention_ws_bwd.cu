@@ -98,13 +98,17 @@ __host__ __device__ __forceinline__ int ws_stat_slot_of(int c) { return ws_stat_
 #ifndef WS_DQ64_W3
 #define WS_DQ64_W3 1
 #endif
-// WS_DQ80_W3: the same at head dim 80 (its tail panel in the tiles' 32-byte swizzle).
+// WS_DQ80_W3: the same at head dim 80 (its tail panel in the tiles' 32-byte swizzle). Measured (H200, 2026-11-30u
+// call 1, two rounds alternating): head dim 80's backward 17.67-17.73 -> 17.37-17.40 ms at seq 16384, 1.208-1.218 ->
+// 1.179-1.182 at 4096; the GPU suite, the tests at four grids and the sanitizers passed. Landed; 0 = the old form.
 #ifndef WS_DQ80_W3
-#define WS_DQ80_W3 0
+#define WS_DQ80_W3 1
 #endif
 // WS_DQ128_W3: head dim 128's in 3 warpgroups too, at 160 registers, which fit only with dS (the A operand of
 // dQ += dS K) through a shared-memory tile per warpgroup instead of 16 registers (DSS; stmatrix, as the dk/dv kernel's
-// Pᵀ and dSᵀ at head dim 128) and 3 stages (Q, dO, the stages and the dS tiles: 218 KB).
+// Pᵀ and dSᵀ at head dim 128) and 3 stages (Q, dO, the stages and the dS tiles: 218 KB). Measured no faster (H200,
+// 2026-11-30u call 1: 24.88-25.03 ms -> 25.01-25.02 at seq 16384, 1.605-1.620 -> 1.622-1.627 at 4096; its tests
+// passed). Off.
 #ifndef WS_DQ128_W3
 #define WS_DQ128_W3 0
 #endif

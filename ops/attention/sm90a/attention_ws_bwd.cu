@@ -390,6 +390,12 @@ static size_t ws_dkdv_smem(void) {
 #define WS_DKDV_RSK 1
 #endif
 
+// WS_DQ1_NOORDER (an experiment, not for use): the single pass's additions made in whatever order the blocks reach
+// them (no turns; the sums' bits then vary from run to run), to measure what the turns cost.
+#ifndef WS_DQ1_NOORDER
+#define WS_DQ1_NOORDER 0
+#endif
+
 template <int D, int NWG, int NST, int RG, int PR, bool DQ1, bool TQ>
 __global__ void __launch_bounds__(128 * NWG + 128, 1)
     att_ws_dkdv_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tdo,
@@ -661,7 +667,7 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
             if (pd[2]) {
                 tm_bulk_wait_all();
                 tm_fence_proxy_global();
-            } else {
+            } else if (!WS_DQ1_NOORDER) {
                 while (tm_ld_acquire(c) != pd[1]) __nanosleep(ns);
             }
             tm_st_release(c, pd[1] + 1u);
@@ -676,7 +682,8 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
             pd[1] = (unsigned)(x - x0);
             pd[2] = add;
             if (add) {
-                while (tm_ld_acquire(cnt + tile_w(r)) != (unsigned)(x - x0)) __nanosleep(ns);
+                if (!WS_DQ1_NOORDER)
+                    while (tm_ld_acquire(cnt + tile_w(r)) != (unsigned)(x - x0)) __nanosleep(ns);
                 tm_fence_proxy_global();
                 tm_bulk_add_f32(dqacc + tile_w(r) * 64 * D, Pw, 64u * D * 4u);
                 tm_bulk_commit();

@@ -395,6 +395,13 @@ static size_t ws_dkdv_smem(void) {
 #ifndef WS_DQ1_NOORDER
 #define WS_DQ1_NOORDER 0
 #endif
+// WS_DQ1_PROBE (an experiment, wrong results when set; with WS_DQ1_NOORDER): what the single pass's parts cost. 1: no
+// bulk reductions (the dQ tiles computed and stored, not added); 2: neither dQ's product nor its tile (the dS tile
+// stored, the barriers kept); 3: none of the single pass's work in the loop (the dk/dv kernel as the single pass
+// launches it: the cp.async producer, a block an item). 0: the single pass.
+#ifndef WS_DQ1_PROBE
+#define WS_DQ1_PROBE 0
+#endif
 
 template <int D, int NWG, int NST, int RG, int PR, bool DQ1, bool TQ>
 __global__ void __launch_bounds__(128 * NWG + 128, 1)
@@ -759,7 +766,7 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
                     ring.pass(t);
                 }
                 if (t < ntiles) release(t);
-                if constexpr (DQ1)
+                if constexpr (DQ1 && WS_DQ1_PROBE < 3)
                     if (t < ntiles) {
                         if (tw == 0) dq_turn(q0, false);
                         __syncwarp(); // warp 0 whole again before the next barrier and products (they are .aligned)
@@ -841,7 +848,7 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
                 ws_to_a(sa4, dpt);
             }
             prev = t;
-            if constexpr (DQ1) {
+            if constexpr (DQ1 && WS_DQ1_PROBE < 3) {
                 // dS (rows x this warpgroup's keys) into its tile: element e is key 16 (warp % 4) + wg_row(e, g), row
                 // wg_col(e, t4); 16-byte chunk key / 8 of a row at chunk (key / 8) ^ (row % 8)
 #pragma unroll
@@ -854,6 +861,7 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
                 __syncwarp();
                 wg_fence_proxy();
                 tm_bar_sync<128>(1 + NWG + wg);
+                if constexpr (WS_DQ1_PROBE < 2) {
                 float dqa[NDC][32], dqt[8]; // dQ = dS K_w (m: rows, n: dims, k: this warpgroup's keys)
 #pragma unroll
                 for (int c = 0; c < NDC; c++)
@@ -887,8 +895,9 @@ __global__ void __launch_bounds__(128 * NWG + 128, 1)
                 }
                 wg_fence_proxy();
                 tm_bar_sync<128>(1 + NWG + wg);
-                if (tw == 0) dq_turn(q0, true);
+                if (tw == 0) dq_turn(q0, WS_DQ1_PROBE < 1);
                 __syncwarp();
+                }
                 tm_bar_sync<128>(1 + NWG + wg); // the dS and dQ tiles are free again
             }
         }

@@ -6,6 +6,7 @@ and writes docs/benchmarks.md with SVG plots and the raw JSON lines under docs/b
     python3 tools/bench_suite.py --stg build-gpu/stg --parts stg    # only stg's measurements
     python3 tools/bench_suite.py --parts peer                       # only the PyTorch peer
     python3 tools/bench_suite.py --stg build/stg --parts report     # the report from docs/bench/*.jsonl
+    python3 tools/bench_suite.py --parts merge,report --merge-from A,B  # the records of several calls, then the report
 
 Parts:
   stg     stg bench for every size x ctx x precision (one process per cell measures forward,
@@ -17,6 +18,10 @@ Parts:
           torch.compile with cuDNN attention, without and with CUDA graphs: the faster is reported).
           Where PyTorch is missing the suite says so and carries on.
   report  docs/benchmarks.md and the plots, from the JSON lines (runs anywhere; needs no GPU).
+  merge   the records of several runs into --out, one run a machine lease: each ran `--parts stg,peer --sizes ...
+          --out DIR` (stg's and the peer's rows of a size in one lease, as every ratio needs) where one lease cannot
+          hold the whole suite; every record keeps its lease (its DIR's name and date), the times add up, and a size
+          whose stg and peer rows come from different leases is named (runs anywhere; needs no GPU).
 Every record keeps the command that produced it ("cmd").
 """
 import argparse, datetime, json, math, os, platform, re, shlex, shutil, statistics, subprocess, sys, time
@@ -326,6 +331,112 @@ def part_peer(a, outdir, meta):
     meta["peer_s"] = round(time.time() - t0, 1)
 
 
+# ---------------------------------------------------------------- merge
+
+RECORDS = ("stg.jsonl", "stg_exec.jsonl", "stg_warmup.jsonl", "memory.jsonl", "answers.jsonl", "peer.jsonl", "peer_warmup.jsonl")
+STG_TIMES = ("stg_s", "stg_cells_s", "stg_exec_s", "stg_warmup_s", "stg_memory_s")
+
+
+def unique(xs):
+    """xs without repeats, in order (a `--parts stg,peer` run is one command in both metas)."""
+    out = []
+    for x in xs:
+        if x not in out:
+            out.append(x)
+    return out
+
+
+def part_merge(a, outdir):
+    """The records of the runs in a.merge_from (one directory a machine lease) into outdir: each run's records in
+    turn, tagged with their lease; answers.jsonl (memreport, no device) from the first run that has it; the plans'
+    SVG files copied; meta_stg.json and meta_peer.json with the times added up and every command kept. Refuses
+    (exit 2, nothing written) a missing directory, one named twice, outdir among them, or runs whose settings differ."""
+    srcs = [d for d in a.merge_from.split(",") if d]
+    if not srcs:
+        sys.exit("bench_suite: --parts merge needs --merge-from DIR[,DIR...] (the --out of each run)")
+    real = [os.path.realpath(d) for d in srcs]
+    for d, r in zip(srcs, real):
+        if not os.path.isdir(d):
+            sys.exit(f"bench_suite: --merge-from: {d} is not a directory")
+        if not any(os.path.exists(os.path.join(d, n)) for n in RECORDS):
+            sys.exit(f"bench_suite: --merge-from: {d} holds none of the suite's records ({', '.join(RECORDS)})")
+    if len(set(real)) != len(real):
+        sys.exit("bench_suite: --merge-from names a directory twice")
+    if os.path.realpath(outdir) in real:
+        sys.exit(f"bench_suite: --out {outdir} is one of --merge-from: the merge would overwrite its own input")
+    metas = []
+    for d in srcs:
+        m = {}
+        for n in ("meta_stg.json", "meta_peer.json"):
+            p = os.path.join(d, n)
+            if os.path.exists(p):
+                try:
+                    m[n] = json.load(open(p))
+                except (OSError, json.JSONDecodeError) as e:
+                    sys.exit(f"bench_suite: --merge-from: {p}: {e}")
+        metas.append(m)
+    settings = [m[n].get("settings") for m in metas for n in ("meta_stg.json",) if n in m]
+    if any(x != settings[0] for x in settings[1:]):
+        sys.exit("bench_suite: --merge-from: the runs' settings differ (" + "; ".join(json.dumps(x, sort_keys=True) for x in settings)
+                 + "): their rows would not be one table")
+    recs = {}
+    for n in RECORDS:
+        recs[n] = []
+        for i, d in enumerate(srcs):
+            p = os.path.join(d, n)
+            if n == "answers.jsonl" and recs[n]:
+                break  # memreport's answers need no device: the first run's
+            try:
+                rows = read_jsonl(p)
+            except (OSError, json.JSONDecodeError) as e:
+                sys.exit(f"bench_suite: --merge-from: {p}: {e}")
+            date = metas[i].get("meta_stg.json", metas[i].get("meta_peer.json", {})).get("date")
+            recs[n] += [dict(r, lease=i + 1, lease_dir=os.path.basename(os.path.normpath(d)), lease_date=date) for r in rows]
+    # every size's stg and peer rows from one lease, or named
+    def leases(n, size):
+        return {r["lease"] for r in recs[n] if r.get("size") == size and r.get("kind", "bench") == "bench" and "mean_ms" in r}
+    split = [size for size in SIZES if leases("stg.jsonl", size) and leases("peer.jsonl", size)
+             and leases("stg.jsonl", size) != leases("peer.jsonl", size)]
+    for size in split:
+        print(f"bench_suite: merge: {size}'s stg rows come from lease(s) {sorted(leases('stg.jsonl', size))} and its peer rows "
+              f"from {sorted(leases('peer.jsonl', size))}: its ratios are across leases", file=sys.stderr)
+    os.makedirs(outdir, exist_ok=True)
+    for n in RECORDS:
+        W = Writer(os.path.join(outdir, n))
+        for r in recs[n]:
+            W.put(r)
+    for d in srcs:
+        for f in sorted(os.listdir(d)):
+            if f.startswith("mem-") and f.endswith(".svg"):
+                shutil.copyfile(os.path.join(d, f), os.path.join(outdir, f))
+    lease_list = []
+    for i, (d, m) in enumerate(zip(srcs, metas)):
+        ms_, mp_ = m.get("meta_stg.json", {}), m.get("meta_peer.json", {})
+        lease_list.append(dict(lease=i + 1, dir=os.path.basename(os.path.normpath(d)), date=ms_.get("date", mp_.get("date")),
+                               host=ms_.get("host", mp_.get("host")), nvidia_smi=ms_.get("nvidia_smi"), source=ms_.get("source"),
+                               stg_sizes=sorted({r["size"] for r in recs["stg.jsonl"] if r["lease"] == i + 1 and "size" in r}, key=SIZES.index),
+                               peer_sizes=sorted({r["size"] for r in recs["peer.jsonl"] if r["lease"] == i + 1 and r.get("kind") == "bench"},
+                                                 key=SIZES.index),
+                               commands=unique([x for x in [ms_.get("argv")] + mp_.get("commands", [mp_.get("argv")]) if x])))
+    sm = [m["meta_stg.json"] for m in metas if "meta_stg.json" in m]
+    pm = [m["meta_peer.json"] for m in metas if "meta_peer.json" in m]
+    if sm:
+        out = dict(sm[0], leases=lease_list, split_sizes=split, argv=None,
+                   commands=[x for l in lease_list for x in l["commands"]])
+        sources = unique([l["source"] for l in lease_list if l.get("source")])
+        if len(sources) > 1:  # stg built from different trees: each lease's named
+            print(f"bench_suite: merge: the runs' stg was built from {', '.join(sources)}", file=sys.stderr)
+            out["source"] = ", ".join(f"{l['source']} (lease {l['lease']})" for l in lease_list if l.get("source"))
+        for k in STG_TIMES:
+            out[k] = round(sum(m.get(k, 0) for m in sm), 1)
+        json.dump(out, open(os.path.join(outdir, "meta_stg.json"), "w"), indent=1)
+    if pm:
+        out = dict(pm[0], leases=lease_list, argv=None, commands=[])
+        out["peer_s"] = round(sum(m.get("peer_s", 0) for m in pm), 1)
+        json.dump(out, open(os.path.join(outdir, "meta_peer.json"), "w"), indent=1)
+    print(f"merged {len(srcs)} runs into {outdir}" + (f" ({', '.join(split)}: stg and peer from different leases)" if split else ""))
+
+
 # ---------------------------------------------------------------- report
 
 def ms(r, key="mean_ms", sd=True):
@@ -508,14 +619,20 @@ def report(a, outdir, doc):
     ms_meta = D.meta.get("meta_stg.json", {})
     mp_meta = D.meta.get("meta_peer.json", {})
     date = ms_meta.get("date", "unknown date")
+    leases = ms_meta.get("leases") or mp_meta.get("leases") or []
+    if leases:  # merged runs: the first lease's date to the last's
+        ds = [l["date"] for l in leases if l.get("date")]
+        date = f"{min(ds)} to {max(ds)}" if ds and min(ds) != max(ds) else (ds[0] if ds else date)
     made = plots(D, outdir, sizes, ctxs, dev)
     rel = os.path.relpath(outdir, os.path.dirname(os.path.abspath(doc)))
     L = []
     P = L.append
     unavailable = D.peer_unavailable()
     P("# Benchmarks: the CS336 systems study, reproduced with stg\n")
+    same = "in the same machine lease" if not leases else \
+        f"each size's stg and peer rows in one machine lease ({len(leases)} leases in all, below)"
     P(f"Device: **{dev}**. Date: {date} (UTC). stg built from {ms_meta.get('source', 'the working tree')}; "
-      + (f"PyTorch {ptorch} on {pdev} for the peer, in the same machine lease." if pdev else f"PyTorch peer: {unavailable}.") + "\n")
+      + (f"PyTorch {ptorch} on {pdev} for the peer, {same}." if pdev else f"PyTorch peer: {unavailable}.") + "\n")
     wall_stg, wall_peer = ms_meta.get("stg_s"), mp_meta.get("peer_s")
     if wall_peer is None:  # no meta_peer.json (the peer command was stopped): the commands that finished
         wall_peer = sum(r.get("wall_s", 0) for r in D.peer + D.pwarm if r.get("kind") == "command") or None
@@ -543,9 +660,21 @@ def report(a, outdir, doc):
                 out.append(x)
         return out
     ran = [sh(["python3"] + without_label(x)) for x in ran if x]
-    if ran:
+    if leases:
+        P("This page's run, as the commands that made it, lease by lease (each a GPU machine of its own; then `--parts "
+          "merge,report --merge-from` their records, here):\n")
+        for l in leases:
+            P(f"- lease {l['lease']} ({l.get('date')}, {l.get('host')}; stg: {', '.join(l['stg_sizes']) or 'none'}; peer: "
+              f"{', '.join(l['peer_sizes']) or 'none'}): " + "; ".join(f"`{sh(['python3'] + without_label(x))}`" for x in l["commands"]))
+        split = ms_meta.get("split_sizes") or []
+        P("" if not split else f"\n**{', '.join(split)}: stg's and the peer's rows come from different leases**, so their ratios compare "
+          "two machines.")
+        P("")
+    elif ran:
         P("This page's run, as the commands that made it (one GPU machine lease, in this order): " + "; ".join(f"`{x}`" for x in ran) + ".\n")
-    P("It runs in two halves where one command may take at most 10 minutes (`--parts stg`, then `--parts peer`), and "
+    P("It runs in two halves where one command may take at most 10 minutes (`--parts stg`, then `--parts peer`; where one "
+      "machine lease cannot hold the whole suite, in runs of a few sizes each, `--parts stg,peer --sizes ... --out DIR`, whose "
+      "records `--parts merge,report --merge-from DIR,...` puts together), and "
       "`--parts report` rewrites this page from the raw records in [bench/](bench/) (`stg.jsonl`, `stg_exec.jsonl`, `stg_warmup.jsonl`, "
       "`memory.jsonl`, `answers.jsonl`, `peer.jsonl`, `peer_warmup.jsonl`); every record holds the exact command (`cmd`) "
       "that produced it.\n")
@@ -1034,6 +1163,7 @@ def main():
     ap.add_argument("--note", default="", help="report: a paragraph about this run, printed in the introduction")
     ap.add_argument("--append", action="store_true", help="peer: add to docs/bench/peer*.jsonl instead of starting them afresh")
     ap.add_argument("--source", default=None, help="what stg was built from (e.g. a commit), for the report")
+    ap.add_argument("--merge-from", default="", help="merge: the --out directories of the runs to merge, comma-separated, in order")
     a = ap.parse_args()
     if not a.cmd_timeout > 0:
         sys.exit(f"bench_suite: --cmd-timeout must be a positive number of seconds, not {a.cmd_timeout}")
@@ -1044,6 +1174,13 @@ def main():
         if s not in SIZES:
             sys.exit(f"bench_suite: unknown size '{s}' (expected {', '.join(SIZES)})")
     parts = a.parts.split(",")
+    unknown = [x for x in parts if x not in ("stg", "peer", "merge", "report")]
+    if unknown:
+        sys.exit(f"bench_suite: unknown part '{unknown[0]}' (expected stg, peer, merge, report)")
+    if "merge" in parts:  # first: it checks its inputs before anything is written
+        if "stg" in parts or "peer" in parts:
+            sys.exit("bench_suite: --parts merge takes the records of earlier runs: not with stg or peer in one command")
+        part_merge(a, a.out)
     os.makedirs(a.out, exist_ok=True)
     meta_common = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"), host=platform.node(),
                        argv=sys.argv, source=a.source or "the working tree",

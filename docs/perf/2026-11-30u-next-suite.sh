@@ -14,6 +14,8 @@
 #   call 1: "small:128,256,512,1024" "medium:128,256,512,1024"
 #   call 2: "large:128,256,512,1024" "2.7B:128,256,512"
 #   call 3: "xl:128,256,512" "xl:1024 2.7B:1024"  (a spec may name several SIZES:CTXS groups, run in turn)
+# fp32 cells at 2 warm-up and 3 timed steps, as the 2026-11-23 page ran them (a 2.7B fp32 step is ~2 s; every run
+# must use the same settings, which the merge checks).
 # A run stopped by its limit keeps the records written so far (each is flushed as made); the report shows what ran.
 # Usage (GPU machine, repository root, carrying .deps and peer; SOURCE=commit for the page):
 #   bash docs/perf/2026-11-30u-next-suite.sh OUT "SPEC0" ["SPEC1"]     SPEC: "SIZES:CTXS[ SIZES:CTXS...]"
@@ -30,7 +32,7 @@ for spec in "$@"; do
             sizes=${grp%%:*} ctxs=${grp#*:} name="run${gpu}-${sizes//,/-}-${ctxs//,/-}" left=$((LIMIT - $(el)))
             [ "$left" -ge 60 ] || { echo "gpu $gpu $grp: skipped ($left s left)"; continue; }
             CUDA_VISIBLE_DEVICES=$gpu timeout "$left" python3 tools/bench_suite.py --stg build-gpu/stg --parts stg,peer \
-                --sizes "$sizes" --ctx "$ctxs" --source "${SOURCE:-the working tree}" --out "$out/l/$name" \
+                --sizes "$sizes" --ctx "$ctxs" --fp32-warmup 2 --fp32-iters 3 --source "${SOURCE:-the working tree}" --out "$out/l/$name" \
                 > "$out/l/$name.txt" 2>&1
             echo "[$(el) s] gpu $gpu $grp: rc $?"
             grep -E "rc [0-9]+" "$out/l/$name.txt" | grep -v "rc 0" | head -5

@@ -20,8 +20,9 @@ Parts:
   report  docs/benchmarks.md and the plots, from the JSON lines (runs anywhere; needs no GPU).
   merge   the records of several runs into --out, one run a machine lease: each ran `--parts stg,peer --sizes ...
           --out DIR` (stg's and the peer's rows of a size in one lease, as every ratio needs) where one lease cannot
-          hold the whole suite; every record keeps its lease (its DIR's name and date), the times add up, and a size
-          whose stg and peer rows come from different leases is named (runs anywhere; needs no GPU).
+          hold the whole suite; every record keeps its lease (its DIR's name and date), the times add up, a cell run
+          in several leases takes its stg and peer rows from the latest lease with both, and a cell whose rows share no
+          lease is named (runs anywhere; needs no GPU).
 Every record keeps the command that produced it ("cmd").
 """
 import argparse, datetime, json, math, os, platform, re, shlex, shutil, statistics, subprocess, sys, time
@@ -392,14 +393,27 @@ def part_merge(a, outdir):
                 sys.exit(f"bench_suite: --merge-from: {p}: {e}")
             date = metas[i].get("meta_stg.json", metas[i].get("meta_peer.json", {})).get("date")
             recs[n] += [dict(r, lease=i + 1, lease_dir=os.path.basename(os.path.normpath(d)), lease_date=date) for r in rows]
-    # every size's stg and peer rows from one lease, or named
-    def leases(n, size):
-        return {r["lease"] for r in recs[n] if r.get("size") == size and r.get("kind", "bench") == "bench" and "mean_ms" in r}
-    split = [size for size in SIZES if leases("stg.jsonl", size) and leases("peer.jsonl", size)
-             and leases("stg.jsonl", size) != leases("peer.jsonl", size)]
-    for size in split:
-        print(f"bench_suite: merge: {size}'s stg rows come from lease(s) {sorted(leases('stg.jsonl', size))} and its peer rows "
-              f"from {sorted(leases('peer.jsonl', size))}: its ratios are across leases", file=sys.stderr)
+    # every cell's (size, ctx) stg and peer rows from one lease: where a cell ran in several leases (a run stopped by
+    # its limit and the rest run again), the rows of the latest lease that has both come first, so the report (which
+    # takes a cell's first row) pairs them; a cell whose stg and peer rows share no lease is named
+    def timed(r):
+        return r.get("kind", "bench") == "bench" and "mean_ms" in r and "size" in r and "ctx" in r
+    cells = {}
+    for n in ("stg.jsonl", "peer.jsonl"):
+        for r in recs[n]:
+            if timed(r):
+                cells.setdefault((r["size"], r["ctx"]), ({}, {}))[n == "peer.jsonl"].setdefault(r["lease"], True)
+    pick, split = {}, []
+    for (size, ctx), (st, pe) in sorted(cells.items(), key=lambda kv: (SIZES.index(kv[0][0]) if kv[0][0] in SIZES else 99, kv[0][1])):
+        both = set(st) & set(pe)
+        if both:
+            pick[(size, ctx)] = max(both)
+        elif st and pe:
+            split.append(f"{size} ctx {ctx}")
+            print(f"bench_suite: merge: {size} ctx {ctx}: stg rows from lease(s) {sorted(st)}, peer rows from {sorted(pe)}: "
+                  "its ratios are across leases", file=sys.stderr)
+    for n in ("stg.jsonl", "peer.jsonl"):  # the picked lease's rows of a cell first (a stable sort)
+        recs[n].sort(key=lambda r: 0 if not timed(r) or pick.get((r["size"], r["ctx"])) in (None, r["lease"]) else 1)
     os.makedirs(outdir, exist_ok=True)
     for n in RECORDS:
         W = Writer(os.path.join(outdir, n))
@@ -421,7 +435,7 @@ def part_merge(a, outdir):
     sm = [m["meta_stg.json"] for m in metas if "meta_stg.json" in m]
     pm = [m["meta_peer.json"] for m in metas if "meta_peer.json" in m]
     if sm:
-        out = dict(sm[0], leases=lease_list, split_sizes=split, argv=None,
+        out = dict(sm[0], leases=lease_list, split_cells=split, argv=None,
                    commands=[x for l in lease_list for x in l["commands"]])
         sources = unique([l["source"] for l in lease_list if l.get("source")])
         if len(sources) > 1:  # stg built from different trees: each lease's named
@@ -666,7 +680,7 @@ def report(a, outdir, doc):
         for l in leases:
             P(f"- lease {l['lease']} ({l.get('date')}, {l.get('host')}; stg: {', '.join(l['stg_sizes']) or 'none'}; peer: "
               f"{', '.join(l['peer_sizes']) or 'none'}): " + "; ".join(f"`{sh(['python3'] + without_label(x))}`" for x in l["commands"]))
-        split = ms_meta.get("split_sizes") or []
+        split = ms_meta.get("split_cells") or []
         P("" if not split else f"\n**{', '.join(split)}: stg's and the peer's rows come from different leases**, so their ratios compare "
           "two machines.")
         P("")

@@ -16,7 +16,9 @@
 #   call 3: "xl:128,256,512" "xl:1024 2.7B:1024"  (a spec may name several SIZES:CTXS groups, run in turn)
 # fp32 cells at 2 warm-up and 3 timed steps, as the 2026-11-23 page ran them (a 2.7B fp32 step is ~2 s; every run
 # must use the same settings, which the merge checks).
-# A run stopped by its limit keeps the records written so far (each is flushed as made); the report shows what ran.
+# A run stopped by its limit keeps the records written so far (each is flushed as made): run its missing ctx again in
+# a later call (stg's cells with them); the merge pairs each cell's stg and peer rows from the latest lease that has
+# both, and names a cell whose rows share no lease.
 # Usage (GPU machine, repository root, carrying .deps and peer; SOURCE=commit for the page):
 #   bash docs/perf/2026-11-30u-next-suite.sh OUT "SPEC0" ["SPEC1"]     SPEC: "SIZES:CTXS[ SIZES:CTXS...]"
 set -u

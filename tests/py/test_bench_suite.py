@@ -3,7 +3,8 @@
 writes them (`--parts stg,peer --sizes ... --out DIR`, one directory a machine lease) are merged with `--parts
 merge,report --merge-from`, and the merged records, their meta data and the page are checked: every record keeps its
 lease, the times add up, the answers are taken once, each lease's commands and sizes are on the page, the ratios come
-from the records, a size whose stg and peer rows come from different leases is named, and the refusals (a missing
+from the records, a cell run in two leases pairs the rows of the one with both, a cell whose stg and peer rows share no
+lease is named, and the refusals (a missing
 directory, one named twice, --out among the inputs, settings that differ, merge beside stg or peer, an unknown part)
 exit non-zero without writing anything. Exits 0 when every check passes, 1 with the failed checks listed."""
 import json
@@ -109,7 +110,7 @@ with tempfile.TemporaryDirectory() as t:
         check(mp["peer_s"] == 240.0, f"peer times added up: {mp.get('peer_s')}")
         check([l["stg_sizes"] for l in ms["leases"]] == [["small"], ["medium"]], "each lease's stg sizes")
         check([l["peer_sizes"] for l in ms["leases"]] == [["small"], ["medium"]], "each lease's peer sizes")
-        check(ms["split_sizes"] == [], "no size split across leases")
+        check(ms["split_cells"] == [], "no cell split across leases")
         page = open(doc).read()
         check("2026-12-01 06:00 to 2026-12-01 06:20" in page, "the page's dates span the leases")
         check("lease 1 (2026-12-01 06:00, host-runA; stg: small; peer: small)" in page, "lease 1 named on the page")
@@ -132,10 +133,31 @@ with tempfile.TemporaryDirectory() as t:
     rc, so, se = suite("--parts", "merge,report", "--merge-from", f"{c},{d}", "--out", out2, "--doc", doc2)
     check(rc == 0, f"merge of a split size: rc {rc}: {se[-300:]}")
     if rc == 0:
-        check("large's stg rows come from lease(s) [1] and its peer rows from [2]" in se, f"the split named on stderr: {se[-300:]}")
-        check(json.load(open(os.path.join(out2, "meta_stg.json")))["split_sizes"] == ["large"], "split_sizes in the meta")
-        check("large: stg's and the peer's rows come from different leases" in open(doc2).read(), "the split named on the page")
+        check("large ctx 512: stg rows from lease(s) [1], peer rows from [2]" in se, f"the split named on stderr: {se[-300:]}")
+        check(json.load(open(os.path.join(out2, "meta_stg.json")))["split_cells"] == ["large ctx 512"], "split_cells in the meta")
+        check("large ctx 512: stg's and the peer's rows come from different leases" in open(doc2).read(), "the split named on the page")
         check("stg built from abc1234;" in open(doc2).read(), "one tree named once")
+
+    # a cell run again in a later lease (the first run stopped before its peer): the ratio pairs the later lease's rows
+    g = run_dir(t, "runG", [("small", 3.0)], [], "2026-12-05 06:00")
+    h = run_dir(t, "runH", [("small", 4.0)], [("small", 5.0)], "2026-12-05 06:30")
+    out4, doc4 = os.path.join(t, "merged4"), os.path.join(t, "page4.md")
+    rc, so, se = suite("--parts", "merge,report", "--merge-from", f"{g},{h}", "--out", out4, "--doc", doc4)
+    check(rc == 0, f"merge of a cell run twice: rc {rc}: {se[-300:]}")
+    if rc == 0:
+        rows = [l for l in open(doc4).read().splitlines() if l.startswith("| small | 512 |")]
+        check(bool(rows) and rows[0].rstrip().endswith("| 0.64 |"), f"the ratio pairs lease 2's stg (4.0 / 6.25 = 0.64): {rows[:1]}")
+        check(json.load(open(os.path.join(out4, "meta_stg.json")))["split_cells"] == [] and "different leases" not in se,
+              "a cell with both rows in one lease is not named")
+        check(len(read(os.path.join(out4, "stg.jsonl"))) == 12, "both leases' stg rows kept")
+
+    # a cell with both rows in two leases: the latest lease's pair (4.0 / 10.0), not the first's (3.0 / 6.25)
+    i_ = run_dir(t, "runI", [("small", 3.0)], [("small", 5.0)], "2026-12-06 06:00")
+    j_ = run_dir(t, "runJ", [("small", 4.0)], [("small", 8.0)], "2026-12-06 06:30")
+    out5, doc5 = os.path.join(t, "merged5"), os.path.join(t, "page5.md")
+    rc, so, se = suite("--parts", "merge,report", "--merge-from", f"{i_},{j_}", "--out", out5, "--doc", doc5)
+    rows = [l for l in open(doc5).read().splitlines() if l.startswith("| small | 512 |")] if rc == 0 else []
+    check(bool(rows) and rows[0].rstrip().endswith("| 0.40 |"), f"a cell in two leases takes the latest lease's pair: rc {rc}, {rows[:1]}")
 
     # runs of stg built from different trees: each lease's named
     f = run_dir(t, "runF", [("xl", 40.0)], [("xl", 50.0)], "2026-12-04 06:00", source="def5678")

@@ -372,9 +372,12 @@ def part_merge(a, outdir):
             p = os.path.join(d, n)
             if os.path.exists(p):
                 try:
-                    m[n] = json.load(open(p))
-                except (OSError, json.JSONDecodeError) as e:
-                    sys.exit(f"bench_suite: --merge-from: {p}: {e}")
+                    with open(p) as f:
+                        m[n] = json.load(f)
+                except json.JSONDecodeError as e:
+                    sys.exit(f"bench_suite: --merge-from: {p}:{e.lineno}:{e.colno}: not JSON ({e.msg})")
+                except OSError as e:
+                    sys.exit(f"bench_suite: --merge-from: {p}: {e.strerror}")
         metas.append(m)
     settings = [m[n].get("settings") for m in metas for n in ("meta_stg.json",) if n in m]
     if any(x != settings[0] for x in settings[1:]):
@@ -387,10 +390,19 @@ def part_merge(a, outdir):
             p = os.path.join(d, n)
             if n == "answers.jsonl" and recs[n]:
                 break  # memreport's answers need no device: the first run's
-            try:
-                rows = read_jsonl(p)
-            except (OSError, json.JSONDecodeError) as e:
-                sys.exit(f"bench_suite: --merge-from: {p}: {e}")
+            rows = []
+            if os.path.exists(p):
+                try:
+                    with open(p) as f:
+                        for ln, line in enumerate(f, 1):
+                            if not line.strip():
+                                continue
+                            try:
+                                rows.append(json.loads(line.rstrip("\n")))
+                            except json.JSONDecodeError as e:
+                                sys.exit(f"bench_suite: --merge-from: {p}:{ln}:{e.colno}: not a JSON record ({e.msg})")
+                except OSError as e:
+                    sys.exit(f"bench_suite: --merge-from: {p}: {e.strerror}")
             date = metas[i].get("meta_stg.json", metas[i].get("meta_peer.json", {})).get("date")
             recs[n] += [dict(r, lease=i + 1, lease_dir=os.path.basename(os.path.normpath(d)), lease_date=date) for r in rows]
     # every cell's (size, ctx) stg and peer rows from one lease: where a cell ran in several leases (a run stopped by

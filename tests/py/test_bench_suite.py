@@ -179,6 +179,20 @@ with tempfile.TemporaryDirectory() as t:
         check(rc != 0 and "bench_suite:" in se, f"{what}: refused with a message (rc {rc}, {se[-200:]})")
     check(not any(os.path.exists(os.path.join(t, m)) for m in ("m3", "m4", "m5", "m6")), "a refused merge writes no directory")
     check({x: snapshot(x) for x in (a, b)} == before, "a refused merge leaves its inputs as they were")
+    # a broken record or meta file: named with its line, nothing written
+    k = run_dir(t, "runK", [("xl", 40.0)], [("xl", 50.0)], "2026-12-07 06:00")
+    with open(os.path.join(k, "peer.jsonl"), "a") as fh:
+        fh.write('{"kind": "bench", "size"\n')
+    nlines = sum(1 for _ in open(os.path.join(k, "peer.jsonl")))
+    rc, so, se = suite("--parts", "merge", "--merge-from", f"{a},{k}", "--out", os.path.join(t, "m10"))
+    check(rc != 0 and f"runK/peer.jsonl:{nlines}:" in se and "Traceback" not in se and not os.path.exists(os.path.join(t, "m10")),
+          f"a broken record named by file:line: rc {rc}, {se[-200:]}")
+    l_ = run_dir(t, "runL", [("xl", 40.0)], [("xl", 50.0)], "2026-12-07 06:30")
+    with open(os.path.join(l_, "meta_stg.json"), "w") as fh:
+        fh.write("{bad")
+    rc, so, se = suite("--parts", "merge", "--merge-from", f"{a},{l_}", "--out", os.path.join(t, "m11"))
+    check(rc != 0 and "runL/meta_stg.json:1:2:" in se and "Traceback" not in se and not os.path.exists(os.path.join(t, "m11")),
+          f"a broken meta file named: rc {rc}, {se[-200:]}")
     e = run_dir(t, "runE", [("xl", 40.0)], [("xl", 50.0)], "2026-12-03 06:00", settings=dict(SETTINGS, iters=20))
     rc, so, se = suite("--parts", "merge", "--merge-from", f"{a},{e}", "--out", os.path.join(t, "m7"))
     check(rc != 0 and "settings differ" in se and not os.path.exists(os.path.join(t, "m7")), f"runs whose settings differ refused: {se[-200:]}")
